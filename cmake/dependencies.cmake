@@ -1,0 +1,20 @@
+# Third-party libraries, all from Debian 12 packages (see README.md / .ci/run):
+#   nlohmann-json3-dev, libcli11-dev, libfmt-dev, libpcre2-dev, libgtest-dev, OpenMP (gcc).
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+
+# CLI11 is header-only; Debian ships a CMake config for it.
+find_package(CLI11 CONFIG QUIET)
+if(NOT TARGET CLI11::CLI11)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+
+if(TF_TESTS)
+  find_package(GTest REQUIRED)
+endif()

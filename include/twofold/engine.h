@@ -1,0 +1,76 @@
+// The engine: continuous batching over one model (public API).
+//
+//   tf::Engine engine(tf::EngineOptions{.model_dir = "models/tiny-main"});
+//   tf::RequestId id = engine.add_request({.prompt = "Hello", .sampling = {.max_tokens = 8}});
+//   while (engine.has_unfinished())
+//     for (const tf::RequestOutput& o : engine.step()) std::cout << o.text;
+//
+// Every front end (CLI, server, benchmark) drives this same loop; a single request is a
+// batch of one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "twofold/request.h"
+
+namespace tf {
+
+class Tokenizer;
+struct ModelConfig;
+class Model;
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string backend = "cpu";     // cpu | ref | cuda
+  int32_t block_size = 16;         // tokens per KV block
+  int32_t n_kv_blocks = 0;         // 0: enough for max_seqs sequences of full context, capped by kv_memory_mb
+  int64_t kv_memory_mb = 2048;     // cap on the automatic KV pool size
+  std::string kv_dtype = "f32";    // f32 | bf16 | f16 (CPU); bf16 | f16 (CUDA)
+  int32_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
+  int32_t max_seqs = 64;           // sequences running at once
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& opt);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. Throws tf::Error naming the problem (empty prompt,
+  // prompt longer than the context, bad sampling parameters).
+  RequestId add_request(GenerateRequest req);
+  // One iteration: schedule, run the batch, sample, stream. Returns what each request
+  // produced in this step (finished requests included once, with finished = true).
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const;
+  // Frees the request's KV blocks at once; it finishes with FinishReason::Abort.
+  void abort(RequestId id);
+
+  // Runs `ids` as one sequence outside the scheduler (call between steps, not during) and
+  // returns F32 logits of every position ([n, n_vocab], all_positions) or of the last one.
+  // For `twofold logits` and perplexity; throws tf::Error if the sequence does not fit.
+  std::vector<float> score(const std::vector<int32_t>& ids, bool all_positions);
+
+  const std::vector<int32_t>& prompt_ids(RequestId id) const;
+  const std::vector<int32_t>& output_ids(RequestId id) const;
+  RequestStats stats(RequestId id) const;
+  // Forgets a finished request (its ids and stats).
+  void release(RequestId id);
+
+  const Tokenizer& tokenizer() const;
+  const ModelConfig& config() const;
+  Model& model();
+  int32_t n_kv_blocks_free() const;
+  int32_t n_kv_blocks_total() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tf

@@ -1,0 +1,42 @@
+// Requests and their streamed outputs (public API).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "twofold/sampling.h"
+
+namespace tf {
+
+using RequestId = int64_t;
+
+struct GenerateRequest {
+  std::string prompt;              // tokenized with the model's tokenizer when prompt_ids is empty
+  std::vector<int32_t> prompt_ids; // used as is when not empty
+  SamplingParams sampling;
+  int32_t priority = 0;            // higher runs first; first come first served within one
+};
+
+enum class FinishReason : uint8_t { None, Stop, Length, Abort };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
+
+// What one engine step produced for one request.
+struct RequestOutput {
+  RequestId id = -1;
+  std::vector<int32_t> new_token_ids;  // tokens sampled this step (usually one)
+  std::string text;                    // text that became final this step (whole UTF-8)
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+};
+
+// Per-request statistics, available once a request finished.
+struct RequestStats {
+  int32_t n_prompt_tokens = 0;
+  int32_t n_output_tokens = 0;
+  double ttft_s = 0;     // arrival to first token
+  double total_s = 0;    // arrival to finish
+  double decode_tokens_per_s = 0;  // (n_output - 1) / (total - ttft)
+};
+
+}  // namespace tf

@@ -1,0 +1,24 @@
+// Sampling parameters of one request (public API).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tf {
+
+struct SamplingParams {
+  float temperature = 1.0f;        // 0 = greedy (argmax)
+  int32_t top_k = 0;               // 0 = off
+  float top_p = 1.0f;              // 1 = off
+  float min_p = 0.0f;              // 0 = off; keep tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f; // 1 = off; HF/CTRL rule over prompt + generated tokens
+  uint64_t seed = 0;               // same seed, same tokens
+  int32_t max_tokens = 16;         // new tokens at most
+  std::vector<std::string> stop;   // stop strings (not included in the output text)
+  bool ignore_eos = false;         // keep going past EOS (benchmarks)
+
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+}  // namespace tf

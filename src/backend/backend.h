@@ -1,0 +1,98 @@
+// The backend interface: owns device memory (weights, the paged KV pool, scratch) and runs
+// the op table. Model code calls these ops in order; kernels never see models or requests.
+//
+// Conventions for every op: activations are row-major [rows, cols] in the backend's
+// activation dtype (F32 on the CPU backends); matrices are stored as checkpoints store them,
+// [out_features, in_features], in F32/F16/BF16; tensors passed in live on this backend.
+// The batch metadata (positions, block tables, slot mapping, ...) is handed over once per
+// forward with set_batch() and lives in backend-owned buffers, so a captured decode step
+// (CUDA Graphs) reads it as inputs instead of baked-in pointers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/tensor.h"
+
+namespace tf {
+
+// Shape of the paged KV pool. Per layer, K and V are each
+// [n_blocks, n_kv_heads, block_size, head_dim] of `dtype` (F32/BF16/F16), so one head's keys
+// in one block are contiguous. INT8 storage adds a scale per token and head.
+struct KvCacheSpec {
+  int64_t n_layers = 0;
+  int64_t n_blocks = 0;
+  int64_t block_size = 16;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  DType dtype = DType::F32;
+};
+
+struct AttentionParams {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;          // usually 1/sqrt(head_dim)
+  int64_t sliding_window = 0;  // 0 = full causal; else keys with pos > q_pos - window
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual DType act_dtype() const = 0;  // activation dtype of this backend
+
+  // ---- memory -------------------------------------------------------------------------------
+  // A buffer owned by the backend, alive until the backend is destroyed.
+  virtual TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+  // Frees a buffer from alloc() (no-op for views the backend does not own).
+  virtual void release(const TensorView& buf) = 0;
+  // Makes a weight resident on this backend, converting to `dtype`. The CPU backends may
+  // return the host view itself when no conversion is needed (zero copy from the mmap).
+  virtual TensorView upload(const TensorView& host, DType dtype) = 0;
+  virtual void copy_to_host(const TensorView& src, void* dst) = 0;
+  virtual void copy_from_host(const void* src, const TensorView& dst) = 0;
+  virtual void synchronize() {}
+
+  // ---- KV pool and batch ----------------------------------------------------------------------
+  virtual void init_kv_cache(const KvCacheSpec& spec) = 0;
+  virtual const KvCacheSpec& kv_spec() const = 0;
+  // Copies the batch metadata into backend buffers; the ops below then refer to it.
+  virtual void set_batch(const Batch& batch) = 0;
+
+  // ---- ops (each implementation checks shapes with the helpers in shape_checks.h) ----------
+  // out[t] = table[ids[t]] for the current batch's token_ids.   table [n_vocab, d_model]
+  virtual void embedding(const TensorView& table, const TensorView& out) = 0;
+  // out = x / sqrt(mean(x^2) + eps) * w, row-wise.               x, out [rows, d], w [d]
+  virtual void rms_norm(const TensorView& x, const TensorView& w, float eps,
+                        const TensorView& out) = 0;
+  // Fused: residual += delta; out = rms_norm(residual) * w.      residual, delta, out [rows, d]
+  virtual void add_rms_norm(const TensorView& residual, const TensorView& delta,
+                            const TensorView& w, float eps, const TensorView& out) = 0;
+  // out = x @ w^T (+ bias).            x [rows, k], w [m, k], bias [m] or empty, out [rows, m]
+  virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
+                      const TensorView& out) = 0;
+  // Fused QKV epilogue: rotates q and k of qkv in place with RoPE at the batch positions,
+  // then writes k and v to the layer's KV slots (slot_mapping).
+  //   qkv [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim], inv_freq [head_dim / 2] F32
+  virtual void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                             const AttentionParams& p) = 0;
+  // Paged causal attention of every batch token over its sequence's cache.
+  //   qkv as above (only q is read), out [n_tokens, n_heads * head_dim]
+  virtual void attention(int layer, const TensorView& qkv, const AttentionParams& p,
+                         const TensorView& out) = 0;
+  // out = silu(gate) * up.              gate_up [rows, 2 * d_ff] (gate first), out [rows, d_ff]
+  virtual void swiglu(const TensorView& gate_up, const TensorView& out) = 0;
+  // out[i] = x[batch.logits_rows[i]].                         x [n_tokens, d], out [n_out, d]
+  virtual void gather_logit_rows(const TensorView& x, const TensorView& out) = 0;
+};
+
+enum class BackendKind : uint8_t { Cpu, Ref, Cuda };
+BackendKind parse_backend_kind(const std::string& name);  // "cpu" | "ref" | "cuda"
+std::unique_ptr<Backend> make_backend(BackendKind kind);
+
+}  // namespace tf

@@ -1,0 +1,104 @@
+#include "backend/host_backend.h"
+
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+
+namespace tf {
+
+float load_f32(const void* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::F32: return static_cast<const float*>(data)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    default: TF_ASSERT(false, "load_f32: dtype {} is not a float type", dtype_name(dtype));
+  }
+  return 0;
+}
+
+void store_f32(void* data, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::F32: static_cast<float*>(data)[i] = v; return;
+    case DType::BF16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(v); return;
+    case DType::F16: static_cast<uint16_t*>(data)[i] = f32_to_f16(v); return;
+    default: TF_ASSERT(false, "store_f32: dtype {} is not a float type", dtype_name(dtype));
+  }
+}
+
+void load_row_f32(const void* data, DType dtype, int64_t offset, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(dst, static_cast<const float*>(data) + offset, size_t(n) * 4);
+      return;
+    case DType::BF16: {
+      // Written so the compiler vectorises it: widen, shift into the high half, reinterpret.
+      const uint16_t* src = static_cast<const uint16_t*>(data) + offset;
+      uint32_t* out = reinterpret_cast<uint32_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) out[i] = uint32_t(src[i]) << 16;
+      return;
+    }
+    case DType::F16: {
+      const _Float16* src = static_cast<const _Float16*>(data) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
+      return;
+    }
+    default: TF_ASSERT(false, "load_row_f32: dtype {} is not a float type", dtype_name(dtype));
+  }
+}
+
+TensorView HostBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView v = make_view(nullptr, dtype, shape);
+  const size_t bytes = (v.nbytes() + 63) / 64 * 64;
+  auto* p = static_cast<uint8_t*>(::operator new[](bytes ? bytes : 64, std::align_val_t(64)));
+  std::memset(p, 0, bytes);
+  buffers_.emplace_back(p);
+  v.data = p;
+  return v;
+}
+
+void HostBackend::release(const TensorView& buf) {
+  for (auto& b : buffers_) {
+    if (b.get() == buf.data) {
+      b = std::move(buffers_.back());
+      buffers_.pop_back();
+      return;
+    }
+  }
+}
+
+TensorView HostBackend::upload(const TensorView& host, DType dtype) {
+  if (host.dtype == dtype) return host;  // zero copy: use the mapped bytes in place
+  TensorView out = host;
+  TensorView buf = alloc(dtype, {host.numel()});
+  out.data = buf.data;
+  out.dtype = dtype;
+  for (int64_t i = 0; i < host.numel(); ++i)
+    store_f32(out.data, dtype, i, load_f32(host.data, host.dtype, i));
+  return out;
+}
+
+void HostBackend::copy_to_host(const TensorView& src, void* dst) {
+  std::memcpy(dst, src.data, src.nbytes());
+}
+
+void HostBackend::copy_from_host(const void* src, const TensorView& dst) {
+  std::memcpy(dst.data, src, dst.nbytes());
+}
+
+void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
+  TF_ASSERT(spec.dtype == DType::F32 || spec.dtype == DType::BF16 || spec.dtype == DType::F16,
+            "host backends store KV as F32/BF16/F16, not {}", dtype_name(spec.dtype));
+  kv_spec_ = spec;
+  const int64_t rows = spec.n_blocks * spec.n_kv_heads * spec.block_size;
+  for (const auto& t : k_cache_) release(t);
+  for (const auto& t : v_cache_) release(t);
+  k_cache_.clear();
+  v_cache_.clear();
+  for (int64_t il = 0; il < spec.n_layers; ++il) {
+    k_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
+    v_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
+  }
+}
+
+}  // namespace tf

@@ -1,0 +1,57 @@
+// Memory, KV pool and batch handling shared by the two host backends (ref and cpu): device
+// memory is host memory, weights stay in the mapped checkpoint when their dtype is kept.
+#pragma once
+
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace tf {
+
+class HostBackend : public Backend {
+ public:
+  Device device() const override { return Device::Host; }
+  DType act_dtype() const override { return DType::F32; }
+
+  TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  void release(const TensorView& buf) override;
+  TensorView upload(const TensorView& host, DType dtype) override;
+  void copy_to_host(const TensorView& src, void* dst) override;
+  void copy_from_host(const void* src, const TensorView& dst) override;
+
+  void init_kv_cache(const KvCacheSpec& spec) override;
+  const KvCacheSpec& kv_spec() const override { return kv_spec_; }
+  void set_batch(const Batch& batch) override { batch_ = batch; }
+
+  // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim]
+  const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
+  const TensorView& v_cache(int layer) const { return v_cache_[size_t(layer)]; }
+
+ protected:
+  // Offset (in elements) of (slot, kv_head) in a layer's K or V pool.
+  int64_t kv_offset(int64_t slot, int64_t kv_head) const {
+    const int64_t block = slot / kv_spec_.block_size, in_block = slot % kv_spec_.block_size;
+    return ((block * kv_spec_.n_kv_heads + kv_head) * kv_spec_.block_size + in_block) *
+           kv_spec_.head_dim;
+  }
+  const Batch& batch() const { return batch_; }
+
+ private:
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers_;
+  KvCacheSpec kv_spec_;
+  std::vector<TensorView> k_cache_, v_cache_;
+  Batch batch_;
+};
+
+// Reads element i of a float tensor of any float dtype.
+float load_f32(const void* data, DType dtype, int64_t i);
+void store_f32(void* data, DType dtype, int64_t i, float v);
+// Converts n elements starting at element `offset` to float.
+void load_row_f32(const void* data, DType dtype, int64_t offset, int64_t n, float* dst);
+
+}  // namespace tf

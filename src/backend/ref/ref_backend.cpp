@@ -1,0 +1,147 @@
+#include "backend/ref/ref_backend.h"
+
+#include <cmath>
+#include <vector>
+
+#include "backend/shape_checks.h"
+
+namespace tf {
+
+void RefBackend::embedding(const TensorView& table, const TensorView& out) {
+  const auto& ids = batch().token_ids;
+  const int64_t d = table.shape[1];
+  check_2d(out, int64_t(ids.size()), d, "embedding out");
+  for (size_t t = 0; t < ids.size(); ++t) {
+    TF_ASSERT(ids[t] >= 0 && ids[t] < table.shape[0], "token id {} out of range", ids[t]);
+    for (int64_t i = 0; i < d; ++i)
+      out.as<float>()[int64_t(t) * d + i] = load_f32(table.data, table.dtype, ids[t] * d + i);
+  }
+}
+
+void RefBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
+                          const TensorView& out) {
+  const int64_t d = x.row_size();
+  for (int64_t r = 0; r < x.n_rows(); ++r) {
+    const float* xr = x.as<float>() + r * d;
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * xr[i];
+    const double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+    for (int64_t i = 0; i < d; ++i)
+      out.as<float>()[r * d + i] = float(xr[i] * inv * load_f32(w.data, w.dtype, i));
+  }
+}
+
+void RefBackend::add_rms_norm(const TensorView& residual, const TensorView& delta,
+                              const TensorView& w, float eps, const TensorView& out) {
+  for (int64_t i = 0; i < residual.numel(); ++i) residual.as<float>()[i] += delta.as<float>()[i];
+  rms_norm(residual, w, eps, out);
+}
+
+void RefBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
+                        const TensorView& out) {
+  check_matmul(x, w, bias, out);
+  const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0];
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = bias.data ? load_f32(bias.data, bias.dtype, j) : 0.0;
+      for (int64_t i = 0; i < k; ++i)
+        acc += double(x.as<float>()[r * k + i]) * load_f32(w.data, w.dtype, j * k + i);
+      out.as<float>()[r * m + j] = float(acc);
+    }
+  }
+}
+
+// Rotate-half RoPE (Hugging Face Llama): pairs (i, i + head_dim/2) rotated by pos * inv_freq[i].
+static void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = float(pos) * inv_freq[i];
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double a = v[i], b = v[i + half];
+    v[i] = float(a * c - b * s);
+    v[i + half] = float(b * c + a * s);
+  }
+}
+
+void RefBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                               const AttentionParams& p) {
+  const int64_t hd = p.head_dim, row = (p.n_heads + 2 * p.n_kv_heads) * hd;
+  check_2d(qkv, batch().n_tokens(), row, "rope_kv_write qkv");
+  for (int32_t t = 0; t < batch().n_tokens(); ++t) {
+    float* r = qkv.as<float>() + t * row;
+    for (int64_t h = 0; h < p.n_heads + p.n_kv_heads; ++h)
+      rope_head(r + h * hd, hd, batch().positions[size_t(t)], inv_freq.as<float>());
+    const int64_t slot = batch().slot_mapping[size_t(t)];
+    for (int64_t h = 0; h < p.n_kv_heads; ++h) {
+      const float* k = r + (p.n_heads + h) * hd;
+      const float* v = r + (p.n_heads + p.n_kv_heads + h) * hd;
+      const int64_t off = kv_offset(slot, h);
+      for (int64_t i = 0; i < hd; ++i) {
+        store_f32(k_cache(layer).data, kv_spec().dtype, off + i, k[i]);
+        store_f32(v_cache(layer).data, kv_spec().dtype, off + i, v[i]);
+      }
+    }
+  }
+}
+
+void RefBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p,
+                           const TensorView& out) {
+  const Batch& b = batch();
+  const int64_t hd = p.head_dim, row = (p.n_heads + 2 * p.n_kv_heads) * hd;
+  const int64_t group = p.n_heads / p.n_kv_heads, bs = kv_spec().block_size;
+  check_2d(out, b.n_tokens(), p.n_heads * hd, "attention out");
+  for (int32_t s = 0; s < b.n_seqs(); ++s) {
+    const int32_t* table = b.block_tables.data() + int64_t(s) * b.max_blocks;
+    for (int32_t t = b.seq_starts[size_t(s)]; t < b.seq_starts[size_t(s) + 1]; ++t) {
+      const int32_t qpos = b.positions[size_t(t)];
+      const int32_t first = p.sliding_window > 0 ? std::max<int32_t>(0, qpos - int32_t(p.sliding_window) + 1) : 0;
+      for (int64_t h = 0; h < p.n_heads; ++h) {
+        const float* q = qkv.as<float>() + t * row + h * hd;
+        const int64_t kvh = h / group;
+        std::vector<double> scores;
+        double mx = -INFINITY;
+        for (int32_t kp = first; kp <= qpos; ++kp) {
+          const int64_t off = kv_offset(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
+          double dot = 0;
+          for (int64_t i = 0; i < hd; ++i)
+            dot += double(q[i]) * load_f32(k_cache(layer).data, kv_spec().dtype, off + i);
+          scores.push_back(dot * p.scale);
+          mx = std::max(mx, scores.back());
+        }
+        double sum = 0;
+        for (double& sc : scores) sum += (sc = std::exp(sc - mx));
+        float* o = out.as<float>() + t * p.n_heads * hd + h * hd;
+        for (int64_t i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (int32_t kp = first; kp <= qpos; ++kp) {
+            const int64_t off = kv_offset(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
+            acc += scores[size_t(kp - first)] * load_f32(v_cache(layer).data, kv_spec().dtype, off + i);
+          }
+          o[i] = float(acc / sum);
+        }
+      }
+    }
+  }
+}
+
+void RefBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+  const int64_t d_ff = out.shape[1];
+  check_2d(gate_up, out.shape[0], 2 * d_ff, "swiglu gate_up");
+  for (int64_t r = 0; r < out.shape[0]; ++r) {
+    for (int64_t i = 0; i < d_ff; ++i) {
+      const double g = gate_up.as<float>()[r * 2 * d_ff + i];
+      const double u = gate_up.as<float>()[r * 2 * d_ff + d_ff + i];
+      out.as<float>()[r * d_ff + i] = float(g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+}
+
+void RefBackend::gather_logit_rows(const TensorView& x, const TensorView& out) {
+  const int64_t d = x.shape[1];
+  check_2d(out, batch().n_out(), d, "gather_logit_rows out");
+  for (int32_t i = 0; i < batch().n_out(); ++i)
+    for (int64_t j = 0; j < d; ++j)
+      out.as<float>()[i * d + j] = x.as<float>()[int64_t(batch().logits_rows[size_t(i)]) * d + j];
+}
+
+}  // namespace tf

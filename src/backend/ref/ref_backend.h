@@ -1,0 +1,26 @@
+// The reference backend: plain scalar loops with double accumulation, written to be read,
+// not to be fast. It defines the semantics every other backend is tested against.
+#pragma once
+
+#include "backend/host_backend.h"
+
+namespace tf {
+
+class RefBackend : public HostBackend {
+ public:
+  std::string name() const override { return "ref"; }
+  void embedding(const TensorView& table, const TensorView& out) override;
+  void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
+  void add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w,
+                    float eps, const TensorView& out) override;
+  void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
+              const TensorView& out) override;
+  void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                     const AttentionParams& p) override;
+  void attention(int layer, const TensorView& qkv, const AttentionParams& p,
+                 const TensorView& out) override;
+  void swiglu(const TensorView& gate_up, const TensorView& out) override;
+  void gather_logit_rows(const TensorView& x, const TensorView& out) override;
+};
+
+}  // namespace tf

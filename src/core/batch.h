@@ -1,0 +1,60 @@
+// The packed batch the model sees, even with one sequence (see ../shared/DESIGN.md).
+//
+// No padding: the tokens of all scheduled sequences are concatenated. Sequence s owns rows
+// [seq_starts[s], seq_starts[s+1]) of every activation. Its KV lives in the blocks listed in
+// row s of block_tables; the token at absolute position p of sequence s is stored at slot
+// block_tables[s][p / block_size] * block_size + p % block_size (precomputed per token in
+// slot_mapping). Attention for a token reads positions [0, its position] of its sequence
+// from the cache (after this step's K/V were written), so prefill, chunked prefill, prefix
+// hits and decode are one code path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tf {
+
+struct Batch {
+  std::vector<int32_t> token_ids;     // [n_tokens]
+  std::vector<int32_t> positions;     // [n_tokens] absolute position in its sequence
+  std::vector<int32_t> seq_starts;    // [n_seqs + 1] prefix sums of tokens per sequence
+  std::vector<int32_t> context_lens;  // [n_seqs] tokens in the cache after this step
+  std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] block ids, padded with -1
+  int32_t max_blocks = 0;             // row stride of block_tables
+  std::vector<int32_t> slot_mapping;  // [n_tokens] KV slot each token's K/V is written to
+  std::vector<int32_t> logits_rows;   // [n_out] token rows that need logits
+
+  int32_t n_tokens() const { return int32_t(token_ids.size()); }
+  int32_t n_seqs() const { return seq_starts.empty() ? 0 : int32_t(seq_starts.size()) - 1; }
+  int32_t n_out() const { return int32_t(logits_rows.size()); }
+};
+
+// Appends one sequence's step to a batch: tokens `ids` at positions [start_pos, start_pos +
+// ids.size()), with its block table. `want_logits` selects its last token for logits
+// (all_logits: every token, for perplexity and speculative verification).
+struct SeqChunk {
+  const int32_t* ids = nullptr;
+  int32_t n_ids = 0;
+  int32_t start_pos = 0;
+  const int32_t* blocks = nullptr;  // block table of the sequence
+  int32_t n_blocks = 0;
+  bool want_logits = true;
+  bool all_logits = false;
+};
+
+class BatchBuilder {
+ public:
+  BatchBuilder(int32_t block_size, int32_t max_blocks) : block_size_(block_size) {
+    batch_.max_blocks = max_blocks;
+    batch_.seq_starts.push_back(0);
+  }
+  void add(const SeqChunk& c);
+  Batch take() { return std::move(batch_); }
+  const Batch& peek() const { return batch_; }
+
+ private:
+  int32_t block_size_;
+  Batch batch_;
+};
+
+}  // namespace tf

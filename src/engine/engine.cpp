@@ -1,0 +1,261 @@
+// One step = schedule -> build the packed batch -> forward -> sample -> update -> stream.
+#include "twofold/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "engine/engine_impl.h"
+
+namespace tf {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::None: return "none";
+  }
+  return "none";
+}
+
+namespace {
+
+DType parse_kv_dtype(const std::string& s) {
+  if (s == "f32") return DType::F32;
+  if (s == "bf16") return DType::BF16;
+  if (s == "f16") return DType::F16;
+  fail("unknown KV dtype '{}' (expected f32, bf16 or f16)", s);
+}
+
+}  // namespace
+
+Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
+  if (opt.block_size <= 0) fail("block size must be positive, got {}", opt.block_size);
+  if (opt.max_batch_tokens <= 0) fail("max batch tokens must be positive, got {}", opt.max_batch_tokens);
+  if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
+  tokenizer = Tokenizer::from_dir(opt.model_dir);
+  backend = make_backend(parse_backend_kind(opt.backend));
+  model = load_model(opt.model_dir, *backend);
+  const ModelConfig& cfg = model->config();
+
+  // KV pool: enough blocks for max_seqs full-context sequences, capped by kv_memory_mb,
+  // but never fewer than one full-context sequence needs.
+  const DType kv_dtype = parse_kv_dtype(opt.kv_dtype);
+  const int32_t per_seq = KvManager::blocks_for(int32_t(cfg.max_position), opt.block_size);
+  int64_t n_blocks = opt.n_kv_blocks;
+  if (n_blocks <= 0) {
+    const int64_t block_bytes = cfg.kv_bytes_per_token(int64_t(dtype_size(kv_dtype))) * opt.block_size;
+    n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, opt.kv_memory_mb * (1 << 20) / block_bytes);
+    n_blocks = std::max<int64_t>(n_blocks, per_seq);
+  }
+  backend->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
+                                     .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
+                                     .head_dim = cfg.head_dim, .dtype = kv_dtype});
+  kv = std::make_unique<KvManager>(KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size});
+  sched = std::make_unique<Scheduler>(
+      SchedulerParams{.max_batch_tokens = opt.max_batch_tokens, .max_seqs = opt.max_seqs}, *kv);
+}
+
+RequestId Engine::Impl::add(GenerateRequest req) {
+  const ModelConfig& cfg = model->config();
+  validate(req.sampling);
+  std::vector<int32_t> ids = req.prompt_ids.empty() ? tokenizer->encode(req.prompt) : req.prompt_ids;
+  if (ids.empty()) fail("the prompt is empty (it must have at least one token)");
+  for (int32_t id : ids)
+    if (id < 0 || id >= cfg.n_vocab) fail("prompt token id {} is outside the vocabulary [0, {})", id, cfg.n_vocab);
+  if (int64_t(ids.size()) >= cfg.max_position)
+    fail("the prompt has {} tokens but the model's context is {} tokens (max_position_embeddings); "
+         "at most {} prompt tokens leave room for one new token",
+         ids.size(), cfg.max_position, cfg.max_position - 1);
+  const int64_t pool_tokens = int64_t(kv->pool().n_blocks_total()) * kv->block_size();
+  if (int64_t(ids.size()) >= pool_tokens)
+    fail("the prompt has {} tokens but the KV cache holds only {} tokens", ids.size(), pool_tokens);
+  if (req.sampling.max_tokens <= 0) fail("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
+
+  const RequestId id = next_id++;
+  RequestState& r = requests[id];
+  r.id = id;
+  r.prompt = ids;
+  r.all_tokens = ids;
+  r.params = req.sampling;
+  r.sampler = std::make_unique<Sampler>(req.sampling);
+  r.decoder = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
+  r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
+  r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));
+  r.arrival = Clock::now();
+  sched->add(id, req.priority, int32_t(ids.size()));
+  return id;
+}
+
+Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
+  int32_t max_blocks = 1;
+  for (const ScheduledSeq& q : so.seqs) max_blocks = std::max(max_blocks, int32_t(kv->table(q.id).size()));
+  BatchBuilder bb(kv->block_size(), max_blocks);
+  for (const ScheduledSeq& q : so.seqs) {
+    const RequestState& r = state(q.id);
+    const std::vector<int32_t>& table = kv->table(q.id);
+    bb.add(SeqChunk{.ids = r.all_tokens.data() + q.start, .n_ids = q.n_new, .start_pos = q.start,
+                    .blocks = table.data(), .n_blocks = int32_t(table.size()), .want_logits = q.samples});
+  }
+  return bb.take();
+}
+
+std::vector<RequestOutput> Engine::Impl::step() {
+  std::vector<RequestOutput> outs = std::move(pending);
+  pending.clear();
+  const ScheduleOutput so = sched->schedule();
+  if (so.seqs.empty()) {
+    // Nothing fits: only possible if every sequence waits for blocks held by nobody, which
+    // the add() checks rule out; fail loudly rather than spin.
+    TF_ASSERT(sched->empty() || !outs.empty() || sched->n_running() > 0 || sched->n_waiting() == 0,
+              "scheduler made no progress with {} waiting sequences", sched->n_waiting());
+    return outs;
+  }
+  const Batch batch = build_batch(so);
+  const TensorView logits = model->forward(batch);
+  const int64_t n_vocab = model->config().n_vocab;
+  logits_host.resize(size_t(logits.numel()));
+  backend->copy_to_host(logits, logits_host.data());
+
+  std::vector<int64_t> sampled;
+  int32_t row = 0;
+  for (const ScheduledSeq& q : so.seqs) {
+    if (!q.samples) continue;
+    RequestState& r = state(q.id);
+    std::span<float> lg(logits_host.data() + int64_t(row++) * n_vocab, size_t(n_vocab));
+    const int32_t token = r.sampler->sample(lg, r.all_tokens);
+    RequestOutput o;
+    o.id = r.id;
+    on_token(r, token, o);
+    sampled.push_back(q.id);
+    outs.push_back(std::move(o));
+  }
+  sched->commit(so, sampled);
+  for (const RequestOutput& o : outs)
+    if (o.finished && o.finish_reason != FinishReason::Abort) sched->remove(o.id);
+  return outs;
+}
+
+void Engine::Impl::on_token(RequestState& r, int32_t token, RequestOutput& o) {
+  if (r.output.empty()) r.first_token = Clock::now();
+  r.output.push_back(token);
+  r.all_tokens.push_back(token);
+  o.new_token_ids.push_back(token);
+  const auto& eos = model->config().eos_ids;
+  const bool is_eos = !r.params.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+  if (!is_eos) o.text = r.stop->push(r.decoder->push(token));
+  if (r.stop->stopped()) return finish(r, FinishReason::Stop, o);
+  if (is_eos) return finish(r, FinishReason::Stop, o);
+  if (int32_t(r.all_tokens.size()) >= r.max_len) return finish(r, FinishReason::Length, o);
+}
+
+void Engine::Impl::finish(RequestState& r, FinishReason why, RequestOutput& o) {
+  if (!r.stop->stopped()) {
+    o.text += r.stop->push(r.decoder->flush());
+    if (!r.stop->stopped()) o.text += r.stop->flush();
+  }
+  r.finished = true;
+  r.finish_reason = why;
+  r.finish = Clock::now();
+  o.finished = true;
+  o.finish_reason = why;
+}
+
+void Engine::Impl::abort(RequestId id) {
+  auto it = requests.find(id);
+  if (it == requests.end() || it->second.finished) return;
+  sched->remove(id);  // frees its KV blocks now
+  RequestOutput o;
+  o.id = id;
+  RequestState& r = it->second;
+  r.finished = true;
+  r.finish_reason = FinishReason::Abort;
+  r.finish = Clock::now();
+  o.finished = true;
+  o.finish_reason = FinishReason::Abort;
+  pending.push_back(std::move(o));
+}
+
+RequestState& Engine::Impl::state(RequestId id) {
+  auto it = requests.find(id);
+  if (it == requests.end()) fail("unknown request id {}", id);
+  return it->second;
+}
+const RequestState& Engine::Impl::state(RequestId id) const {
+  auto it = requests.find(id);
+  if (it == requests.end()) fail("unknown request id {}", id);
+  return it->second;
+}
+
+std::vector<float> Engine::Impl::score(const std::vector<int32_t>& ids, bool all_positions) {
+  const ModelConfig& cfg = model->config();
+  if (ids.empty()) fail("cannot score an empty sequence");
+  if (int64_t(ids.size()) > cfg.max_position)
+    fail("the sequence has {} tokens but the model's context is {} tokens", ids.size(), cfg.max_position);
+  for (int32_t id : ids)
+    if (id < 0 || id >= cfg.n_vocab) fail("token id {} is outside the vocabulary [0, {})", id, cfg.n_vocab);
+  constexpr int64_t kScoreSeq = -1;  // never a request id
+  if (!kv->grow(kScoreSeq, int32_t(ids.size())))
+    fail("not enough free KV blocks to score {} tokens", ids.size());
+  const std::vector<int32_t>& table = kv->table(kScoreSeq);
+  std::vector<float> out;
+  const int32_t n = int32_t(ids.size());
+  try {
+    for (int32_t start = 0; start < n; start += opt.max_batch_tokens) {
+      const int32_t len = std::min(opt.max_batch_tokens, n - start);
+      BatchBuilder bb(kv->block_size(), int32_t(table.size()));
+      bb.add(SeqChunk{.ids = ids.data() + start, .n_ids = len, .start_pos = start, .blocks = table.data(),
+                      .n_blocks = int32_t(table.size()), .want_logits = all_positions || start + len == n,
+                      .all_logits = all_positions});
+      const TensorView logits = model->forward(bb.take());
+      const size_t old = out.size();
+      out.resize(old + size_t(logits.numel()));
+      backend->copy_to_host(logits, out.data() + old);
+    }
+  } catch (...) {
+    kv->free(kScoreSeq);
+    throw;
+  }
+  kv->free(kScoreSeq);
+  return out;
+}
+
+// ---- public wrapper ---------------------------------------------------------------------------
+
+Engine::Engine(const EngineOptions& opt) : impl_(std::make_unique<Impl>(opt)) {}
+Engine::~Engine() = default;
+RequestId Engine::add_request(GenerateRequest req) { return impl_->add(std::move(req)); }
+std::vector<RequestOutput> Engine::step() { return impl_->step(); }
+bool Engine::has_unfinished() const { return !impl_->sched->empty() || !impl_->pending.empty(); }
+void Engine::abort(RequestId id) { impl_->abort(id); }
+std::vector<float> Engine::score(const std::vector<int32_t>& ids, bool all_positions) {
+  return impl_->score(ids, all_positions);
+}
+const std::vector<int32_t>& Engine::prompt_ids(RequestId id) const { return impl_->state(id).prompt; }
+const std::vector<int32_t>& Engine::output_ids(RequestId id) const { return impl_->state(id).output; }
+void Engine::release(RequestId id) {
+  if (impl_->requests.count(id) && impl_->state(id).finished) impl_->requests.erase(id);
+}
+const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
+const ModelConfig& Engine::config() const { return impl_->model->config(); }
+Model& Engine::model() { return *impl_->model; }
+int32_t Engine::n_kv_blocks_free() const { return impl_->kv->pool().n_blocks_free(); }
+int32_t Engine::n_kv_blocks_total() const { return impl_->kv->pool().n_blocks_total(); }
+
+RequestStats Engine::stats(RequestId id) const {
+  const RequestState& r = impl_->state(id);
+  RequestStats s;
+  s.n_prompt_tokens = int32_t(r.prompt.size());
+  s.n_output_tokens = int32_t(r.output.size());
+  if (!r.output.empty()) {
+    s.ttft_s = std::chrono::duration<double>(r.first_token - r.arrival).count();
+    const auto end = r.finished ? r.finish : Clock::now();
+    s.total_s = std::chrono::duration<double>(end - r.arrival).count();
+    const double decode_s = s.total_s - s.ttft_s;
+    s.decode_tokens_per_s = s.n_output_tokens > 1 && decode_s > 0 ? (s.n_output_tokens - 1) / decode_s : 0;
+  }
+  return s;
+}
+
+}  // namespace tf

@@ -1,0 +1,220 @@
+// The Llama-family forward (Llama, Mistral, Qwen2), built from backend ops in order:
+//
+//   x = embed(ids)                                   [n_tokens, d_model]
+//   for each layer:
+//     h   = rms_norm(x) (fused with x += delta from the previous sub-block)
+//     qkv = h @ Wqkv^T (+ bias for qwen2)            [n_tokens, (n_heads + 2 n_kv_heads) head_dim]
+//     rope on q, k; k, v -> KV pool slots            (fused op)
+//     a   = paged causal attention                   [n_tokens, n_heads head_dim]
+//     x  += a @ Wo^T;  h = rms_norm(x)               (fused)
+//     x  += down(silu(gate(h)) * up(h))              (gate|up one matmul, SwiGLU fused)
+//   logits = lm_head(final_norm(x[logits_rows]))     [n_out, n_vocab]
+//
+// Q/K/V and gate/up are concatenated at load time so each is one matmul (one pass over the
+// activations, one kernel launch on a GPU).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "model/arch/model.h"
+#include "model/arch/rope.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace tf {
+namespace {
+
+struct LayerWeights {
+  TensorView attn_norm, wqkv, bqkv, wo, mlp_norm, wgate_up, wdown;
+};
+
+// Scratch activations for up to `cap_tokens` tokens / `cap_out` logit rows.
+struct Scratch {
+  int64_t cap_tokens = 0, cap_out = 0;
+  TensorView x, h, qkv, attn, delta, gate_up, act, out_rows, logits;
+};
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(ModelConfig cfg, Checkpoint ckpt, Backend& backend)
+      : cfg_(std::move(cfg)), ckpt_(std::move(ckpt)), be_(backend) {}
+
+  void load(const LoadOptions& opt);
+  const ModelConfig& config() const override { return cfg_; }
+  TensorView forward(const Batch& batch) override;
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t n_params() const override { return n_params_; }
+
+ private:
+  TensorView upload(const TensorView& host, const LoadOptions& opt);
+  TensorView upload_concat(const std::vector<const TensorInfo*>& parts, const LoadOptions& opt);
+  void ensure_scratch(int64_t n_tokens, int64_t n_out);
+  TensorView rows(const TensorView& t, int64_t n) const {  // first n rows of a scratch buffer
+    TensorView v = t;
+    v.shape[0] = n;
+    return v;
+  }
+
+  ModelConfig cfg_;
+  Checkpoint ckpt_;  // mapped files: zero-copy backends read weights from here
+  Backend& be_;
+  TensorView embed_, final_norm_, lm_head_, inv_freq_;
+  std::vector<LayerWeights> layers_;
+  AttentionParams attn_;
+  Scratch s_;
+  int64_t weight_bytes_ = 0, n_params_ = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> host_tmp_;  // concatenated weights kept for zero-copy backends
+};
+
+TensorView LlamaModel::upload(const TensorView& host, const LoadOptions& opt) {
+  const DType dt = opt.keep_stored_dtype ? host.dtype : opt.weight_dtype;
+  TensorView v = be_.upload(host, dt);
+  weight_bytes_ += int64_t(v.nbytes());
+  n_params_ += v.numel();
+  return v;
+}
+
+// Concatenates tensors along dim 0 in host memory (converting to F32 if their dtypes differ),
+// then uploads the result.
+TensorView LlamaModel::upload_concat(const std::vector<const TensorInfo*>& parts, const LoadOptions& opt) {
+  DType dt = parts[0]->dtype;
+  for (const TensorInfo* p : parts) if (p->dtype != dt) dt = DType::F32;
+  int64_t rows = 0;
+  const int64_t cols = parts[0]->shape.size() > 1 ? parts[0]->shape[1] : 1;
+  for (const TensorInfo* p : parts) rows += p->shape[0];
+  auto buf = std::make_unique<uint8_t[]>(size_t(rows * cols) * dtype_size(dt));
+  int64_t at = 0;
+  for (const TensorInfo* p : parts) {
+    const int64_t n = p->shape[0] * cols;
+    if (p->dtype == dt) {
+      std::memcpy(buf.get() + size_t(at) * dtype_size(dt), p->data, p->nbytes);
+    } else {
+      const TensorView src = p->view();
+      float* dst = reinterpret_cast<float*>(buf.get()) + at;
+      for (int64_t i = 0; i < n; ++i) {
+        dst[i] = src.dtype == DType::BF16 ? bf16_to_f32(src.as<uint16_t>()[i])
+               : src.dtype == DType::F16  ? f16_to_f32(src.as<uint16_t>()[i])
+                                          : src.as<float>()[i];
+      }
+    }
+    at += n;
+  }
+  TensorView host = parts[0]->shape.size() > 1 ? make_view(buf.get(), dt, {rows, cols})
+                                               : make_view(buf.get(), dt, {rows});
+  TensorView v = upload(host, opt);
+  if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // backend kept our buffer
+  return v;
+}
+
+void LlamaModel::load(const LoadOptions& opt) {
+  const Checkpoint& ckpt = ckpt_;
+  validate_checkpoint(cfg_, ckpt);
+  auto get = [&](const std::string& name) { return &ckpt.get(name); };
+  ProgressBar bar("loading weights", cfg_.n_layers);
+  embed_ = upload(get("model.embed_tokens.weight")->view(), opt);
+  final_norm_ = upload(get("model.norm.weight")->view(), opt);
+  const TensorInfo* head = ckpt.find("lm_head.weight");
+  if (cfg_.tie_word_embeddings || !head) {
+    lm_head_ = embed_;
+  } else {
+    lm_head_ = upload(head->view(), opt);
+  }
+  for (int64_t il = 0; il < cfg_.n_layers; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    LayerWeights lw;
+    lw.attn_norm = upload(get(p + "input_layernorm.weight")->view(), opt);
+    lw.wqkv = upload_concat({get(p + "self_attn.q_proj.weight"), get(p + "self_attn.k_proj.weight"),
+                             get(p + "self_attn.v_proj.weight")}, opt);
+    if (cfg_.attention_bias)
+      lw.bqkv = upload_concat({get(p + "self_attn.q_proj.bias"), get(p + "self_attn.k_proj.bias"),
+                               get(p + "self_attn.v_proj.bias")}, opt);
+    lw.wo = upload(get(p + "self_attn.o_proj.weight")->view(), opt);
+    lw.mlp_norm = upload(get(p + "post_attention_layernorm.weight")->view(), opt);
+    lw.wgate_up = upload_concat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, opt);
+    lw.wdown = upload(get(p + "mlp.down_proj.weight")->view(), opt);
+    layers_.push_back(lw);
+    bar.update(il + 1);
+  }
+  bar.finish();
+
+  const std::vector<float> inv = rope_inv_freq(cfg_);
+  inv_freq_ = be_.alloc(DType::F32, {int64_t(inv.size())});
+  be_.copy_from_host(inv.data(), inv_freq_);
+  attn_ = AttentionParams{.n_heads = cfg_.n_heads,
+                          .n_kv_heads = cfg_.n_kv_heads,
+                          .head_dim = cfg_.head_dim,
+                          .scale = float(1.0 / std::sqrt(double(cfg_.head_dim))),
+                          .sliding_window = cfg_.sliding_window};
+}
+
+void LlamaModel::ensure_scratch(int64_t n_tokens, int64_t n_out) {
+  if (n_tokens <= s_.cap_tokens && n_out <= s_.cap_out) return;
+  for (TensorView* t : {&s_.x, &s_.h, &s_.qkv, &s_.attn, &s_.delta, &s_.gate_up, &s_.act,
+                        &s_.out_rows, &s_.logits})
+    if (t->data) be_.release(*t);
+  const int64_t n = std::max(n_tokens, s_.cap_tokens), o = std::max(n_out, s_.cap_out);
+  const DType a = be_.act_dtype();
+  const int64_t qkv_dim = (cfg_.n_heads + 2 * cfg_.n_kv_heads) * cfg_.head_dim;
+  s_.x = be_.alloc(a, {n, cfg_.d_model});
+  s_.h = be_.alloc(a, {n, cfg_.d_model});
+  s_.qkv = be_.alloc(a, {n, qkv_dim});
+  s_.attn = be_.alloc(a, {n, cfg_.n_heads * cfg_.head_dim});
+  s_.delta = be_.alloc(a, {n, cfg_.d_model});
+  s_.gate_up = be_.alloc(a, {n, 2 * cfg_.d_ff});
+  s_.act = be_.alloc(a, {n, cfg_.d_ff});
+  s_.out_rows = be_.alloc(a, {o, cfg_.d_model});
+  s_.logits = be_.alloc(DType::F32, {o, cfg_.n_vocab});
+  s_.cap_tokens = n;
+  s_.cap_out = o;
+}
+
+TensorView LlamaModel::forward(const Batch& batch) {
+  const int64_t n = batch.n_tokens(), n_out = batch.n_out();
+  TF_ASSERT(n > 0, "empty batch");
+  ensure_scratch(n, std::max<int64_t>(n_out, 1));
+  be_.set_batch(batch);
+  const TensorView x = rows(s_.x, n), h = rows(s_.h, n), qkv = rows(s_.qkv, n),
+                   attn = rows(s_.attn, n), delta = rows(s_.delta, n),
+                   gate_up = rows(s_.gate_up, n), act = rows(s_.act, n);
+  const TensorView none{};
+
+  be_.embedding(embed_, x);
+  for (int64_t il = 0; il < cfg_.n_layers; ++il) {
+    const LayerWeights& lw = layers_[size_t(il)];
+    if (il == 0) {
+      be_.rms_norm(x, lw.attn_norm, cfg_.rms_norm_eps, h);
+    } else {
+      be_.add_rms_norm(x, delta, lw.attn_norm, cfg_.rms_norm_eps, h);  // x += mlp out
+    }
+    be_.matmul(h, lw.wqkv, lw.bqkv, qkv);
+    be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
+    be_.attention(int(il), qkv, attn_, attn);
+    be_.matmul(attn, lw.wo, none, delta);
+    be_.add_rms_norm(x, delta, lw.mlp_norm, cfg_.rms_norm_eps, h);  // x += attention out
+    be_.matmul(h, lw.wgate_up, none, gate_up);
+    be_.swiglu(gate_up, act);
+    be_.matmul(act, lw.wdown, none, delta);
+  }
+  const TensorView logits = rows(s_.logits, n_out);
+  if (n_out == 0) return logits;
+  // Only the rows that need logits go through the final norm and the LM head.
+  be_.add_rms_norm(x, delta, final_norm_, cfg_.rms_norm_eps, h);
+  const TensorView out_rows = rows(s_.out_rows, n_out);
+  be_.gather_logit_rows(h, out_rows);
+  be_.matmul(out_rows, lm_head_, none, logits);
+  return logits;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
+  ModelConfig cfg = load_model_config(dir);
+  Checkpoint ckpt = Checkpoint::open(dir);
+  auto model = std::make_unique<LlamaModel>(std::move(cfg), std::move(ckpt), backend);
+  model->load(opt);
+  return model;
+}
+
+}  // namespace tf

@@ -1,0 +1,40 @@
+// A loaded model: config, weights resident on a backend, and the forward pass over a packed
+// batch. The Llama family (llama, mistral, qwen2) shares one forward (llama.cpp); another
+// architecture would be another file implementing this interface.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/batch.h"
+#include "model/config.h"
+
+namespace tf {
+
+struct LoadOptions {
+  // Weight dtype on the backend; F32/F16/BF16, or "as stored" when unset (the CPU backends
+  // then read the memory-mapped checkpoint in place).
+  bool keep_stored_dtype = true;
+  DType weight_dtype = DType::BF16;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Runs one packed batch; K/V of its tokens are written into the backend's KV pool.
+  // Returns logits [batch.n_out(), n_vocab] (F32), resident on the backend, valid until the
+  // next forward.
+  virtual TensorView forward(const Batch& batch) = 0;
+  // Bytes of all weights as resident on the backend.
+  virtual int64_t weight_bytes() const = 0;
+  virtual int64_t n_params() const = 0;
+};
+
+// Loads DIR (config.json + safetensors) onto `backend`. Throws tf::Error naming the file and
+// tensor at fault. The backend must outlive the model.
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt = {});
+
+}  // namespace tf

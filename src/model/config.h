@@ -1,0 +1,57 @@
+// Model hyper-parameters read from a Hugging Face folder's config.json (and
+// generation_config.json for bos/eos). One struct for the Llama family: llama, mistral, qwen2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tf {
+
+enum class Arch : uint8_t { Llama, Mistral, Qwen2 };
+std::string_view arch_name(Arch a);
+
+// RoPE frequency scaling. "default" = none; "llama3" = Llama-3.1's piecewise scaling.
+struct RopeScaling {
+  enum class Type : uint8_t { None, Llama3 } type = Type::None;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  std::string model_type;        // as written in config.json
+  int64_t d_model = 0;           // hidden_size
+  int64_t d_ff = 0;              // intermediate_size
+  int64_t n_layers = 0;          // num_hidden_layers
+  int64_t n_heads = 0;           // num_attention_heads
+  int64_t n_kv_heads = 0;        // num_key_value_heads (defaults to n_heads: MHA)
+  int64_t head_dim = 0;          // head_dim, or d_model / n_heads when absent
+  int64_t n_vocab = 0;           // vocab_size
+  int64_t max_position = 0;      // max_position_embeddings
+  float rms_norm_eps = 1e-6f;
+  float rope_theta = 10000.0f;   // top-level rope_theta or rope_parameters.rope_theta
+  RopeScaling rope_scaling;
+  int64_t sliding_window = 0;    // 0 = none (mistral sets it; qwen2 only with use_sliding_window)
+  bool attention_bias = false;   // q/k/v biases (qwen2 always; llama if attention_bias)
+  bool tie_word_embeddings = false;
+  int32_t bos_id = -1;           // -1 = none
+  std::vector<int32_t> eos_ids;  // any of these ends generation
+  std::string torch_dtype;       // "bfloat16", "float32", ... (informational)
+
+  // Bytes of K and V for one token across all layers at the given element size.
+  int64_t kv_bytes_per_token(int64_t elem_bytes) const {
+    return n_layers * n_kv_heads * head_dim * 2 * elem_bytes;
+  }
+};
+
+// Reads DIR/config.json (required) and DIR/generation_config.json (optional, overrides
+// bos/eos). Throws tf::Error naming the file and the field on any missing or bad value,
+// and on an unknown model_type or rope_scaling type.
+ModelConfig load_model_config(const std::string& dir);
+// The same from JSON text (for tests); `origin` names the file in error messages.
+ModelConfig parse_model_config(const std::string& config_json, const std::string& origin);
+
+}  // namespace tf

@@ -1,0 +1,59 @@
+// safetensors checkpoints: one file or shards listed by model.safetensors.index.json.
+// Files are memory-mapped and validated before any tensor is used: header JSON, dtypes,
+// shapes, offsets inside the data section, no overlapping tensors. Any failure is a
+// tf::Error that names the file (and the tensor, where one is at fault).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace tf {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // inside the mapping
+  size_t nbytes = 0;
+  std::string file;               // which shard it lives in
+
+  TensorView view() const;        // host view of the mapped bytes
+};
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);  // maps and validates
+  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  const std::string& path() const { return file_->path(); }
+  // The header's optional "__metadata__" string map (e.g. {"format": "pt"}).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  std::unique_ptr<MappedFile> file_;
+  std::map<std::string, TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// All tensors of a model folder, from model.safetensors or the shards named in
+// model.safetensors.index.json.
+class Checkpoint {
+ public:
+  static Checkpoint open(const std::string& dir);
+
+  const TensorInfo* find(const std::string& name) const;  // nullptr if absent
+  const TensorInfo& get(const std::string& name) const;   // throws naming the tensor
+  const std::map<std::string, const TensorInfo*>& all() const { return index_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorInfo*> index_;
+};
+
+}  // namespace tf

@@ -1,0 +1,35 @@
+// The `twofold` verbs. Each file registers one subcommand on the CLI11 app; main.cpp only
+// collects them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include <functional>
+#include <string>
+
+namespace tf::cli {
+
+// Options every verb that loads a model shares.
+struct ModelArgs {
+  std::string dir;
+  std::string backend = "cpu";
+  int threads = 0;  // 0 = all cores
+  std::string kv_dtype = "f32";
+};
+void add_model_args(CLI::App* app, ModelArgs& args);
+void apply_threads(int threads);
+
+// Each adds its subcommand; the callback sets the process exit code through `run`.
+using Runner = std::function<int()>;
+void add_generate(CLI::App& app, Runner& run);
+void add_logits(CLI::App& app, Runner& run);
+void add_tokenize(CLI::App& app, Runner& run);
+void add_detokenize(CLI::App& app, Runner& run);
+void add_perplexity(CLI::App& app, Runner& run);
+void add_info(CLI::App& app, Runner& run);
+
+// JSON text of a string that may hold invalid UTF-8 (replaced, never thrown on).
+std::string json_dump(const nlohmann::json& j);
+
+}  // namespace tf::cli

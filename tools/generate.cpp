@@ -1,0 +1,189 @@
+// `twofold generate`: one prompt (-p) streamed to stdout, or many (--prompts-file) run
+// concurrently through the batching engine. Both go through the same Engine.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.h"
+#include "model/tokenizer/tokenizer.h"
+#include "tools/commands.h"
+#include "twofold/engine.h"
+
+namespace tf::cli {
+namespace {
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt;
+  std::string prompts_file;
+  int max_tokens = 64;
+  float temp = 0.8f;
+  float top_p = 0.95f;
+  int top_k = 40;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool json = false;
+  int max_batch_tokens = 512;
+  int max_seqs = 64;
+  int block_size = 16;
+};
+
+SamplingParams sampling_from(const GenerateArgs& a, uint64_t seed) {
+  return SamplingParams{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
+                        .repetition_penalty = a.repeat_penalty, .seed = seed,
+                        .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
+}
+
+EngineOptions engine_options(const GenerateArgs& a) {
+  return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .block_size = a.block_size,
+                       .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
+                       .max_seqs = a.max_seqs};
+}
+
+nlohmann::json result_json(Engine& engine, RequestId id, const std::string& text) {
+  return nlohmann::json{{"prompt_ids", engine.prompt_ids(id)},
+                        {"output_ids", engine.output_ids(id)},
+                        {"text", text}};
+}
+
+int run_single(const GenerateArgs& a) {
+  Engine engine(engine_options(a));
+  const uint64_t seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
+  const RequestId id = engine.add_request({.prompt = a.prompt, .sampling = sampling_from(a, seed)});
+  std::string text;
+  FinishReason why = FinishReason::None;
+  while (engine.has_unfinished()) {
+    for (const RequestOutput& o : engine.step()) {
+      text += o.text;
+      if (!a.json && !o.text.empty()) {
+        std::fwrite(o.text.data(), 1, o.text.size(), stdout);
+        std::fflush(stdout);
+      }
+      if (o.finished) why = o.finish_reason;
+    }
+  }
+  const RequestStats st = engine.stats(id);
+  if (a.json) {
+    nlohmann::json j = result_json(engine, id, text);
+    j["finish_reason"] = finish_reason_name(why);
+    std::printf("%s\n", json_dump(j).c_str());
+  } else {
+    std::printf("\n");
+  }
+  std::fprintf(stderr, "prefill: %d tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s | finish: %s\n",
+               st.n_prompt_tokens, st.ttft_s > 0 ? st.n_prompt_tokens / st.ttft_s : 0.0,
+               st.n_output_tokens, st.decode_tokens_per_s, finish_reason_name(why));
+  return 0;
+}
+
+// One JSON object per line: {"prompt": "...", "max_tokens": N, "temperature": T, "top_p": P,
+// "top_k": K, "min_p": M, "repetition_penalty": R, "seed": S, "stop": [...], "priority": P};
+// missing fields take the command-line values.
+GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a, uint64_t seed,
+                                  const std::string& where) {
+  if (!j.is_object()) fail("{}: expected a JSON object", where);
+  if (!j.contains("prompt") || !j["prompt"].is_string()) fail("{}: field 'prompt' must be a string", where);
+  GenerateRequest r{.prompt = j["prompt"].get<std::string>(), .sampling = sampling_from(a, seed)};
+  auto num = [&](const char* k, auto& dst) {
+    if (!j.contains(k)) return;
+    if (!j[k].is_number()) fail("{}: field '{}' must be a number", where, k);
+    dst = j[k].get<std::decay_t<decltype(dst)>>();
+  };
+  num("max_tokens", r.sampling.max_tokens);
+  num("temperature", r.sampling.temperature);
+  num("top_p", r.sampling.top_p);
+  num("top_k", r.sampling.top_k);
+  num("min_p", r.sampling.min_p);
+  num("repetition_penalty", r.sampling.repetition_penalty);
+  num("seed", r.sampling.seed);
+  num("priority", r.priority);
+  if (j.contains("stop")) {
+    if (j["stop"].is_string()) r.sampling.stop = {j["stop"].get<std::string>()};
+    else if (j["stop"].is_array()) r.sampling.stop = j["stop"].get<std::vector<std::string>>();
+    else fail("{}: field 'stop' must be a string or a list of strings", where);
+  }
+  return r;
+}
+
+int run_batch(const GenerateArgs& a) {
+  std::ifstream in(a.prompts_file);
+  if (!in) fail("cannot open prompts file {}", a.prompts_file);
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      lines.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::parse_error& e) {
+      fail("{}:{}: invalid JSON: {}", a.prompts_file, n, e.what());
+    }
+  }
+  Engine engine(engine_options(a));
+  const uint64_t seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < lines.size(); ++i)
+    ids.push_back(engine.add_request(
+        request_from_line(lines[i], a, seed, a.prompts_file + " line " + std::to_string(i + 1))));
+  std::map<RequestId, std::string> texts;
+  std::map<RequestId, FinishReason> why;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t n_out = 0;
+  while (engine.has_unfinished()) {
+    for (const RequestOutput& o : engine.step()) {
+      texts[o.id] += o.text;
+      n_out += int64_t(o.new_token_ids.size());
+      if (o.finished) why[o.id] = o.finish_reason;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (RequestId id : ids) {
+    const RequestStats st = engine.stats(id);
+    nlohmann::json j = result_json(engine, id, texts[id]);
+    j["finish_reason"] = finish_reason_name(why[id]);
+    j["ttft_s"] = st.ttft_s;
+    j["tokens_per_s"] = st.decode_tokens_per_s;
+    std::printf("%s\n", json_dump(j).c_str());
+  }
+  std::fprintf(stderr, "%zu requests, %lld new tokens in %.2f s: %.1f tokens/s\n", ids.size(),
+               (long long)n_out, secs, secs > 0 ? double(n_out) / secs : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* c = app.add_subcommand("generate", "Generate text from a prompt (or a JSONL file of prompts)");
+  add_model_args(c, a->model);
+  auto* p = c->add_option("-p,--prompt", a->prompt, "Prompt text");
+  auto* f = c->add_option("--prompts-file", a->prompts_file,
+                          "JSONL file, one {\"prompt\": ..., \"max_tokens\": ...} per line, run concurrently");
+  p->excludes(f);
+  c->add_option("-n,--max-tokens", a->max_tokens, "New tokens at most")->capture_default_str();
+  c->add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
+  c->add_option("--top-p", a->top_p, "Nucleus sampling: keep the smallest set with this much probability")->capture_default_str();
+  c->add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
+  c->add_option("--min-p", a->min_p, "Drop tokens below min_p * p(most likely) (0 = off)")->capture_default_str();
+  c->add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  c->add_option("--seed", a->seed, "RNG seed (same seed, same output; default random)");
+  c->add_option("--stop", a->stop, "Stop string (repeatable); not included in the output");
+  c->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past the end-of-sequence token");
+  c->add_flag("--json", a->json, "Print one JSON object {prompt_ids, output_ids, text} per prompt");
+  c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  c->add_option("--max-seqs", a->max_seqs, "Sequences running at once")->capture_default_str();
+  c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
+  c->callback([a, &run, p, f] {
+    if (p->count() == 0 && f->count() == 0) throw CLI::RequiredError("--prompt or --prompts-file");
+    run = [a] {
+      apply_threads(a->model.threads);
+      return a->prompts_file.empty() ? run_single(*a) : run_batch(*a);
+    };
+  });
+}
+
+}  // namespace tf::cli

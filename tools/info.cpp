@@ -1,0 +1,55 @@
+// `twofold info`: what a model folder holds, without running it.
+#include <cstdio>
+#include <map>
+
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "tools/commands.h"
+
+namespace tf::cli {
+
+void add_info(CLI::App& app, Runner& run) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* c = app.add_subcommand("info", "Architecture, parameters, dtypes, weight bytes, KV bytes per token");
+  c->add_option("-m,--model", *dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->callback([dir, &run] {
+    run = [dir] {
+      const ModelConfig cfg = load_model_config(*dir);
+      const Checkpoint ckpt = Checkpoint::open(*dir);
+      validate_checkpoint(cfg, ckpt);
+      int64_t params = 0, bytes = 0;
+      std::map<std::string, int64_t> by_dtype;
+      for (const auto& [name, t] : ckpt.all()) {
+        int64_t n = 1;
+        for (int64_t s : t->shape) n *= s;
+        params += n;
+        bytes += int64_t(t->nbytes);
+        by_dtype[std::string(dtype_name(t->dtype))] += n;
+      }
+      std::printf("model:            %s\n", dir->c_str());
+      std::printf("architecture:     %s (model_type %s)\n", std::string(arch_name(cfg.arch)).c_str(), cfg.model_type.c_str());
+      std::printf("layers:           %lld\n", (long long)cfg.n_layers);
+      std::printf("d_model / d_ff:   %lld / %lld\n", (long long)cfg.d_model, (long long)cfg.d_ff);
+      std::printf("heads:            %lld query, %lld key/value (%s), head_dim %lld\n", (long long)cfg.n_heads,
+                  (long long)cfg.n_kv_heads,
+                  cfg.n_kv_heads == cfg.n_heads ? "MHA" : cfg.n_kv_heads == 1 ? "MQA" : "GQA",
+                  (long long)cfg.head_dim);
+      std::printf("vocabulary:       %lld\n", (long long)cfg.n_vocab);
+      std::printf("context:          %lld tokens%s\n", (long long)cfg.max_position,
+                  cfg.sliding_window ? (", sliding window " + std::to_string(cfg.sliding_window)).c_str() : "");
+      std::printf("rope theta:       %g%s\n", cfg.rope_theta,
+                  cfg.rope_scaling.type == RopeScaling::Type::Llama3 ? " (llama3 scaling)" : "");
+      std::printf("tied embeddings:  %s\n", cfg.tie_word_embeddings ? "yes" : "no");
+      std::printf("parameters:       %lld (%.2f M)\n", (long long)params, double(params) / 1e6);
+      for (const auto& [dt, n] : by_dtype) std::printf("  %-5s           %lld parameters\n", dt.c_str(), (long long)n);
+      std::printf("weight bytes:     %lld (%.2f MiB)\n", (long long)bytes, double(bytes) / (1 << 20));
+      std::printf("KV bytes/token:   %lld (f32), %lld (bf16/f16), %lld (int8, + scales)\n",
+                  (long long)cfg.kv_bytes_per_token(4), (long long)cfg.kv_bytes_per_token(2),
+                  (long long)cfg.kv_bytes_per_token(1));
+      return 0;
+    };
+  });
+}
+
+}  // namespace tf::cli

@@ -1,0 +1,53 @@
+// twofold: run and serve Transformer language models. `twofold --help` lists the verbs.
+#include <omp.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "core/error.h"
+#include "tools/commands.h"
+
+namespace tf::cli {
+
+void add_model_args(CLI::App* app, ModelArgs& args) {
+  app->add_option("-m,--model", args.dir, "Model folder (config.json, *.safetensors, tokenizer.json)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--backend", args.backend, "Backend: cpu (fast), ref (scalar reference), cuda")
+      ->capture_default_str();
+  app->add_option("-t,--threads", args.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16")->capture_default_str();
+}
+
+void apply_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+}  // namespace tf::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"twofold: run and serve Transformer language models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "twofold 0.1.0");
+  tf::cli::Runner run;
+  tf::cli::add_generate(app, run);
+  tf::cli::add_logits(app, run);
+  tf::cli::add_tokenize(app, run);
+  tf::cli::add_detokenize(app, run);
+  tf::cli::add_perplexity(app, run);
+  tf::cli::add_info(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const tf::Error& e) {
+    std::fprintf(stderr, "twofold: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twofold: error: %s\n", e.what());
+    return 1;
+  }
+}

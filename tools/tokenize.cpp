@@ -1,0 +1,66 @@
+// `twofold tokenize` and `twofold detokenize`: the tokenizer alone, no weights loaded.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/tokenizer/tokenizer.h"
+#include "tools/commands.h"
+
+namespace tf::cli {
+
+void add_tokenize(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string dir, prompt;
+    bool no_special = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("tokenize", "Print {\"ids\": [...]} for a text");
+  c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json)")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-p,--prompt", a->prompt, "Text to tokenize")->required();
+  c->add_flag("--no-special", a->no_special, "Do not add what the tokenizer adds by default (e.g. BOS)");
+  c->callback([a, &run] {
+    run = [a] {
+      auto tok = Tokenizer::from_dir(a->dir);
+      std::printf("%s\n", json_dump(nlohmann::json{{"ids", tok->encode(a->prompt, !a->no_special)}}).c_str());
+      return 0;
+    };
+  });
+}
+
+void add_detokenize(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string dir, ids;
+    bool skip_special = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("detokenize", "Print the text of comma-separated token ids");
+  c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json)")->required()->check(CLI::ExistingDirectory);
+  c->add_option("--ids", a->ids, "Token ids, e.g. 1,2,3")->required();
+  c->add_flag("--skip-special", a->skip_special, "Leave out special tokens");
+  c->callback([a, &run] {
+    run = [a] {
+      auto tok = Tokenizer::from_dir(a->dir);
+      std::vector<int32_t> ids;
+      std::stringstream ss(a->ids);
+      for (std::string item; std::getline(ss, item, ',');) {
+        size_t used = 0;
+        long v = 0;
+        try {
+          v = std::stol(item, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != item.size()) fail("--ids: '{}' is not an integer", item);
+        if (v < 0 || v >= tok->n_vocab()) fail("--ids: {} is outside the vocabulary [0, {})", v, tok->n_vocab());
+        ids.push_back(int32_t(v));
+      }
+      const std::string text = tok->decode(ids, a->skip_special);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::printf("\n");
+      return 0;
+    };
+  });
+}
+
+}  // namespace tf::cli
