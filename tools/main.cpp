@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   tf::cli::add_detokenize(app, run);
   tf::cli::add_perplexity(app, run);
   tf::cli::add_info(app, run);
+  tf::cli::add_bench(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

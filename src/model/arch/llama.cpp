@@ -27,7 +27,7 @@ namespace tf {
 namespace {
 
 struct LayerWeights {
-  TensorView attn_norm, wqkv, bqkv, wo, mlp_norm, wgate_up, wdown;
+  TensorView attn_norm, wqkv, bqkv, wo, bo, mlp_norm, wgate_up, wdown;
 };
 
 // Scratch activations for up to `cap_tokens` tokens / `cap_out` logit rows.
@@ -131,6 +131,7 @@ void LlamaModel::load(const LoadOptions& opt) {
       lw.bqkv = upload_concat({get(p + "self_attn.q_proj.bias"), get(p + "self_attn.k_proj.bias"),
                                get(p + "self_attn.v_proj.bias")}, opt);
     lw.wo = upload(get(p + "self_attn.o_proj.weight")->view(), opt);
+    if (const TensorInfo* bo = ckpt.find(p + "self_attn.o_proj.bias")) lw.bo = upload(bo->view(), opt);  // llama attention_bias
     lw.mlp_norm = upload(get(p + "post_attention_layernorm.weight")->view(), opt);
     lw.wgate_up = upload_concat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, opt);
     lw.wdown = upload(get(p + "mlp.down_proj.weight")->view(), opt);
@@ -191,7 +192,7 @@ TensorView LlamaModel::forward(const Batch& batch) {
     be_.matmul(h, lw.wqkv, lw.bqkv, qkv);
     be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
     be_.attention(int(il), qkv, attn_, attn);
-    be_.matmul(attn, lw.wo, none, delta);
+    be_.matmul(attn, lw.wo, lw.bo, delta);
     be_.add_rms_norm(x, delta, lw.mlp_norm, cfg_.rms_norm_eps, h);  // x += attention out
     be_.matmul(h, lw.wgate_up, none, gate_up);
     be_.swiglu(gate_up, act);

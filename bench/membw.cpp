@@ -1,0 +1,39 @@
+#include "bench/membw.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+namespace tf::bench {
+
+MemBwResult measure_copy_bandwidth(int64_t bytes, int repeats) {
+  const int64_t n = bytes / int64_t(sizeof(float));
+  std::unique_ptr<float[]> a(new float[size_t(n)]), b(new float[size_t(n)]);
+  // First touch from the threads that will copy, so pages are spread as they will be used.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    a[size_t(i)] = float(i & 1023);
+    b[size_t(i)] = 0;
+  }
+  MemBwResult r;
+  r.bytes = bytes;
+  r.threads = omp_get_max_threads();
+  for (int rep = 0; rep < repeats; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel
+    {
+      const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t chunk = (n + nt - 1) / nt, begin = t * chunk, end = std::min(n, begin + chunk);
+      if (begin < end) std::memcpy(b.get() + begin, a.get() + begin, size_t(end - begin) * sizeof(float));
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.copy_gb_s = std::max(r.copy_gb_s, 2.0 * double(bytes) / s / 1e9);
+  }
+  volatile float sink = b[size_t(n / 2)];  // keep the copy observable
+  (void)sink;
+  return r;
+}
+
+}  // namespace tf::bench

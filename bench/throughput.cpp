@@ -1,0 +1,72 @@
+#include "bench/throughput.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "model/config.h"
+#include "sample/sampler.h"
+
+namespace tf::bench {
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+}  // namespace
+
+ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t n_vocab = engine.config().n_vocab;
+  Rng rng(p.seed);
+  std::vector<RequestId> ids;
+  const auto t0 = Clock::now();
+  for (int32_t b = 0; b < p.batch; ++b) {
+    GenerateRequest r;
+    // Ids from the upper vocabulary, away from special tokens.
+    for (int32_t i = 0; i < p.prompt_len; ++i)
+      r.prompt_ids.push_back(int32_t(16 + rng.next_u64() % uint64_t(n_vocab - 16)));
+    r.sampling = SamplingParams{.temperature = 0, .max_tokens = p.gen_len, .ignore_eos = true};
+    ids.push_back(engine.add_request(std::move(r)));
+  }
+  std::map<RequestId, Clock::time_point> last;
+  std::vector<double> ttft, itl;
+  Clock::time_point all_first{};
+  int64_t n_decoded = 0;
+  while (engine.has_unfinished()) {
+    const auto outs = engine.step();
+    const auto now = Clock::now();
+    for (const RequestOutput& o : outs) {
+      if (o.new_token_ids.empty()) continue;
+      auto it = last.find(o.id);
+      if (it == last.end()) {
+        ttft.push_back(std::chrono::duration<double>(now - t0).count());
+        last[o.id] = now;
+        if (int32_t(last.size()) == p.batch) all_first = now;
+      } else {
+        itl.push_back(std::chrono::duration<double>(now - it->second).count());
+        it->second = now;
+        if (all_first != Clock::time_point{}) n_decoded += int64_t(o.new_token_ids.size());
+      }
+    }
+  }
+  const auto t_end = Clock::now();
+  for (RequestId id : ids) engine.release(id);
+  ThroughputResult r;
+  r.params = p;
+  r.prefill_s = std::chrono::duration<double>(all_first - t0).count();
+  r.decode_s = std::chrono::duration<double>(t_end - all_first).count();
+  r.prefill_tokens_per_s = double(p.batch) * p.prompt_len / r.prefill_s;
+  r.decode_tokens_per_s = r.decode_s > 0 ? double(n_decoded) / r.decode_s : 0;
+  r.ttft_p50_s = percentile(ttft, 0.5);
+  r.ttft_p99_s = percentile(ttft, 0.99);
+  r.itl_p50_s = percentile(itl, 0.5);
+  r.itl_p99_s = percentile(itl, 0.99);
+  return r;
+}
+
+}  // namespace tf::bench

@@ -1,0 +1,31 @@
+// Engine throughput: prefill and decode tokens/s for a batch of synthetic requests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "twofold/engine.h"
+
+namespace tf::bench {
+
+struct ThroughputParams {
+  int32_t batch = 1;        // concurrent requests
+  int32_t prompt_len = 128; // tokens per prompt (random ids, fixed seed)
+  int32_t gen_len = 128;    // new tokens per request (EOS ignored)
+  uint64_t seed = 1;
+};
+
+struct ThroughputResult {
+  ThroughputParams params;
+  double prefill_s = 0;           // until every request has its first token
+  double decode_s = 0;            // the rest
+  double prefill_tokens_per_s = 0;
+  double decode_tokens_per_s = 0; // all requests together
+  double ttft_p50_s = 0, ttft_p99_s = 0;
+  double itl_p50_s = 0, itl_p99_s = 0;  // per-token latency (time between a request's tokens)
+};
+
+ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p);
+
+}  // namespace tf::bench

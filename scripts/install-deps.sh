@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what twofold needs to build and test on Debian 12 (apt-get; run as root or with sudo).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS=(build-essential cmake ninja-build pkg-config xz-utils
+      nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libicu-dev
+      libgtest-dev libgmock-dev python3)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

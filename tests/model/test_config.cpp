@@ -1,0 +1,545 @@
+// config.json parsing: the bundled models, then hand-written configs for every rule and error.
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace tf {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kOrigin = "models/x/config.json";
+
+// Runs f, expects a tf::Error, returns its message (empty string = no error: the
+// EXPECT below then fails with the message shown).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a tf::Error";
+  return "";
+}
+
+// A complete transformers-4 style llama config with every required field.
+json base_llama() {
+  return json{{"model_type", "llama"},
+              {"hidden_size", 256},
+              {"intermediate_size", 576},
+              {"num_hidden_layers", 6},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"vocab_size", 8192},
+              {"max_position_embeddings", 1024},
+              {"rms_norm_eps", 1e-5},
+              {"bos_token_id", 0},
+              {"eos_token_id", 1}};
+}
+
+ModelConfig parse(const json& j) { return parse_model_config(j.dump(), kOrigin); }
+std::string parse_error(const json& j) { return error_of([&] { parse(j); }); }
+
+// ---- bundled models -------------------------------------------------------------------------
+
+TEST(Config, TinyMain) {
+  ModelConfig c = load_model_config(test::model_dir("tiny-main"));
+  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.d_model, 256);
+  EXPECT_EQ(c.n_layers, 6);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.d_ff, 576);
+  EXPECT_EQ(c.n_vocab, 8192);
+  EXPECT_EQ(c.max_position, 1024);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_id, 0);
+  EXPECT_EQ(c.eos_ids, std::vector<int32_t>{1});
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  // 6 layers * 2 kv heads * 64 * (K and V) * 2 bytes
+  EXPECT_EQ(c.kv_bytes_per_token(2), 6 * 2 * 64 * 2 * 2);
+}
+
+TEST(Config, TinyDraft) {
+  ModelConfig c = load_model_config(test::model_dir("tiny-draft"));
+  EXPECT_EQ(c.d_model, 128);
+  EXPECT_EQ(c.n_layers, 3);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 1);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.d_ff, 384);
+  EXPECT_TRUE(c.tie_word_embeddings);
+}
+
+TEST(Config, ParityQwen2) {
+  ModelConfig c = load_model_config(test::model_dir("parity/qwen2"));
+  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(arch_name(c.arch), "qwen2");
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);  // no head_dim field: 128 / 4
+  EXPECT_EQ(c.torch_dtype, "float32");
+}
+
+TEST(Config, ParityLlamaMha) {
+  ModelConfig c = load_model_config(test::model_dir("parity/llama-mha"));
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, c.n_heads);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.d_ff, 256);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+}
+
+TEST(Config, ArchNames) {
+  EXPECT_EQ(arch_name(Arch::Llama), "llama");
+  EXPECT_EQ(arch_name(Arch::Mistral), "mistral");
+  EXPECT_EQ(arch_name(Arch::Qwen2), "qwen2");
+}
+
+// ---- generation_config.json -----------------------------------------------------------------
+
+class ConfigFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("tf_test_config_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ConfigFolder, GenerationConfigOverridesIds) {
+  write("config.json", base_llama().dump());
+  write("generation_config.json", R"({"bos_token_id": 7, "eos_token_id": [1, 5]})");
+  ModelConfig c = load_model_config(dir_.string());
+  EXPECT_EQ(c.bos_id, 7);
+  EXPECT_EQ(c.eos_ids, (std::vector<int32_t>{1, 5}));
+}
+
+TEST_F(ConfigFolder, GenerationConfigWithoutIdsKeepsConfigIds) {
+  json j = base_llama();
+  j["eos_token_id"] = json::array({3, 4});
+  write("config.json", j.dump());
+  write("generation_config.json", R"({"temperature": 0.7, "bos_token_id": null})");
+  ModelConfig c = load_model_config(dir_.string());
+  EXPECT_EQ(c.bos_id, 0);
+  EXPECT_EQ(c.eos_ids, (std::vector<int32_t>{3, 4}));
+}
+
+TEST_F(ConfigFolder, NoGenerationConfig) {
+  write("config.json", base_llama().dump());
+  ModelConfig c = load_model_config(dir_.string());
+  EXPECT_EQ(c.bos_id, 0);
+  EXPECT_EQ(c.eos_ids, std::vector<int32_t>{1});
+}
+
+TEST_F(ConfigFolder, BadGenerationConfigNamesFile) {
+  write("config.json", base_llama().dump());
+  write("generation_config.json", R"({"eos_token_id": "x"})");
+  std::string msg = error_of([&] { load_model_config(dir_.string()); });
+  EXPECT_NE(msg.find("generation_config.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("eos_token_id"), std::string::npos) << msg;
+}
+
+TEST_F(ConfigFolder, MissingConfigJson) {
+  std::string msg = error_of([&] { load_model_config(dir_.string()); });
+  EXPECT_NE(msg.find((dir_ / "config.json").string()), std::string::npos) << msg;
+}
+
+TEST_F(ConfigFolder, ErrorNamesConfigPath) {
+  json j = base_llama();
+  j.erase("hidden_size");
+  write("config.json", j.dump());
+  std::string msg = error_of([&] { load_model_config(dir_.string()); });
+  EXPECT_NE(msg.find((dir_ / "config.json").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'hidden_size'"), std::string::npos) << msg;
+}
+
+// ---- parsed from strings --------------------------------------------------------------------
+
+TEST(ConfigParse, BaseLlama) {
+  ModelConfig c = parse(base_llama());
+  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.head_dim, 64);  // 256 / 4
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);  // default
+  EXPECT_FALSE(c.tie_word_embeddings);      // default
+  EXPECT_EQ(c.torch_dtype, "");
+}
+
+TEST(ConfigParse, MistralSlidingWindow) {
+  json j = base_llama();
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 4096;
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Arch::Mistral);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_FALSE(c.attention_bias);
+
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j.erase("sliding_window");
+  EXPECT_EQ(parse(j).sliding_window, 0);
+}
+
+TEST(ConfigParse, MistralBadSlidingWindow) {
+  json j = base_llama();
+  j["model_type"] = "mistral";
+  j["sliding_window"] = -5;
+  EXPECT_NE(parse_error(j).find("'sliding_window'"), std::string::npos);
+}
+
+TEST(ConfigParse, LlamaIgnoresSlidingWindow) {
+  json j = base_llama();
+  j["sliding_window"] = 4096;
+  EXPECT_EQ(parse(j).sliding_window, 0);
+}
+
+TEST(ConfigParse, Qwen2SlidingWindowOnlyWithUseSlidingWindow) {
+  json j = base_llama();
+  j["model_type"] = "qwen2";
+  j["sliding_window"] = 4096;
+  j["max_window_layers"] = 0;  // every layer slides
+  j["use_sliding_window"] = false;
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j.erase("use_sliding_window");
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j["use_sliding_window"] = true;
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_TRUE(c.attention_bias);  // qwen2 always has q/k/v biases
+}
+
+TEST(ConfigParse, Qwen2SlidingWindowFollowsLayerTypes) {
+  json j = base_llama();
+  j["model_type"] = "qwen2";
+  j["num_hidden_layers"] = 2;
+  j["sliding_window"] = 4096;
+  j["use_sliding_window"] = true;
+  // transformers: layers il >= max_window_layers (default 28) slide, so none of 2 layers do.
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j["layer_types"] = {"sliding_attention", "sliding_attention"};
+  EXPECT_EQ(parse(j).sliding_window, 4096);
+  j["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("1 of 2 layers"), std::string::npos) << msg;
+  j["layer_types"] = {"full_attention"};
+  EXPECT_NE(parse_error(j).find("'layer_types'"), std::string::npos);
+}
+
+TEST(ConfigParse, Qwen2MissingSlidingWindowValue) {
+  json j = base_llama();
+  j["model_type"] = "qwen2";
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 0;
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("'sliding_window' is missing"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, Qwen2BiasEvenWithoutAttentionBiasField) {
+  json j = base_llama();
+  j["model_type"] = "qwen2";
+  j["attention_bias"] = false;  // not a Qwen2 field; the biases are part of the architecture
+  EXPECT_TRUE(parse(j).attention_bias);
+}
+
+TEST(ConfigParse, LlamaAttentionBias) {
+  json j = base_llama();
+  EXPECT_FALSE(parse(j).attention_bias);
+  j["attention_bias"] = true;
+  EXPECT_TRUE(parse(j).attention_bias);
+  j["attention_bias"] = "yes";
+  EXPECT_NE(parse_error(j).find("'attention_bias'"), std::string::npos);
+}
+
+TEST(ConfigParse, TopLevelRopeTheta) {
+  json j = base_llama();
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = nullptr;
+  ModelConfig c = parse(j);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+}
+
+TEST(ConfigParse, RopeParametersTheta) {
+  json j = base_llama();
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  ModelConfig c = parse(j);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
+}
+
+TEST(ConfigParse, RopeScalingLlama3) {
+  json j = base_llama();
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse(j);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 8.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+}
+
+TEST(ConfigParse, RopeScalingLlama3OldTypeKey) {
+  json j = base_llama();
+  j["rope_scaling"] = {{"type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 2.0},
+                       {"high_freq_factor", 8.0},
+                       {"original_max_position_embeddings", 4096}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 32.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.low_freq_factor, 2.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.high_freq_factor, 8.0f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+}
+
+TEST(ConfigParse, RopeParametersLlama3) {
+  // transformers 5 writes theta and scaling together under rope_parameters.
+  json j = base_llama();
+  j["rope_parameters"] = {{"rope_type", "llama3"},
+                          {"rope_theta", 500000.0},
+                          {"factor", 8.0},
+                          {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse(j);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+}
+
+TEST(ConfigParse, RopeScalingLlama3MissingField) {
+  for (const char* field : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    json j = base_llama();
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+    j["rope_scaling"].erase(field);
+    std::string msg = parse_error(j);
+    EXPECT_NE(msg.find(std::string("'rope_scaling.") + field + "' is missing"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(kOrigin), std::string::npos) << msg;
+  }
+}
+
+TEST(ConfigParse, RopeScalingDefaultAndNull) {
+  json j = base_llama();
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::None);
+  j["rope_scaling"] = nullptr;
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::None);
+}
+
+TEST(ConfigParse, RopeScalingYarnRejected) {
+  json j = base_llama();
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("yarn"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(kOrigin), std::string::npos) << msg;
+  EXPECT_NE(msg.find("llama3"), std::string::npos) << msg;  // lists what is supported
+
+  json k = base_llama();
+  k["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  msg = parse_error(k);
+  EXPECT_NE(msg.find("yarn"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rope_parameters.rope_type"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, RopeScalingWithoutType) {
+  json j = base_llama();
+  j["rope_scaling"] = {{"factor", 8.0}};
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("rope_scaling.rope_type"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, UnknownModelType) {
+  json j = base_llama();
+  j["model_type"] = "gpt2";
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find(kOrigin), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'model_type'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gpt2"), std::string::npos) << msg;
+  for (const char* supported : {"llama", "mistral", "qwen2"})
+    EXPECT_NE(msg.find(supported), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, EachRequiredFieldMissing) {
+  for (const char* field : {"model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "vocab_size", "max_position_embeddings",
+                            "rms_norm_eps"}) {
+    json j = base_llama();
+    j.erase(field);
+    std::string msg = parse_error(j);
+    EXPECT_NE(msg.find(kOrigin), std::string::npos) << field << ": " << msg;
+    EXPECT_NE(msg.find(std::string("field '") + field + "' is missing"), std::string::npos)
+        << field << ": " << msg;
+  }
+}
+
+TEST(ConfigParse, RequiredFieldNullIsMissing) {
+  json j = base_llama();
+  j["vocab_size"] = nullptr;
+  EXPECT_NE(parse_error(j).find("'vocab_size' is missing"), std::string::npos);
+}
+
+TEST(ConfigParse, WrongTypes) {
+  struct Case { const char* field; json value; };
+  const Case cases[] = {
+      {"hidden_size", "abc"},     {"hidden_size", 256.5},        {"num_hidden_layers", true},
+      {"vocab_size", json::array()}, {"rms_norm_eps", "1e-5"},   {"model_type", 3},
+      {"tie_word_embeddings", 1}, {"num_key_value_heads", "2"}, {"head_dim", 64.5},
+      {"rope_theta", "big"},      {"rope_scaling", "llama3"},   {"bos_token_id", "0"},
+      {"eos_token_id", {1, "2"}}, {"dtype", 16},
+  };
+  for (const Case& c : cases) {
+    json j = base_llama();
+    j[c.field] = c.value;
+    std::string msg = parse_error(j);
+    EXPECT_NE(msg.find(kOrigin), std::string::npos) << c.field << ": " << msg;
+    EXPECT_NE(msg.find(std::string("'") + c.field + "'"), std::string::npos) << c.field << ": " << msg;
+  }
+  json j = base_llama();
+  j["hidden_size"] = "abc";
+  EXPECT_EQ(parse_error(j),
+            std::string(kOrigin) + ": field 'hidden_size' is \"abc\" (expected a positive integer)");
+}
+
+TEST(ConfigParse, NonPositiveSizes) {
+  for (const char* field : {"hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "num_key_value_heads", "vocab_size",
+                            "max_position_embeddings", "head_dim"}) {
+    for (int v : {0, -4}) {
+      json j = base_llama();
+      j[field] = v;
+      std::string msg = parse_error(j);
+      EXPECT_NE(msg.find(std::string("'") + field + "'"), std::string::npos) << field << ": " << msg;
+    }
+  }
+  json j = base_llama();
+  j["rms_norm_eps"] = 0;
+  EXPECT_NE(parse_error(j).find("'rms_norm_eps'"), std::string::npos);
+  j = base_llama();
+  j["hidden_size"] = 1LL << 40;
+  EXPECT_NE(parse_error(j).find("'hidden_size'"), std::string::npos);
+}
+
+TEST(ConfigParse, HeadsNotDivisibleByKvHeads) {
+  json j = base_llama();
+  j["num_key_value_heads"] = 3;
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("num_attention_heads (4)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("num_key_value_heads (3)"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, KvHeadsAbsentMeansMha) {
+  json j = base_llama();
+  j.erase("num_key_value_heads");
+  EXPECT_EQ(parse(j).n_kv_heads, 4);
+  j["num_key_value_heads"] = nullptr;
+  EXPECT_EQ(parse(j).n_kv_heads, 4);
+}
+
+TEST(ConfigParse, HeadDim) {
+  json j = base_llama();
+  j["head_dim"] = 128;  // explicit head_dim need not be hidden / heads
+  EXPECT_EQ(parse(j).head_dim, 128);
+  j["head_dim"] = nullptr;
+  EXPECT_EQ(parse(j).head_dim, 64);
+  j["head_dim"] = 63;
+  EXPECT_NE(parse_error(j).find("odd"), std::string::npos);
+  j.erase("head_dim");
+  j["num_attention_heads"] = 3;
+  j["num_key_value_heads"] = 1;
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("hidden_size (256)"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, TokenIds) {
+  json j = base_llama();
+  j["eos_token_id"] = {128001, 128008, 128009};
+  j["bos_token_id"] = 128000;
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.bos_id, 128000);
+  EXPECT_EQ(c.eos_ids, (std::vector<int32_t>{128001, 128008, 128009}));
+  j.erase("bos_token_id");
+  j["eos_token_id"] = nullptr;
+  c = parse(j);
+  EXPECT_EQ(c.bos_id, -1);
+  EXPECT_TRUE(c.eos_ids.empty());
+  j["eos_token_id"] = -1;
+  EXPECT_NE(parse_error(j).find("'eos_token_id'"), std::string::npos);
+}
+
+TEST(ConfigParse, DtypeKeys) {
+  json j = base_llama();
+  j["torch_dtype"] = "float16";
+  EXPECT_EQ(parse(j).torch_dtype, "float16");
+  j["dtype"] = "bfloat16";  // transformers 5's key wins
+  EXPECT_EQ(parse(j).torch_dtype, "bfloat16");
+}
+
+TEST(ConfigParse, TieWordEmbeddings) {
+  json j = base_llama();
+  j["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse(j).tie_word_embeddings);
+}
+
+TEST(ConfigParse, UnsupportedFeatures) {
+  json j = base_llama();
+  j["mlp_bias"] = true;
+  EXPECT_NE(parse_error(j).find("'mlp_bias'"), std::string::npos);
+  j = base_llama();
+  j["hidden_act"] = "gelu";
+  std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("'hidden_act'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gelu"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, NotJson) {
+  std::string msg = error_of([] { parse_model_config("{\"hidden_size\": ", kOrigin); });
+  EXPECT_NE(msg.find(kOrigin), std::string::npos) << msg;
+  EXPECT_NE(msg.find("JSON"), std::string::npos) << msg;
+  msg = error_of([] { parse_model_config("[1, 2]", kOrigin); });
+  EXPECT_NE(msg.find(kOrigin), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace tf
