@@ -3,7 +3,7 @@
 # the build machine, which lets the compiler vectorise the CPU kernels with AVX2/AVX-512.
 add_library(tf_flags INTERFACE)
 target_compile_options(tf_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-psabi>)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-psabi -Wno-missing-field-initializers>)
 if(TF_NATIVE)
   target_compile_options(tf_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
 endif()

@@ -27,12 +27,38 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Checks a request's sampling fields; throws tf::Error naming the first bad field:
+// temperature >= 0, top_k >= 0, top_p in (0, 1], min_p in [0, 1], repetition_penalty > 0
+// (temperature and repetition_penalty must also be finite). Shared with the server.
+void validate(const SamplingParams& params);
+
+// Implementation details of Sampler, here so that Sampler stays a copyable value.
+// One candidate token while a distribution is built.
+struct SampleCandidate {
+  int32_t id;
+  float logit;  // after the repetition penalty, before temperature
+  float w;      // unnormalised probability exp((logit - max_logit) / T); the best token has 1
+};
+
+// Buffers reused between calls so that a 128k-vocab step does not allocate.
+struct SamplerScratch {
+  std::vector<float> w;             // [n_vocab]: every token's w, when nothing is truncated
+  std::vector<double> block_mass;   // [ceil(n_vocab / 1024)]: sums of w per block, for the draw
+  std::vector<SampleCandidate> candidates;  // the kept set, when something is truncated
+};
+
 class Sampler {
  public:
+  // Validates params (tf::Error on a bad field).
   explicit Sampler(const SamplingParams& params);
 
-  // logits: [n_vocab], modified in place (penalties, temperature, masking).
-  // history: prompt + generated ids so far, for the repetition penalty.
+  // Draws one uniform u from the RNG (none when greedy) and returns the smallest id whose
+  // cumulative probability, in id order, exceeds u: the same token for the same distribution
+  // and seed, however the kept set was computed.
+  // logits: [n_vocab]; the repetition penalty is applied to it in place, nothing else.
+  // history: prompt + generated ids so far, for the repetition penalty; each in [0, n_vocab).
+  // Preconditions: n_vocab > 0 and a finite maximum logit (asserted); no NaN (asserted where
+  // one reaches the weights). -inf masks a token.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
 
   // The probability of every token after penalties, temperature and truncation, as `sample`
@@ -43,6 +69,7 @@ class Sampler {
  private:
   SamplingParams params_;
   Rng rng_;
+  SamplerScratch scratch_;  // sample() only; distribution() uses its own
 };
 
 // Applies the HF/CTRL repetition penalty: for every distinct id in history, a positive logit
