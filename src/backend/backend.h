@@ -47,7 +47,7 @@ class Backend {
   virtual DType act_dtype() const = 0;  // activation dtype of this backend
 
   // ---- memory -------------------------------------------------------------------------------
-  // A buffer owned by the backend, alive until the backend is destroyed.
+  // A buffer owned by the backend (contents undefined), alive until released or the backend dies.
   virtual TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
   // Frees a buffer from alloc() (no-op for views the backend does not own).
   virtual void release(const TensorView& buf) = 0;

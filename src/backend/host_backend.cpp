@@ -50,8 +50,8 @@ void load_row_f32(const void* data, DType dtype, int64_t offset, int64_t n, floa
 TensorView HostBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
   TensorView v = make_view(nullptr, dtype, shape);
   const size_t bytes = (v.nbytes() + 63) / 64 * 64;
-  // Not cleared: fresh pages from the OS are zero and are only touched when used, so a large
-  // KV pool costs nothing until sequences fill it.
+  // Contents are undefined (not cleared): no op reads memory it did not write, and leaving
+  // a large KV pool untouched means its pages cost nothing until sequences fill them.
   auto* p = static_cast<uint8_t*>(::operator new[](bytes ? bytes : 64, std::align_val_t(64)));
   buffers_.emplace_back(p);
   v.data = p;

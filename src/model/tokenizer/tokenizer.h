@@ -7,7 +7,9 @@
 //    byte fallback to <0xNN> tokens.
 // Added tokens (special or not) are matched in the raw text before splitting, as the
 // `tokenizers` library does. Whether BOS is prepended follows the tokenizer's own
-// configuration (post_processor / add_bos_token), as Hugging Face does.
+// configuration, tokenizer.json's post_processor, as the `tokenizers` library does
+// (tokenizer_config.json's add_bos_token is not consulted; it only matters to transformers'
+// legacy slow tokenizers). The implementation lives in hf_tokenizer.h and the files it names.
 #pragma once
 
 #include <cstdint>

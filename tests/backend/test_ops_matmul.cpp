@@ -1,0 +1,141 @@
+// matmul of the CPU backend against the reference, over a sweep of shapes that covers the
+// GEMM's tails: n (tokens) around the 4-token micro-tile, k around the vector width (8 or 16
+// lanes), m (output features) around the 4-row weight block; weights F32/BF16/F16, bias
+// absent/F32/BF16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <tuple>
+
+#include "op_test_util.h"
+
+namespace tf {
+namespace {
+
+using test::BackendPair;
+using test::GuardedOut;
+using test::HostTensor;
+using test::Rng;
+
+enum class BiasKind { None, F32, BF16 };
+void PrintTo(BiasKind b, std::ostream* os) {
+  *os << (b == BiasKind::None ? "no bias" : b == BiasKind::F32 ? "F32 bias" : "BF16 bias");
+}
+
+// 8 and 9 straddle the CPU backend's switch from the direct (decode) kernel to the tiled one.
+constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
+constexpr int64_t kInK[] = {1, 3, 16, 17, 64, 100, 256, 576};
+constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 130};
+
+// Metric and tolerance: both backends multiply the same F32 activations by the same weights
+// (BF16/F16 widen to F32 exactly), so each product x_i * w_i is identical; they differ only
+// in how the k products (and the bias) are summed: the reference in double with one final
+// rounding, the CPU backend in F32 across vector lanes, then a horizontal sum, the scalar
+// tail and the bias. That rounding error scales with the size of the terms, not with the
+// result: when the terms of one output cancel (with n = m = 1 there is a single output, and
+// at k = 576 it can be 0.07 where the terms are ~1), ||got - want|| / ||want|| reads 1e-4
+// for a correct sum. So the error is taken relative to each output's natural scale,
+// sqrt(sum_i (x_i w_i)^2 + bias^2), the size of a sum of random-sign terms (test::scaled_l2;
+// it equals ||want|| in expectation). The F32 sum's error is about 2^-24 * sqrt(k) of that
+// scale (~1.4e-6 at k = 576; measured worst 4.6e-7); 1e-5 leaves margin, and a real indexing,
+// tail or conversion mistake gives errors of order 1.
+constexpr double kTol = 1e-5;
+
+// sqrt(sum_i (x[r, i] * w[j, i])^2 + bias[j]^2) for every output [r, j], in double.
+std::vector<double> output_scale(const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>& bias, int64_t n, int64_t k, int64_t m) {
+  std::vector<double> scale(size_t(n * m));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < m; ++j) {
+      double ss = bias.empty() ? 0.0 : double(bias[size_t(j)]) * bias[size_t(j)];
+      for (int64_t i = 0; i < k; ++i) {
+        const double p = double(x[size_t(r * k + i)]) * w[size_t(j * k + i)];
+        ss += p * p;
+      }
+      scale[size_t(r * m + j)] = std::sqrt(ss);
+    }
+  }
+  return scale;
+}
+
+class MatmulSweep : public ::testing::TestWithParam<std::tuple<DType, BiasKind>> {};
+
+TEST_P(MatmulSweep, CpuMatchesRef) {
+  const auto [w_dtype, bias_kind] = GetParam();
+  double worst = 0;
+  for (int64_t n : kRowsN) {
+    for (int64_t k : kInK) {
+      for (int64_t m : kOutM) {
+        SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        Rng rng(test::seed_of({n, k, m, int64_t(w_dtype), int64_t(bias_kind)}));
+        const std::vector<float> x = test::randn(rng, n * k);
+        const HostTensor w = test::make_host(test::randn(rng, m * k), w_dtype, {m, k});
+        HostTensor bias;
+        if (bias_kind != BiasKind::None)
+          bias = test::make_host(test::randn(rng, m), bias_kind == BiasKind::F32 ? DType::F32 : DType::BF16,
+                                 {m});
+
+        BackendPair be;
+        std::vector<float> outs[2];
+        int i = 0;
+        for (Backend* b : {be.ref.get(), be.cpu.get()}) {
+          const TensorView xd = test::to_device(*b, x, n, k);
+          const TensorView wd = b->upload(w.view(), w_dtype);
+          const TensorView bd =
+              bias_kind == BiasKind::None ? TensorView{} : b->upload(bias.view(), bias.dtype);
+          GuardedOut out(*b, n, m);
+          b->matmul(xd, wd, bd, out.view());
+          EXPECT_TRUE(out.guard_intact()) << b->name() << " wrote past its output";
+          outs[i++] = out.values();
+        }
+        const std::vector<double> scale = output_scale(
+            x, w.to_f32(), bias_kind == BiasKind::None ? std::vector<float>{} : bias.to_f32(), n, k, m);
+        EXPECT_TRUE(test::close_scaled_l2(outs[1], outs[0], scale, kTol));
+        worst = std::max(worst, test::scaled_l2(outs[1], outs[0], scale));
+      }
+    }
+  }
+  std::printf("worst scaled L2 error over the sweep: %.3g (tolerance %.0e)\n", worst, kTol);
+}
+
+// An independent check of the reference's matmul semantics (out = x @ w^T + bias, w stored
+// [out_features, in_features]) on a hand-sized case, in double precision.
+TEST(OpsMatmul, RefMatchesDirectFormula) {
+  Rng rng(7);
+  const int64_t n = 3, k = 5, m = 2;
+  const std::vector<float> x = test::randn(rng, n * k), w = test::randn(rng, m * k),
+                           bias = test::randn(rng, m);
+  auto ref = make_backend(BackendKind::Ref);
+  const TensorView xd = test::to_device(*ref, x, n, k), wd = test::to_device(*ref, w, m, k);
+  TensorView bd = ref->alloc(DType::F32, {m});
+  ref->copy_from_host(bias.data(), bd);
+  TensorView out = ref->alloc(DType::F32, {n, m});
+  ref->matmul(xd, wd, bd, out);
+  std::vector<float> want(size_t(n * m));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = bias[size_t(j)];
+      for (int64_t i = 0; i < k; ++i) acc += double(x[size_t(r * k + i)]) * w[size_t(j * k + i)];
+      want[size_t(r * m + j)] = float(acc);
+    }
+  }
+  EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*ref, out), want, 1e-7));
+}
+
+std::string matmul_name(const ::testing::TestParamInfo<std::tuple<DType, BiasKind>>& info) {
+  const auto [w, b] = info.param;
+  const char* bias = b == BiasKind::None ? "NoBias" : b == BiasKind::F32 ? "BiasF32" : "BiasBF16";
+  std::string name = "W";  // appended, not "W" + ...: GCC 12 warns falsely (-Wrestrict) on that
+  name += dtype_name(w);
+  return name + "_" + bias;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, MatmulSweep,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::Values(BiasKind::None, BiasKind::F32, BiasKind::BF16)),
+                         matmul_name);
+
+}  // namespace
+}  // namespace tf

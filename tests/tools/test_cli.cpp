@@ -1,0 +1,165 @@
+// The command-line forms scripts depend on (README.md), run as a user runs them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/golden_util.h"
+#include "tools/cli_util.h"
+
+namespace tf {
+namespace {
+
+using nlohmann::json;
+using test::run_twofold;
+using test::shell_quote;
+
+const std::string kTiny = test::model_dir("tiny-main");
+
+TEST(Cli, HelpOnEveryVerb) {
+  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench"}) {
+    const auto r = run_twofold(std::string(verb) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << verb;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb << ": " << r.out;
+  }
+}
+
+TEST(Cli, NoVerbIsAnErrorWithUsage) {
+  const auto r = run_twofold("");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0);
+}
+
+TEST(Cli, GenerateJsonGreedyMatchesGolden) {
+  const auto golden = test::load_golden("tiny-main");
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& g = golden[i];
+    const auto r = run_twofold("generate -m " + kTiny + " -p " + shell_quote(g.text) + " -n " +
+                               std::to_string(g.greedy_ids.size()) + " --temp 0 --ignore-eos --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), g.input_ids);
+    EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(), g.greedy_ids);
+    const auto full = test::load_json(test::data_path("golden-tiny-main.json"));
+    EXPECT_EQ(j["text"].get<std::string>(), full["prompts"][i]["greedy"]["text"].get<std::string>());
+    EXPECT_NE(r.err.find("decode"), std::string::npos) << "tokens/s report on stderr";
+  }
+}
+
+TEST(Cli, GenerateStreamsTextToStdout) {
+  const auto g = test::load_golden("tiny-main")[0];
+  const auto r = run_twofold("generate -m " + kTiny + " -p " + shell_quote(g.text) + " -n 32 --temp 0 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto full = test::load_json(test::data_path("golden-tiny-main.json"));
+  EXPECT_EQ(r.out, full["prompts"][0]["greedy"]["text"].get<std::string>() + "\n");
+}
+
+TEST(Cli, SameSeedSameOutputDifferentSeedDiffers) {
+  auto gen = [](int seed) {
+    const auto r = run_twofold("generate -m " + kTiny + " -p 'The SQL standard' -n 24 --temp 1.0 --top-p 0.95 --ignore-eos --json --seed " +
+                               std::to_string(seed));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["output_ids"].get<std::vector<int32_t>>();
+  };
+  EXPECT_EQ(gen(7), gen(7));
+  EXPECT_NE(gen(7), gen(8));
+}
+
+TEST(Cli, StopStringEndsGeneration) {
+  // Greedy continuation of bible_short is " the LORD, and the LORD had given him.\n..."
+  const auto r = run_twofold("generate -m " + kTiny + " -p 'In the beginning God created' -n 32 --temp 0 --json --stop ' had'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["text"], " the LORD, and the LORD");
+  EXPECT_EQ(j["finish_reason"], "stop");
+}
+
+TEST(Cli, LogitsMatchGolden) {
+  const auto g = test::load_golden("tiny-main")[2];
+  const auto r = run_twofold("logits -m " + kTiny + " -p " + shell_quote(g.text));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), g.input_ids);
+  const auto logits = j["logits"].get<std::vector<float>>();
+  ASSERT_EQ(logits.size(), g.last_logits.size());
+  EXPECT_LE(test::rel_l2(logits.data(), g.last_logits.data(), logits.size()), 1e-4);
+}
+
+TEST(Cli, TokenizeAndDetokenize) {
+  const auto full = test::load_json(test::data_path("golden-tiny-main.json"));
+  for (const auto& c : full["tokenizer_cases"]) {
+    const std::string text = c["text"];
+    if (text.empty() || text.find('\0') != std::string::npos) continue;  // not expressible as an argv string
+    const auto r = run_twofold("tokenize -m " + kTiny + " -p " + shell_quote(text));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto ids = json::parse(r.out)["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>()) << text;
+    std::string list;
+    for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+    const auto d = run_twofold("detokenize -m " + kTiny + " --ids " + list);
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(d.out, text + "\n");
+  }
+}
+
+TEST(Cli, DetokenizeRejectsBadIds) {
+  for (const char* ids : {"1,x,3", "99999", "-4"}) {
+    const auto r = run_twofold("detokenize -m " + kTiny + " --ids " + shell_quote(ids));
+    EXPECT_EQ(r.exit_code, 1) << ids;
+    EXPECT_NE(r.err.find("--ids"), std::string::npos) << r.err;
+  }
+}
+
+TEST(Cli, InfoDescribesTheModel) {
+  const auto r = run_twofold("info -m " + kTiny);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("llama"), std::string::npos);
+  EXPECT_NE(r.out.find("8031488"), std::string::npos) << r.out;   // parameters (models README)
+  EXPECT_NE(r.out.find("16062976"), std::string::npos) << r.out;  // bytes of BF16 weights
+  EXPECT_NE(r.out.find("GQA"), std::string::npos);
+  // 6 layers x 2 kv heads x 64 x 2 (K and V) x 2 bytes
+  EXPECT_NE(r.out.find("3072 (bf16/f16)"), std::string::npos) << r.out;
+}
+
+// The validation stream of ../shared/models/README.md: 256 windows of 256 tokens; the figure
+// there (float32 transformers) is 23.1755.
+TEST(Cli, PerplexityMatchesReference) {
+  const auto r = run_twofold("perplexity -m " + kTiny + " -f " + test::data_path("valid_tokens_65536.bin") +
+                             " --window 256 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["tokens"], 65280);
+  const double ppl = j["ppl"];
+  std::printf("[ ppl ] tiny-main %.4f (reference 23.1755)\n", ppl);
+  EXPECT_LE(std::abs(ppl - 23.1755) / 23.1755, 0.005);
+}
+
+TEST(Cli, PromptsFileRunsConcurrentlyInInputOrder) {
+  const auto golden = test::load_golden("tiny-main");
+  const auto path = std::filesystem::temp_directory_path() / "twofold_prompts.jsonl";
+  {
+    std::ofstream f(path);
+    for (size_t i = 0; i < 4; ++i)
+      f << json{{"prompt", golden[i].text}, {"max_tokens", 8 + int(i)}, {"temperature", 0}}.dump() << "\n";
+  }
+  const auto r = run_twofold("generate -m " + kTiny + " --prompts-file " + path.string() + " --ignore-eos --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::stringstream ss(r.out);
+  std::string line;
+  size_t i = 0;
+  for (; std::getline(ss, line); ++i) {
+    const json j = json::parse(line);
+    ASSERT_LT(i, 4u);
+    EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), golden[i].input_ids);
+    const auto out = j["output_ids"].get<std::vector<int32_t>>();
+    ASSERT_EQ(out.size(), 8 + i);
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), golden[i].greedy_ids.begin())) << "request " << i;
+    EXPECT_TRUE(j.contains("ttft_s") && j.contains("tokens_per_s"));
+  }
+  EXPECT_EQ(i, 4u);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tf
