@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   tf::cli::add_perplexity(app, run);
   tf::cli::add_info(app, run);
   tf::cli::add_bench(app, run);
+  tf::cli::add_kv_plan(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,7 +18,7 @@ using test::shell_quote;
 const std::string kTiny = test::model_dir("tiny-main");
 
 TEST(Cli, HelpOnEveryVerb) {
-  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench"}) {
+  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench", "kv-plan"}) {
     const auto r = run_twofold(std::string(verb) + " --help");
     EXPECT_EQ(r.exit_code, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb << ": " << r.out;
@@ -120,6 +120,27 @@ TEST(Cli, InfoDescribesTheModel) {
   EXPECT_NE(r.out.find("GQA"), std::string::npos);
   // 6 layers x 2 kv heads x 64 x 2 (K and V) x 2 bytes
   EXPECT_NE(r.out.find("3072 (bf16/f16)"), std::string::npos) << r.out;
+}
+
+TEST(Cli, KvPlanFormula) {
+  // tiny-main: 6 layers x 2 KV heads x 2 (K, V) x 64 x 2 bytes = 3072 bytes per token in BF16;
+  // INT8 rows carry a 4-byte scale: 6 x 2 x 2 x (64 + 4) = 1632.
+  auto plan = [](const std::string& dtype) {
+    const auto r = run_twofold("kv-plan -m " + kTiny + " --gpu-mem 1 --kv-dtype " + dtype + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const json bf16 = plan("bf16"), i8 = plan("int8");
+  EXPECT_EQ(bf16["kv_bytes_per_token"], 3072);
+  EXPECT_EQ(i8["kv_bytes_per_token"], 1632);
+  EXPECT_EQ(bf16["kv_bytes_per_sequence"], 1024 * 3072);
+  EXPECT_EQ(bf16["weight_bytes"], 8031488 * 2);
+  // Sequences that fit = floor(budget / bytes per sequence), and INT8 fits more.
+  EXPECT_EQ(bf16["max_sequences"], bf16["kv_budget_bytes"].get<int64_t>() / (1024 * 3072));
+  EXPECT_GT(i8["max_sequences"].get<int64_t>(), bf16["max_sequences"].get<int64_t>());
+  const auto bad = run_twofold("kv-plan -m " + kTiny + " --kv-dtype int4");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--kv-dtype"), std::string::npos) << bad.err;
 }
 
 // The validation stream of ../shared/models/README.md: 256 windows of 256 tokens; the figure

@@ -1,0 +1,129 @@
+// `twofold kv-plan`: how much KV cache a model needs and how many sequences fit beside its
+// weights, with the formula written out in real numbers:
+//   KV bytes = batch x seq_len x layers x kv_heads x head_dim x 2 (K and V) x bytes per element
+// (INT8 adds one F32 scale per token, head and K/V: head_dim + 4 bytes per row.)
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tools/commands.h"
+
+namespace tf::cli {
+namespace {
+
+struct Args {
+  std::string dir;
+  double gpu_mem_gb = 80;
+  double mem_util = 0.90;
+  std::string kv_dtype = "bf16";
+  std::string weight_dtype = "bf16";
+  int64_t ctx = 0;  // 0 = the model's max_position_embeddings
+  int32_t block_size = 16;
+  int32_t max_batch_tokens = 2048;
+  bool json = false;
+};
+
+// Bytes of one K or V row (one token, one KV head) in the cache, scales included.
+int64_t kv_row_bytes(const std::string& dt, int64_t head_dim) {
+  if (dt == "f32") return head_dim * 4;
+  if (dt == "bf16" || dt == "f16") return head_dim * 2;
+  if (dt == "int8") return head_dim + 4;
+  fail("--kv-dtype must be f32, bf16, f16 or int8, got '{}'", dt);
+}
+
+int64_t weight_elem_bytes(const std::string& dt) {
+  if (dt == "f32") return 4;
+  if (dt == "bf16" || dt == "f16") return 2;
+  fail("--weight-dtype must be f32, bf16 or f16, got '{}'", dt);
+}
+
+int run_kv_plan(const Args& a) {
+  // From config.json alone (the weight table gives every shape), so a plan can be made for a
+  // model before its weights are downloaded, or for a `--load-format dummy` shape.
+  const ModelConfig cfg = load_model_config(a.dir);
+  int64_t params = 0;
+  for (const WeightSpec& w : llama_weight_specs(cfg)) {
+    if (w.optional) continue;  // lm_head when tied to the embeddings
+    int64_t n = 1;
+    for (int64_t s : w.shape) n *= s;
+    params += n;
+  }
+  if (a.gpu_mem_gb <= 0) fail("--gpu-mem must be positive, got {}", a.gpu_mem_gb);
+  if (a.mem_util <= 0 || a.mem_util > 1) fail("--mem-util must be in (0, 1], got {}", a.mem_util);
+  const int64_t ctx = a.ctx > 0 ? a.ctx : cfg.max_position;
+  const int64_t row = kv_row_bytes(a.kv_dtype, cfg.head_dim);
+  const int64_t per_token = cfg.n_layers * cfg.n_kv_heads * 2 * row;
+  // Paged: a sequence holds whole blocks.
+  const int64_t blocks_per_seq = (ctx + a.block_size - 1) / a.block_size;
+  const int64_t per_seq = blocks_per_seq * a.block_size * per_token;
+  const int64_t weights = params * weight_elem_bytes(a.weight_dtype);
+  // Activations of one step of max_batch_tokens tokens (F32 on the CPU, an upper bound for
+  // 16-bit GPU activations): residual, norm output, qkv, attention, gate|up, SwiGLU, delta, and
+  // the logits of at most max_batch_tokens rows.
+  const int64_t qkv = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim;
+  const int64_t act = int64_t(a.max_batch_tokens) *
+                      (4 * cfg.d_model + qkv + cfg.n_heads * cfg.head_dim + 3 * cfg.d_ff + cfg.n_vocab) * 4;
+  const double total = a.gpu_mem_gb * 1e9 * a.mem_util;
+  const double for_kv = total - double(weights) - double(act);
+  const int64_t n_seqs = for_kv > 0 ? int64_t(std::floor(for_kv / double(per_seq))) : 0;
+  const int64_t n_blocks = for_kv > 0 ? int64_t(for_kv / double(a.block_size * per_token)) : 0;
+  const int64_t elem = a.kv_dtype == "int8" ? 1 : row / cfg.head_dim;
+
+  if (a.json) {
+    std::printf("%s\n", json_dump(nlohmann::json{
+        {"kv_bytes_per_token", per_token}, {"kv_bytes_per_sequence", per_seq}, {"context", ctx},
+        {"weight_bytes", weights}, {"activation_bytes", act}, {"memory_bytes", int64_t(total)},
+        {"kv_budget_bytes", int64_t(std::max(0.0, for_kv))}, {"max_sequences", n_seqs},
+        {"kv_blocks", n_blocks}, {"kv_dtype", a.kv_dtype}}).c_str());
+    return 0;
+  }
+  std::printf("model %s: %lld layers, %lld KV heads, head_dim %lld, %lld parameters\n", a.dir.c_str(),
+              (long long)cfg.n_layers, (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)params);
+  std::printf("KV per token   = layers x kv_heads x 2 (K,V) x %s\n",
+              a.kv_dtype == "int8" ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
+  if (a.kv_dtype == "int8")
+    std::printf("               = %lld x %lld x 2 x (%lld + 4) = %lld bytes\n", (long long)cfg.n_layers,
+                (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)per_token);
+  else
+    std::printf("               = %lld x %lld x 2 x %lld x %lld = %lld bytes\n", (long long)cfg.n_layers,
+                (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)elem, (long long)per_token);
+  std::printf("KV per sequence (%lld tokens, blocks of %d) = %lld blocks x %d x %lld = %.3f MB\n", (long long)ctx,
+              a.block_size, (long long)blocks_per_seq, a.block_size, (long long)per_token, double(per_seq) / 1e6);
+  std::printf("memory         = %.4g GB x %.2f utilisation = %.3f GB\n", a.gpu_mem_gb, a.mem_util, total / 1e9);
+  std::printf("  weights      = %lld parameters x %lld bytes (%s) = %.3f GB\n", (long long)params,
+              (long long)weight_elem_bytes(a.weight_dtype), a.weight_dtype.c_str(), double(weights) / 1e9);
+  std::printf("  activations  ~ %.3f GB (one step of %d tokens)\n", double(act) / 1e9, a.max_batch_tokens);
+  std::printf("  left for KV  = %.3f GB = %lld blocks\n", std::max(0.0, for_kv) / 1e9, (long long)n_blocks);
+  std::printf("sequences that fit at full context: %lld (batch x seq_len x layers x kv_heads x head_dim x 2 x bytes:\n"
+              "  %lld x %lld x %lld x %lld x %lld x 2 x %s = %.3f GB)\n",
+              (long long)n_seqs, (long long)n_seqs, (long long)ctx, (long long)cfg.n_layers,
+              (long long)cfg.n_kv_heads, (long long)cfg.head_dim,
+              a.kv_dtype == "int8" ? "(1 + 4/head_dim)" : std::to_string(elem).c_str(),
+              double(n_seqs) * double(per_seq) / 1e9);
+  std::printf("reserving max length instead of paging fits the same count at full length, but a paged\n"
+              "cache holds sequences of average length L in ctx/L times as many.\n");
+  if (n_seqs == 0) std::printf("warning: not even one full-context sequence fits; lower --ctx%s\n", a.kv_dtype == "int8" ? "" : " or use --kv-dtype int8");
+  return 0;
+}
+
+}  // namespace
+
+void add_kv_plan(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("kv-plan", "KV-cache bytes per token and sequence, and how many sequences fit");
+  c->add_option("-m,--model", a->dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->add_option("--gpu-mem", a->gpu_mem_gb, "Device memory in GB")->capture_default_str();
+  c->add_option("--mem-util", a->mem_util, "Fraction of memory the engine may use")->capture_default_str();
+  c->add_option("--kv-dtype", a->kv_dtype, "KV element type: int8, bf16, f16, f32")->capture_default_str();
+  c->add_option("--weight-dtype", a->weight_dtype, "Weight type on the device: bf16, f16, f32")->capture_default_str();
+  c->add_option("--ctx", a->ctx, "Tokens per sequence (default: the model's context)");
+  c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
+  c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per step (activation memory)")->capture_default_str();
+  c->add_flag("--json", a->json, "Print one JSON object");
+  c->callback([a, &run] { run = [a] { return run_kv_plan(*a); }; });
+}
+
+}  // namespace tf::cli
