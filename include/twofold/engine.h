@@ -31,6 +31,20 @@ struct EngineOptions {
   std::string kv_dtype = "f32";    // f32 | bf16 | f16 (CPU); bf16 | f16 (CUDA)
   int32_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int32_t max_seqs = 64;           // sequences running at once
+  bool enable_prefix_caching = true;  // reuse KV blocks of identical prompt prefixes
+};
+
+// Counters for monitoring (the server's /metrics) and tests.
+struct EngineMetrics {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  int64_t n_preemptions = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;    // held by sequences
+  int32_t kv_blocks_free = 0;    // never used or released without a prefix hash
+  int32_t kv_blocks_cached = 0;  // released, kept for prefix hits, evicted when needed
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;    // of those, served from cached blocks
 };
 
 class Engine {
@@ -64,6 +78,8 @@ class Engine {
   const Tokenizer& tokenizer() const;
   const ModelConfig& config() const;
   Model& model();
+  EngineMetrics metrics() const;
+  // Blocks not held by any sequence (free + cached; cached ones are evicted on demand).
   int32_t n_kv_blocks_free() const;
   int32_t n_kv_blocks_total() const;
 

@@ -52,7 +52,9 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   backend->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
                                      .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
                                      .head_dim = cfg.head_dim, .dtype = kv_dtype});
-  kv = std::make_unique<KvManager>(KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size});
+  kv = std::make_unique<KvManager>(KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size,
+                                                   .sliding_window = int32_t(cfg.sliding_window),
+                                                   .enable_prefix_caching = opt.enable_prefix_caching});
   sched = std::make_unique<Scheduler>(
       SchedulerParams{.max_batch_tokens = opt.max_batch_tokens, .max_seqs = opt.max_seqs}, *kv);
 }
@@ -84,7 +86,7 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
   r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));
   r.arrival = Clock::now();
-  sched->add(id, req.priority, int32_t(ids.size()));
+  sched->add(id, req.priority, &r.all_tokens);  // node-based map: the address stays valid
   return id;
 }
 
@@ -240,7 +242,16 @@ void Engine::release(RequestId id) {
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const ModelConfig& Engine::config() const { return impl_->model->config(); }
 Model& Engine::model() { return *impl_->model; }
-int32_t Engine::n_kv_blocks_free() const { return impl_->kv->pool().n_blocks_free(); }
+EngineMetrics Engine::metrics() const {
+  const SchedulerStats s = impl_->sched->stats();
+  return EngineMetrics{.n_running = s.n_running, .n_waiting = s.n_waiting, .n_preemptions = s.n_preemptions,
+                       .kv_blocks_total = s.n_blocks_total, .kv_blocks_used = s.n_blocks_used,
+                       .kv_blocks_free = s.n_blocks_free, .kv_blocks_cached = s.n_blocks_cached,
+                       .prefix_query_tokens = s.n_prefix_query_tokens,
+                       .prefix_hit_tokens = s.n_prefix_hit_tokens};
+}
+// Cached prefix blocks count as free here: nobody uses them and allocation evicts them.
+int32_t Engine::n_kv_blocks_free() const { return impl_->kv->pool().n_blocks_available(); }
 int32_t Engine::n_kv_blocks_total() const { return impl_->kv->pool().n_blocks_total(); }
 
 RequestStats Engine::stats(RequestId id) const {

@@ -24,7 +24,8 @@ struct RequestState {
   RequestId id = -1;
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
-  std::vector<int32_t> all_tokens;  // prompt + output: what the scheduler computes
+  std::vector<int32_t> all_tokens;  // prompt + output: what the scheduler computes; it and the
+                                    // KV manager read it by pointer until sched->remove(id)
   SamplingParams params;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;

@@ -1,6 +1,9 @@
 #include "sched/scheduler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -8,6 +11,7 @@ namespace tf {
 
 Scheduler::Scheduler(const SchedulerParams& p, KvManager& kv) : params_(p), kv_(kv) {
   TF_ASSERT(p.max_batch_tokens > 0 && p.max_seqs > 0, "scheduler limits must be positive");
+  TF_ASSERT(p.group_window >= 1 && p.max_group_skips >= 0, "length grouping parameters out of range");
 }
 
 void Scheduler::insert_sorted(std::list<int64_t>& q, int64_t id) {
@@ -16,10 +20,10 @@ void Scheduler::insert_sorted(std::list<int64_t>& q, int64_t id) {
   q.insert(it, id);
 }
 
-void Scheduler::add(int64_t id, int32_t priority, int32_t n_tokens) {
+void Scheduler::add(int64_t id, int32_t priority, const std::vector<int32_t>* tokens) {
   TF_ASSERT(!seqs_.count(id), "sequence {} added twice", id);
-  TF_ASSERT(n_tokens > 0, "sequence {} has no tokens", id);
-  seqs_.emplace(id, Seq{.id = id, .priority = priority, .arrival = next_arrival_++, .n_tokens = n_tokens});
+  TF_ASSERT(tokens != nullptr && !tokens->empty(), "sequence {} has no tokens", id);
+  seqs_.emplace(id, Seq{.id = id, .priority = priority, .arrival = next_arrival_++, .tokens = tokens});
   insert_sorted(waiting_, id);
 }
 
@@ -34,75 +38,127 @@ void Scheduler::preempt(int64_t id) {
   ++n_preemptions_;
 }
 
-// Phase 1: running sequences, in priority order, each gets min(remaining, budget) tokens;
-// when blocks run out, the lowest-priority running sequence is preempted (possibly the one
-// being scheduled, if it is the lowest). Phase 2: waiting sequences are admitted in priority
-// order while budget, the sequence cap and free blocks allow; a waiting sequence never
-// preempts a running one, so admission cannot thrash.
+// Phase 1: running sequences with one token left (decodes) get it, in priority order;
+// phase 2: running sequences with more left (prefill chunks, recomputation) get
+// min(left, budget), in priority order. Decodes go first so that a long prefill never
+// stalls them: they cost one token each and their users are waiting on every step.
+// When blocks run out in either phase, the lowest-priority, latest running sequence is
+// preempted (possibly the one being scheduled, if it is the lowest).
+// Phase 3: waiting sequences are admitted while budget, the sequence cap and blocks allow.
+// It is skipped in a step that preempted: blocks are short, and admitting now would only
+// take blocks that running sequences need next step (or readmit the victim at once).
+// A waiting sequence never preempts a running one, so admission cannot thrash.
 ScheduleOutput Scheduler::schedule() {
   ScheduleOutput out;
   int32_t budget = params_.max_batch_tokens;
-
-  for (auto it = running_.begin(); it != running_.end() && budget > 0;) {
-    const int64_t id = *it;
-    Seq& s = seqs_.at(id);
-    const int32_t n_new = std::min(s.n_tokens - s.n_computed, budget);
-    if (n_new == 0) { ++it; continue; }
-    // Out of blocks: preempt the lowest-priority, latest running sequence (the back of
-    // running_), which may be this one; a preempted sequence's work this step is undone.
-    bool self_preempted = false;
-    while (!kv_.grow(id, s.n_computed + n_new)) {
-      const int64_t victim = running_.back();
-      if (victim == id) {
-        self_preempted = true;
-        break;
-      }
-      preempt(victim);
-      out.preempted.push_back(victim);
-      std::erase_if(out.seqs, [&](const ScheduledSeq& q) {
-        if (q.id != victim) return false;
-        budget += q.n_new;
-        return true;
-      });
-    }
-    if (self_preempted) {
-      ++it;  // it still points at id; move on before the list node goes
-      preempt(id);
-      out.preempted.push_back(id);
-      break;  // everything after it was lower priority and is gone already
-    }
-    out.seqs.push_back({.id = id, .start = s.n_computed, .n_new = n_new,
-                        .samples = s.n_computed + n_new == s.n_tokens});
-    budget -= n_new;
-    ++it;
-  }
-
-  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 &&
-                                   int32_t(running_.size()) < params_.max_seqs;) {
-    const int64_t id = *it;
-    Seq& s = seqs_.at(id);
-    const int32_t n_new = std::min(s.n_tokens - s.n_computed, budget);
-    if (!kv_.grow(id, s.n_computed + n_new)) break;  // keep priority order: no skipping ahead
-    it = waiting_.erase(it);
-    s.running = true;
-    insert_sorted(running_, id);
-    out.seqs.push_back({.id = id, .start = s.n_computed, .n_new = n_new,
-                        .samples = s.n_computed + n_new == s.n_tokens});
-    budget -= n_new;
-  }
+  schedule_running(/*decodes=*/true, out, budget);
+  schedule_running(/*decodes=*/false, out, budget);
+  if (out.preempted.empty()) admit_waiting(out, budget);
   for (const auto& q : out.seqs) out.n_tokens += q.n_new;
   return out;
+}
+
+void Scheduler::schedule_running(bool decodes, ScheduleOutput& out, int32_t& budget) {
+  const std::vector<int64_t> ids(running_.begin(), running_.end());  // preemption edits running_
+  for (int64_t id : ids) {
+    if (budget == 0) return;
+    Seq& s = seqs_.at(id);
+    const int32_t left = s.n_tokens() - s.n_computed;
+    if (!s.running || left <= 0 || (left == 1) != decodes) continue;
+    const int32_t n_new = std::min(left, budget);
+    if (!reserve_or_preempt(s, n_new, out, budget)) continue;
+    out.seqs.push_back({.id = id, .start = s.n_computed, .n_new = n_new,
+                        .samples = s.n_computed + n_new == s.n_tokens()});
+    budget -= n_new;
+  }
+}
+
+// Grows s's blocks to cover n_new more tokens, preempting from the back of running_ until
+// they fit. A victim already scheduled this step is taken out of `out` and its tokens go
+// back to the budget. Returns false if s itself was the victim.
+bool Scheduler::reserve_or_preempt(Seq& s, int32_t n_new, ScheduleOutput& out, int32_t& budget) {
+  while (!kv_.grow(s.id, s.n_computed + n_new)) {
+    const int64_t victim = running_.back();
+    preempt(victim);
+    out.preempted.push_back(victim);
+    if (victim == s.id) return false;
+    std::erase_if(out.seqs, [&](const ScheduledSeq& q) {
+      if (q.id != victim) return false;
+      budget += q.n_new;
+      return true;
+    });
+  }
+  return true;
+}
+
+// Admission in priority order. The first sequence admitted in a step is always the head of
+// waiting_ (the oldest of the top priority), which alone makes FCFS progress certain. Each
+// later one comes from pick_waiting (length grouping). A sequence starts after its cached
+// prefix, if any. If the chosen one does not fit in the blocks left, admission stops: no
+// smaller request may jump ahead, or a large one could wait forever.
+void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
+  int32_t ref_len = -1;  // length of the first sequence admitted this step
+  while (budget > 0 && n_running() < params_.max_seqs && !waiting_.empty()) {
+    const auto it = pick_waiting(ref_len);
+    Seq& s = seqs_.at(*it);
+    const PrefixHit hit = kv_.find_prefix(*s.tokens);
+    const int32_t n_new = std::min(s.n_tokens() - hit.n_tokens, budget);
+    if (!kv_.start(s.id, s.tokens, hit, hit.n_tokens + n_new)) return;
+    for (auto p = waiting_.begin(); p != it; ++p) ++seqs_.at(*p).n_skips;  // passed over
+    waiting_.erase(it);
+    s.running = true;
+    s.n_computed = hit.n_tokens;
+    insert_sorted(running_, s.id);
+    out.seqs.push_back({.id = s.id, .start = s.n_computed, .n_new = n_new,
+                        .samples = s.n_computed + n_new == s.n_tokens()});
+    budget -= n_new;
+    if (ref_len < 0) ref_len = s.n_tokens();
+  }
+}
+
+// Length grouping. Why: sequences admitted in the same step whose lengths are close finish
+// their prefills in the same step and then decode side by side with similar context
+// lengths, which keeps per-sequence attention work (one thread block or split per sequence
+// on a GPU) balanced instead of waiting on one long straggler. Rule: among the first
+// group_window waiting sequences that share the head's priority, take the one whose
+// n_tokens is closest to ref_len (ties: the earlier). The scan stops at a sequence already
+// passed over max_group_skips times, so it cannot be passed again: reordering is bounded,
+// and nothing of another priority is ever reordered. Cost: group_window look-ups per
+// admission.
+std::list<int64_t>::iterator Scheduler::pick_waiting(int32_t ref_len) {
+  const auto head = waiting_.begin();
+  if (ref_len < 0 || params_.group_window <= 1) return head;
+  const int32_t priority = seqs_.at(*head).priority;
+  auto best = head;
+  int64_t best_dist = -1;
+  int32_t n_seen = 0;
+  for (auto it = head; it != waiting_.end() && n_seen < params_.group_window; ++it, ++n_seen) {
+    const Seq& c = seqs_.at(*it);
+    if (c.priority != priority) break;
+    const int64_t dist = std::abs(int64_t(c.n_tokens()) - ref_len);
+    if (best_dist < 0 || dist < best_dist) {
+      best = it;
+      best_dist = dist;
+    }
+    if (c.n_skips >= params_.max_group_skips) break;
+  }
+  return best;
 }
 
 void Scheduler::commit(const ScheduleOutput& out, const std::vector<int64_t>& sampled) {
   for (const ScheduledSeq& q : out.seqs) {
     auto it = seqs_.find(q.id);
     if (it == seqs_.end()) continue;  // removed (aborted) during the step
-    it->second.n_computed = q.start + q.n_new;
+    Seq& s = it->second;
+    TF_ASSERT(s.running && s.n_computed == q.start, "commit of sequence {} that was not scheduled so", q.id);
+    s.n_computed = q.start + q.n_new;
+    kv_.on_computed(q.id, s.n_computed);
   }
   for (int64_t id : sampled) {
     auto it = seqs_.find(id);
-    if (it != seqs_.end()) ++it->second.n_tokens;
+    if (it == seqs_.end()) continue;
+    TF_ASSERT(it->second.n_tokens() > it->second.n_computed,
+              "sequence {} sampled but no token was appended to its tokens", id);
   }
 }
 
@@ -112,6 +168,56 @@ void Scheduler::remove(int64_t id) {
   (it->second.running ? running_ : waiting_).remove(id);
   kv_.free(id);
   seqs_.erase(it);
+}
+
+bool Scheduler::is_running(int64_t id) const {
+  auto it = seqs_.find(id);
+  return it != seqs_.end() && it->second.running;
+}
+
+int32_t Scheduler::n_computed(int64_t id) const {
+  auto it = seqs_.find(id);
+  TF_ASSERT(it != seqs_.end(), "unknown sequence {}", id);
+  return it->second.n_computed;
+}
+
+SchedulerStats Scheduler::stats() const {
+  const BlockPool& pool = kv_.pool();
+  return SchedulerStats{.n_running = n_running(),
+                        .n_waiting = n_waiting(),
+                        .n_preemptions = n_preemptions_,
+                        .n_blocks_total = pool.n_blocks_total(),
+                        .n_blocks_used = pool.n_blocks_used(),
+                        .n_blocks_free = pool.n_blocks_free(),
+                        .n_blocks_cached = pool.n_blocks_cached(),
+                        .n_prefix_query_tokens = kv_.prefix_stats().n_query_tokens,
+                        .n_prefix_hit_tokens = kv_.prefix_stats().n_hit_tokens};
+}
+
+std::string Scheduler::check_invariants() const {
+  if (std::string e = kv_.check_invariants(); !e.empty()) return "kv: " + e;
+  if (running_.size() + waiting_.size() != seqs_.size())
+    return fmt::format("{} running + {} waiting != {} sequences", running_.size(), waiting_.size(), seqs_.size());
+  for (const std::list<int64_t>* q : {&running_, &waiting_}) {
+    const bool run = q == &running_;
+    const Seq* prev = nullptr;
+    for (int64_t id : *q) {
+      auto it = seqs_.find(id);
+      if (it == seqs_.end()) return fmt::format("queued sequence {} is unknown", id);
+      const Seq& s = it->second;
+      if (s.running != run) return fmt::format("sequence {} is in the wrong queue", id);
+      if (prev && !before(*prev, s)) return fmt::format("sequence {} is out of priority order", id);
+      prev = &s;
+      if (s.n_computed > s.n_tokens())
+        return fmt::format("sequence {}: n_computed {} > n_tokens {}", id, s.n_computed, s.n_tokens());
+      if (!run && (kv_.has(id) || s.n_computed != 0))
+        return fmt::format("waiting sequence {} holds blocks or computed tokens", id);
+      if (run && (!kv_.has(id) ||
+                  int64_t(kv_.table(id).size()) * kv_.block_size() < int64_t(s.n_computed)))
+        return fmt::format("running sequence {} has no table covering its {} tokens", id, s.n_computed);
+    }
+  }
+  return "";
 }
 
 }  // namespace tf

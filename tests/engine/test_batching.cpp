@@ -63,7 +63,7 @@ class Batching : public ::testing::Test {
   }
   // Runs all prompts through one engine; request i is added at step arrival[i].
   std::vector<std::vector<int32_t>> run_batched(const EngineOptions& opt, const std::vector<int>& arrival,
-                                                int* max_running = nullptr) {
+                                                EngineMetrics* metrics = nullptr) {
     Engine e(opt);
     std::map<size_t, RequestId> ids;
     int step = 0;
@@ -78,7 +78,10 @@ class Batching : public ::testing::Test {
     std::vector<std::vector<int32_t>> out;
     for (size_t i = 0; i < prompts_.size(); ++i) out.push_back(e.output_ids(ids[i]));
     EXPECT_EQ(e.n_kv_blocks_free(), e.n_kv_blocks_total()) << "blocks leaked";
-    (void)max_running;
+    const EngineMetrics m = e.metrics();
+    EXPECT_EQ(m.kv_blocks_used, 0);
+    EXPECT_EQ(m.kv_blocks_free + m.kv_blocks_cached, m.kv_blocks_total);
+    if (metrics) *metrics = m;
     return out;
   }
   void expect_same_as_alone(const std::vector<std::vector<int32_t>>& got) {
@@ -93,6 +96,19 @@ std::vector<std::vector<int32_t>> Batching::alone_;
 
 TEST_F(Batching, AllAtOnce) {
   expect_same_as_alone(run_batched({.model_dir = kTiny, .max_seqs = 64}, std::vector<int>(prompts_.size(), 0)));
+}
+
+TEST_F(Batching, SharedPrefixesHitTheCacheAndGiveTheSameIds) {
+  // Arrivals one step apart: the first "system prompt" request computes the shared blocks,
+  // the later ones reuse them.
+  std::vector<int> arrival;
+  for (size_t i = 0; i < prompts_.size(); ++i) arrival.push_back(int(i) * 4);
+  EngineMetrics m;
+  expect_same_as_alone(run_batched({.model_dir = kTiny, .max_seqs = 64}, arrival, &m));
+  EXPECT_GT(m.prefix_hit_tokens, 200) << "shared system prompt should be served from cached blocks";
+  EngineMetrics off;
+  expect_same_as_alone(run_batched({.model_dir = kTiny, .max_seqs = 64, .enable_prefix_caching = false}, arrival, &off));
+  EXPECT_EQ(off.prefix_hit_tokens, 0);
 }
 
 TEST_F(Batching, StaggeredArrivalsWithChunkedPrefill) {
@@ -110,9 +126,11 @@ TEST_F(Batching, FewRunningSlots) {
 TEST_F(Batching, PreemptionForcedByTinyPool) {
   // The longest request needs ~60 blocks of 8 tokens; 80 blocks cannot hold everything that
   // wants to run, so sequences are preempted and recomputed.
+  EngineMetrics m;
   expect_same_as_alone(run_batched({.model_dir = kTiny, .block_size = 8, .n_kv_blocks = 80,
                                     .max_batch_tokens = 128, .max_seqs = 64},
-                                   std::vector<int>(prompts_.size(), 0)));
+                                   std::vector<int>(prompts_.size(), 0), &m));
+  EXPECT_GT(m.n_preemptions, 0) << "the pool was meant to be too small";
 }
 
 }  // namespace
