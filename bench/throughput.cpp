@@ -24,21 +24,30 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   const int64_t n_vocab = engine.config().n_vocab;
   Rng rng(p.seed);
   std::vector<RequestId> ids;
-  const auto t0 = Clock::now();
+  std::vector<GenerateRequest> reqs;
   for (int32_t b = 0; b < p.batch; ++b) {
     GenerateRequest r;
-    // Ids from the upper vocabulary, away from special tokens.
+    // Random ids (no shared prefixes) away from the special tokens at the start.
     for (int32_t i = 0; i < p.prompt_len; ++i)
       r.prompt_ids.push_back(int32_t(16 + rng.next_u64() % uint64_t(n_vocab - 16)));
     r.sampling = SamplingParams{.temperature = 0, .max_tokens = p.gen_len, .ignore_eos = true};
-    ids.push_back(engine.add_request(std::move(r)));
+    reqs.push_back(std::move(r));
   }
+  const auto t0 = Clock::now();
+  size_t next = 0;
+  auto admit = [&] {  // concurrent: all now; sequential: the next one when the engine is idle
+    while (next < reqs.size() && (!p.sequential || !engine.has_unfinished()))
+      ids.push_back(engine.add_request(reqs[next++]));
+  };
   std::map<RequestId, Clock::time_point> last;
   std::vector<double> ttft, itl;
   Clock::time_point all_first{};
-  int64_t n_decoded = 0;
+  int64_t n_decoded = 0, n_new = 0;
+  int32_t peak_blocks = 0;
+  admit();
   while (engine.has_unfinished()) {
     const auto outs = engine.step();
+    peak_blocks = std::max(peak_blocks, engine.metrics().kv_blocks_used);
     const auto now = Clock::now();
     for (const RequestOutput& o : outs) {
       if (o.new_token_ids.empty()) continue;
@@ -52,7 +61,9 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
         it->second = now;
         if (all_first != Clock::time_point{}) n_decoded += int64_t(o.new_token_ids.size());
       }
+      n_new += int64_t(o.new_token_ids.size());
     }
+    admit();
   }
   const auto t_end = Clock::now();
   for (RequestId id : ids) engine.release(id);
@@ -66,6 +77,9 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   r.ttft_p99_s = percentile(ttft, 0.99);
   r.itl_p50_s = percentile(itl, 0.5);
   r.itl_p99_s = percentile(itl, 0.99);
+  r.total_s = std::chrono::duration<double>(t_end - t0).count();
+  r.total_tokens_per_s = double(n_new) / r.total_s;
+  r.peak_kv_blocks_used = peak_blocks;
   return r;
 }
 

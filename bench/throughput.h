@@ -14,6 +14,7 @@ struct ThroughputParams {
   int32_t prompt_len = 128; // tokens per prompt (random ids, fixed seed)
   int32_t gen_len = 128;    // new tokens per request (EOS ignored)
   uint64_t seed = 1;
+  bool sequential = false;  // run the requests one after another instead of concurrently
 };
 
 struct ThroughputResult {
@@ -24,6 +25,9 @@ struct ThroughputResult {
   double decode_tokens_per_s = 0; // all requests together
   double ttft_p50_s = 0, ttft_p99_s = 0;
   double itl_p50_s = 0, itl_p99_s = 0;  // per-token latency (time between a request's tokens)
+  double total_s = 0;
+  double total_tokens_per_s = 0;  // new tokens of all requests / wall time
+  int32_t peak_kv_blocks_used = 0;  // paged: blocks actually held at the busiest step
 };
 
 ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p);

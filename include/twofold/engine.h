@@ -79,6 +79,8 @@ class Engine {
   const ModelConfig& config() const;
   Model& model();
   EngineMetrics metrics() const;
+  int64_t kv_bytes_per_token() const;  // K and V of one token, all layers, scales included
+  int32_t kv_block_size() const;
   // Blocks not held by any sequence (free + cached; cached ones are evicted on demand).
   int32_t n_kv_blocks_free() const;
   int32_t n_kv_blocks_total() const;

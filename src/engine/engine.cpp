@@ -250,6 +250,12 @@ EngineMetrics Engine::metrics() const {
                        .prefix_query_tokens = s.n_prefix_query_tokens,
                        .prefix_hit_tokens = s.n_prefix_hit_tokens};
 }
+int64_t Engine::kv_bytes_per_token() const {
+  const KvCacheSpec& s = impl_->backend->kv_spec();
+  const int64_t row = s.dtype == DType::I8 ? s.head_dim + 4 : s.head_dim * int64_t(dtype_size(s.dtype));
+  return s.n_layers * s.n_kv_heads * 2 * row;
+}
+int32_t Engine::kv_block_size() const { return impl_->kv->block_size(); }
 // Cached prefix blocks count as free here: nobody uses them and allocation evicts them.
 int32_t Engine::n_kv_blocks_free() const { return impl_->kv->pool().n_blocks_available(); }
 int32_t Engine::n_kv_blocks_total() const { return impl_->kv->pool().n_blocks_total(); }
