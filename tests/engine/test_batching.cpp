@@ -133,5 +133,39 @@ TEST_F(Batching, PreemptionForcedByTinyPool) {
   EXPECT_GT(m.n_preemptions, 0) << "the pool was meant to be too small";
 }
 
+TEST_F(Batching, AbortFreesBlocksAtOnceAndOthersAreUnaffected) {
+  Engine e(EngineOptions{.model_dir = kTiny, .max_seqs = 64, .enable_prefix_caching = false});
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < 3; ++i) ids.push_back(e.add_request(greedy(prompts_[8 + i])));
+  for (int s = 0; s < 3; ++s) e.step();
+  const int32_t used_before = e.metrics().kv_blocks_used;
+  const int32_t victim_blocks = int32_t((prompts_[9].ids.size() + 3 + 15) / 16);
+  e.abort(ids[1]);
+  EXPECT_LE(e.metrics().kv_blocks_used, used_before - victim_blocks + 1) << "blocks not freed at abort";
+  bool saw_abort = false;
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step())
+      if (o.id == ids[1]) {
+        EXPECT_TRUE(o.finished);
+        EXPECT_EQ(o.finish_reason, FinishReason::Abort);
+        saw_abort = true;
+      }
+  EXPECT_TRUE(saw_abort);
+  EXPECT_EQ(e.output_ids(ids[0]), alone_[8]);
+  EXPECT_EQ(e.output_ids(ids[2]), alone_[10]);
+  EXPECT_EQ(e.metrics().kv_blocks_used, 0);
+}
+
+TEST_F(Batching, HigherPriorityFinishesFirstWhenOnlyOneRuns) {
+  Engine e(EngineOptions{.model_dir = kTiny, .max_seqs = 1});
+  const RequestId low = e.add_request({.prompt_ids = prompts_[0].ids, .sampling = {.temperature = 0, .max_tokens = 4}, .priority = 0});
+  const RequestId high = e.add_request({.prompt_ids = prompts_[1].ids, .sampling = {.temperature = 0, .max_tokens = 4}, .priority = 5});
+  std::vector<RequestId> finish_order;
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step())
+      if (o.finished) finish_order.push_back(o.id);
+  EXPECT_EQ(finish_order, (std::vector<RequestId>{high, low}));
+}
+
 }  // namespace
 }  // namespace tf
