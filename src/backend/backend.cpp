@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda_factory.h"
 #include "backend/ref/ref_backend.h"
 #include "core/error.h"
 
@@ -17,7 +18,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind) {
   switch (kind) {
     case BackendKind::Cpu: return std::make_unique<CpuBackend>();
     case BackendKind::Ref: return std::make_unique<RefBackend>();
-    case BackendKind::Cuda: fail("this build of twofold has no CUDA backend (configure with -DTF_CUDA=ON)");
+    case BackendKind::Cuda: return make_cuda_backend();
   }
   fail("unknown backend kind");
 }

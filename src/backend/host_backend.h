@@ -25,16 +25,23 @@ class HostBackend : public Backend {
   const KvCacheSpec& kv_spec() const override { return kv_spec_; }
   void set_batch(const Batch& batch) override { batch_ = batch; }
 
-  // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim]
+  // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype
   const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
   const TensorView& v_cache(int layer) const { return v_cache_[size_t(layer)]; }
+  // I8 storage only: the F32 scale of each row of k_cache / v_cache,
+  // [n_blocks * n_kv_heads * block_size] (an empty view for float storage).
+  const TensorView& k_scale(int layer) const { return k_scale_[size_t(layer)]; }
+  const TensorView& v_scale(int layer) const { return v_scale_[size_t(layer)]; }
 
  protected:
+  // Row of (slot, kv_head) in a layer's K or V pool (and index of its scale).
+  int64_t kv_row_index(int64_t slot, int64_t kv_head) const {
+    const int64_t block = slot / kv_spec_.block_size, in_block = slot % kv_spec_.block_size;
+    return (block * kv_spec_.n_kv_heads + kv_head) * kv_spec_.block_size + in_block;
+  }
   // Offset (in elements) of (slot, kv_head) in a layer's K or V pool.
   int64_t kv_offset(int64_t slot, int64_t kv_head) const {
-    const int64_t block = slot / kv_spec_.block_size, in_block = slot % kv_spec_.block_size;
-    return ((block * kv_spec_.n_kv_heads + kv_head) * kv_spec_.block_size + in_block) *
-           kv_spec_.head_dim;
+    return kv_row_index(slot, kv_head) * kv_spec_.head_dim;
   }
   const Batch& batch() const { return batch_; }
 
@@ -44,7 +51,8 @@ class HostBackend : public Backend {
   };
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers_;
   KvCacheSpec kv_spec_;
-  std::vector<TensorView> k_cache_, v_cache_;
+  std::vector<TensorView> k_cache_, v_cache_;  // per layer
+  std::vector<TensorView> k_scale_, v_scale_;  // per layer, data == nullptr unless I8
   Batch batch_;
 };
 

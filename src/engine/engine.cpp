@@ -25,7 +25,8 @@ DType parse_kv_dtype(const std::string& s) {
   if (s == "f32") return DType::F32;
   if (s == "bf16") return DType::BF16;
   if (s == "f16") return DType::F16;
-  fail("unknown KV dtype '{}' (expected f32, bf16 or f16)", s);
+  if (s == "int8") return DType::I8;
+  fail("unknown KV dtype '{}' (expected f32, bf16, f16 or int8)", s);
 }
 
 }  // namespace
@@ -45,7 +46,9 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   const int32_t per_seq = KvManager::blocks_for(int32_t(cfg.max_position), opt.block_size);
   int64_t n_blocks = opt.n_kv_blocks;
   if (n_blocks <= 0) {
-    const int64_t block_bytes = cfg.kv_bytes_per_token(int64_t(dtype_size(kv_dtype))) * opt.block_size;
+    const int64_t block_bytes =
+        tf::kv_bytes_per_token(KvCacheSpec{.n_layers = cfg.n_layers, .n_kv_heads = cfg.n_kv_heads,
+                                       .head_dim = cfg.head_dim, .dtype = kv_dtype}) * opt.block_size;
     n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, opt.kv_memory_mb * (1 << 20) / block_bytes);
     n_blocks = std::max<int64_t>(n_blocks, per_seq);
   }
@@ -250,11 +253,7 @@ EngineMetrics Engine::metrics() const {
                        .prefix_query_tokens = s.n_prefix_query_tokens,
                        .prefix_hit_tokens = s.n_prefix_hit_tokens};
 }
-int64_t Engine::kv_bytes_per_token() const {
-  const KvCacheSpec& s = impl_->backend->kv_spec();
-  const int64_t row = s.dtype == DType::I8 ? s.head_dim + 4 : s.head_dim * int64_t(dtype_size(s.dtype));
-  return s.n_layers * s.n_kv_heads * 2 * row;
-}
+int64_t Engine::kv_bytes_per_token() const { return tf::kv_bytes_per_token(impl_->backend->kv_spec()); }
 int32_t Engine::kv_block_size() const { return impl_->kv->block_size(); }
 // Cached prefix blocks count as free here: nobody uses them and allocation evicts them.
 int32_t Engine::n_kv_blocks_free() const { return impl_->kv->pool().n_blocks_available(); }

@@ -13,7 +13,12 @@
 // The pool starts as NaN everywhere: a backend that reads a slot this history never wrote
 // (past a sequence's context, another sequence's block, a dropped block) produces a NaN,
 // which the comparisons reject. (This is why vLLM's paged kernels zero V rows past the
-// context length instead of multiplying them by a zero probability.)
+// context length instead of multiplying them by a zero probability.) I8 storage cannot hold
+// a NaN: there the row scales start as NaN (and the int8 values as -128, which quantization
+// never produces), so an unwritten row still dequantizes to NaN.
+//
+// A second, longer history (kLongSteps: contexts of a few hundred tokens) runs the same
+// comparison over many key tiles and query tiles of the CPU kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,8 +43,8 @@ struct Chunk {
   int seq;    // sequence id
   int32_t n;  // tokens of that sequence in this batch
 };
-constexpr int kNumSeqs = 6;
-const std::vector<std::vector<Chunk>> kSteps = {
+using Steps = std::vector<std::vector<Chunk>>;
+const Steps kSteps = {
     // prefill: four sequences start; sequence 3 with a single-token prompt
     {{0, 7}, {1, 13}, {3, 1}, {5, 4}},
     // chunked prefill after cached prefixes (0, 1, 3), a new sequence (2), a decode (5)
@@ -48,10 +53,25 @@ const std::vector<std::vector<Chunk>> kSteps = {
     {{4, 1}, {0, 1}, {1, 1}, {2, 1}, {3, 1}, {5, 1}},
     {{2, 1}, {3, 1}, {5, 1}, {4, 1}, {1, 1}, {0, 1}},
 };
+// Long contexts: a 150-token prefill beside a 40-token one, chunks of 100 and 70 after them
+// (320 and 110 tokens of context), then decodes.
+const Steps kLongSteps = {
+    {{0, 150}, {1, 40}},
+    {{1, 70}, {0, 100}},
+    {{0, 1}, {1, 1}},
+    {{1, 1}, {0, 1}},
+};
 
-std::vector<int32_t> seq_lengths() {
-  std::vector<int32_t> len(kNumSeqs, 0);
-  for (const auto& step : kSteps)
+int num_seqs(const Steps& steps) {
+  int n = 0;
+  for (const auto& step : steps)
+    for (const Chunk& c : step) n = std::max(n, c.seq + 1);
+  return n;
+}
+
+std::vector<int32_t> seq_lengths(const Steps& steps) {
+  std::vector<int32_t> len(size_t(num_seqs(steps)), 0);
+  for (const auto& step : steps)
     for (const Chunk& c : step) len[size_t(c.seq)] += c.n;
   return len;
 }
@@ -85,11 +105,14 @@ Tables make_tables(Rng& rng, int32_t block_size, const std::vector<int32_t>& len
 
 // ---- the KV pool ----------------------------------------------------------------------------
 
-// A quiet NaN with a payload, in each KV dtype.
+// A quiet NaN with a payload, in each KV dtype; for I8 (no NaN) -128, which quantization
+// never writes.
 std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
   std::vector<uint8_t> out(size_t(n) * dtype_size(dtype));
   for (int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::F32) {
+    if (dtype == DType::I8) {
+      out[size_t(i)] = 0x80;
+    } else if (dtype == DType::F32) {
       const uint32_t bits = 0x7fc0beefu;
       std::memcpy(out.data() + i * 4, &bits, 4);
     } else {
@@ -107,9 +130,14 @@ void poison_pools(Backend& be) {
   HostBackend& hb = test::as_host(be);
   const KvCacheSpec& s = hb.kv_spec();
   const std::vector<uint8_t> nan = nan_bytes(s.dtype, s.n_blocks * block_numel(s));
+  const std::vector<uint8_t> nan_scales = nan_bytes(DType::F32, s.n_blocks * s.n_kv_heads * s.block_size);
   for (int il = 0; il < int(s.n_layers); ++il) {
     be.copy_from_host(nan.data(), hb.k_cache(il));
     be.copy_from_host(nan.data(), hb.v_cache(il));
+    if (s.dtype == DType::I8) {
+      be.copy_from_host(nan_scales.data(), hb.k_scale(il));
+      be.copy_from_host(nan_scales.data(), hb.v_scale(il));
+    }
   }
 }
 
@@ -124,6 +152,12 @@ void poison_block(Backend& be, int32_t block) {
       const TensorView blk =
           make_view(pool->as<uint8_t>() + block * n * int64_t(dtype_size(s.dtype)), s.dtype, {n});
       be.copy_from_host(nan.data(), blk);
+    }
+    if (s.dtype == DType::I8) {
+      const int64_t rows = s.n_kv_heads * s.block_size;
+      const std::vector<uint8_t> nan_scales = nan_bytes(DType::F32, rows);
+      for (const TensorView* scales : {&hb.k_scale(il), &hb.v_scale(il)})
+        be.copy_from_host(nan_scales.data(), make_view(scales->as<float>() + block * rows, DType::F32, {rows}));
     }
   }
 }
@@ -186,13 +220,62 @@ constexpr double kRopeTol = 1e-6;
   return ::testing::AssertionSuccess();
 }
 
+// The same for I8 storage, whose rows are int8 values q and a scale each. Written rows (scale
+// not NaN) and unwritten ones (scale NaN, q = -128) must coincide. A written row's scale is
+// max|row| / 127 of values that differ between the backends by the RoPE rounding above, a few
+// 2^-24 relative for the largest element of a row, so scales must agree to 1e-6 relative.
+// Each q = round(x / scale) may then land on the neighbouring integer when x / scale lies
+// within ~127 * 1e-7 of a rounding boundary, a chance of ~3e-5 per element (measured: at most
+// 1 per sweep of 0.25-3.4 million written elements); so |q_got - q_want| <= 1 everywhere, with
+// differences in at most 1 + 0.1% of the written elements (a wrong rounding mode, e.g.
+// truncation, differs in half of them).
+::testing::AssertionResult int8_pools_match(const std::vector<uint8_t>& got_q, const std::vector<uint8_t>& want_q,
+                                            const std::vector<float>& got_scale,
+                                            const std::vector<float>& want_scale, const KvCacheSpec& s,
+                                            int64_t* n_rounding_flips, int64_t* n_written) {
+  int64_t flips = 0, written = 0;
+  for (size_t row = 0; row < want_scale.size(); ++row) {
+    const float gs = got_scale[row], ws = want_scale[row];
+    const std::string where = pool_position(s, int64_t(row) * s.head_dim);
+    if (std::isnan(gs) != std::isnan(ws))
+      return ::testing::AssertionFailure() << (std::isnan(ws) ? "row written only by the backend under test"
+                                                               : "row not written by the backend under test")
+                                           << " at " << where << ": scale got " << gs << " want " << ws;
+    for (int64_t i = 0; i < s.head_dim; ++i) {
+      const size_t at = row * size_t(s.head_dim) + size_t(i);
+      const int gq = int8_t(got_q[at]), wq = int8_t(want_q[at]);
+      if (std::isnan(ws)) {
+        if (gq != -128 || wq != -128)
+          return ::testing::AssertionFailure() << "unwritten row with a written value at " << where << " dim "
+                                               << i << ": got " << gq << " want " << wq;
+        continue;
+      }
+      if (std::abs(gq - wq) > 1 || gq == -128)
+        return ::testing::AssertionFailure() << "int8 value at " << where << " dim " << i << ": got " << gq
+                                             << " want " << wq;
+      flips += gq != wq;
+      ++written;
+    }
+    if (!std::isnan(ws) && !(std::abs(double(gs) - double(ws)) <= 1e-6 * std::abs(double(ws))))
+      return ::testing::AssertionFailure() << "scale at " << where << ": got " << gs << " want " << ws;
+  }
+  *n_rounding_flips += flips;
+  *n_written += written;
+  if (flips > 1 + written / 1000)
+    return ::testing::AssertionFailure() << flips << " of " << written
+                                         << " written int8 values differ by one: a systematic rounding difference";
+  return ::testing::AssertionSuccess();
+}
+
 // Tolerance for the attention output (given identical rotated q and identical pools): the
 // reference accumulates q.k, the softmax and the weighted sum of V in double; the CPU backend
 // in F32: a dot product of head_dim terms (relative error ~2^-24 * sqrt(head_dim) of a score
 // of size ~1), an F32 exp, a sum over at most 36 keys and the final division. That is ~1e-6
 // relative at most (measured worst 1.7e-7); 1e-5 leaves margin. A wrong key range (window,
 // causal edge), GQA head mapping or block lookup changes which keys are averaged and gives
-// errors of 1e-2 or more.
+// errors of 1e-2 or more. The same tolerance holds for I8 storage (both backends dequantize
+// the same int8 values and scales with the same F32 product) and for the long history (sums
+// over up to 320 keys: ~2^-24 * sqrt(320) ~ 1e-6; measured worst 3.6e-7).
 constexpr double kAttnTol = 1e-5;
 
 // inv_freq[i] = theta^(-2i / head_dim), theta = 10000 (Llama), as F32.
@@ -206,13 +289,14 @@ std::vector<float> make_inv_freq(int64_t head_dim) {
 // ---- CPU against the reference --------------------------------------------------------------
 
 struct AttnCase {
+  const Steps* steps = &kSteps;
   int32_t block_size = 16;
   int64_t n_heads = 4, n_kv_heads = 4, head_dim = 32, sliding_window = 0;
   DType kv_dtype = DType::F32;
   int layer = 0;  // the layer written and read (the pool has two)
 
   std::string str() const {
-    return "block_size=" + std::to_string(block_size) + " heads=" + std::to_string(n_heads) + "/" +
+    return std::string(steps == &kLongSteps ? "long history " : "") + "block_size=" + std::to_string(block_size) + " heads=" + std::to_string(n_heads) + "/" +
            std::to_string(n_kv_heads) + " head_dim=" + std::to_string(head_dim) +
            " window=" + std::to_string(sliding_window) + " kv=" + std::string(dtype_name(kv_dtype)) +
            " layer=" + std::to_string(layer);
@@ -228,7 +312,8 @@ void run_case(const AttnCase& c, WorstErrors& worst) {
   SCOPED_TRACE(c.str());
   Rng rng(test::seed_of(
       {c.block_size, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, int64_t(c.kv_dtype), c.layer}));
-  const Tables tables = make_tables(rng, c.block_size, seq_lengths(), /*spare=*/5);
+  const Steps& steps = *c.steps;
+  const Tables tables = make_tables(rng, c.block_size, seq_lengths(steps), /*spare=*/5);
   const KvCacheSpec spec{.n_layers = 2,
                          .n_blocks = tables.n_blocks,
                          .block_size = c.block_size,
@@ -253,13 +338,13 @@ void run_case(const AttnCase& c, WorstErrors& worst) {
     backends[ib]->copy_from_host(inv_freq_host.data(), inv_freq[ib]);
   }
 
-  std::vector<int32_t> n_computed(kNumSeqs, 0);
+  std::vector<int32_t> n_computed(size_t(num_seqs(steps)), 0);
   std::set<int32_t> dropped;
-  for (size_t step = 0; step < kSteps.size(); ++step) {
+  for (size_t step = 0; step < steps.size(); ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     // ---- the batch
     BatchBuilder builder(c.block_size, tables.max_blocks);
-    for (const Chunk& ch : kSteps[step]) {
+    for (const Chunk& ch : steps[step]) {
       const int32_t start = n_computed[size_t(ch.seq)];
       std::vector<int32_t> blocks = tables.blocks[size_t(ch.seq)];
       blocks.resize(size_t(ceil_div(start + ch.n, c.block_size)));
@@ -304,8 +389,18 @@ void run_case(const AttnCase& c, WorstErrors& worst) {
         const TensorView& cpu_pool = kv ? cpu_host.v_cache(il) : cpu_host.k_cache(il);
         const std::vector<uint8_t> want = test::to_host_bytes(*be.ref, ref_pool);
         const std::vector<uint8_t> got = test::to_host_bytes(*be.cpu, cpu_pool);
-        EXPECT_TRUE(pools_match(got, want, spec, &worst.rounding_flips, &worst.written_elements))
-            << (kv ? "V" : "K") << " pool of layer " << il;
+        if (spec.dtype == DType::I8) {
+          const TensorView& ref_scale = kv ? ref_host.v_scale(il) : ref_host.k_scale(il);
+          const TensorView& cpu_scale = kv ? cpu_host.v_scale(il) : cpu_host.k_scale(il);
+          const std::vector<float> want_scale = test::to_host_f32(*be.ref, ref_scale);
+          EXPECT_TRUE(int8_pools_match(got, want, test::to_host_f32(*be.cpu, cpu_scale), want_scale, spec,
+                                       &worst.rounding_flips, &worst.written_elements))
+              << (kv ? "V" : "K") << " pool of layer " << il;
+          be.cpu->copy_from_host(want_scale.data(), cpu_scale);
+        } else {
+          EXPECT_TRUE(pools_match(got, want, spec, &worst.rounding_flips, &worst.written_elements))
+              << (kv ? "V" : "K") << " pool of layer " << il;
+        }
         if (spec.dtype == DType::F32) {
           std::vector<float> g(size_t(ref_pool.numel())), w(g.size());
           std::memcpy(g.data(), got.data(), got.size());
@@ -358,9 +453,30 @@ TEST_P(PagedAttentionSweep, CpuMatchesRef) {
     }
   }
   std::printf(
-      "worst rel L2: rope %.3g, F32 pool %.3g, attention %.3g; BF16/F16 rounding flips in %lld of %lld "
+      "worst rel L2: rope %.3g, F32 pool %.3g, attention %.3g; BF16/F16/I8 rounding flips in %lld of %lld "
       "comparisons of written elements\n",
       worst.rope, worst.pool, worst.attn, (long long)worst.rounding_flips, (long long)worst.written_elements);
+}
+
+// The long history: fewer shapes (the reference is slow), several key tiles per query.
+TEST_P(PagedAttentionSweep, CpuMatchesRefLongContext) {
+  const auto [kv_dtype, heads] = GetParam();
+  WorstErrors worst;
+  for (int64_t head_dim : {64, 128}) {
+    for (int64_t window : {0, 100}) {
+      run_case(AttnCase{.steps = &kLongSteps,
+                        .block_size = 16,
+                        .n_heads = heads.first,
+                        .n_kv_heads = heads.second,
+                        .head_dim = head_dim,
+                        .sliding_window = window,
+                        .kv_dtype = kv_dtype,
+                        .layer = int(head_dim / 64 + window / 100) % 2},
+               worst);
+    }
+  }
+  std::printf("worst rel L2: rope %.3g, attention %.3g; rounding flips in %lld of %lld written elements\n",
+              worst.rope, worst.attn, (long long)worst.rounding_flips, (long long)worst.written_elements);
 }
 
 std::string attn_name(const ::testing::TestParamInfo<std::tuple<DType, std::pair<int64_t, int64_t>>>& info) {
@@ -371,7 +487,7 @@ std::string attn_name(const ::testing::TestParamInfo<std::tuple<DType, std::pair
 
 // heads: MHA 4/4, GQA 4/2 and 8/2, MQA 4/1
 INSTANTIATE_TEST_SUITE_P(Ops, PagedAttentionSweep,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I8),
                                             ::testing::Values(std::pair<int64_t, int64_t>{4, 4},
                                                               std::pair<int64_t, int64_t>{4, 2},
                                                               std::pair<int64_t, int64_t>{8, 2},

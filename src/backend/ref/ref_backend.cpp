@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/shape_checks.h"
+#include "quant/kv_int8.h"
 
 namespace tf {
 
@@ -63,6 +64,25 @@ static void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_
   }
 }
 
+// Writes one row of K or V (head_dim values) to row `row` of a layer's pool in the storage
+// dtype: rounded to F32/BF16/F16, or quantized to I8 with the row's scale (src/quant/kv_int8.h).
+static void store_kv_row(const TensorView& pool, const TensorView& scales, int64_t row,
+                         const float* x, int64_t hd) {
+  if (pool.dtype == DType::I8) {
+    scales.as<float>()[row] = quantize_row_kv_int8(x, hd, pool.as<int8_t>() + row * hd);
+    return;
+  }
+  for (int64_t i = 0; i < hd; ++i) store_f32(pool.data, pool.dtype, row * hd + i, x[i]);
+}
+
+// Element i of row `row` of a layer's pool as F32 (I8: q * scale).
+static float load_kv(const TensorView& pool, const TensorView& scales, int64_t row, int64_t hd,
+                     int64_t i) {
+  if (pool.dtype == DType::I8)
+    return dequantize_kv_int8(pool.as<int8_t>()[row * hd + i], scales.as<float>()[row]);
+  return load_f32(pool.data, pool.dtype, row * hd + i);
+}
+
 void RefBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
                                const AttentionParams& p) {
   const int64_t hd = p.head_dim, row = (p.n_heads + 2 * p.n_kv_heads) * hd;
@@ -73,13 +93,9 @@ void RefBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVie
       rope_head(r + h * hd, hd, batch().positions[size_t(t)], inv_freq.as<float>());
     const int64_t slot = batch().slot_mapping[size_t(t)];
     for (int64_t h = 0; h < p.n_kv_heads; ++h) {
-      const float* k = r + (p.n_heads + h) * hd;
-      const float* v = r + (p.n_heads + p.n_kv_heads + h) * hd;
-      const int64_t off = kv_offset(slot, h);
-      for (int64_t i = 0; i < hd; ++i) {
-        store_f32(k_cache(layer).data, kv_spec().dtype, off + i, k[i]);
-        store_f32(v_cache(layer).data, kv_spec().dtype, off + i, v[i]);
-      }
+      const int64_t kv_row = kv_row_index(slot, h);
+      store_kv_row(k_cache(layer), k_scale(layer), kv_row, r + (p.n_heads + h) * hd, hd);
+      store_kv_row(v_cache(layer), v_scale(layer), kv_row, r + (p.n_heads + p.n_kv_heads + h) * hd, hd);
     }
   }
 }
@@ -90,6 +106,8 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
   const int64_t hd = p.head_dim, row = (p.n_heads + 2 * p.n_kv_heads) * hd;
   const int64_t group = p.n_heads / p.n_kv_heads, bs = kv_spec().block_size;
   check_2d(out, b.n_tokens(), p.n_heads * hd, "attention out");
+  const TensorView &kc = k_cache(layer), &vc = v_cache(layer);
+  const TensorView &ks = k_scale(layer), &vs = v_scale(layer);
   for (int32_t s = 0; s < b.n_seqs(); ++s) {
     const int32_t* table = b.block_tables.data() + int64_t(s) * b.max_blocks;
     for (int32_t t = b.seq_starts[size_t(s)]; t < b.seq_starts[size_t(s) + 1]; ++t) {
@@ -101,10 +119,9 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
         std::vector<double> scores;
         double mx = -INFINITY;
         for (int32_t kp = first; kp <= qpos; ++kp) {
-          const int64_t off = kv_offset(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
+          const int64_t kv_row = kv_row_index(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
           double dot = 0;
-          for (int64_t i = 0; i < hd; ++i)
-            dot += double(q[i]) * load_f32(k_cache(layer).data, kv_spec().dtype, off + i);
+          for (int64_t i = 0; i < hd; ++i) dot += double(q[i]) * load_kv(kc, ks, kv_row, hd, i);
           scores.push_back(dot * p.scale);
           mx = std::max(mx, scores.back());
         }
@@ -114,8 +131,8 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;
           for (int32_t kp = first; kp <= qpos; ++kp) {
-            const int64_t off = kv_offset(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
-            acc += scores[size_t(kp - first)] * load_f32(v_cache(layer).data, kv_spec().dtype, off + i);
+            const int64_t kv_row = kv_row_index(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
+            acc += scores[size_t(kp - first)] * load_kv(vc, vs, kv_row, hd, i);
           }
           o[i] = float(acc / sum);
         }
