@@ -1,0 +1,339 @@
+// Front half of the CUDA backend: memory, the KV pool, the batch, and per op the shape and
+// dtype checks before one launcher call (the kernels live in the .cu files beside this).
+// A .cpp, not a .cu: it includes core/error.h, whose fmt format strings nvcc rejects.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/gemm.cuh"
+#include "backend/cuda/norm.cuh"
+#include "backend/cuda/rope_kv.cuh"
+#include "backend/cuda_factory.h"
+#include "backend/shape_checks.h"
+
+namespace tf {
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+
+namespace cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+// A tensor an op reads or writes: on the GPU, of the expected dtype.
+void check_dev(const TensorView& t, DType dtype, const char* what) {
+  TF_ASSERT(t.data && t.device == Device::Cuda, "{}: not a CUDA tensor (allocate it with the CUDA backend)", what);
+  TF_ASSERT(t.dtype == dtype, "{}: dtype {}, the CUDA backend wants {}", what, dtype_name(t.dtype),
+            dtype_name(dtype));
+}
+
+const bf16* bf(const TensorView& t) { return static_cast<const bf16*>(t.data); }
+bf16* bf_mut(const TensorView& t) { return static_cast<bf16*>(t.data); }
+
+float host_load(const TensorView& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::F32: return t.as<const float>()[i];
+    case DType::BF16: return bf16_to_f32(t.as<const uint16_t>()[i]);
+    default: return f16_to_f32(t.as<const uint16_t>()[i]);
+  }
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend() {
+  int n_devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n_devices);
+  if (e != cudaSuccess || n_devices == 0)
+    fail("the CUDA backend needs a GPU, and none is usable here ({})",
+         e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
+  TF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  TF_CUBLAS_CHECK(cublasCreate(&cublas_));
+  TF_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  TF_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+}
+
+CudaBackend::~CudaBackend() {
+  // Errors are ignored here: a destructor must not throw, and the process may be unwinding
+  // from a CUDA error already.
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (void* p : buffers_) cudaFree(p);
+  if (batch_device_) cudaFree(batch_device_);
+  if (batch_pinned_) cudaFreeHost(batch_pinned_);
+  if (staged_) cudaEventDestroy(staged_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+void* CudaBackend::alloc_bytes(size_t bytes) {
+  void* p = nullptr;
+  TF_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+  buffers_.insert(p);
+  return p;
+}
+
+TensorView CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView v = make_view(nullptr, dtype, shape, Device::Cuda);
+  v.data = alloc_bytes(v.nbytes());
+  return v;
+}
+
+void CudaBackend::release(const TensorView& buf) {
+  auto it = buffers_.find(buf.data);
+  if (it == buffers_.end()) return;
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // kernels queued on it may still read it
+  TF_CUDA_CHECK(cudaFree(buf.data));
+  buffers_.erase(it);
+}
+
+TensorView CudaBackend::upload(const TensorView& host, DType dtype) {
+  TF_ASSERT(is_float(dtype) && is_float(host.dtype), "CUDA upload: {} -> {}: only float weights are supported",
+            dtype_name(host.dtype), dtype_name(dtype));
+  TensorView out = host;
+  out.dtype = DType::BF16;  // see the header: weights are BF16 on this backend
+  out.device = Device::Cuda;
+  out.data = alloc_bytes(out.nbytes());
+  const int64_t n = host.numel();
+  if (host.dtype == DType::BF16) {
+    TF_CUDA_CHECK(cudaMemcpyAsync(out.data, host.data, out.nbytes(), cudaMemcpyHostToDevice, stream_));
+  } else {
+    std::vector<uint16_t> tmp(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) tmp[size_t(i)] = f32_to_bf16(host_load(host, i));
+    TF_CUDA_CHECK(cudaMemcpyAsync(out.data, tmp.data(), out.nbytes(), cudaMemcpyHostToDevice, stream_));
+    TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // before tmp goes away
+  }
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+void CudaBackend::copy_to_host(const TensorView& src, void* dst) {
+  TF_ASSERT(src.device == Device::Cuda, "copy_to_host: source is not a CUDA tensor");
+  TF_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_from_host(const void* src, const TensorView& dst) {
+  TF_ASSERT(dst.device == Device::Cuda, "copy_from_host: destination is not a CUDA tensor");
+  TF_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::synchronize() { TF_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+// ---- KV pool and batch ----------------------------------------------------------------------
+
+void CudaBackend::free_kv_cache() {
+  for (auto* pools : {&k_cache_, &v_cache_}) {
+    for (const TensorView& t : *pools) release(t);
+    pools->clear();
+  }
+}
+
+void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
+  if (!is_float(spec.dtype))
+    fail("the CUDA backend stores KV as bf16, f16 or f32, not {} (INT8 KV is not implemented on CUDA yet)",
+         dtype_name(spec.dtype));
+  TF_ASSERT(spec.n_layers > 0 && spec.n_blocks > 0 && spec.block_size > 0 && spec.n_kv_heads > 0 &&
+                spec.head_dim > 0,
+            "init_kv_cache: empty spec");
+  free_kv_cache();
+  kv_spec_ = spec;
+  const int64_t rows = spec.n_blocks * spec.n_kv_heads * spec.block_size;
+  for (int64_t il = 0; il < spec.n_layers; ++il) {
+    k_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
+    v_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
+  }
+}
+
+// Packs the batch arrays back to back (each padded to 32 elements, 128 bytes) into the pinned
+// staging buffer and copies them to the device buffer in one cudaMemcpyAsync. Growing either
+// buffer waits for the stream (kernels may still read the old device buffer); a grown buffer
+// has new addresses, which a captured CUDA Graph would have to be re-captured for.
+void CudaBackend::set_batch(const Batch& b) {
+  const size_t n_tokens = size_t(b.n_tokens()), n_seqs = size_t(b.n_seqs());
+  TF_ASSERT(b.positions.size() == n_tokens && b.slot_mapping.size() == n_tokens && b.seq_starts.size() >= 1 &&
+                b.context_lens.size() == n_seqs && b.block_tables.size() == n_seqs * size_t(b.max_blocks),
+            "set_batch: inconsistent batch ({} tokens, {} sequences)", n_tokens, n_seqs);
+  batch_ = b;
+  const std::vector<int32_t>* arrays[] = {&b.token_ids,    &b.positions,    &b.seq_starts, &b.context_lens,
+                                          &b.block_tables, &b.slot_mapping, &b.logits_rows};
+  size_t offsets[7], total = 0;
+  for (size_t i = 0; i < 7; ++i) {
+    offsets[i] = total;
+    total += (arrays[i]->size() + 31) / 32 * 32;
+  }
+  TF_CUDA_CHECK(cudaEventSynchronize(staged_));  // the previous copy has left the pinned buffer
+  if (total > batch_capacity_) {
+    TF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (batch_device_) TF_CUDA_CHECK(cudaFree(batch_device_));
+    if (batch_pinned_) TF_CUDA_CHECK(cudaFreeHost(batch_pinned_));
+    batch_device_ = nullptr;
+    batch_pinned_ = nullptr;
+    batch_capacity_ = std::max(total, 2 * batch_capacity_);
+    void *device = nullptr, *pinned = nullptr;
+    TF_CUDA_CHECK(cudaMalloc(&device, batch_capacity_ * sizeof(int32_t)));
+    batch_device_ = static_cast<int32_t*>(device);
+    TF_CUDA_CHECK(cudaMallocHost(&pinned, batch_capacity_ * sizeof(int32_t)));
+    batch_pinned_ = static_cast<int32_t*>(pinned);
+  }
+  for (size_t i = 0; i < 7; ++i)
+    if (!arrays[i]->empty())
+      std::memcpy(batch_pinned_ + offsets[i], arrays[i]->data(), arrays[i]->size() * sizeof(int32_t));
+  if (total > 0)
+    TF_CUDA_CHECK(cudaMemcpyAsync(batch_device_, batch_pinned_, total * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                  stream_));
+  TF_CUDA_CHECK(cudaEventRecord(staged_, stream_));
+  dev_batch_ = BatchArgs{.token_ids = batch_device_ + offsets[0],
+                         .positions = batch_device_ + offsets[1],
+                         .seq_starts = batch_device_ + offsets[2],
+                         .context_lens = batch_device_ + offsets[3],
+                         .block_tables = batch_device_ + offsets[4],
+                         .slot_mapping = batch_device_ + offsets[5],
+                         .logits_rows = batch_device_ + offsets[6],
+                         .n_tokens = b.n_tokens(),
+                         .n_seqs = b.n_seqs(),
+                         .max_blocks = b.max_blocks,
+                         .n_out = b.n_out()};
+}
+
+// ---- ops --------------------------------------------------------------------------------------
+
+void CudaBackend::embedding(const TensorView& table, const TensorView& out) {
+  check_dev(table, DType::BF16, "embedding table");
+  check_dev(out, DType::BF16, "embedding out");
+  TF_ASSERT(table.n_dims == 2, "embedding table: shape {}", table.shape_str());
+  const int64_t d = table.shape[1];
+  check_2d(out, batch_.n_tokens(), d, "embedding out");
+  for (int32_t id : batch_.token_ids)
+    TF_ASSERT(id >= 0 && id < table.shape[0], "token id {} out of range", id);
+  launch_embedding(bf(table), dev_batch_.token_ids, batch_.n_tokens(), d, bf_mut(out), stream_);
+}
+
+void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) {
+  check_dev(x, DType::BF16, "rms_norm x");
+  check_dev(w, DType::BF16, "rms_norm w");
+  check_dev(out, DType::BF16, "rms_norm out");
+  const int64_t d = x.row_size();
+  check_2d(out, x.n_rows(), d, "rms_norm out");
+  TF_ASSERT(w.numel() == d, "rms_norm w: shape {} for rows of {}", w.shape_str(), d);
+  launch_rms_norm(RmsNormArgs{.x = bf_mut(x), .w = bf(w), .out = bf_mut(out), .rows = x.n_rows(), .d = d, .eps = eps},
+                  stream_);
+}
+
+void CudaBackend::add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w, float eps,
+                               const TensorView& out) {
+  check_dev(residual, DType::BF16, "add_rms_norm residual");
+  check_dev(delta, DType::BF16, "add_rms_norm delta");
+  check_dev(w, DType::BF16, "add_rms_norm w");
+  check_dev(out, DType::BF16, "add_rms_norm out");
+  const int64_t d = residual.row_size(), rows = residual.n_rows();
+  check_2d(delta, rows, d, "add_rms_norm delta");
+  check_2d(out, rows, d, "add_rms_norm out");
+  TF_ASSERT(w.numel() == d, "add_rms_norm w: shape {} for rows of {}", w.shape_str(), d);
+  launch_rms_norm(RmsNormArgs{.x = bf_mut(residual), .delta = bf(delta), .w = bf(w), .out = bf_mut(out),
+                              .rows = rows, .d = d, .eps = eps},
+                  stream_);
+}
+
+void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) {
+  check_matmul(x, w, bias, out);
+  check_dev(x, DType::BF16, "matmul x");
+  check_dev(w, DType::BF16, "matmul w");
+  if (bias.data) check_dev(bias, DType::BF16, "matmul bias");
+  TF_ASSERT(out.dtype == DType::BF16 || out.dtype == DType::F32, "matmul out: dtype {}", dtype_name(out.dtype));
+  check_dev(out, out.dtype, "matmul out");
+  TF_ASSERT(x.shape[0] <= INT32_MAX && x.shape[1] <= INT32_MAX && w.shape[0] <= INT32_MAX,
+            "matmul: dims beyond cuBLAS's int");
+  launch_gemm(cublas_,
+              GemmArgs{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr, .out = out.data,
+                       .out_f32 = out.dtype == DType::F32, .rows = x.shape[0], .k = x.shape[1], .m = w.shape[0]},
+              stream_);
+}
+
+void CudaBackend::check_layer(int layer, const AttentionParams& p) const {
+  TF_ASSERT(!k_cache_.empty(), "the KV cache is not initialized (init_kv_cache)");
+  TF_ASSERT(layer >= 0 && layer < int(kv_spec_.n_layers), "layer {} of a {}-layer KV cache", layer,
+            kv_spec_.n_layers);
+  TF_ASSERT(p.n_kv_heads == kv_spec_.n_kv_heads && p.head_dim == kv_spec_.head_dim,
+            "attention params ({} kv heads, head_dim {}) vs KV cache ({}, {})", p.n_kv_heads, p.head_dim,
+            kv_spec_.n_kv_heads, kv_spec_.head_dim);
+  TF_ASSERT(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0, "{} heads over {} kv heads",
+            p.n_heads, p.n_kv_heads);
+  TF_ASSERT(p.head_dim % 2 == 0 && p.head_dim <= kAttnMaxHeadDim, "head_dim {}: the CUDA kernels take even "
+            "head_dim <= {}", p.head_dim, kAttnMaxHeadDim);
+}
+
+void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                                const AttentionParams& p) {
+  check_layer(layer, p);
+  check_dev(qkv, DType::BF16, "rope_kv_write qkv");
+  check_dev(inv_freq, DType::F32, "rope_kv_write inv_freq");
+  check_2d(qkv, batch_.n_tokens(), (p.n_heads + 2 * p.n_kv_heads) * p.head_dim, "rope_kv_write qkv");
+  TF_ASSERT(inv_freq.numel() == p.head_dim / 2, "inv_freq: shape {} for head_dim {}", inv_freq.shape_str(),
+            p.head_dim);
+  launch_rope_kv_write(RopeKvArgs{.qkv = bf_mut(qkv),
+                                  .inv_freq = inv_freq.as<const float>(),
+                                  .k_pool = k_cache_[size_t(layer)].data,
+                                  .v_pool = v_cache_[size_t(layer)].data,
+                                  .kv_dtype = kv_spec_.dtype,
+                                  .batch = dev_batch_,
+                                  .n_heads = p.n_heads,
+                                  .n_kv_heads = p.n_kv_heads,
+                                  .head_dim = p.head_dim,
+                                  .block_size = kv_spec_.block_size},
+                       stream_);
+}
+
+void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {
+  check_layer(layer, p);
+  check_dev(qkv, DType::BF16, "attention qkv");
+  check_dev(out, DType::BF16, "attention out");
+  check_2d(qkv, batch_.n_tokens(), (p.n_heads + 2 * p.n_kv_heads) * p.head_dim, "attention qkv");
+  check_2d(out, batch_.n_tokens(), p.n_heads * p.head_dim, "attention out");
+  launch_paged_attention(PagedAttentionArgs{.qkv = bf(qkv),
+                                            .k_pool = k_cache_[size_t(layer)].data,
+                                            .v_pool = v_cache_[size_t(layer)].data,
+                                            .kv_dtype = kv_spec_.dtype,
+                                            .out = bf_mut(out),
+                                            .batch = dev_batch_,
+                                            .n_heads = p.n_heads,
+                                            .n_kv_heads = p.n_kv_heads,
+                                            .head_dim = p.head_dim,
+                                            .block_size = kv_spec_.block_size,
+                                            .scale = p.scale,
+                                            .sliding_window = p.sliding_window},
+                         stream_);
+}
+
+void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+  check_dev(gate_up, DType::BF16, "swiglu gate_up");
+  check_dev(out, DType::BF16, "swiglu out");
+  TF_ASSERT(out.n_dims == 2, "swiglu out: shape {}", out.shape_str());
+  const int64_t rows = out.shape[0], d_ff = out.shape[1];
+  check_2d(gate_up, rows, 2 * d_ff, "swiglu gate_up");
+  launch_swiglu(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
+}
+
+void CudaBackend::gather_logit_rows(const TensorView& x, const TensorView& out) {
+  check_dev(x, x.dtype, "gather_logit_rows x");
+  check_dev(out, x.dtype, "gather_logit_rows out");
+  TF_ASSERT(x.n_dims == 2, "gather_logit_rows x: shape {}", x.shape_str());
+  const int64_t d = x.shape[1];
+  check_2d(out, batch_.n_out(), d, "gather_logit_rows out");
+  for (int32_t r : batch_.logits_rows) TF_ASSERT(r >= 0 && r < x.shape[0], "logits row {} of {}", r, x.shape[0]);
+  TF_ASSERT(dtype_size(x.dtype) % 2 == 0, "gather_logit_rows: dtype {}", dtype_name(x.dtype));
+  launch_gather_rows(x.data, dev_batch_.logits_rows, batch_.n_out(), d * int64_t(dtype_size(x.dtype)), out.data,
+                     stream_);
+}
+
+}  // namespace cuda
+}  // namespace tf

@@ -1,0 +1,62 @@
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.cuh"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One block per token row; threads stride over the row.
+__global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, int64_t d, bf16* out) {
+  const int64_t it = blockIdx.x;
+  const bf16* src = table + int64_t(token_ids[it]) * d;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[it * d + i] = src[i];
+}
+
+// Grid-stride over all rows * d_ff outputs.
+__global__ void swiglu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
+  const int64_t n = rows * d_ff;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / d_ff, j = i % d_ff;
+    const float g = to_float(gate_up[r * 2 * d_ff + j]), u = to_float(gate_up[r * 2 * d_ff + d_ff + j]);
+    out[i] = from_float<bf16>(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+// One block per output row, copying 16-bit units.
+__global__ void gather_rows_kernel(const uint16_t* x, const int32_t* rows, int64_t row_units, uint16_t* out) {
+  const int64_t i = blockIdx.x;
+  const uint16_t* src = x + int64_t(rows[i]) * row_units;
+  for (int64_t j = threadIdx.x; j < row_units; j += blockDim.x) out[i * row_units + j] = src[j];
+}
+
+int grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return int(blocks < 65536 ? blocks : 65536);
+}
+
+}  // namespace
+
+void launch_embedding(const bf16* table, const int32_t* token_ids, int64_t n_tokens, int64_t d, bf16* out,
+                      cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  embedding_kernel<<<unsigned(n_tokens), kThreads, 0, stream>>>(table, token_ids, d, out);
+  TF_CUDA_CHECK_LAUNCH("embedding_kernel");
+}
+
+void launch_swiglu(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {
+  if (rows * d_ff == 0) return;
+  swiglu_kernel<<<grid_for(rows * d_ff), kThreads, 0, stream>>>(gate_up, rows, d_ff, out);
+  TF_CUDA_CHECK_LAUNCH("swiglu_kernel");
+}
+
+void launch_gather_rows(const void* x, const int32_t* rows, int64_t n_out, int64_t row_bytes, void* out,
+                        cudaStream_t stream) {
+  if (n_out == 0) return;
+  gather_rows_kernel<<<unsigned(n_out), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), rows,
+                                                               row_bytes / 2, static_cast<uint16_t*>(out));
+  TF_CUDA_CHECK_LAUNCH("gather_rows_kernel");
+}
+
+}  // namespace tf::cuda

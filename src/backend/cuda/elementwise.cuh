@@ -1,0 +1,26 @@
+// Row-wise ops without reductions: embedding lookup, SwiGLU, row gather. BF16 activations.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tf::cuda {
+
+// out[t] = table[token_ids[t]].   table [n_vocab, d], token_ids [n_tokens] (device, in range),
+// out [n_tokens, d]. A copy: bit-exact.
+void launch_embedding(const __nv_bfloat16* table, const int32_t* token_ids, int64_t n_tokens, int64_t d,
+                      __nv_bfloat16* out, cudaStream_t stream);
+
+// out = silu(gate) * up in float, rounded once.   gate_up [rows, 2 * d_ff] (gate first),
+// out [rows, d_ff]
+void launch_swiglu(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,
+                   cudaStream_t stream);
+
+// out[i] = x[rows[i]] for rows of `row_bytes` bytes (a multiple of 2) of any dtype.
+//   rows [n_out] (device, in range), out [n_out, row]
+void launch_gather_rows(const void* x, const int32_t* rows, int64_t n_out, int64_t row_bytes, void* out,
+                        cudaStream_t stream);
+
+}  // namespace tf::cuda

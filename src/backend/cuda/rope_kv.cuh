@@ -1,0 +1,30 @@
+// Fused QKV epilogue: RoPE on q and k in place, then K and V written to the paged KV pool.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/batch_args.h"
+#include "core/dtype.h"
+
+namespace tf::cuda {
+
+struct RopeKvArgs {
+  __nv_bfloat16* qkv = nullptr;      // [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim]
+  const float* inv_freq = nullptr;   // [head_dim / 2]
+  void* k_pool = nullptr;            // this layer's K: [n_blocks, n_kv_heads, block_size, head_dim]
+  void* v_pool = nullptr;            // this layer's V, same layout
+  DType kv_dtype = DType::BF16;      // F32, BF16 or F16
+  BatchArgs batch;                   // positions, slot_mapping, n_tokens
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
+};
+
+// Rotate-half RoPE (Hugging Face Llama): dims (i, i + head_dim/2) of every q and k head are
+// rotated by angle positions[t] * inv_freq[i] (the angle in F32, as the reference); the
+// rotated values are rounded to BF16 in qkv and, separately from the float values, to the
+// pool dtype in K. V is copied unrotated. Token t's rows go to slot slot_mapping[t].
+void launch_rope_kv_write(const RopeKvArgs& a, cudaStream_t stream);
+
+}  // namespace tf::cuda

@@ -1,0 +1,141 @@
+// Helpers of the CUDA op tests: BF16 tensors on the CUDA backend, a guarded BF16 output, KV
+// pool access for both the reference and the CUDA backend, and comparisons that also fill
+// the per-op report (cuda_test_report.h).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_report.h"
+#include "op_test_util.h"
+
+namespace tf::test {
+
+struct Backends {
+  std::unique_ptr<Backend> ref = make_backend(BackendKind::Ref);
+  std::unique_ptr<Backend> cuda = make_backend(BackendKind::Cuda);
+};
+
+// Values rounded to BF16 (and widened back): what both backends get as input.
+inline std::vector<float> round_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+
+// A BF16 activation [rows, cols] on `be` holding `values` (rounded to BF16).
+inline TensorView to_cuda_bf16(Backend& be, const std::vector<float>& values, int64_t rows, int64_t cols) {
+  TensorView t = be.alloc(DType::BF16, {rows, cols});
+  EXPECT_EQ(int64_t(values.size()), t.numel());
+  std::vector<uint16_t> h(values.size());
+  for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(values[i]);
+  be.copy_from_host(h.data(), t);
+  return t;
+}
+
+// A BF16 or F32 tensor of `be` as F32 values.
+inline std::vector<float> from_cuda(Backend& be, const TensorView& t) {
+  std::vector<uint8_t> bytes(t.nbytes());
+  be.copy_to_host(t, bytes.data());
+  std::vector<float> out(size_t(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_f32(bytes.data(), t.dtype, int64_t(i));
+  return out;
+}
+
+// A BF16 output [rows, cols] followed by one guard row, all NaN before the op: an element the
+// op does not write stays NaN (and fails every comparison); a write past the end changes the
+// guard (test::GuardedOut is the F32 version).
+class GuardedBf16 {
+ public:
+  static constexpr uint16_t kPoison = 0x7fc1;  // quiet NaN with a payload
+  GuardedBf16(Backend& be, int64_t rows, int64_t cols) : be_(be), rows_(rows), cols_(cols) {
+    buf_ = be.alloc(DType::BF16, {rows + 1, cols});
+    const std::vector<uint16_t> init(size_t((rows + 1) * cols), kPoison);
+    be.copy_from_host(init.data(), buf_);
+    view_ = buf_;
+    view_.shape[0] = rows;
+  }
+  const TensorView& view() const { return view_; }
+  std::vector<float> values() const { return from_cuda(be_, view_); }
+  bool guard_intact() const {
+    std::vector<uint16_t> all(size_t((rows_ + 1) * cols_));
+    be_.copy_to_host(buf_, all.data());
+    for (int64_t i = rows_ * cols_; i < (rows_ + 1) * cols_; ++i)
+      if (all[size_t(i)] != kPoison) return false;
+    return true;
+  }
+
+ private:
+  Backend& be_;
+  int64_t rows_, cols_;
+  TensorView buf_, view_;
+};
+
+// got ~ want within `tol` relative L2 (and the output guard intact), recorded under `op`.
+inline void expect_close(const std::string& op, const std::vector<float>& got, const std::vector<float>& want,
+                         double tol, bool guard_intact) {
+  const auto r = close_rel_l2(got, want, tol);
+  EXPECT_TRUE(r) << op;
+  EXPECT_TRUE(guard_intact) << op << " wrote past its output";
+  record(op, "rel L2", error_stats(got, want).rel_l2, tol, r && guard_intact);
+}
+
+// The KV pools of one backend (reference or CUDA), read and written as bytes.
+class KvPools {
+ public:
+  template <typename B>
+  KvPools(Backend& be, B& owner)
+      : be_(&be), pool_([&owner](int il, int kv) -> const TensorView& {
+          return kv ? owner.v_cache(il) : owner.k_cache(il);
+        }) {}
+
+  std::vector<uint8_t> bytes(int il, int kv) const {
+    std::vector<uint8_t> out(pool_(il, kv).nbytes());
+    be_->copy_to_host(pool_(il, kv), out.data());
+    return out;
+  }
+  void set_bytes(int il, int kv, const std::vector<uint8_t>& b) const { be_->copy_from_host(b.data(), pool_(il, kv)); }
+
+  // Every element of both layers' pools NaN (quiet, with a payload).
+  void poison_all() const {
+    const KvCacheSpec& s = be_->kv_spec();
+    for (int il = 0; il < int(s.n_layers); ++il)
+      for (int kv = 0; kv < 2; ++kv) set_bytes(il, kv, nan_bytes(s.dtype, pool_(il, kv).numel()));
+  }
+  // Block `block` of every layer NaN (a dropped block handed to someone else).
+  void poison_block(int32_t block) const {
+    const KvCacheSpec& s = be_->kv_spec();
+    const int64_t n = s.n_kv_heads * s.block_size * s.head_dim;
+    for (int il = 0; il < int(s.n_layers); ++il)
+      for (int kv = 0; kv < 2; ++kv) {
+        const TensorView& pool = pool_(il, kv);
+        const TensorView blk = make_view(pool.as<uint8_t>() + block * n * int64_t(dtype_size(s.dtype)), s.dtype,
+                                         {n}, pool.device);
+        be_->copy_from_host(nan_bytes(s.dtype, n).data(), blk);
+      }
+  }
+
+ private:
+  static std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
+    std::vector<uint8_t> out(size_t(n) * dtype_size(dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      if (dtype == DType::F32) {
+        const uint32_t bits = 0x7fc0beefu;
+        std::memcpy(out.data() + i * 4, &bits, 4);
+      } else {
+        const uint16_t bits = dtype == DType::BF16 ? 0x7fc1 : 0x7e01;
+        std::memcpy(out.data() + i * 2, &bits, 2);
+      }
+    }
+    return out;
+  }
+
+  Backend* be_;
+  std::function<const TensorView&(int, int)> pool_;
+};
+
+}  // namespace tf::test

@@ -1,0 +1,118 @@
+// End to end through the Engine with backend "cuda" on models/tiny-main, against the golden
+// file from Hugging Face transformers (float32), as tests/engine/test_golden.cpp does for the
+// CPU backends but with tolerances for BF16 activations.
+//
+// Error budget: the weights are BF16 in the checkpoint (identical on both sides), so the
+// difference comes from rounding activations to BF16 (<= 2^-8 relative per rounding) about
+// ten times per layer over 6 layers, partly averaging out, and from the BF16 KV cache. That
+// gives logits about 1e-2 off in relative L2 (golden logits have an RMS of ~4.4, so ~0.05
+// per logit); kLogitTol = 3e-2 leaves a factor 3. A wrong op gives O(1).
+//
+// Greedy ids must equal the golden ones up to the first step whose golden top-1/top-2
+// margin is below kTieTol: the difference of two logits each ~0.05 off has a standard
+// deviation of ~0.07, and 0.25 is ~3.5 of those. Past such a step the continuation may
+// rightly differ, and is not compared (as test_golden.cpp does with its F32 tie tolerance).
+// Prompt positions: the argmax at each position must equal the golden one wherever the CPU
+// backend's F32 logits have a top-1/top-2 margin >= kTieTol there.
+//
+// The greedy requests of all prompts run at once (max_seqs 4), so the CUDA backend sees
+// batches mixing prefills and decodes of several sequences.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "cuda_test_report.h"
+#include "engine/golden_util.h"
+#include "model/config.h"
+#include "model/tokenizer/tokenizer.h"
+#include "sample/sampler.h"
+#include "twofold/engine.h"
+
+namespace tf {
+namespace {
+
+constexpr double kLogitTol = 3e-2;
+constexpr double kTieTol = 0.25;
+
+// top-1 minus top-2 of one row of logits
+double margin(const float* row, int64_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (row[i] > a) {
+      b = a;
+      a = row[i];
+    } else if (row[i] > b) {
+      b = row[i];
+    }
+  }
+  return double(a) - double(b);
+}
+
+class CudaEngine : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngine, TinyMainMatchesGolden) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::string kv_dtype = GetParam();
+  const std::string dir = test::golden_model_dir("tiny-main");
+  Engine engine(EngineOptions{.model_dir = dir, .backend = "cuda", .kv_dtype = kv_dtype, .max_seqs = 4});
+  Engine cpu(EngineOptions{.model_dir = dir, .backend = "cpu", .max_seqs = 4});
+  const int64_t n_vocab = engine.config().n_vocab;
+  const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
+
+  // ---- logits of every prompt position
+  for (const test::GoldenPrompt& g : golden) {
+    SCOPED_TRACE(g.name);
+    const std::vector<float> all = engine.score(g.input_ids, /*all_positions=*/true);
+    ASSERT_EQ(all.size(), g.input_ids.size() * size_t(n_vocab));
+    const float* last = all.data() + (g.input_ids.size() - 1) * size_t(n_vocab);
+    const double err = test::rel_l2(last, g.last_logits.data(), size_t(n_vocab));
+    EXPECT_LE(err, kLogitTol) << "last-position logits";
+    test::record("engine: last logits", "rel L2", err, kLogitTol, err <= kLogitTol);
+
+    const std::vector<float> ref = cpu.score(g.input_ids, /*all_positions=*/true);
+    int n_checked = 0, n_wrong = 0;
+    for (size_t i = 0; i < g.input_ids.size(); ++i) {
+      if (margin(ref.data() + i * size_t(n_vocab), n_vocab) < kTieTol) continue;
+      ++n_checked;
+      const int32_t got = argmax({all.data() + i * size_t(n_vocab), size_t(n_vocab)});
+      n_wrong += got != g.argmax_per_position[i];
+      EXPECT_EQ(got, g.argmax_per_position[i]) << "position " << i;
+    }
+    test::record("engine: prompt argmax", "mismatches", n_wrong, 0, n_wrong == 0);
+    std::printf("[ note ] %s: last logits rel L2 %.3g; argmax checked at %d of %zu positions\n", g.name.c_str(),
+                err, n_checked, g.input_ids.size());
+  }
+
+  // ---- greedy continuations, all prompts at once
+  std::map<RequestId, const test::GoldenPrompt*> ids;
+  for (const test::GoldenPrompt& g : golden) {
+    const RequestId id = engine.add_request(
+        {.prompt_ids = g.input_ids,
+         .sampling = {.temperature = 0, .max_tokens = int32_t(g.greedy_ids.size()), .ignore_eos = true}});
+    ids[id] = &g;
+  }
+  while (engine.has_unfinished()) engine.step();
+  for (const auto& [id, gp] : ids) {
+    const test::GoldenPrompt& g = *gp;
+    SCOPED_TRACE(g.name);
+    const std::vector<int32_t>& out = engine.output_ids(id);
+    ASSERT_EQ(out.size(), g.greedy_ids.size());
+    const size_t n_cmp = test::greedy_steps_to_compare(g, kTieTol);
+    size_t n_equal = 0;
+    while (n_equal < n_cmp && out[n_equal] == g.greedy_ids[n_equal]) ++n_equal;
+    EXPECT_EQ(n_equal, n_cmp) << "greedy step " << n_equal << " differs (got " << out[std::min(n_equal, out.size() - 1)]
+                              << ")";
+    test::record("engine: greedy ids", "wrong prompts", n_equal != n_cmp, 0, n_equal == n_cmp);
+    std::printf("[ note ] %s: greedy ids equal for %zu compared steps of %zu (first golden margin < %.2f at step %zu)\n",
+                g.name.c_str(), n_equal, g.greedy_ids.size(), kTieTol, n_cmp);
+    engine.release(id);
+  }
+  EXPECT_EQ(engine.n_kv_blocks_free(), engine.n_kv_blocks_total());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16"));
+
+}  // namespace
+}  // namespace tf

@@ -1,0 +1,548 @@
+// Every op of the CUDA backend against the reference backend (ggml test-backend-ops style):
+// the same random inputs (fixed seeds, never zeros) go to the reference backend in F32 and to
+// the CUDA backend in BF16, and the outputs are compared with the tolerances stated next to
+// each test. Inputs are rounded to BF16 *before* they reach either backend, so both compute
+// on identical values and the comparisons measure only what the CUDA backend adds: FP32
+// instead of double arithmetic (~1e-6 relative) and the rounding of its BF16 outputs.
+//
+// One BF16 rounding (8 significant bits, round to nearest) changes a value by at most 2^-8
+// of its magnitude (half an ulp of 2^-7 relative at the bottom of a binade), so the relative
+// L2 error of an array rounded once is at most 2^-8 = 3.9e-3 and about 1.6e-3 for random
+// mantissas. That bound, not a loose 1e-2, is what each tolerance below is built from.
+//
+// The paged-attention histories mirror tests/backend/test_ops_attention.cpp: prefills,
+// chunked prefills after cached prefixes, a new sequence and decodes over several sequences
+// with shuffled, non-contiguous block ids; pools poisoned with NaN so a read of an unwritten
+// slot fails; blocks outside a sliding window dropped (-1) and poisoned.
+//
+// main() is here: after gtest's summary it prints one line per op (cases, failures, worst
+// error against its tolerance).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/batch.h"
+#include "cuda_test_report.h"
+#include "cuda_test_util.h"
+#include "op_test_util.h"
+
+namespace tf {
+namespace {
+
+using test::Rng;
+
+// ---- elementwise, norms, gather -----------------------------------------------------------
+
+// Batch of one sequence per `lens` entry with token ids in [0, n_vocab); logits for the last
+// token of each sequence.
+Batch make_batch(Rng& rng, const std::vector<int32_t>& lens, int32_t n_vocab) {
+  const int32_t block_size = 16;
+  int32_t max_blocks = 1;
+  for (int32_t len : lens) max_blocks = std::max(max_blocks, (len + block_size - 1) / block_size);
+  BatchBuilder builder(block_size, max_blocks);
+  int32_t next_block = 0;
+  for (int32_t len : lens) {
+    std::vector<int32_t> ids(static_cast<size_t>(len));
+    std::vector<int32_t> blocks;
+    for (int32_t& id : ids) id = int32_t(rng.uniform_int(0, n_vocab - 1));
+    for (int32_t b = 0; b < (len + block_size - 1) / block_size; ++b) blocks.push_back(next_block++);
+    builder.add(SeqChunk{.ids = ids.data(), .n_ids = len, .start_pos = 0, .blocks = blocks.data(),
+                         .n_blocks = int32_t(blocks.size())});
+  }
+  return builder.take();
+}
+
+// n_tokens split into up to three sequences.
+std::vector<int32_t> split_lens(int32_t n_tokens) {
+  if (n_tokens < 3) return {n_tokens};
+  return {n_tokens / 3, n_tokens / 3, n_tokens - 2 * (n_tokens / 3)};
+}
+
+const int32_t kRowSweep[] = {1, 7, 64};
+
+// A copy: bit-exact.
+TEST(CudaOps, Embedding) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  for (int32_t n : kRowSweep) {
+    for (int64_t d : {64, 256}) {
+      SCOPED_TRACE("n_tokens=" + std::to_string(n) + " d=" + std::to_string(d));
+      Rng rng(test::seed_of({1, n, d}));
+      const int32_t n_vocab = 100;
+      const test::HostTensor table = test::make_host(test::randn(rng, n_vocab * d), DType::BF16, {n_vocab, d});
+      const Batch batch = make_batch(rng, split_lens(n), n_vocab);
+      TensorView tables[2] = {be.ref->upload(table.view(), DType::BF16), be.cuda->upload(table.view(), DType::BF16)};
+      be.ref->set_batch(batch);
+      be.cuda->set_batch(batch);
+      TensorView want = be.ref->alloc(DType::F32, {n, d});
+      be.ref->embedding(tables[0], want);
+      test::GuardedBf16 got(*be.cuda, n, d);
+      be.cuda->embedding(tables[1], got.view());
+      EXPECT_TRUE(got.guard_intact());
+      const auto r = test::bitwise_equal(got.values(), test::to_host_f32(*be.ref, want));
+      EXPECT_TRUE(r);
+      test::record("embedding", "bit-exact", r ? 0 : 1, 0, r && got.guard_intact());
+    }
+  }
+}
+
+// x ~ N(0, 4), w ~ 1 + N(0, 0.01); eps 1e-5.
+// rms_norm: the output is rounded once: rel L2 <= 2^-8 (+1e-6 of FP32 arithmetic); tol 4e-3.
+// add_rms_norm: the residual is rounded once (tol 4e-3); the output is computed from the
+// rounded residual and rounded again: at most two roundings' worth, tol 8e-3.
+TEST(CudaOps, RmsNormAndAddRmsNorm) {
+  TF_REQUIRE_CUDA_DEVICE();
+  constexpr double kOnceTol = 4e-3, kTwiceTol = 8e-3;
+  for (int32_t rows : kRowSweep) {
+    for (int64_t d : {64, 256, 576}) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " d=" + std::to_string(d));
+      test::Backends be;
+      Rng rng(test::seed_of({2, rows, d}));
+      const std::vector<float> x = test::round_bf16(test::randn(rng, rows * d, 2.0));
+      const std::vector<float> delta = test::round_bf16(test::randn(rng, rows * d, 2.0));
+      std::vector<float> wv = test::randn(rng, d, 0.1);
+      for (float& v : wv) v += 1.0f;
+      const test::HostTensor w = test::make_host(wv, DType::BF16, {d});
+      const TensorView w_ref = be.ref->upload(w.view(), DType::BF16), w_cuda = be.cuda->upload(w.view(), DType::BF16);
+
+      // rms_norm
+      TensorView x_ref = test::to_device(*be.ref, x, rows, d), out_ref = be.ref->alloc(DType::F32, {rows, d});
+      be.ref->rms_norm(x_ref, w_ref, 1e-5f, out_ref);
+      TensorView x_cuda = test::to_cuda_bf16(*be.cuda, x, rows, d);
+      test::GuardedBf16 out(*be.cuda, rows, d);
+      be.cuda->rms_norm(x_cuda, w_cuda, 1e-5f, out.view());
+      test::expect_close("rms_norm", out.values(), test::to_host_f32(*be.ref, out_ref), kOnceTol,
+                         out.guard_intact());
+
+      // add_rms_norm
+      TensorView d_ref = test::to_device(*be.ref, delta, rows, d);
+      be.ref->add_rms_norm(x_ref, d_ref, w_ref, 1e-5f, out_ref);
+      TensorView d_cuda = test::to_cuda_bf16(*be.cuda, delta, rows, d);
+      test::GuardedBf16 out2(*be.cuda, rows, d);
+      be.cuda->add_rms_norm(x_cuda, d_cuda, w_cuda, 1e-5f, out2.view());
+      test::expect_close("add_rms_norm residual", test::from_cuda(*be.cuda, x_cuda),
+                         test::to_host_f32(*be.ref, x_ref), kOnceTol, true);
+      test::expect_close("add_rms_norm out", out2.values(), test::to_host_f32(*be.ref, out_ref), kTwiceTol,
+                         out2.guard_intact());
+    }
+  }
+}
+
+// silu(g) * u in FP32, rounded once: tol 4e-3.
+TEST(CudaOps, Swiglu) {
+  TF_REQUIRE_CUDA_DEVICE();
+  for (int32_t rows : kRowSweep) {
+    for (int64_t d_ff : {64, 576}) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " d_ff=" + std::to_string(d_ff));
+      test::Backends be;
+      Rng rng(test::seed_of({3, rows, d_ff}));
+      const std::vector<float> gu = test::round_bf16(test::randn(rng, rows * 2 * d_ff, 2.0));
+      TensorView out_ref = be.ref->alloc(DType::F32, {rows, d_ff});
+      be.ref->swiglu(test::to_device(*be.ref, gu, rows, 2 * d_ff), out_ref);
+      test::GuardedBf16 out(*be.cuda, rows, d_ff);
+      be.cuda->swiglu(test::to_cuda_bf16(*be.cuda, gu, rows, 2 * d_ff), out.view());
+      test::expect_close("swiglu", out.values(), test::to_host_f32(*be.ref, out_ref), 4e-3, out.guard_intact());
+    }
+  }
+}
+
+// A copy of whole rows: bit-exact.
+TEST(CudaOps, GatherLogitRows) {
+  TF_REQUIRE_CUDA_DEVICE();
+  for (int32_t n : kRowSweep) {
+    const int64_t d = 256;
+    test::Backends be;
+    Rng rng(test::seed_of({4, n}));
+    const Batch batch = make_batch(rng, split_lens(n), 100);
+    const std::vector<float> x = test::round_bf16(test::randn(rng, n * d));
+    be.ref->set_batch(batch);
+    be.cuda->set_batch(batch);
+    TensorView want = be.ref->alloc(DType::F32, {batch.n_out(), d});
+    be.ref->gather_logit_rows(test::to_device(*be.ref, x, n, d), want);
+    test::GuardedBf16 got(*be.cuda, batch.n_out(), d);
+    be.cuda->gather_logit_rows(test::to_cuda_bf16(*be.cuda, x, n, d), got.view());
+    const auto r = test::bitwise_equal(got.values(), test::to_host_f32(*be.ref, want));
+    EXPECT_TRUE(r) << "n_tokens=" << n;
+    EXPECT_TRUE(got.guard_intact());
+    test::record("gather_logit_rows", "bit-exact", r ? 0 : 1, 0, r && got.guard_intact());
+  }
+}
+
+// ---- matmul ---------------------------------------------------------------------------------
+
+// x ~ N(0, 1), w ~ N(0, 1/k), bias ~ N(0, 1), all BF16 values, so every product is exact in
+// FP32 and the GEMM's only error is FP32 accumulation: ~sqrt(k) * 2^-24 ~ 1e-6 of the sum's
+// natural scale (the root-sum-square of its terms, test::scaled_l2).
+//   F32 output (the LM head): scaled L2 <= 1e-4, room for cuBLAS's choice of summation order
+//     and tensor-core accumulation; a wrong transpose or leading dimension gives O(1).
+//   BF16 output: one rounding of the FP32 result (the bias joins in FP32 through beta = 1,
+//     see gemm.cu): rel L2 <= 2^-8 + 1e-6, tol 5e-3.
+TEST(CudaOps, Matmul) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  for (int32_t rows : kRowSweep) {
+    for (int64_t k : {64, 256}) {
+      for (int64_t m : {64, 576}) {
+        for (bool with_bias : {false, true}) {
+          for (DType out_dtype : {DType::BF16, DType::F32}) {
+            SCOPED_TRACE("rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                         " bias=" + std::to_string(with_bias) + " out=" + std::string(dtype_name(out_dtype)));
+            Rng rng(test::seed_of({5, rows, k, m, with_bias, int64_t(out_dtype)}));
+            const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k));
+            const test::HostTensor w = test::make_host(test::randn(rng, m * k, 1.0 / std::sqrt(double(k))),
+                                                       DType::BF16, {m, k});
+            const test::HostTensor bias = test::make_host(test::randn(rng, m), DType::BF16, {m});
+            const TensorView none{};
+            TensorView want = be.ref->alloc(DType::F32, {rows, m});
+            be.ref->matmul(test::to_device(*be.ref, x, rows, k), be.ref->upload(w.view(), DType::BF16),
+                           with_bias ? be.ref->upload(bias.view(), DType::BF16) : none, want);
+            const TensorView w_cuda = be.cuda->upload(w.view(), DType::BF16);
+            const TensorView b_cuda = with_bias ? be.cuda->upload(bias.view(), DType::BF16) : none;
+            const TensorView x_cuda = test::to_cuda_bf16(*be.cuda, x, rows, k);
+            const std::vector<float> want_v = test::to_host_f32(*be.ref, want);
+            if (out_dtype == DType::F32) {
+              test::GuardedOut got(*be.cuda, rows, m);
+              TensorView got_view = got.view();
+              got_view.device = Device::Cuda;  // GuardedOut makes a plain (host-flagged) view
+              be.cuda->matmul(x_cuda, w_cuda, b_cuda, got_view);
+              // natural scale of each output: root-sum-square of its terms
+              const std::vector<float> wf = w.to_f32(), bf = bias.to_f32();
+              std::vector<double> scale(size_t(rows * m));
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < m; ++j) {
+                  double s2 = with_bias ? double(bf[size_t(j)]) * bf[size_t(j)] : 0.0;
+                  for (int64_t i = 0; i < k; ++i) {
+                    const double t = double(x[size_t(r * k + i)]) * wf[size_t(j * k + i)];
+                    s2 += t * t;
+                  }
+                  scale[size_t(r * m + j)] = std::sqrt(s2);
+                }
+              const std::vector<float> g = got.values();
+              const auto ok = test::close_scaled_l2(g, want_v, scale, 1e-4);
+              EXPECT_TRUE(ok);
+              EXPECT_TRUE(got.guard_intact());
+              test::record("matmul (F32 out)", "scaled L2", test::scaled_l2(g, want_v, scale), 1e-4,
+                           ok && got.guard_intact());
+            } else {
+              test::GuardedBf16 got(*be.cuda, rows, m);
+              be.cuda->matmul(x_cuda, w_cuda, b_cuda, got.view());
+              test::expect_close("matmul (BF16 out)", got.values(), want_v, 5e-3, got.guard_intact());
+            }
+            be.cuda->synchronize();
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- rope_kv_write + paged attention --------------------------------------------------------
+
+struct Chunk {
+  int seq;
+  int32_t n;
+};
+using Steps = std::vector<std::vector<Chunk>>;
+
+// As in tests/backend/test_ops_attention.cpp.
+const Steps kSteps = {
+    // prefill of four sequences (one of a single token)
+    {{0, 9}, {1, 16}, {2, 1}, {3, 4}},
+    // chunked prefill after cached prefixes (0, 1, 3), a new sequence (5), a decode (2)
+    {{3, 17}, {2, 3}, {5, 1}, {0, 5}, {1, 21}},
+    // decode: one token per sequence; sequence 4 starts with its first token
+    {{4, 1}, {0, 1}, {1, 1}, {2, 1}, {3, 1}, {5, 1}},
+    {{2, 1}, {3, 1}, {5, 1}, {4, 1}, {1, 1}, {0, 1}},
+};
+// Contexts past one key tile of the kernel (128 keys): up to 322 keys, in chunks and decodes.
+const Steps kLongSteps = {
+    {{0, 150}, {1, 40}},
+    {{1, 70}, {0, 100}},
+    {{0, 1}, {1, 1}},
+    {{1, 1}, {0, 1}},
+};
+
+int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+struct Tables {
+  int64_t n_blocks = 0;
+  int32_t max_blocks = 0;
+  std::vector<std::vector<int32_t>> blocks;
+};
+
+// Sequence s gets ceil(len_s / block_size) consecutive entries of a shuffled permutation of
+// [0, n_blocks) that includes 5 spare blocks nobody owns.
+Tables make_tables(Rng& rng, int32_t block_size, const Steps& steps) {
+  std::vector<int32_t> lens;
+  for (const auto& step : steps)
+    for (const Chunk& c : step) {
+      if (size_t(c.seq) >= lens.size()) lens.resize(size_t(c.seq) + 1, 0);
+      lens[size_t(c.seq)] += c.n;
+    }
+  Tables t;
+  for (int32_t len : lens) t.n_blocks += ceil_div(len, block_size);
+  t.n_blocks += 5;
+  std::vector<int32_t> perm(size_t(t.n_blocks));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i);
+  rng.shuffle(perm);
+  size_t next = 0;
+  for (int32_t len : lens) {
+    const int32_t nb = ceil_div(len, block_size);
+    t.blocks.emplace_back(perm.begin() + int64_t(next), perm.begin() + int64_t(next + size_t(nb)));
+    next += size_t(nb);
+    t.max_blocks = std::max(t.max_blocks, nb);
+  }
+  return t;
+}
+
+std::vector<float> make_inv_freq(int64_t head_dim) {
+  std::vector<float> f(size_t(head_dim / 2));
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(head_dim)));
+  return f;
+}
+
+struct AttnCase {
+  const Steps* steps = &kSteps;
+  int32_t block_size = 16;
+  int64_t n_heads = 4, n_kv_heads = 4, head_dim = 64, sliding_window = 0;
+  DType kv_dtype = DType::BF16;
+  int layer = 0;
+  std::string str() const {
+    return std::string(steps == &kLongSteps ? "long " : "") + "block_size=" + std::to_string(block_size) +
+           " heads=" + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
+           " head_dim=" + std::to_string(head_dim) + " window=" + std::to_string(sliding_window) +
+           " kv=" + std::string(dtype_name(kv_dtype)) + " layer=" + std::to_string(layer);
+  }
+};
+
+// Tolerances, given identical BF16 inputs:
+//   rotated qkv: q/k rotated in FP32 (sincosf, <= 2 ulp) vs double, then one BF16 rounding:
+//     rel L2 <= 2^-8 + 1e-6; tol 4e-3. (V is copied: exact.)
+//   pools: both backends round values that differ by ~1e-7 relative to the pool dtype, so a
+//     value next to a rounding boundary may land on the neighbouring storage value: each
+//     element within one storage ulp, and at most 1 + 1% of the written elements different
+//     (expected: ~1e-4 of them; truncating instead of rounding flips half of them).
+//   attention, from identical rotated q and identical pools: FP32 scores, exp and sums over
+//     <= 322 keys (~1e-6 relative) and one BF16 rounding of the output: tol 5e-3. A wrong key
+//     range, GQA mapping or block lookup averages other keys: errors of 1e-2 or more.
+constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
+
+::testing::AssertionResult pools_match(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                                       DType dtype, double* flip_fraction) {
+  const int64_t n = int64_t(want.size() / dtype_size(dtype));
+  int64_t flips = 0, written = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gv = load_f32(got.data(), dtype, i), wv = load_f32(want.data(), dtype, i);
+    if (std::isnan(gv) != std::isnan(wv))
+      return ::testing::AssertionFailure() << (std::isnan(wv) ? "element written only by CUDA" : "element not written by CUDA")
+                                           << " at " << i << ": got " << gv << " want " << wv;
+    if (std::isnan(wv)) continue;
+    ++written;
+    const double bound = std::max(test::ulp_of(dtype, gv), test::ulp_of(dtype, wv)) + 1e-6;
+    if (std::abs(double(gv) - double(wv)) > bound)
+      return ::testing::AssertionFailure() << "element " << i << ": got " << gv << " want " << wv
+                                           << " (more than one storage ulp apart)";
+    flips += gv != wv;
+  }
+  *flip_fraction = written ? double(flips) / double(written) : 0.0;
+  if (double(flips) > 1 + kFlipFraction * double(written))
+    return ::testing::AssertionFailure() << flips << " of " << written << " elements differ by one ulp";
+  return ::testing::AssertionSuccess();
+}
+
+void run_attn_case(const AttnCase& c) {
+  SCOPED_TRACE(c.str());
+  Rng rng(test::seed_of({6, c.block_size, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
+                         int64_t(c.kv_dtype), c.layer, c.steps == &kLongSteps}));
+  const Steps& steps = *c.steps;
+  const Tables tables = make_tables(rng, c.block_size, steps);
+  const KvCacheSpec spec{.n_layers = 2, .n_blocks = tables.n_blocks, .block_size = c.block_size,
+                         .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim, .dtype = c.kv_dtype};
+  const AttentionParams p{.n_heads = c.n_heads, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim,
+                          .scale = float(1.0 / std::sqrt(double(c.head_dim))), .sliding_window = c.sliding_window};
+  const int64_t row = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
+  const std::vector<float> inv_freq_host = make_inv_freq(c.head_dim);
+
+  test::Backends be;
+  test::KvPools pools[2] = {test::KvPools(*be.ref, test::as_host(*be.ref)),
+                            test::KvPools(*be.cuda, dynamic_cast<cuda::CudaBackend&>(*be.cuda))};
+  TensorView inv_freq[2];
+  Backend* backends[2] = {be.ref.get(), be.cuda.get()};
+  for (int ib = 0; ib < 2; ++ib) {
+    backends[ib]->init_kv_cache(spec);
+    pools[ib].poison_all();
+    inv_freq[ib] = backends[ib]->alloc(DType::F32, {c.head_dim / 2});
+    backends[ib]->copy_from_host(inv_freq_host.data(), inv_freq[ib]);
+  }
+
+  std::vector<int32_t> n_computed(tables.blocks.size(), 0);
+  std::set<int32_t> dropped;
+  for (size_t step = 0; step < steps.size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    BatchBuilder builder(c.block_size, tables.max_blocks);
+    for (const Chunk& ch : steps[step]) {
+      const int32_t start = n_computed[size_t(ch.seq)];
+      std::vector<int32_t> blocks = tables.blocks[size_t(ch.seq)];
+      blocks.resize(size_t(ceil_div(start + ch.n, c.block_size)));
+      if (c.sliding_window > 0) {
+        const int64_t first_key = std::max<int64_t>(0, start - c.sliding_window + 1);
+        for (size_t b = 0; b < blocks.size(); ++b) {
+          if (int64_t(b + 1) * c.block_size > first_key) break;
+          if (dropped.insert(blocks[b]).second)
+            for (auto& pl : pools) pl.poison_block(blocks[b]);
+          blocks[b] = -1;
+        }
+      }
+      std::vector<int32_t> ids(size_t(ch.n));
+      for (int32_t& id : ids) id = int32_t(rng.uniform_int(0, 999));
+      builder.add(SeqChunk{.ids = ids.data(), .n_ids = ch.n, .start_pos = start, .blocks = blocks.data(),
+                           .n_blocks = int32_t(blocks.size())});
+      n_computed[size_t(ch.seq)] += ch.n;
+    }
+    const Batch batch = builder.take();
+    const int64_t n = batch.n_tokens();
+    const std::vector<float> qkv_host = test::round_bf16(test::randn(rng, n * row));
+
+    // ---- rope_kv_write
+    be.ref->set_batch(batch);
+    be.cuda->set_batch(batch);
+    TensorView qkv_ref = test::to_device(*be.ref, qkv_host, n, row);
+    TensorView qkv_cuda = test::to_cuda_bf16(*be.cuda, qkv_host, n, row);
+    be.ref->rope_kv_write(c.layer, qkv_ref, inv_freq[0], p);
+    be.cuda->rope_kv_write(c.layer, qkv_cuda, inv_freq[1], p);
+    const std::vector<float> rotated_ref = test::to_host_f32(*be.ref, qkv_ref);
+    test::expect_close("rope_kv_write qkv", test::from_cuda(*be.cuda, qkv_cuda), rotated_ref, kRopeTol, true);
+    for (int il = 0; il < 2; ++il) {
+      for (int kv = 0; kv < 2; ++kv) {
+        const std::vector<uint8_t> want = pools[0].bytes(il, kv), got = pools[1].bytes(il, kv);
+        double flip_fraction = 0;
+        const auto ok = pools_match(got, want, c.kv_dtype, &flip_fraction);
+        EXPECT_TRUE(ok) << (kv ? "V" : "K") << " pool of layer " << il;
+        test::record("rope_kv_write pools", "1-ulp flips", flip_fraction, kFlipFraction, bool(ok));
+        pools[1].set_bytes(il, kv, want);  // attention is compared from identical pools
+      }
+    }
+
+    // ---- attention, from the reference's rotated qkv rounded to BF16 on both sides
+    const std::vector<float> q_in = test::round_bf16(rotated_ref);
+    be.ref->copy_from_host(q_in.data(), qkv_ref);
+    const TensorView q_cuda = test::to_cuda_bf16(*be.cuda, q_in, n, row);
+    TensorView out_ref = be.ref->alloc(DType::F32, {n, c.n_heads * c.head_dim});
+    be.ref->attention(c.layer, qkv_ref, p, out_ref);
+    test::GuardedBf16 out(*be.cuda, n, c.n_heads * c.head_dim);
+    be.cuda->attention(c.layer, q_cuda, p, out.view());
+    test::expect_close("attention", out.values(), test::to_host_f32(*be.ref, out_ref), kAttnTol,
+                       out.guard_intact());
+    EXPECT_TRUE(test::bitwise_equal(test::from_cuda(*be.cuda, q_cuda), q_in)) << "attention changed qkv";
+  }
+}
+
+using HeadsParam = std::pair<int64_t, int64_t>;
+class CudaAttention : public ::testing::TestWithParam<std::tuple<DType, HeadsParam>> {};
+
+TEST_P(CudaAttention, MatchesRef) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const auto [kv_dtype, heads] = GetParam();
+  for (int32_t block_size : {1, 16}) {
+    for (int64_t head_dim : {64, 128}) {
+      for (int64_t window : {0, 5}) {
+        run_attn_case(AttnCase{.block_size = block_size, .n_heads = heads.first, .n_kv_heads = heads.second,
+                               .head_dim = head_dim, .sliding_window = window, .kv_dtype = kv_dtype,
+                               .layer = int((block_size + head_dim / 64 + window) % 2)});
+      }
+    }
+  }
+}
+
+// Several key tiles per query (contexts up to 322 keys, the kernel's tile is 128).
+TEST_P(CudaAttention, MatchesRefLongContext) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const auto [kv_dtype, heads] = GetParam();
+  for (int64_t window : {0, 100}) {
+    run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
+                           .n_kv_heads = heads.second, .head_dim = 128, .sliding_window = window,
+                           .kv_dtype = kv_dtype, .layer = int(window / 100)});
+  }
+}
+
+std::string attn_name(const ::testing::TestParamInfo<std::tuple<DType, HeadsParam>>& info) {
+  const auto [dtype, heads] = info.param;
+  return "KV" + std::string(dtype_name(dtype)) + "_H" + std::to_string(heads.first) + "_KVH" +
+         std::to_string(heads.second);
+}
+
+// heads: MHA 4/4, GQA 4/2 and 8/2, MQA 4/1; KV pool BF16 and F16
+INSTANTIATE_TEST_SUITE_P(Ops, CudaAttention,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16),
+                                            ::testing::Values(HeadsParam{4, 4}, HeadsParam{4, 2}, HeadsParam{8, 2},
+                                                              HeadsParam{4, 1})),
+                         attn_name);
+
+// ---- errors ---------------------------------------------------------------------------------
+
+TEST(CudaOps, RejectsInt8Kv) {
+  TF_REQUIRE_CUDA_DEVICE();
+  auto be = make_backend(BackendKind::Cuda);
+  EXPECT_THROW(be->init_kv_cache(KvCacheSpec{.n_layers = 1, .n_blocks = 4, .block_size = 16, .n_kv_heads = 2,
+                                             .head_dim = 64, .dtype = DType::I8}),
+               Error);
+}
+
+}  // namespace
+
+// ---- the report -----------------------------------------------------------------------------
+
+namespace test {
+namespace {
+
+struct OpRow {
+  std::string metric;
+  int n_cases = 0, n_failed = 0;
+  double worst = 0, tol = 0;
+};
+std::map<std::string, OpRow>& rows() {
+  static std::map<std::string, OpRow> r;
+  return r;
+}
+
+}  // namespace
+
+void record(const std::string& op, const std::string& metric, double err, double tol, bool passed) {
+  OpRow& r = rows()[op];
+  r.metric = metric;
+  r.tol = tol;
+  ++r.n_cases;
+  r.n_failed += !passed;
+  r.worst = std::max(r.worst, err);
+}
+
+bool have_cuda_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+void print_report() {
+  std::printf("\n%-28s %-14s %7s %7s %12s %12s  %s\n", "op", "metric", "cases", "failed", "worst", "tolerance",
+              "result");
+  if (rows().empty()) std::printf("(nothing ran%s)\n", have_cuda_device() ? "" : ": no usable CUDA device");
+  for (const auto& [op, r] : rows())
+    std::printf("%-28s %-14s %7d %7d %12.3g %12.3g  %s\n", op.c_str(), r.metric.c_str(), r.n_cases, r.n_failed,
+                r.worst, r.tol, r.n_failed ? "FAIL" : "pass");
+}
+
+}  // namespace test
+}  // namespace tf
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  tf::test::print_report();
+  return rc;
+}
