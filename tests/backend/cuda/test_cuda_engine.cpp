@@ -8,10 +8,11 @@
 // gives logits about 1e-2 off in relative L2 (golden logits have an RMS of ~4.4, so ~0.05
 // per logit); kLogitTol = 3e-2 leaves a factor 3. A wrong op gives O(1).
 //
-// Greedy ids must equal the golden ones up to the first step whose golden top-1/top-2
-// margin is below kTieTol: the difference of two logits each ~0.05 off has a standard
-// deviation of ~0.07, and 0.25 is ~3.5 of those. Past such a step the continuation may
-// rightly differ, and is not compared (as test_golden.cpp does with its F32 tie tolerance).
+// Greedy ids are compared over the whole continuation; where they first differ from the
+// golden ids, the golden top-1/top-2 margin at that step must be below kTieTol: the
+// difference of two logits each ~0.05 off has a standard deviation of ~0.07, and 0.25 is
+// ~3.5 of those. Past that near-tie the continuations rightly differ. Each divergence is
+// printed (which prompt, which step, which margin).
 // Prompt positions: the argmax at each position must equal the golden one wherever the CPU
 // backend's F32 logits have a top-1/top-2 margin >= kTieTol there.
 //
@@ -99,14 +100,23 @@ TEST_P(CudaEngine, TinyMainMatchesGolden) {
     SCOPED_TRACE(g.name);
     const std::vector<int32_t>& out = engine.output_ids(id);
     ASSERT_EQ(out.size(), g.greedy_ids.size());
-    const size_t n_cmp = test::greedy_steps_to_compare(g, kTieTol);
-    size_t n_equal = 0;
-    while (n_equal < n_cmp && out[n_equal] == g.greedy_ids[n_equal]) ++n_equal;
-    EXPECT_EQ(n_equal, n_cmp) << "greedy step " << n_equal << " differs (got " << out[std::min(n_equal, out.size() - 1)]
-                              << ")";
-    test::record("engine: greedy ids", "wrong prompts", n_equal != n_cmp, 0, n_equal == n_cmp);
-    std::printf("[ note ] %s: greedy ids equal for %zu compared steps of %zu (first golden margin < %.2f at step %zu)\n",
-                g.name.c_str(), n_equal, g.greedy_ids.size(), kTieTol, n_cmp);
+    // The whole continuation is compared. Where it first differs from the golden ids, the
+    // golden top-1/top-2 margin at that step must be within BF16 noise (< kTieTol): a
+    // near-tie that rounding may flip, after which the two continuations rightly differ.
+    size_t first_diff = 0;
+    while (first_diff < out.size() && out[first_diff] == g.greedy_ids[first_diff]) ++first_diff;
+    const bool all_equal = first_diff == out.size();
+    const bool ok = all_equal || g.greedy_margins[first_diff] < kTieTol;
+    EXPECT_TRUE(ok) << "greedy step " << first_diff << " differs (got " << out[first_diff] << ", golden "
+                    << g.greedy_ids[first_diff] << ") where the golden margin " << g.greedy_margins[first_diff]
+                    << " is not a near-tie";
+    test::record("engine: greedy ids", "wrong prompts", !ok, 0, ok);
+    if (all_equal)
+      std::printf("[ note ] %s: greedy ids equal golden for all %zu steps\n", g.name.c_str(), out.size());
+    else
+      std::printf("[ note ] %s: greedy ids equal golden for %zu of %zu steps; first divergence at step %zu, "
+                  "golden margin %.3g (near-tie)\n", g.name.c_str(), first_diff, out.size(), first_diff,
+                  g.greedy_margins[first_diff]);
     engine.release(id);
   }
   EXPECT_EQ(engine.n_kv_blocks_free(), engine.n_kv_blocks_total());
