@@ -44,7 +44,7 @@ int run_bench(const Args& a) {
   const std::vector<int> batches = parse_list(a.batches);
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend,
+  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
                               .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
                               .max_seqs = max_batch});
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;

@@ -16,6 +16,7 @@ struct ModelArgs {
   std::string backend = "cpu";
   int threads = 0;  // 0 = all cores
   std::string kv_dtype = "f32";
+  std::string load_format = "auto";
 };
 void add_model_args(CLI::App* app, ModelArgs& args);
 void apply_threads(int threads);

@@ -40,7 +40,7 @@ SamplingParams sampling_from(const GenerateArgs& a, uint64_t seed) {
 }
 
 EngineOptions engine_options(const GenerateArgs& a) {
-  return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .block_size = a.block_size,
+  return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .block_size = a.block_size,
                        .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
                        .max_seqs = a.max_seqs};
 }

@@ -25,6 +25,7 @@ class Model;
 struct EngineOptions {
   std::string model_dir;
   std::string backend = "cpu";     // cpu | ref | cuda
+  std::string load_format = "auto";  // auto (safetensors) | dummy (random weights, config.json only)
   int32_t block_size = 16;         // tokens per KV block
   int32_t n_kv_blocks = 0;         // 0: enough for max_seqs sequences of full context, capped by kv_memory_mb
   int64_t kv_memory_mb = 2048;     // cap on the automatic KV pool size

@@ -37,7 +37,9 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
   tokenizer = Tokenizer::from_dir(opt.model_dir);
   backend = make_backend(parse_backend_kind(opt.backend));
-  model = load_model(opt.model_dir, *backend);
+  if (opt.load_format != "auto" && opt.load_format != "dummy")
+    fail("unknown load format '{}' (expected auto or dummy)", opt.load_format);
+  model = load_model(opt.model_dir, *backend, LoadOptions{.dummy_weights = opt.load_format == "dummy"});
   const ModelConfig& cfg = model->config();
 
   // KV pool: enough blocks for max_seqs full-context sequences, capped by kv_memory_mb,

@@ -41,9 +41,15 @@ class SafetensorsFile {
 
 // All tensors of a model folder, from model.safetensors or the shards named in
 // model.safetensors.index.json.
+struct WeightSpec;
+
 class Checkpoint {
  public:
   static Checkpoint open(const std::string& dir);
+  // Random BF16 weights of the shapes in `specs`, generated in host memory (vLLM's
+  // `--load-format dummy`): speed work on real shapes without the real files. Values are
+  // uniform with variance 1/fan_in (norm weights 1), so activations stay finite.
+  static Checkpoint random(const std::vector<WeightSpec>& specs, uint64_t seed);
 
   const TensorInfo* find(const std::string& name) const;  // nullptr if absent
   const TensorInfo& get(const std::string& name) const;   // throws naming the tensor
@@ -54,6 +60,9 @@ class Checkpoint {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
+  // Only for random(): the generated tensors and their bytes.
+  std::map<std::string, TensorInfo> owned_infos_;
+  std::vector<std::unique_ptr<uint16_t[]>> owned_data_;
 };
 
 }  // namespace tf

@@ -143,6 +143,22 @@ TEST(Cli, KvPlanFormula) {
   EXPECT_NE(bad.err.find("--kv-dtype"), std::string::npos) << bad.err;
 }
 
+TEST(Cli, DummyWeightsFromConfigAlone) {
+  // `--load-format dummy`: a folder with config.json and a tokenizer but no safetensors.
+  const auto dir = std::filesystem::temp_directory_path() / ("twofold_dummy_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(kTiny + "/" + f, dir / f, std::filesystem::copy_options::overwrite_existing);
+  const auto without = run_twofold("generate -m " + dir.string() + " -p 'Hello' -n 4 --temp 0");
+  EXPECT_EQ(without.exit_code, 1) << "no safetensors and no dummy: a clear error";
+  const auto r = run_twofold("generate -m " + dir.string() + " --load-format dummy -p 'Hello' -n 6 --temp 0 --ignore-eos --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["output_ids"].size(), 6u);
+  const auto again = run_twofold("generate -m " + dir.string() + " --load-format dummy -p 'Hello' -n 6 --temp 0 --ignore-eos --json");
+  EXPECT_EQ(json::parse(again.out)["output_ids"], json::parse(r.out)["output_ids"]) << "same seed, same weights";
+  std::filesystem::remove_all(dir);
+}
+
 // The validation stream of ../shared/models/README.md: 256 windows of 256 tokens; the figure
 // there (float32 transformers) is 23.1755.
 TEST(Cli, PerplexityMatchesReference) {

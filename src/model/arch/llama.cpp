@@ -212,7 +212,8 @@ TensorView LlamaModel::forward(const Batch& batch) {
 
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   ModelConfig cfg = load_model_config(dir);
-  Checkpoint ckpt = Checkpoint::open(dir);
+  Checkpoint ckpt = opt.dummy_weights ? Checkpoint::random(llama_weight_specs(cfg), opt.dummy_seed)
+                                      : Checkpoint::open(dir);
   auto model = std::make_unique<LlamaModel>(std::move(cfg), std::move(ckpt), backend);
   model->load(opt);
   return model;

@@ -18,6 +18,9 @@ struct LoadOptions {
   // then read the memory-mapped checkpoint in place).
   bool keep_stored_dtype = true;
   DType weight_dtype = DType::BF16;
+  // Random weights from config.json alone (`--load-format dummy`), for speed work.
+  bool dummy_weights = false;
+  uint64_t dummy_seed = 1;
 };
 
 class Model {
