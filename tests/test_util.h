@@ -1,11 +1,17 @@
 // Helpers shared by tests: paths of bundled data, JSON loading.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+
+#include "core/error.h"
 
 namespace tf::test {
 
@@ -19,4 +25,34 @@ inline nlohmann::json load_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// Runs f, which must throw tf::Error, and returns its message (a failure if it does not throw).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const ::tf::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a tf::Error";
+  return "";
+}
+
+// A fixture with a fresh temporary folder per test (removed afterwards), named after the
+// test so parallel ctest runs do not collide.
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tf_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
 }  // namespace tf::test
+
+#define EXPECT_CONTAINS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)

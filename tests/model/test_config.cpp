@@ -20,16 +20,7 @@ constexpr const char* kOrigin = "models/x/config.json";
 
 // Runs f, expects a tf::Error, returns its message (empty string = no error: the
 // EXPECT below then fails with the message shown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tf::Error";
-  return "";
-}
+using test::error_of;
 
 // A complete transformers-4 style llama config with every required field.
 json base_llama() {
@@ -119,20 +110,11 @@ TEST(Config, ArchNames) {
 
 // ---- generation_config.json -----------------------------------------------------------------
 
-class ConfigFolder : public ::testing::Test {
+class ConfigFolder : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("tf_test_config_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   void write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
   }
-  fs::path dir_;
 };
 
 TEST_F(ConfigFolder, GenerationConfigOverridesIds) {

@@ -73,29 +73,10 @@ std::string read_bytes(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tf::Error";
-  return "";
-}
+using test::error_of;
 
-#define EXPECT_CONTAINS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
-
-class SafetensorsFiles : public ::testing::Test {
+class SafetensorsFiles : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("tf_test_st_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Opens path and returns the error message, which must name the file.
   std::string open_error(const fs::path& p) {
@@ -103,7 +84,6 @@ class SafetensorsFiles : public ::testing::Test {
     EXPECT_CONTAINS(msg, p.string());
     return msg;
   }
-  fs::path dir_;
 };
 
 // ---- bundled models -------------------------------------------------------------------------

@@ -16,18 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tf::Error";
-  return "";
-}
-
-#define EXPECT_CONTAINS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
+using test::error_of;
 
 const WeightSpec* find_spec(const std::vector<WeightSpec>& specs, const std::string& name) {
   for (const WeightSpec& s : specs) if (s.name == name) return &s;
@@ -138,16 +127,8 @@ void write_safetensors(const fs::path& p, const std::vector<RawTensor>& tensors)
   std::ofstream(p, std::ios::binary) << len << header << data;
 }
 
-class WeightsModelCopy : public ::testing::Test {
+class WeightsModelCopy : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("tf_test_weights_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // config.json from `model` with `edit` applied; the weights symlinked unchanged.
   void copy_model(const std::string& model, const json& edit, bool link_weights = true) {
@@ -176,7 +157,6 @@ class WeightsModelCopy : public ::testing::Test {
     Checkpoint ck = Checkpoint::open(dir_.string());
     return error_of([&] { validate_checkpoint(cfg, ck); });
   }
-  fs::path dir_;
 };
 
 TEST_F(WeightsModelCopy, UnchangedCopyValidates) {

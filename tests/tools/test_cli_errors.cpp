@@ -15,17 +15,13 @@ using nlohmann::json;
 using test::run_twofold;
 
 // A copy of tiny-main in a temp folder that a test may break.
-class BrokenModel : public ::testing::Test {
+class BrokenModel : public test::TempDirTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("twofold_broken_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
     for (const auto& e : fs::directory_iterator(test::model_dir("tiny-main")))
       fs::copy_file(e.path(), dir_ / e.path().filename());
   }
-  void TearDown() override { fs::remove_all(dir_); }
   json config() { return test::load_json((dir_ / "config.json").string()); }
   void write_config(const json& j) { std::ofstream(dir_ / "config.json") << j.dump(2); }
   test::CliResult generate() { return run_twofold("generate -m " + dir_.string() + " -p 'Hello' -n 2 --temp 0"); }
@@ -34,7 +30,6 @@ class BrokenModel : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
   }
-  fs::path dir_;
 };
 
 TEST_F(BrokenModel, MissingConfigField) {
