@@ -115,7 +115,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   if (so.seqs.empty()) {
     // Nothing fits: only possible if every sequence waits for blocks held by nobody, which
     // the add() checks rule out; fail loudly rather than spin.
-    TF_ASSERT(sched->empty() || !outs.empty() || sched->n_running() > 0 || sched->n_waiting() == 0,
+    TF_ASSERT(sched->n_waiting() == 0 || sched->n_running() > 0 || !outs.empty(),
               "scheduler made no progress with {} waiting sequences", sched->n_waiting());
     return outs;
   }

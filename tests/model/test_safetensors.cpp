@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/safetensors_writer.h"
 #include "test_util.h"
 
 namespace tf {
@@ -22,45 +23,15 @@ using nlohmann::json;
 
 // ---- helpers --------------------------------------------------------------------------------
 
-struct RawTensor {
-  std::string name;
-  std::string dtype;  // as written in the header: "F32", "BF16", ...
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-std::string u64_le(uint64_t n) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = char((n >> (8 * i)) & 0xff);
-  return s;
-}
-
-// Writes [N][header][data] exactly as given (no padding, no checks): for malformed files.
-void write_raw(const fs::path& p, const std::string& header, const std::string& data = "") {
-  std::ofstream out(p, std::ios::binary);
-  out << u64_le(header.size()) << header << data;
-}
+using test::RawTensor;
+using test::u64_le;
+using test::write_raw;
+using test::write_safetensors;
 
 // Pads a header with spaces so that the data section starts 8-aligned.
 std::string padded(std::string header) {
   while ((8 + header.size()) % 8) header.push_back(' ');
   return header;
-}
-
-// Writes a well-formed file: tensors laid out in order, each start aligned to 8 bytes, the
-// header padded with spaces to a multiple of 8 (as the reference writer does).
-void write_safetensors(const fs::path& p, const std::vector<RawTensor>& tensors) {
-  json h = json::object();
-  h["__metadata__"] = {{"format", "pt"}};
-  std::string data;
-  for (const RawTensor& t : tensors) {
-    while (data.size() % 8) data.push_back('\0');
-    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
-  }
-  std::string header = h.dump();
-  while (header.size() % 8) header.push_back(' ');
-  write_raw(p, header, data);
 }
 
 RawTensor raw_of(const TensorInfo& t) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/safetensors_writer.h"
 #include "test_util.h"
 
 namespace tf {
@@ -104,28 +105,8 @@ TEST(ValidateCheckpoint, BundledModels) {
 
 // ---- mismatches, in a temp copy of a model folder -------------------------------------------
 
-struct RawTensor {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-// A well-formed safetensors file (8-aligned header and tensors).
-void write_safetensors(const fs::path& p, const std::vector<RawTensor>& tensors) {
-  json h = json::object();
-  std::string data;
-  for (const RawTensor& t : tensors) {
-    while (data.size() % 8) data.push_back('\0');
-    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
-  }
-  std::string header = h.dump();
-  while (header.size() % 8) header.push_back(' ');
-  std::string len(8, '\0');
-  for (int i = 0; i < 8; ++i) len[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
-  std::ofstream(p, std::ios::binary) << len << header << data;
-}
+using test::RawTensor;
+using test::write_safetensors;
 
 class WeightsModelCopy : public test::TempDirTest {
  protected:
