@@ -1,0 +1,49 @@
+// Chat templates: turns an OpenAI-style list of messages into the prompt text a model was
+// trained on, by rendering the model's own Jinja `chat_template` (tokenizer_config.json) the
+// way Hugging Face's apply_chat_template does (jinja2 with trim_blocks and lstrip_blocks, a
+// json.dumps-style tojson, raise_exception and strftime_now). Models without a template get
+// the ChatML default transformers used to fall back to.
+//
+// A ChatTemplate is parsed once and is immutable: render() may be called from many threads.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+
+namespace tf {
+
+namespace jinja {
+class Template;
+}
+
+class ChatTemplate {
+ public:
+  // Reads <dir>/tokenizer_config.json: chat_template (a string, or a list of {"name","template"}
+  // where "default" is used), bos_token and eos_token (strings or {"content": ...} objects).
+  // No tokenizer_config.json or no chat_template: the ChatML default. Errors name the file and field.
+  static ChatTemplate from_model_dir(const std::string& dir);
+  static ChatTemplate from_source(std::string source, std::string bos_token, std::string eos_token);
+
+  // messages: JSON array of OpenAI-style messages ({"role", "content", ...}; content a string, or an
+  // array of {"type":"text","text":...} parts which are joined); tools: JSON array or null.
+  // extra: more variables for the template (e.g. enable_thinking). Throws tf::Error naming the
+  // problem (bad message shape, raise_exception from the template, template syntax error with line).
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
+                     const nlohmann::json& tools = nullptr,
+                     const nlohmann::json& extra = nlohmann::json::object()) const;
+
+  bool is_default() const { return is_default_; }  // true when the ChatML default is used
+
+ private:
+  ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
+               std::string eos_token, bool is_default);
+
+  std::shared_ptr<const jinja::Template> template_;
+  std::string bos_token_;  // "" when the model has none (then undefined in the template)
+  std::string eos_token_;
+  bool is_default_ = false;
+};
+
+}  // namespace tf
