@@ -21,10 +21,24 @@ struct GenerateRequest {
 enum class FinishReason : uint8_t { None, Stop, Length, Abort };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
 
+// A token and its log-probability under the model's raw distribution softmax(logits), before
+// repetition penalty, temperature and truncation (what vLLM and the OpenAI API report).
+struct LogprobEntry {
+  int32_t id = -1;
+  double logprob = 0;
+};
+
+// The log-probability of one sampled token and of the most likely alternatives.
+struct SampledLogprobs {
+  LogprobEntry sampled;
+  std::vector<LogprobEntry> top;  // SamplingParams::logprobs entries, most likely first (ties: lower id)
+};
+
 // What one engine step produced for one request.
 struct RequestOutput {
   RequestId id = -1;
   std::vector<int32_t> new_token_ids;  // tokens sampled this step (usually one)
+  std::vector<SampledLogprobs> logprobs;  // one per new token when SamplingParams::logprobs >= 0
   std::string text;                    // text that became final this step (whole UTF-8)
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;

@@ -17,6 +17,8 @@ struct SamplingParams {
   int32_t max_tokens = 16;         // new tokens at most
   std::vector<std::string> stop;   // stop strings (not included in the output text)
   bool ignore_eos = false;         // keep going past EOS (benchmarks)
+  int32_t logprobs = -1;           // -1 = off; n >= 0: each sampled token's log-probability plus the
+                                   // n most likely tokens' (RequestOutput::logprobs)
 
   bool greedy() const { return temperature <= 0.0f; }
 };

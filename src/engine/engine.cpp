@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine_impl.h"
+#include "sample/logprobs.h"
 
 namespace tf {
 
@@ -27,6 +28,14 @@ DType parse_kv_dtype(const std::string& s) {
   if (s == "f16") return DType::F16;
   if (s == "int8") return DType::I8;
   fail("unknown KV dtype '{}' (expected f32, bf16, f16 or int8)", s);
+}
+
+// The sampled token's log-probability and the n_top most likely, from the raw row
+// (logits: [n_vocab], copied before the sampler penalised it in place).
+SampledLogprobs raw_logprobs(std::span<const float> logits, int32_t token, int32_t n_top) {
+  SampledLogprobs lp{.sampled = {.id = token, .logprob = double(logits[size_t(token)]) - logsumexp(logits)}};
+  for (const TokenLogprob& t : top_logprobs(logits, n_top)) lp.top.push_back({.id = t.id, .logprob = t.logprob});
+  return lp;
 }
 
 }  // namespace
@@ -79,6 +88,7 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   if (int64_t(ids.size()) >= pool_tokens)
     fail("the prompt has {} tokens but the KV cache holds only {} tokens", ids.size(), pool_tokens);
   if (req.sampling.max_tokens <= 0) fail("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
+  if (req.sampling.logprobs < -1) fail("logprobs must be -1 (off) or at least 0, got {}", req.sampling.logprobs);
 
   const RequestId id = next_id++;
   RequestState& r = requests[id];
@@ -131,9 +141,14 @@ std::vector<RequestOutput> Engine::Impl::step() {
     if (!q.samples) continue;
     RequestState& r = state(q.id);
     std::span<float> lg(logits_host.data() + int64_t(row++) * n_vocab, size_t(n_vocab));
+    // Logprobs are of the raw distribution, so they are read before the sampler penalises
+    // the row in place.
+    std::vector<float> raw;
+    if (r.params.logprobs >= 0) raw.assign(lg.begin(), lg.end());
     const int32_t token = r.sampler->sample(lg, r.all_tokens);
     RequestOutput o;
     o.id = r.id;
+    if (r.params.logprobs >= 0) o.logprobs.push_back(raw_logprobs(raw, token, r.params.logprobs));
     on_token(r, token, o);
     sampled.push_back(q.id);
     outs.push_back(std::move(o));
