@@ -1,23 +1,15 @@
 #include "chat/chat_template.h"
 
-#include <filesystem>
 #include <utility>
 
+#include "chat/jinja_json.h"
+#include "chat/jinja_template.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 
 namespace tf {
 
 using json = nlohmann::json;
-
-namespace jinja {
-// Placeholder until the interpreter lands: keeps the source, refuses to render.
-class Template {
- public:
-  explicit Template(std::string source) : source_(std::move(source)) {}
-  std::string source_;
-};
-}  // namespace jinja
 
 namespace {
 
@@ -74,6 +66,45 @@ std::string template_source(const json& config, const std::string& path) {
   fail("{}: field 'chat_template' lists named templates but none is named 'default'", path);
 }
 
+// One OpenAI message as the template sees it. Content: a string stays; null or absent becomes
+// "" (an assistant turn that only calls tools); a list of text parts is joined with "\n", as
+// vLLM does for templates that expect string content. Other fields pass through.
+template <typename Json>
+jinja::Value message_value(const Json& m, size_t i) {
+  if (!m.is_object()) fail("messages[{}]: expected an object, got {}", i, m.type_name());
+  auto role = m.find("role");
+  if (role == m.end() || !role->is_string())
+    fail("messages[{}].role: expected a string ('system', 'user', 'assistant' or 'tool')", i);
+  jinja::Value v = jinja::from_json(m);
+  auto content = m.find("content");
+  std::string text;
+  if (content == m.end() || content->is_null()) {
+    text = "";
+  } else if (content->is_string()) {
+    return v;
+  } else if (content->is_array()) {
+    for (size_t k = 0; k < content->size(); ++k) {
+      const Json& part = (*content)[k];
+      auto type = part.is_object() ? part.find("type") : part.end();
+      auto part_text = part.is_object() ? part.find("text") : part.end();
+      if (type == part.end() || !type->is_string())
+        fail("messages[{}].content[{}]: expected an object with a string 'type'", i, k);
+      if (*type != "text")
+        fail("messages[{}].content[{}]: only text parts are supported, got type '{}'", i, k,
+             type->template get<std::string>());
+      if (part_text == part.end() || !part_text->is_string())
+        fail("messages[{}].content[{}].text: expected a string", i, k);
+      if (k) text += "\n";
+      text += part_text->template get<std::string>();
+    }
+  } else {
+    fail("messages[{}].content: expected a string, an array of text parts or null, got {}", i,
+         content->type_name());
+  }
+  v.as_dict().set("content", jinja::Value(std::move(text)));
+  return v;
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
@@ -98,18 +129,60 @@ ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
     t.is_default_ = true;
     return t;
   }
-  return from_source(std::move(source), std::move(bos), std::move(eos));
+  try {
+    return from_source(std::move(source), std::move(bos), std::move(eos));
+  } catch (const Error& e) {
+    fail("{}: chat_template: {}", path, e.what());
+  }
 }
 
 ChatTemplate ChatTemplate::from_source(std::string source, std::string bos_token,
                                        std::string eos_token) {
-  return ChatTemplate(std::make_shared<const jinja::Template>(std::move(source)),
-                      std::move(bos_token), std::move(eos_token), /*is_default=*/false);
+  return ChatTemplate(std::make_shared<const jinja::Template>(source), std::move(bos_token),
+                      std::move(eos_token), /*is_default=*/false);
 }
 
-std::string ChatTemplate::render(const json& /*messages*/, bool /*add_generation_prompt*/,
-                                 const json& /*tools*/, const json& /*extra*/) const {
-  fail("chat template: rendering is not implemented yet (the Jinja interpreter is in progress)");
+// The variables transformers' apply_chat_template passes: messages, tools (None when
+// absent), documents (None), add_generation_prompt, the special tokens the model has, and
+// the caller's extra keyword arguments.
+template <typename Json>
+std::string ChatTemplate::render_any(const Json& messages, bool add_generation_prompt,
+                                     const Json& tools, const Json& extra) const {
+  if (!messages.is_array()) fail("messages: expected an array of messages, got {}", messages.type_name());
+  if (!tools.is_null() && !tools.is_array()) fail("tools: expected an array or null, got {}", tools.type_name());
+  if (!extra.is_object()) fail("chat template variables: expected an object, got {}", extra.type_name());
+  jinja::Dict vars;
+  try {
+    std::vector<jinja::Value> list;
+    for (size_t i = 0; i < messages.size(); ++i) list.push_back(message_value(messages[i], i));
+    vars.set("messages", jinja::Value::list(std::move(list)));
+    vars.set("tools", jinja::from_json(tools));
+    vars.set("documents", jinja::Value(nullptr));
+    vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
+    if (!bos_token_.empty()) vars.set("bos_token", jinja::Value(bos_token_));
+    if (!eos_token_.empty()) vars.set("eos_token", jinja::Value(eos_token_));
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      if (it.key() == "messages" || it.key() == "tools" || it.key() == "documents" ||
+          it.key() == "add_generation_prompt")
+        fail("chat template variable '{}' is set by the request itself", it.key());
+      vars.set(it.key(), jinja::from_json(it.value()));
+    }
+  } catch (const jinja::Failure& f) {
+    fail("messages: {}", f.message);
+  }
+  return template_->render(vars);
+}
+
+std::string ChatTemplate::render(const json& messages, bool add_generation_prompt,
+                                 const json& tools, const json& extra) const {
+  return render_any(messages, add_generation_prompt, tools, extra);
+}
+
+std::string ChatTemplate::render_ordered(const nlohmann::ordered_json& messages,
+                                         bool add_generation_prompt,
+                                         const nlohmann::ordered_json& tools,
+                                         const nlohmann::ordered_json& extra) const {
+  return render_any(messages, add_generation_prompt, tools, extra);
 }
 
 }  // namespace tf

@@ -34,11 +34,21 @@ class ChatTemplate {
                      const nlohmann::json& tools = nullptr,
                      const nlohmann::json& extra = nlohmann::json::object()) const;
 
+  // The same for a request parsed as nlohmann::ordered_json. Objects then keep the key order
+  // the client sent, as Python's json.loads does, so `tool | tojson` prints a tool schema
+  // exactly as transformers would; nlohmann::json sorts keys.
+  std::string render_ordered(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                             const nlohmann::ordered_json& tools = nullptr,
+                             const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+
   bool is_default() const { return is_default_; }  // true when the ChatML default is used
 
  private:
   ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
                std::string eos_token, bool is_default);
+  template <typename Json>
+  std::string render_any(const Json& messages, bool add_generation_prompt, const Json& tools,
+                         const Json& extra) const;
 
   std::shared_ptr<const jinja::Template> template_;
   std::string bos_token_;  // "" when the model has none (then undefined in the template)

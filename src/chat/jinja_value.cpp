@@ -1,0 +1,355 @@
+#include "chat/jinja_value.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace tf::jinja {
+
+const Value* Dict::find(std::string_view key) const {
+  for (const auto& [k, v] : items)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+void Dict::set(std::string key, Value value) {
+  for (auto& [k, v] : items) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  items.emplace_back(std::move(key), std::move(value));
+}
+
+Value Value::list(std::vector<Value> items, bool is_tuple) {
+  auto l = std::make_shared<List>();
+  l->items = std::move(items);
+  l->is_tuple = is_tuple;
+  return Value(std::move(l));
+}
+
+Value Value::dict(Dict::Kind kind) {
+  auto d = std::make_shared<Dict>();
+  d->kind = kind;
+  return Value(std::move(d));
+}
+
+Value Value::function(std::string name, std::function<Value(CallArgs&)> call) {
+  auto f = std::make_shared<Function>();
+  f->name = std::move(name);
+  f->call = std::move(call);
+  return Value(std::move(f));
+}
+
+int64_t Value::as_int() const { return is_bool() ? int64_t(as_bool()) : std::get<int64_t>(v_); }
+
+double Value::as_double() const { return is_float() ? std::get<double>(v_) : double(as_int()); }
+
+bool Value::same_object(const Value& other) const {
+  if (kind() != other.kind()) return false;
+  switch (kind()) {
+    case Kind::List: return &as_list() == &other.as_list();
+    case Kind::Dict: return &as_dict() == &other.as_dict();
+    case Kind::Function: return &as_function() == &other.as_function();
+    default: return equals(*this, other);
+  }
+}
+
+std::string type_name(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Undefined: return "Undefined";
+    case Kind::None: return "NoneType";
+    case Kind::Bool: return "bool";
+    case Kind::Int: return "int";
+    case Kind::Float: return "float";
+    case Kind::String: return "str";
+    case Kind::List: return v.as_list().is_tuple ? "tuple" : "list";
+    case Kind::Dict:
+      switch (v.as_dict().kind) {
+        case Dict::Kind::Dict: return "dict";
+        case Dict::Kind::Namespace: return "Namespace";
+        case Dict::Kind::Object: return "LoopContext";
+      }
+      return "dict";
+    case Kind::Function: return "function";
+  }
+  return "?";
+}
+
+void fail_undefined(const Value& v) { fail_eval("{}", v.undefined_hint()); }
+
+bool truthy(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Undefined:
+    case Kind::None: return false;
+    case Kind::Bool: return v.as_bool();
+    case Kind::Int: return v.as_int() != 0;
+    case Kind::Float: return v.as_double() != 0.0;
+    case Kind::String: return !v.as_string().empty();
+    case Kind::List: return !v.as_list().items.empty();
+    case Kind::Dict: return v.as_dict().kind != Dict::Kind::Dict || !v.as_dict().items.empty();
+    case Kind::Function: return true;
+  }
+  return false;
+}
+
+bool equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Kind::Undefined:
+    case Kind::None: return true;
+    case Kind::String: return a.as_string() == b.as_string();
+    case Kind::List: {
+      const List& x = a.as_list();
+      const List& y = b.as_list();
+      if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
+      for (size_t i = 0; i < x.items.size(); ++i)
+        if (!equals(x.items[i], y.items[i])) return false;
+      return true;
+    }
+    case Kind::Dict: {
+      const Dict& x = a.as_dict();
+      const Dict& y = b.as_dict();
+      if (x.kind != Dict::Kind::Dict || y.kind != Dict::Kind::Dict) return &x == &y;
+      if (x.items.size() != y.items.size()) return false;
+      for (const auto& [k, v] : x.items) {
+        const Value* w = y.find(k);
+        if (!w || !equals(v, *w)) return false;
+      }
+      return true;
+    }
+    default: return a.same_object(b);
+  }
+}
+
+int compare(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) {
+      const double x = a.as_double(), y = b.as_double();
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    const int64_t x = a.as_int(), y = b.as_int();
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  if (a.is_string() && b.is_string()) {
+    // Byte order of UTF-8 is code point order, which is how Python orders str.
+    const int c = a.as_string().compare(b.as_string());
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  if (a.is_list() && b.is_list() && a.as_list().is_tuple == b.as_list().is_tuple) {
+    const auto& x = a.as_list().items;
+    const auto& y = b.as_list().items;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (equals(x[i], y[i])) continue;
+      return compare(x[i], y[i]);
+    }
+    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
+  }
+  if (a.is_undefined()) fail_undefined(a);
+  if (b.is_undefined()) fail_undefined(b);
+  fail_eval("ordering not supported between instances of '{}' and '{}'", type_name(a),
+            type_name(b));
+}
+
+std::string float_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  // The shortest digits that round-trip (what Python's repr picks), laid out by Python's
+  // rule: positional for exponents -4..15, scientific with a two-digit exponent otherwise.
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string s(buf, res.ptr);
+  std::string out;
+  if (s[0] == '-') {
+    out = "-";
+    s.erase(0, 1);
+  }
+  const size_t e = s.find('e');
+  const int exp = std::stoi(s.substr(e + 1));
+  std::string digits = s.substr(0, e);
+  if (digits.size() > 1) digits.erase(1, 1);  // drop the '.'
+  if (exp >= -4 && exp < 16) {
+    if (exp >= 0) {
+      if (digits.size() < size_t(exp) + 1) digits.append(size_t(exp) + 1 - digits.size(), '0');
+      std::string frac = digits.substr(size_t(exp) + 1);
+      out += digits.substr(0, size_t(exp) + 1) + "." + (frac.empty() ? "0" : frac);
+    } else {
+      out += "0." + std::string(size_t(-exp - 1), '0') + digits;
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  out += fmt::format("e{}{:02d}", exp < 0 ? '-' : '+', std::abs(exp));
+  return out;
+}
+
+namespace {
+
+// Python's str.isprintable() for the characters repr() must escape; approximate outside
+// Latin-1 (the common invisible format and space characters are covered).
+bool py_printable(char32_t c) {
+  if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad) return false;
+  if (c == 0x1680 || (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
+      (c >= 0x205f && c <= 0x2064) || c == 0x3000 || c == 0xfeff)
+    return false;
+  return true;
+}
+
+std::string string_repr(const std::string& s) {
+  const bool has_single = s.find('\'') != std::string::npos;
+  const bool has_double = s.find('"') != std::string::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (char32_t c : utf8_decode(s)) {
+    if (c == char32_t(quote) || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (py_printable(c)) {
+      out += utf8_encode(std::u32string(1, c));
+    } else if (c <= 0xff) {
+      out += fmt::format("\\x{:02x}", uint32_t(c));
+    } else {
+      out += fmt::format("\\u{:04x}", uint32_t(c));
+    }
+  }
+  out += quote;
+  return out;
+}
+
+}  // namespace
+
+std::string to_repr(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Undefined: return "Undefined";
+    case Kind::String: return string_repr(v.as_string());
+    case Kind::List: {
+      const List& l = v.as_list();
+      std::string out = l.is_tuple ? "(" : "[";
+      for (size_t i = 0; i < l.items.size(); ++i) out += (i ? ", " : "") + to_repr(l.items[i]);
+      if (l.is_tuple && l.items.size() == 1) out += ",";
+      return out + (l.is_tuple ? ")" : "]");
+    }
+    case Kind::Dict: {
+      const Dict& d = v.as_dict();
+      std::string out = "{";
+      for (size_t i = 0; i < d.items.size(); ++i)
+        out += (i ? ", " : "") + string_repr(d.items[i].first) + ": " + to_repr(d.items[i].second);
+      out += "}";
+      if (d.kind == Dict::Kind::Namespace) return "<Namespace " + out + ">";
+      if (d.kind == Dict::Kind::Object) return "<" + type_name(v) + ">";
+      return out;
+    }
+    default: return to_str(v);
+  }
+}
+
+std::string to_str(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Undefined: return "";
+    case Kind::None: return "None";
+    case Kind::Bool: return v.as_bool() ? "True" : "False";
+    case Kind::Int: return std::to_string(v.as_int());
+    case Kind::Float: return float_repr(v.as_double());
+    case Kind::String: return v.as_string();
+    case Kind::Function: return "<function " + v.as_function().name + ">";
+    default: return to_repr(v);
+  }
+}
+
+std::vector<Value> iterate(const Value& v) {
+  switch (v.kind()) {
+    case Kind::Undefined: return {};
+    case Kind::List: return v.as_list().items;
+    case Kind::String: {
+      std::vector<Value> chars;
+      for (char32_t c : utf8_decode(v.as_string())) chars.emplace_back(utf8_encode(std::u32string(1, c)));
+      return chars;
+    }
+    case Kind::Dict:
+      if (v.as_dict().kind == Dict::Kind::Dict) {
+        std::vector<Value> keys;
+        for (const auto& kv : v.as_dict().items) keys.emplace_back(kv.first);
+        return keys;
+      }
+      break;
+    default: break;
+  }
+  fail_eval("'{}' object is not iterable", type_name(v));
+}
+
+std::u32string utf8_decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto b = uint8_t(s[i]);
+    int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + size_t(len) > s.size()) {  // not UTF-8: one replacement per byte
+      out += U'\uFFFD';
+      ++i;
+      continue;
+    }
+    char32_t c = len == 1 ? b : (b & (0x7f >> len));
+    bool ok = true;
+    for (int k = 1; k < len; ++k) {
+      const auto cb = uint8_t(s[i + size_t(k)]);
+      if ((cb & 0xc0) != 0x80) ok = false;
+      c = (c << 6) | (cb & 0x3f);
+    }
+    if (!ok) {
+      out += U'\uFFFD';
+      ++i;
+      continue;
+    }
+    out += c;
+    i += size_t(len);
+  }
+  return out;
+}
+
+std::string utf8_encode(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) {
+    if (c < 0x80) {
+      out += char(c);
+    } else if (c < 0x800) {
+      out += char(0xc0 | (c >> 6));
+      out += char(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      out += char(0xe0 | (c >> 12));
+      out += char(0x80 | ((c >> 6) & 0x3f));
+      out += char(0x80 | (c & 0x3f));
+    } else {
+      out += char(0xf0 | (c >> 18));
+      out += char(0x80 | ((c >> 12) & 0x3f));
+      out += char(0x80 | ((c >> 6) & 0x3f));
+      out += char(0x80 | (c & 0x3f));
+    }
+  }
+  return out;
+}
+
+size_t utf8_length(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (uint8_t(c) & 0xc0) != 0x80;
+  return n;
+}
+
+bool is_py_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+}  // namespace tf::jinja

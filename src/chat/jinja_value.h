@@ -1,0 +1,156 @@
+// The values a Jinja template computes with, and the Python semantics jinja2 gives them.
+//
+// jinja2 compiles templates to Python, so what a chat template renders depends on Python's
+// rules: str(True) is "True", 1 == 1.0, [] is falsy, 'a' < 'b', str of a list is its repr.
+// This file is the one place those rules live: the kinds of value, truthiness, equality,
+// ordering, str() and repr(). Lists and dicts are shared by reference, as Python's are
+// (a namespace assigned to two names is one object).
+//
+// Strings are UTF-8 bytes; where Python counts characters (length, indexing, slicing) the
+// helpers here count code points.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tf::jinja {
+
+class Value;
+
+// A failure inside a filter, test, method or operator. The evaluator turns it into a tf::Error
+// that names the template line of the expression at fault.
+struct Failure {
+  std::string message;
+};
+
+template <typename... Args>
+[[noreturn]] void fail_eval(fmt::format_string<Args...> f, Args&&... args) {
+  throw Failure{fmt::format(f, std::forward<Args>(args)...)};
+}
+
+// jinja2's default Undefined: what a missing variable, key or attribute evaluates to. It is
+// falsy, renders as "", iterates as empty; using it any other way fails with `hint`
+// ("'x' is undefined", "'dict object' has no attribute 'y'").
+struct Undefined {
+  std::string hint;
+};
+
+struct List {
+  std::vector<Value> items;
+  bool is_tuple = false;  // only changes repr: (1, 2) instead of [1, 2]
+};
+
+// An insertion-ordered string-keyed map. Kind says what Python object it stands for:
+// a dict, a jinja2 namespace() (attributes settable with {% set ns.x = ... %}) or a plain
+// object whose keys are attributes (the `loop` variable).
+struct Dict {
+  enum class Kind { Dict, Namespace, Object };
+  Kind kind = Kind::Dict;
+  std::vector<std::pair<std::string, Value>> items;
+
+  const Value* find(std::string_view key) const;
+  void set(std::string key, Value value);
+};
+
+// Arguments of a call: f(1, 2, key=3).
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+};
+
+// Anything callable: a global (range, namespace), a bound method ('a'.upper), a macro.
+struct Function {
+  std::string name;
+  std::function<Value(CallArgs&)> call;
+};
+
+enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Function };
+
+class Value {
+ public:
+  Value() : v_(Undefined{}) {}
+  Value(std::nullptr_t) : v_(nullptr) {}
+  Value(bool b) : v_(b) {}
+  Value(int i) : v_(int64_t(i)) {}
+  Value(int64_t i) : v_(i) {}
+  Value(size_t i) : v_(int64_t(i)) {}
+  Value(double d) : v_(d) {}
+  Value(std::string s) : v_(std::move(s)) {}
+  Value(std::string_view s) : v_(std::string(s)) {}
+  Value(const char* s) : v_(std::string(s)) {}
+  Value(std::shared_ptr<List> l) : v_(std::move(l)) {}
+  Value(std::shared_ptr<Dict> d) : v_(std::move(d)) {}
+  Value(std::shared_ptr<Function> f) : v_(std::move(f)) {}
+
+  static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
+  static Value list(std::vector<Value> items = {}, bool is_tuple = false);
+  static Value dict(Dict::Kind kind = Dict::Kind::Dict);
+  static Value function(std::string name, std::function<Value(CallArgs&)> call);
+
+  Kind kind() const { return Kind(v_.index()); }
+  bool is_undefined() const { return kind() == Kind::Undefined; }
+  bool is_none() const { return kind() == Kind::None; }
+  bool is_bool() const { return kind() == Kind::Bool; }
+  bool is_int() const { return kind() == Kind::Int; }
+  bool is_float() const { return kind() == Kind::Float; }
+  bool is_number() const { return is_bool() || is_int() || is_float(); }  // Python: bool is an int
+  bool is_string() const { return kind() == Kind::String; }
+  bool is_list() const { return kind() == Kind::List; }
+  bool is_dict() const { return kind() == Kind::Dict; }
+  bool is_function() const { return kind() == Kind::Function; }
+  // A Python dict proper (not a namespace or the loop object).
+  bool is_mapping() const { return is_dict() && as_dict().kind == Dict::Kind::Dict; }
+
+  bool as_bool() const { return std::get<bool>(v_); }
+  int64_t as_int() const;    // bool or int
+  double as_double() const;  // bool, int or float
+  const std::string& as_string() const { return std::get<std::string>(v_); }
+  List& as_list() const { return *std::get<std::shared_ptr<List>>(v_); }
+  Dict& as_dict() const { return *std::get<std::shared_ptr<Dict>>(v_); }
+  Function& as_function() const { return *std::get<std::shared_ptr<Function>>(v_); }
+  const std::string& undefined_hint() const { return std::get<Undefined>(v_).hint; }
+  // The same object (Python `is`), for lists, dicts and functions; equal scalars otherwise.
+  bool same_object(const Value& other) const;
+
+ private:
+  explicit Value(Undefined u) : v_(std::move(u)) {}
+  std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string,
+               std::shared_ptr<List>, std::shared_ptr<Dict>, std::shared_ptr<Function>>
+      v_;
+};
+
+// Python's type name, for error messages: "str", "int", "dict", "NoneType".
+std::string type_name(const Value& v);
+
+bool truthy(const Value& v);                      // bool(v)
+bool equals(const Value& a, const Value& b);      // a == b
+int compare(const Value& a, const Value& b);      // <0, 0, >0; fails where Python raises TypeError
+std::string to_str(const Value& v);               // str(v); "" for undefined
+std::string to_repr(const Value& v);              // repr(v)
+std::string float_repr(double d);                 // repr(d): "1.0", "0.1", "1e+20", "nan"
+
+// Fails with the undefined value's hint; for operations Undefined does not allow.
+[[noreturn]] void fail_undefined(const Value& v);
+
+// The items a for loop or list() sees: a list's items, a dict's keys, a string's characters;
+// nothing for undefined. Fails for values Python cannot iterate.
+std::vector<Value> iterate(const Value& v);
+
+// UTF-8 as code points, and back.
+std::u32string utf8_decode(std::string_view s);
+std::string utf8_encode(std::u32string_view s);
+size_t utf8_length(std::string_view s);
+
+// Python's str.isspace() for one code point (Unicode White_Space plus the separators
+// \x1c-\x1f), which str.strip() and str.split() use.
+bool is_py_space(char32_t c);
+
+}  // namespace tf::jinja

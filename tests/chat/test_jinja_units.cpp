@@ -1,0 +1,162 @@
+// Pieces of the chat-template engine one at a time: Python number formatting, json.dumps,
+// errors that name the line, how OpenAI messages reach the template, extra variables,
+// strftime_now, key order, and concurrent renders.
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "chat/chat_template.h"
+#include "chat/jinja_json.h"
+#include "chat/jinja_template.h"
+#include "chat/jinja_value.h"
+#include "test_util.h"
+
+namespace tf {
+namespace {
+
+using json = nlohmann::json;
+using test::error_of;
+
+std::string render(const std::string& source, const json& vars = json::object()) {
+  jinja::Dict d;
+  for (auto it = vars.begin(); it != vars.end(); ++it) d.set(it.key(), jinja::from_json(it.value()));
+  return jinja::Template(source).render(d);
+}
+
+const json kUserHi = json::parse(R"([{"role": "user", "content": "Hi"}])");
+
+TEST(JinjaValue, FloatReprIsPythons) {
+  EXPECT_EQ(jinja::float_repr(1.0), "1.0");
+  EXPECT_EQ(jinja::float_repr(0.1), "0.1");
+  EXPECT_EQ(jinja::float_repr(100.0), "100.0");
+  EXPECT_EQ(jinja::float_repr(1e16), "1e+16");
+  EXPECT_EQ(jinja::float_repr(1e15), "1000000000000000.0");
+  EXPECT_EQ(jinja::float_repr(1e-5), "1e-05");
+  EXPECT_EQ(jinja::float_repr(0.0001), "0.0001");
+  EXPECT_EQ(jinja::float_repr(-2.5), "-2.5");
+  EXPECT_EQ(jinja::float_repr(5e-324), "5e-324");
+  EXPECT_EQ(jinja::float_repr(1.7976931348623157e308), "1.7976931348623157e+308");
+  EXPECT_EQ(jinja::float_repr(123456789012345678.0), "1.2345678901234568e+17");
+}
+
+TEST(JinjaJson, DumpsLikePython) {
+  const jinja::Value v = jinja::from_json(
+      nlohmann::ordered_json::parse(R"({"b": [1, 2.0, "x\u00e9\n"], "a": {}, "c": null})"));
+  EXPECT_EQ(jinja::dumps(v), "{\"b\": [1, 2.0, \"x\xC3\xA9\\n\"], \"a\": {}, \"c\": null}");
+  EXPECT_EQ(jinja::dumps(v, {.indent = " "}),
+            "{\n \"b\": [\n  1,\n  2.0,\n  \"x\xC3\xA9\\n\"\n ],\n \"a\": {},\n \"c\": null\n}");
+  EXPECT_EQ(jinja::dumps(v, {.ensure_ascii = true, .sort_keys = true}),
+            "{\"a\": {}, \"b\": [1, 2.0, \"x\\u00e9\\n\"], \"c\": null}");
+}
+
+TEST(JinjaWhitespace, HuggingFaceSettings) {
+  // trim_blocks: the newline after a block tag goes; lstrip_blocks: the indentation before it.
+  EXPECT_EQ(render("{% for m in [1, 2] %}\n    {% if m %}\n{{ m }}\n    {% endif %}\n{% endfor %}"),
+            "1\n2\n");
+  EXPECT_EQ(render("a  {{- 'b' -}}  c"), "abc");
+  EXPECT_EQ(render("{%- if true -%}\n  x  \n{%- endif -%}\n"), "x");
+  EXPECT_EQ(render("{{ 'x' }}\n"), "x");      // the one trailing newline of a template goes
+  EXPECT_EQ(render("{{ 'x' }}\n\n"), "x\n");  // only one
+}
+
+TEST(JinjaErrors, NameTheLine) {
+  EXPECT_CONTAINS(error_of([] { jinja::Template("a\nb\n{% if %}"); }), "line 3");
+  EXPECT_CONTAINS(error_of([] { jinja::Template("{% for x in y %}\n{% endif %}"); }), "line 2");
+  EXPECT_CONTAINS(error_of([] { render("one\ntwo\n{{ missing.attr }}"); }), "line 3: 'missing' is undefined");
+  EXPECT_CONTAINS(error_of([] { render("{{ [1]|join }}\n{{ 'a' ~ 2 }}\n{{ 1 + 'a' }}"); }), "line 3");
+  EXPECT_CONTAINS(error_of([] { render("{% include 'x.j2' %}"); }), "'include' tag is not supported");
+  EXPECT_CONTAINS(error_of([] { render("{% break %}"); }), "outside of a for loop");
+  const std::string deep = error_of([] { render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"); });
+  EXPECT_CONTAINS(deep, "nested deeper than");
+}
+
+TEST(JinjaErrors, RaiseExceptionKeepsTheMessage) {
+  const ChatTemplate t = ChatTemplate::from_source(
+      "{% if messages[0].role != 'system' %}{{ raise_exception('First message must be system') }}{% endif %}",
+      "", "");
+  EXPECT_EQ(error_of([&] { t.render(kUserHi, true); }), "First message must be system");
+}
+
+TEST(ChatTemplateRender, SyntaxErrorsNameTheLineAndFile) {
+  EXPECT_CONTAINS(error_of([] { ChatTemplate::from_source("ok\n{{ x + }}", "", ""); }), "line 2");
+}
+
+class ChatTemplateDirTest : public test::TempDirTest {};
+
+TEST_F(ChatTemplateDirTest, BrokenTemplateNamesFileAndLine) {
+  std::ofstream(dir_ / "tokenizer_config.json") << R"({"chat_template": "a\n{% for %}"})";
+  const std::string msg = error_of([&] { ChatTemplate::from_model_dir(dir_.string()); });
+  EXPECT_CONTAINS(msg, "tokenizer_config.json: chat_template");
+  EXPECT_CONTAINS(msg, "line 2");
+}
+
+TEST(ChatTemplateRender, MessageShapesAreChecked) {
+  const ChatTemplate t = ChatTemplate::from_source("{% for m in messages %}{{ m.content }}{% endfor %}", "", "");
+  EXPECT_CONTAINS(error_of([&] { t.render(json::object(), true); }), "messages: expected an array");
+  EXPECT_CONTAINS(error_of([&] { t.render(json::parse(R"([{"content": "x"}])"), true); }), "messages[0].role");
+  EXPECT_CONTAINS(error_of([&] { t.render(json::parse(R"([{"role": "user", "content": 5}])"), true); }),
+                  "messages[0].content");
+  EXPECT_CONTAINS(error_of([&] {
+                    t.render(json::parse(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])"), true);
+                  }),
+                  "messages[0].content[0]: only text parts are supported, got type 'image_url'");
+  EXPECT_CONTAINS(error_of([&] { t.render(kUserHi, true, json::object()); }), "tools: expected an array");
+  EXPECT_CONTAINS(error_of([&] { t.render(kUserHi, true, nullptr, json::parse(R"({"messages": 1})")); }),
+                  "'messages' is set by the request");
+}
+
+TEST(ChatTemplateRender, ContentPartsAndNullContent) {
+  const ChatTemplate t = ChatTemplate::from_source("{% for m in messages %}[{{ m.content }}]{% endfor %}", "", "");
+  const json messages = json::parse(R"([
+      {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+      {"role": "assistant", "content": null, "tool_calls": []},
+      {"role": "assistant"}])");
+  EXPECT_EQ(t.render(messages, false), "[one\ntwo][][]");
+}
+
+TEST(ChatTemplateRender, VariablesTheTemplateSees) {
+  const ChatTemplate t = ChatTemplate::from_source(
+      "{{ bos_token is defined }} {{ eos_token }} {{ tools }} {{ add_generation_prompt }} "
+      "{{ enable_thinking }} {{ messages[0].name }}",
+      "", "</s>");
+  const json messages = json::parse(R"([{"role": "user", "content": "x", "name": "bob"}])");
+  EXPECT_EQ(t.render(messages, true, nullptr, json::parse(R"({"enable_thinking": false})")),
+            "False </s> None True False bob");
+}
+
+TEST(ChatTemplateRender, OrderedJsonKeepsKeyOrder) {
+  const ChatTemplate t = ChatTemplate::from_source("{{ tools[0]|tojson }}", "", "");
+  const std::string tools = R"([{"name": "f", "description": "d"}])";
+  EXPECT_EQ(t.render_ordered(nlohmann::ordered_json::parse(R"([{"role": "user", "content": "x"}])"), false,
+                             nlohmann::ordered_json::parse(tools)),
+            R"({"name": "f", "description": "d"})");
+  EXPECT_EQ(t.render(kUserHi, false, json::parse(tools)), R"({"description": "d", "name": "f"})");
+}
+
+TEST(ChatTemplateRender, StrftimeNow) {
+  const ChatTemplate t = ChatTemplate::from_source("{{ strftime_now('%Y') }}", "", "");
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  EXPECT_EQ(t.render(kUserHi, false), std::to_string(1900 + local.tm_year));
+}
+
+TEST(ChatTemplateRender, ConcurrentRendersAgree) {
+  const ChatTemplate t = ChatTemplate::from_model_dir(test::data_path("tokenizers/qwen3-151k"));
+  const json messages = json::parse(R"([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                                        {"role": "assistant", "content": "<think>r</think>a"}])");
+  const std::string expected = t.render(messages, true);
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 200; ++i) mismatches[size_t(k)] += t.render(messages, true) != expected;
+    });
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+}  // namespace
+}  // namespace tf
