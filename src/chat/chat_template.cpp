@@ -66,16 +66,43 @@ std::string template_source(const json& config, const std::string& path) {
   fail("{}: field 'chat_template' lists named templates but none is named 'default'", path);
 }
 
+// OpenAI sends an assistant's tool-call arguments as a JSON string; chat templates expect the
+// object (transformers documents them as dicts, and Llama-3.1-style templates `tojson` them),
+// so a string holding a JSON object is parsed, as vLLM does; anything else stays as sent
+// (vLLM would replace it with {}). An empty tool_calls list is dropped, as vLLM does, so
+// templates that test `message.tool_calls is defined` take the plain-reply path.
+template <typename Json>
+Json with_parsed_arguments(const Json& m) {
+  Json out = m;
+  if (out["role"] != "assistant") return out;
+  auto calls = out.find("tool_calls");
+  if (calls == out.end() || !calls->is_array()) return out;
+  if (calls->empty()) {
+    out.erase(calls);
+    return out;
+  }
+  for (Json& call : *calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    Json& fn = call["function"];
+    auto args = fn.find("arguments");
+    if (args == fn.end() || !args->is_string()) continue;
+    Json parsed = Json::parse(args->template get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) *args = std::move(parsed);
+  }
+  return out;
+}
+
 // One OpenAI message as the template sees it. Content: a string stays; null or absent becomes
 // "" (an assistant turn that only calls tools); a list of text parts is joined with "\n", as
-// vLLM does for templates that expect string content. Other fields pass through.
+// vLLM does for templates that expect string content. Tool-call arguments are parsed (above).
+// Other fields pass through.
 template <typename Json>
 jinja::Value message_value(const Json& m, size_t i) {
   if (!m.is_object()) fail("messages[{}]: expected an object, got {}", i, m.type_name());
   auto role = m.find("role");
   if (role == m.end() || !role->is_string())
     fail("messages[{}].role: expected a string ('system', 'user', 'assistant' or 'tool')", i);
-  jinja::Value v = jinja::from_json(m);
+  jinja::Value v = jinja::from_json(with_parsed_arguments(m));
   auto content = m.find("content");
   std::string text;
   if (content == m.end() || content->is_null()) {

@@ -30,6 +30,11 @@ class ChatTemplate {
   // array of {"type":"text","text":...} parts which are joined); tools: JSON array or null.
   // extra: more variables for the template (e.g. enable_thinking). Throws tf::Error naming the
   // problem (bad message shape, raise_exception from the template, template syntax error with line).
+  // As vLLM does before rendering: parts are joined with "\n", null or absent content is "",
+  // an assistant's tool_calls[].function.arguments given as a JSON-object string is parsed to
+  // the object, and an empty tool_calls list is dropped.
+  // The template also sees bos_token/eos_token (when the model has them), tools (None when
+  // null) and documents (None), as transformers' apply_chat_template passes them.
   std::string render(const nlohmann::json& messages, bool add_generation_prompt,
                      const nlohmann::json& tools = nullptr,
                      const nlohmann::json& extra = nlohmann::json::object()) const;

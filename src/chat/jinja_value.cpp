@@ -241,13 +241,17 @@ std::string to_repr(const Value& v) {
       return out + (l.is_tuple ? ")" : "]");
     }
     case Kind::Dict: {
+      // (Appends rather than "<" + s + ">": GCC 12 warns falsely about the latter.)
       const Dict& d = v.as_dict();
-      std::string out = "{";
-      for (size_t i = 0; i < d.items.size(); ++i)
-        out += (i ? ", " : "") + string_repr(d.items[i].first) + ": " + to_repr(d.items[i].second);
-      out += "}";
-      if (d.kind == Dict::Kind::Namespace) return "<Namespace " + out + ">";
-      if (d.kind == Dict::Kind::Object) return "<" + type_name(v) + ">";
+      if (d.kind == Dict::Kind::Object) return fmt::format("<{}>", type_name(v));
+      std::string out = d.kind == Dict::Kind::Namespace ? "<Namespace {" : "{";
+      for (size_t i = 0; i < d.items.size(); ++i) {
+        if (i) out += ", ";
+        out += string_repr(d.items[i].first);
+        out += ": ";
+        out += to_repr(d.items[i].second);
+      }
+      out += d.kind == Dict::Kind::Namespace ? "}>" : "}";
       return out;
     }
     default: return to_str(v);

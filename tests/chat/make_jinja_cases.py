@@ -13,7 +13,10 @@ interpreter must give (jinja2's own message is kept in `python_error` for refere
 
 real_template_renders.json: the Llama-3 and Qwen3 templates of tests/data/tokenizers on
 conversations beyond the transformers goldens there (tools, tool calls, reasoning,
-enable_thinking), rendered with the variables apply_chat_template passes.
+enable_thinking), rendered with the variables apply_chat_template passes. The messages are
+OpenAI-style requests; like vLLM (and tf::ChatTemplate), they are turned into what templates
+expect first: text parts joined with "\n", null content "", JSON-object argument strings of
+assistant tool calls parsed, empty tool_calls lists dropped (see openai_to_template).
 """
 
 import json
@@ -252,6 +255,16 @@ CONVERSATIONS = [
          "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
                         {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
         {"role": "tool", "content": "cold"}], TOOLS, {}),
+    ("openai style tool call", [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in"}, {"type": "text", "text": "Paris and Rome?"}]},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"days\":2,\"city\":\"Paris\"}"}},
+                        {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": "not json"}}]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "a"}], TOOLS, {}),
+    ("empty tool_calls", [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello", "tool_calls": []},
+        {"role": "user", "content": "Bye"}], None, {}),
     ("reasoning in content", [
         {"role": "user", "content": "2+2?"},
         {"role": "assistant", "content": "<think>\nadd them\n</think>\n\n4"},
@@ -270,6 +283,33 @@ CONVERSATIONS = [
 ]
 
 
+def openai_to_template(messages):
+    out = []
+    for m in messages:
+        m = json.loads(json.dumps(m))
+        content = m.get("content")
+        if content is None:
+            m["content"] = ""
+        elif isinstance(content, list):
+            m["content"] = "\n".join(part["text"] for part in content)
+        if m["role"] != "assistant":
+            out.append(m)
+            continue
+        if m.get("tool_calls") == []:
+            del m["tool_calls"]
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function")
+            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                try:
+                    parsed = json.loads(fn["arguments"])
+                except ValueError:
+                    continue
+                if isinstance(parsed, dict):
+                    fn["arguments"] = parsed
+        out.append(m)
+    return out
+
+
 def make_real_template_renders():
     out = []
     for model in ("llama3-128k", "qwen3-151k"):
@@ -279,7 +319,7 @@ def make_real_template_renders():
         special = {k: config[k] for k in ("bos_token", "eos_token") if isinstance(config.get(k), str)}
         for name, messages, tools, extra in CONVERSATIONS:
             for add_generation_prompt in (True, False):
-                text = template.render(messages=messages, tools=tools, documents=None,
+                text = template.render(messages=openai_to_template(messages), tools=tools, documents=None,
                                        add_generation_prompt=add_generation_prompt,
                                        **special, **extra)
                 out.append({"model": model, "name": name, "messages": messages, "tools": tools,
