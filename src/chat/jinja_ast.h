@@ -47,6 +47,7 @@ enum class ExprKind {
 struct Expr {
   ExprKind kind;
   int line = 0;
+  int height = 1;  // of this subtree; the parser bounds it, so evaluating never runs out of stack
   Value literal;
   std::string name;
   std::vector<ExprPtr> children;

@@ -10,6 +10,24 @@ namespace tf::jinja {
 
 namespace {
 
+// Templates come from model files: nesting deeper than any real template is refused rather
+// than recursing (parsing, evaluating, freeing the tree) until the stack runs out.
+constexpr int kMaxNesting = 200;      // statements inside statements
+constexpr int kMaxExprHeight = 200;   // height of an expression's tree
+constexpr int kMaxExprNesting = 600;  // parser recursion: parentheses, brackets, unary chains
+
+// Sets e's height from its children; fails when the expression is nested too deeply.
+ExprPtr sealed(ExprPtr e) {
+  int h = 0;
+  for (const ExprPtr& c : e->children)
+    if (c) h = std::max(h, c->height);
+  for (const Arg& a : e->args) h = std::max(h, a.value->height);
+  e->height = h + 1;
+  if (e->height > kMaxExprHeight)
+    fail_at(e->line, fmt::format("expression nested more than {} levels deep", kMaxExprHeight));
+  return e;
+}
+
 ExprPtr make_expr(ExprKind kind, int line) {
   auto e = std::make_unique<Expr>();
   e->kind = kind;
@@ -128,7 +146,18 @@ class Parser {
     }
   }
 
+  // Counts the parser's own recursion (into nested statements, or into parentheses, brackets
+  // and chains of unary operators, which leave no height in the tree).
+  struct NestingGuard {
+    int& depth;
+    NestingGuard(int& d, int limit, int line) : depth(d) {
+      if (++depth > limit) fail_at(line, fmt::format("template nested more than {} levels deep", limit));
+    }
+    ~NestingGuard() { --depth; }
+  };
+
   StmtPtr parse_statement() {
+    const NestingGuard guard(nesting_, kMaxNesting, cur().line);
     const Token& t = cur();
     if (t.type != Tok::Name) unexpected("a tag name");
     const std::string tag = next().text;
@@ -330,7 +359,7 @@ class Parser {
     }
     auto e = make_expr(ExprKind::Tuple, line);
     e->children = std::move(items);
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_expression(bool with_condexpr) {
@@ -338,6 +367,7 @@ class Parser {
   }
 
   ExprPtr parse_condexpr() {
+    const NestingGuard guard(expr_nesting_, kMaxExprNesting, cur().line);
     const int line = cur().line;
     ExprPtr expr = parse_or();
     while (skip_name("if")) {
@@ -347,7 +377,7 @@ class Parser {
       e->children.push_back(std::move(expr));
       e->children.push_back(std::move(cond));
       e->children.push_back(std::move(otherwise));
-      expr = std::move(e);
+      expr = sealed(std::move(e));
     }
     return expr;
   }
@@ -357,7 +387,7 @@ class Parser {
     e->name = name;
     e->children.push_back(std::move(left));
     e->children.push_back(std::move(right));
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -375,11 +405,12 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    const NestingGuard guard(expr_nesting_, kMaxExprNesting, cur().line);
     const int line = cur().line;
     if (skip_name("not")) {
       auto e = make_expr(ExprKind::Not, line);
       e->children.push_back(parse_not());
-      return e;
+      return sealed(std::move(e));
     }
     return parse_compare();
   }
@@ -407,7 +438,7 @@ class Parser {
     }
     if (e->ops.empty()) return first;
     e->children.insert(e->children.begin(), std::move(first));
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_math1() {
@@ -427,7 +458,7 @@ class Parser {
     auto e = make_expr(ExprKind::Concat, line);
     e->children.push_back(std::move(first));
     while (skip_op("~")) e->children.push_back(parse_math2());
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_math2() {
@@ -448,11 +479,13 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    const NestingGuard guard(expr_nesting_, kMaxExprNesting, cur().line);
     const int line = cur().line;
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       node = make_expr(next().text == "-" ? ExprKind::Neg : ExprKind::Pos, line);
       node->children.push_back(parse_unary(/*with_filter=*/false));
+      node = sealed(std::move(node));
     } else {
       node = parse_primary();
     }
@@ -503,7 +536,7 @@ class Parser {
         e->children.push_back(parse_expression(true));
       }
       next();
-      return e;
+      return sealed(std::move(e));
     }
     if (is_op("{")) {
       next();
@@ -516,7 +549,7 @@ class Parser {
         e->children.push_back(parse_expression(true));
       }
       next();
-      return e;
+      return sealed(std::move(e));
     }
     unexpected("an expression");
   }
@@ -546,7 +579,7 @@ class Parser {
         auto e = make_expr(ExprKind::Attr, t.line);
         e->name = attr.text;
         e->children.push_back(std::move(node));
-        return e;
+        return sealed(std::move(e));
       }
       if (attr.type != Tok::Int) fail_at(attr.line, "expected an attribute name or number after '.'");
       auto e = make_expr(ExprKind::Item, t.line);
@@ -554,7 +587,7 @@ class Parser {
       auto index = make_expr(ExprKind::Literal, attr.line);
       index->literal = Value(attr.int_value);
       e->children.push_back(std::move(index));
-      return e;
+      return sealed(std::move(e));
     }
     // [index], [start:stop:step], or [a, b] (a tuple key)
     std::vector<ExprPtr> parts;
@@ -567,7 +600,7 @@ class Parser {
     if (parts.empty()) fail_at(t.line, "empty subscript '[]'");
     if (parts.size() == 1 && parts[0]->kind == ExprKind::Slice) {
       parts[0]->children[0] = std::move(node);
-      return std::move(parts[0]);
+      return sealed(std::move(parts[0]));
     }
     auto e = make_expr(ExprKind::Item, t.line);
     e->children.push_back(std::move(node));
@@ -576,9 +609,9 @@ class Parser {
     } else {
       auto tuple = make_expr(ExprKind::Tuple, t.line);
       tuple->children = std::move(parts);
-      e->children.push_back(std::move(tuple));
+      e->children.push_back(sealed(std::move(tuple)));
     }
-    return e;
+    return sealed(std::move(e));
   }
 
   // One subscript part: an expression, or a slice (returned with a null children[0]).
@@ -605,7 +638,7 @@ class Parser {
     auto e = make_expr(ExprKind::Call, cur().line);
     e->children.push_back(std::move(node));
     e->args = parse_call_args();
-    return e;
+    return sealed(std::move(e));
   }
 
   std::vector<Arg> parse_call_args() {
@@ -641,7 +674,7 @@ class Parser {
     e->name = std::move(name);
     e->children.push_back(std::move(node));
     if (is_op("(")) e->args = parse_call_args();
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_test(ExprPtr node) {
@@ -663,15 +696,17 @@ class Parser {
       a.value = parse_postfix(parse_primary());
       e->args.push_back(std::move(a));
     }
-    if (!negated) return e;
+    if (!negated) return sealed(std::move(e));
     auto n = make_expr(ExprKind::Not, line);
-    n->children.push_back(std::move(e));
-    return n;
+    n->children.push_back(sealed(std::move(e)));
+    return sealed(std::move(n));
   }
 
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
+  int expr_nesting_ = 0;
 };
 
 }  // namespace

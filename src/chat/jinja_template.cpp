@@ -29,7 +29,10 @@ ScopePtr child_scope(const ScopePtr& parent) {
 // How a statement list finished: normally, or by {% break %} / {% continue %}.
 enum class Flow { Normal, Break, Continue };
 
-constexpr int kMaxCallDepth = 200;  // macro recursion; a runaway template fails, not the stack
+// A runaway template (macro recursion) fails with a message instead of exhausting the stack:
+// macro calls, and all nested statements and expressions together, are bounded.
+constexpr int kMaxCallDepth = 100;
+constexpr int kMaxEvalDepth = 3000;
 
 class Renderer {
  public:
@@ -42,7 +45,20 @@ class Renderer {
   }
 
  private:
+  // Counts nested exec/eval calls (see kMaxEvalDepth).
+  struct DepthGuard {
+    int& depth;
+    DepthGuard(int& d, int line) : depth(d) {
+      if (++depth > kMaxEvalDepth) {
+        --depth;
+        fail_at(line, fmt::format("template evaluation nested more than {} levels deep", kMaxEvalDepth));
+      }
+    }
+    ~DepthGuard() { --depth; }
+  };
+
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
+    const DepthGuard guard(eval_depth_, s.line);
     switch (s.kind) {
       case StmtKind::Text: out += s.text; return Flow::Normal;
       case StmtKind::Output: out += to_str(eval(*s.expr, scope)); return Flow::Normal;
@@ -237,6 +253,7 @@ class Renderer {
   // Evaluates an expression; a Failure inside becomes a tf::Error naming this line (the
   // innermost expression that failed, so the line is the most precise one).
   Value eval(const Expr& e, const ScopePtr& scope) {
+    const DepthGuard guard(eval_depth_, e.line);
     try {
       return eval_inner(e, scope);
     } catch (const Failure& f) {
@@ -332,7 +349,8 @@ class Renderer {
     return c >= 0;
   }
 
-  int depth_ = 0;
+  int depth_ = 0;       // macro calls in progress
+  int eval_depth_ = 0;  // exec/eval calls in progress
 };
 
 }  // namespace

@@ -72,6 +72,32 @@ TEST(JinjaErrors, NameTheLine) {
   EXPECT_CONTAINS(deep, "nested deeper than");
 }
 
+// Templates come from model files: absurd nesting fails cleanly instead of overflowing the
+// stack while parsing, evaluating or freeing the tree.
+TEST(JinjaErrors, DeepNestingFailsCleanly) {
+  const int n = 20000;
+  EXPECT_CONTAINS(error_of([&] { jinja::Template("{{ " + std::string(n, '(') + "1" + std::string(n, ')') + " }}"); }),
+                  "nested more than");
+  EXPECT_CONTAINS(error_of([&] { jinja::Template("{{ " + std::string(n, '-') + "1 }}"); }), "nested more than");
+  std::string sum = "{{ 1";
+  for (int i = 0; i < n; ++i) sum += " + 1";
+  EXPECT_CONTAINS(error_of([&] { jinja::Template(sum + " }}"); }), "nested more than");
+  std::string ifs;
+  for (int i = 0; i < n; ++i) ifs += "{% if true %}";
+  EXPECT_CONTAINS(error_of([&] { jinja::Template{ifs}; }), "nested more than");
+  // Recursion through deeply nested blocks hits the evaluation bound before the stack's.
+  std::string blocks;
+  for (int i = 0; i < 150; ++i) blocks += "{% if true %}";
+  blocks += "{{ f(n + 1) }}";
+  for (int i = 0; i < 150; ++i) blocks += "{% endif %}";
+  EXPECT_CONTAINS(error_of([&] { render("{% macro f(n) %}" + blocks + "{% endmacro %}{{ f(0) }}"); }),
+                  "evaluation nested more than");
+  // Nesting that real templates use is fine.
+  EXPECT_EQ(render("{{ " + std::string(60, '(') + "1" + std::string(60, ')') + " }}"), "1");
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(90) }}"),
+            "done");
+}
+
 TEST(JinjaErrors, RaiseExceptionKeepsTheMessage) {
   const ChatTemplate t = ChatTemplate::from_source(
       "{% if messages[0].role != 'system' %}{{ raise_exception('First message must be system') }}{% endif %}",
