@@ -1,5 +1,6 @@
 #include "chat/chat_template.h"
 
+#include <string_view>
 #include <utility>
 
 #include "chat/jinja_json.h"
@@ -141,15 +142,24 @@ ChatTemplate::ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::str
       eos_token_(std::move(eos_token)),
       is_default_(is_default) {}
 
+// Where the template comes from, as transformers loads it: chat_template.jinja beside
+// tokenizer_config.json when there is one (how transformers >= 4.43 saves templates), else
+// tokenizer_config.json's chat_template, else the ChatML default.
 ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
-  const std::string path = dir + "/tokenizer_config.json";
-  std::string source, bos, eos;
-  if (file_exists(path)) {
-    const json config = parse_json_file(path);
-    if (!config.is_object()) fail("{}: expected a JSON object at the top level", path);
-    source = template_source(config, path);
-    bos = special_token(config, "bos_token", path);
-    eos = special_token(config, "eos_token", path);
+  const std::string config_path = dir + "/tokenizer_config.json";
+  const std::string jinja_path = dir + "/chat_template.jinja";
+  std::string source, source_origin, bos, eos;
+  if (file_exists(config_path)) {
+    const json config = parse_json_file(config_path);
+    if (!config.is_object()) fail("{}: expected a JSON object at the top level", config_path);
+    source = template_source(config, config_path);
+    source_origin = config_path + ": chat_template";
+    bos = special_token(config, "bos_token", config_path);
+    eos = special_token(config, "eos_token", config_path);
+  }
+  if (file_exists(jinja_path)) {
+    source = read_text_file(jinja_path);
+    source_origin = jinja_path;
   }
   if (source.empty()) {
     ChatTemplate t = from_source(kChatMlTemplate, std::move(bos), std::move(eos));
@@ -159,7 +169,11 @@ ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
   try {
     return from_source(std::move(source), std::move(bos), std::move(eos));
   } catch (const Error& e) {
-    fail("{}: chat_template: {}", path, e.what());
+    // "chat template: line 3: ..." becomes "<file>: chat_template: line 3: ...".
+    std::string what = e.what();
+    constexpr std::string_view kPrefix = "chat template: ";
+    if (what.rfind(kPrefix, 0) == 0) what.erase(0, kPrefix.size());
+    fail("{}: {}", source_origin, what);
   }
 }
 

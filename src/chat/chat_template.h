@@ -23,6 +23,7 @@ class ChatTemplate {
   // Reads <dir>/tokenizer_config.json: chat_template (a string, or a list of {"name","template"}
   // where "default" is used), bos_token and eos_token (strings or {"content": ...} objects).
   // No tokenizer_config.json or no chat_template: the ChatML default. Errors name the file and field.
+  // A <dir>/chat_template.jinja (where transformers >= 4.43 saves templates) takes precedence.
   static ChatTemplate from_model_dir(const std::string& dir);
   static ChatTemplate from_source(std::string source, std::string bos_token, std::string eos_token);
 

@@ -38,6 +38,18 @@ TEST_F(ChatConfigTest, NamedTemplateListUsesDefault) {
   EXPECT_FALSE(ChatTemplate::from_model_dir(dir_.string()).is_default());
 }
 
+TEST_F(ChatConfigTest, ChatTemplateJinjaFileTakesPrecedence) {
+  write_config(R"({"chat_template": "from config", "eos_token": "</s>"})");
+  std::ofstream(dir_ / "chat_template.jinja") << "from file {{ eos_token }}\n";
+  const ChatTemplate t = ChatTemplate::from_model_dir(dir_.string());
+  EXPECT_FALSE(t.is_default());
+  EXPECT_EQ(t.render(nlohmann::json::array(), false), "from file </s>");
+
+  std::ofstream(dir_ / "chat_template.jinja") << "line 1\n{{ oops( }}";
+  const std::string msg = error_of([&] { ChatTemplate::from_model_dir(dir_.string()); });
+  EXPECT_CONTAINS(msg, "chat_template.jinja: line 2");
+}
+
 TEST_F(ChatConfigTest, ErrorsNameFileAndField) {
   write_config(R"({"chat_template": 3})");
   std::string msg = error_of([&] { ChatTemplate::from_model_dir(dir_.string()); });
