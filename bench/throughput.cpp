@@ -44,6 +44,7 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   Clock::time_point all_first{};
   int64_t n_decoded = 0, n_new = 0;
   int32_t peak_blocks = 0;
+  EngineMetrics at_decode{};  // metrics when every request had its first token
   admit();
   while (engine.has_unfinished()) {
     const auto outs = engine.step();
@@ -55,7 +56,10 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
       if (it == last.end()) {
         ttft.push_back(std::chrono::duration<double>(now - t0).count());
         last[o.id] = now;
-        if (int32_t(last.size()) == p.batch) all_first = now;
+        if (int32_t(last.size()) == p.batch) {
+          all_first = now;
+          at_decode = engine.metrics();
+        }
       } else {
         itl.push_back(std::chrono::duration<double>(now - it->second).count());
         it->second = now;
@@ -66,6 +70,7 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
     admit();
   }
   const auto t_end = Clock::now();
+  const EngineMetrics m = engine.metrics();
   for (RequestId id : ids) engine.release(id);
   ThroughputResult r;
   r.params = p;
@@ -80,6 +85,11 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   r.total_s = std::chrono::duration<double>(t_end - t0).count();
   r.total_tokens_per_s = double(n_new) / r.total_s;
   r.peak_kv_blocks_used = peak_blocks;
+  const double steps = double(std::max<int64_t>(1, m.n_steps - at_decode.n_steps));
+  r.step_schedule_ms = 1e3 * (m.schedule_s - at_decode.schedule_s) / steps;
+  r.step_launch_ms = 1e3 * (m.launch_s - at_decode.launch_s) / steps;
+  r.step_wait_ms = 1e3 * (m.wait_s - at_decode.wait_s) / steps;
+  r.step_output_ms = 1e3 * (m.output_s - at_decode.output_s) / steps;
   return r;
 }
 

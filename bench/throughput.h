@@ -13,7 +13,7 @@ struct ThroughputParams {
   int32_t batch = 1;        // concurrent requests
   int32_t prompt_len = 128; // tokens per prompt (random ids, fixed seed)
   int32_t gen_len = 128;    // new tokens per request (EOS ignored)
-  uint64_t seed = 1;
+  uint64_t seed = 1;         // prompts; use a new seed per run, or the prefix cache serves them
   bool sequential = false;  // run the requests one after another instead of concurrently
 };
 
@@ -28,6 +28,9 @@ struct ThroughputResult {
   double total_s = 0;
   double total_tokens_per_s = 0;  // new tokens of all requests / wall time
   int32_t peak_kv_blocks_used = 0;  // paged: blocks actually held at the busiest step
+  // Mean per engine step during the decode phase (EngineMetrics): host work before the
+  // forward, launching it, waiting for its result, host work after it.
+  double step_schedule_ms = 0, step_launch_ms = 0, step_wait_ms = 0, step_output_ms = 0;
 };
 
 ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p);

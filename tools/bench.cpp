@@ -6,6 +6,7 @@
 
 #include "bench/membw.h"
 #include "bench/throughput.h"
+#include "bench/workload.h"
 #include "core/error.h"
 #include "model/arch/model.h"
 #include "model/config.h"
@@ -23,7 +24,34 @@ struct Args {
   bool membw = true;
   bool sequential = false;
   bool json = false;
+  std::string variants = "default";
+  int workload = 0;          // requests of the static-vs-continuous workload (0: skip)
+  double kv_budget_gb = 40;  // KV memory for the "max concurrent sequences" figure
 };
+
+// A kernel configuration by name: "default" (everything on) or one optimisation turned off.
+KernelOptions variant_options(const std::string& name) {
+  KernelOptions k;
+  if (name == "default") return k;
+  if (name == "no-graphs") k.cuda_graphs = false;
+  else if (name == "no-fusion") k.fusion = false;
+  else if (name == "cublas") k.gemv = "cublas";
+  else if (name == "gemv") k.gemv = "custom";
+  else if (name == "plain-attention") k.attention_kernel = "plain";
+  else if (name == "flash-attention") k.attention_kernel = "flash";
+  else
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, cublas, gemv, plain-attention, "
+         "flash-attention)", name);
+  return k;
+}
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) v.push_back(item);
+  return v;
+}
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> v;
@@ -39,9 +67,57 @@ std::vector<int> parse_list(const std::string& s) {
   return v;
 }
 
+// Static against continuous batching on one long-tailed workload, the KV memory each needs,
+// and how many sequences of the workload's mean length fit a KV budget in BF16 and INT8.
+void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohmann::json& out) {
+  engine.set_kernel_options(variant_options(split_names(a.variants).front()));
+  const bench::WorkloadParams wp{.n_requests = a.workload, .max_batch = max_batch};
+  const std::vector<bench::WorkloadRequest> reqs = bench::make_workload(wp);
+  double mean_len = 0;
+  for (const auto& r : reqs) mean_len += r.prompt_len + r.output_len;
+  mean_len /= double(reqs.size());
+  const ModelConfig& cfg = engine.config();
+  auto bytes_per_token = [&](int elem, int scale) {
+    return double(cfg.n_layers) * 2.0 * double(cfg.n_kv_heads) * (double(cfg.head_dim) * elem + scale);
+  };
+  const double budget = a.kv_budget_gb * 1e9;
+  const double token_bytes = double(engine.kv_bytes_per_token());
+  if (!a.json)
+    std::printf("
+workload: %d requests, log-normal lengths (prompt median %.0f, output median %.0f, sigma %.1f), "
+                "mean prompt+output %.0f tokens, batch %d
+",
+                a.workload, wp.prompt_median, wp.output_median, wp.sigma, mean_len, max_batch);
+  nlohmann::json w{{"requests", a.workload}, {"batch", max_batch}, {"mean_len", mean_len}};
+  for (bool is_static : {true, false}) {
+    const bench::WorkloadResult r = bench::run_workload(engine, reqs, max_batch, is_static, 1000 + is_static);
+    const double kv_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
+    const char* name = is_static ? "static" : "continuous";
+    w[name] = {{"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s}, {"itl_p50_s", r.itl_p50_s},
+               {"itl_p99_s", r.itl_p99_s}, {"ttft_p50_s", r.ttft_p50_s}, {"ttft_p99_s", r.ttft_p99_s},
+               {"kv_peak_bytes", kv_mb * 1e6}};
+    if (!a.json)
+      std::printf("  %-10s %9.1f tok/s  ITL p50 %.2f ms p99 %.2f ms  TTFT p50 %.2f s p99 %.2f s  KV peak %.1f MB\n",
+                  name, r.tokens_per_s, r.itl_p50_s * 1e3, r.itl_p99_s * 1e3, r.ttft_p50_s, r.ttft_p99_s, kv_mb);
+  }
+  const double reserved_mb = double(max_batch) * double(cfg.max_position) * token_bytes / 1e6;
+  const double bf16_seqs = budget / (bytes_per_token(2, 0) * mean_len);
+  const double int8_seqs = budget / (bytes_per_token(1, 4) * mean_len);
+  w["kv_reserved_bytes"] = reserved_mb * 1e6;
+  w["max_concurrent_bf16"] = int64_t(bf16_seqs);
+  w["max_concurrent_int8"] = int64_t(int8_seqs);
+  out["workload"] = w;
+  if (!a.json)
+    std::printf("  KV reserved at full context for %d sequences: %.1f MB; a %.0f GB KV budget holds %lld sequences "
+                "of the mean length in BF16, %lld in INT8\n",
+                max_batch, reserved_mb, a.kv_budget_gb, (long long)bf16_seqs, (long long)int8_seqs);
+}
+
 int run_bench(const Args& a) {
   apply_threads(a.model.threads);
   const std::vector<int> batches = parse_list(a.batches);
+  const std::vector<std::string> variants = split_names(a.variants);
+  for (const std::string& v : variants) variant_options(v);  // unknown names fail before the load
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
@@ -52,51 +128,83 @@ int run_bench(const Args& a) {
                      {"prompt_len", a.prompt_len}, {"gen_len", a.gen_len}};
   double bw = 0;
   if (a.membw) {
-    const bench::MemBwResult m = bench::measure_copy_bandwidth();
-    bw = m.copy_gb_s;
+    // The memory the weights live in: the device's own copy test, else the host's.
+    bw = engine.device_copy_bandwidth_gb_s();
+    std::string where = "device";
+    if (bw <= 0) {
+      const bench::MemBwResult m = bench::measure_copy_bandwidth();
+      bw = m.copy_gb_s;
+      where = fmt::format("host, {} threads", m.threads);
+    }
     out["copy_gb_s"] = bw;
     out["roofline_decode_tokens_per_s_batch1"] = bw / weight_gb;
     if (!a.json)
-      std::printf("copy bandwidth %.1f GB/s (%d threads); weights %.1f MB -> batch-1 decode roofline %.0f tokens/s\n",
-                  bw, m.threads, weight_gb * 1e3, bw / weight_gb);
+      std::printf("copy bandwidth %.1f GB/s (%s); weights %.1f MB -> batch-1 decode roofline %.0f tokens/s\n", bw,
+                  where.c_str(), weight_gb * 1e3, bw / weight_gb);
   }
+  // Prefill FLOPs per prompt token: 2 per weight of the layers' matmuls, plus causal
+  // attention's QK^T and PV (2 * head_dim each per query-key pair and head; a prompt of L
+  // tokens averages (L + 1) / 2 keys per query). The LM head runs for one row per request.
+  const ModelConfig& cfg = engine.config();
+  const double layer_weights = double(cfg.d_model) * double((cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim) +
+                               double(cfg.n_heads * cfg.head_dim) * double(cfg.d_model) +
+                               3.0 * double(cfg.d_model) * double(cfg.d_ff);
+  const double flops_per_token =
+      double(cfg.n_layers) * (2.0 * layer_weights + 2.0 * double(cfg.n_heads * cfg.head_dim) * (a.prompt_len + 1));
   if (!a.json)
-    std::printf("%6s %14s %14s %12s %12s %9s %12s %14s %14s%s\n", "batch", "prefill tok/s", "decode tok/s",
-                "ITL p50 ms", "ITL p99 ms", "roofline", "total tok/s", "KV paged MB", "KV reserved MB",
-                a.sequential ? "  sequential tok/s  speedup" : "");
+    std::printf("%-16s %6s %14s %9s %14s %12s %12s %9s %12s %14s %14s%s\n", "variant", "batch", "prefill tok/s", "TFLOP/s",
+                "decode tok/s", "ITL p50 ms", "ITL p99 ms", "roofline", "total tok/s", "KV paged MB",
+                "KV reserved MB", a.sequential ? "  sequential tok/s  speedup" : "");
   const double token_bytes = double(engine.kv_bytes_per_token());
   const int64_t max_len = engine.config().max_position;
-  for (int b : batches) {
-    const bench::ThroughputResult r = bench::run_throughput(
-        engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = a.gen_len});
-    // At batch b each decode step reads the weights once for b tokens.
-    const double roof = bw > 0 ? bw / weight_gb * b : 0;
-    // Paged: the blocks actually held at the busiest step; reserved: every sequence given the
-    // model's full context up front, as a plain engine does.
-    const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
-    const double reserved_mb = double(b) * double(max_len) * token_bytes / 1e6;
-    nlohmann::json run{{"batch", b}, {"prefill_tokens_per_s", r.prefill_tokens_per_s},
-                       {"decode_tokens_per_s", r.decode_tokens_per_s}, {"ttft_p50_s", r.ttft_p50_s},
-                       {"ttft_p99_s", r.ttft_p99_s}, {"itl_p50_s", r.itl_p50_s}, {"itl_p99_s", r.itl_p99_s},
-                       {"total_tokens_per_s", r.total_tokens_per_s}, {"weight_roofline_tokens_per_s", roof},
-                       {"kv_paged_peak_bytes", paged_mb * 1e6}, {"kv_reserved_bytes", reserved_mb * 1e6}};
-    double seq_tps = 0;
-    if (a.sequential) {
-      const bench::ThroughputResult s = bench::run_throughput(
-          engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = a.gen_len, .sequential = true});
-      seq_tps = s.total_tokens_per_s;
-      run["sequential_total_tokens_per_s"] = seq_tps;
-    }
-    out["runs"].push_back(run);
-    if (!a.json) {
-      std::printf("%6d %14.1f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", b, r.prefill_tokens_per_s,
-                  r.decode_tokens_per_s, r.itl_p50_s * 1e3, r.itl_p99_s * 1e3,
-                  roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s, paged_mb, reserved_mb);
-      if (a.sequential) std::printf(" %17.1f %8.2fx", seq_tps, r.total_tokens_per_s / seq_tps);
-      std::printf("\n");
-      std::fflush(stdout);
+  uint64_t seed = 1;  // a new one per run: repeated prompts would be served by the prefix cache
+  for (const std::string& variant : variants) {
+    engine.set_kernel_options(variant_options(variant));
+    for (int b : batches) {
+      // Warm-up (not reported): per-shape kernel choices, recordings of decode steps.
+      bench::run_throughput(engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = 8, .seed = seed++});
+      const bench::ThroughputResult r = bench::run_throughput(
+          engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = a.gen_len, .seed = seed++});
+      // At batch b each decode step reads the weights once for b tokens.
+      const double roof = bw > 0 ? bw / weight_gb * b : 0;
+      // Paged: the blocks actually held at the busiest step; reserved: every sequence given the
+      // model's full context up front, as a plain engine does.
+      const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
+      const double reserved_mb = double(b) * double(max_len) * token_bytes / 1e6;
+      const double prefill_tflops = r.prefill_tokens_per_s * flops_per_token / 1e12;
+      nlohmann::json run{{"variant", variant}, {"batch", b}, {"prefill_tokens_per_s", r.prefill_tokens_per_s},
+                         {"prefill_tflop_s", prefill_tflops},
+                         {"decode_tokens_per_s", r.decode_tokens_per_s}, {"ttft_p50_s", r.ttft_p50_s},
+                         {"ttft_p99_s", r.ttft_p99_s}, {"itl_p50_s", r.itl_p50_s}, {"itl_p99_s", r.itl_p99_s},
+                         {"total_tokens_per_s", r.total_tokens_per_s}, {"weight_roofline_tokens_per_s", roof},
+                         {"kv_paged_peak_bytes", paged_mb * 1e6}, {"kv_reserved_bytes", reserved_mb * 1e6},
+                         {"step_ms", {{"schedule", r.step_schedule_ms}, {"launch", r.step_launch_ms},
+                                      {"wait", r.step_wait_ms}, {"output", r.step_output_ms}}}};
+      double seq_tps = 0;
+      if (a.sequential) {
+        const bench::ThroughputResult s = bench::run_throughput(
+            engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = a.gen_len, .seed = seed++, .sequential = true});
+        seq_tps = s.total_tokens_per_s;
+        run["sequential_total_tokens_per_s"] = seq_tps;
+      }
+      out["runs"].push_back(run);
+      if (!a.json) {
+        std::printf("%-16s %6d %14.1f %9.1f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", variant.c_str(), b,
+                    r.prefill_tokens_per_s, prefill_tflops,
+                    r.decode_tokens_per_s, r.itl_p50_s * 1e3, r.itl_p99_s * 1e3,
+                    roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s, paged_mb, reserved_mb);
+        if (a.sequential) std::printf(" %17.1f %8.2fx", seq_tps, r.total_tokens_per_s / seq_tps);
+        std::printf("\n%23sdecode step: schedule %.3f ms, launch %.3f ms, wait %.3f ms, output %.3f ms\n", "",
+                    r.step_schedule_ms, r.step_launch_ms, r.step_wait_ms, r.step_output_ms);
+        std::fflush(stdout);
+      }
     }
   }
+  if (a.workload > 0) run_workload_comparison(a, engine, max_batch, out);
+  const std::vector<std::string> tuning = engine.tuning_report();
+  for (const std::string& line : tuning) out["tuning"].push_back(line);
+  if (!a.json)
+    for (const std::string& line : tuning) std::printf("tuning: %s\n", line.c_str());
   if (a.json) std::printf("%s\n", json_dump(out).c_str());
   return 0;
 }
@@ -114,6 +222,16 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_flag("!--no-membw", a->membw, "Skip the memory-bandwidth copy test");
   c->add_flag("--sequential", a->sequential, "Also run each batch's requests one after another, for the speedup");
   c->add_flag("--json", a->json, "Print one JSON object");
+  c->add_option("--workload", a->workload,
+                "Also run N requests with log-normal lengths under static and under continuous batching "
+                "(batch: the largest --batch)")
+      ->capture_default_str();
+  c->add_option("--kv-budget-gb", a->kv_budget_gb, "KV memory for the max-concurrent-sequences figure")
+      ->capture_default_str();
+  c->add_option("--variants", a->variants,
+                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, cublas, "
+                "gemv, plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel)")
+      ->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_bench(*a); }; });
 }
 

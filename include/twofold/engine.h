@@ -22,6 +22,15 @@ class Tokenizer;
 struct ModelConfig;
 class Model;
 
+// Switches of the CUDA backend, for measuring each optimisation alone (`twofold bench`);
+// the host backends ignore them.
+struct KernelOptions {
+  bool cuda_graphs = true;                // record decode steps once, replay them
+  std::string attention_kernel = "auto";  // prefill attention: auto | plain | flash
+  std::string gemv = "auto";              // small-batch matmul: auto (faster per shape) | cublas | custom
+  bool fusion = true;                     // off: fused ops run as separate kernels
+};
+
 struct EngineOptions {
   std::string model_dir;
   std::string backend = "cpu";     // cpu | ref | cuda
@@ -33,6 +42,7 @@ struct EngineOptions {
   int32_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int32_t max_seqs = 64;           // sequences running at once
   bool enable_prefix_caching = true;  // reuse KV blocks of identical prompt prefixes
+  KernelOptions kernels;            // CUDA switches (defaults: everything on)
 };
 
 // Counters for monitoring (the server's /metrics) and tests.
@@ -46,6 +56,11 @@ struct EngineMetrics {
   int32_t kv_blocks_cached = 0;  // released, kept for prefix hits, evicted when needed
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;    // of those, served from cached blocks
+  // Where step() spends its time, summed over all steps (seconds): scheduling and building
+  // the batch, handing the forward to the backend (on a GPU: launching it), waiting for its
+  // result (GPU execution not hidden behind the launch), and sampling/streaming outputs.
+  int64_t n_steps = 0;
+  double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;
 };
 
 class Engine {
@@ -64,6 +79,12 @@ class Engine {
   bool has_unfinished() const;
   // Frees the request's KV blocks at once; it finishes with FinishReason::Abort.
   void abort(RequestId id);
+  // Changes the kernel switches between steps (the bench measures several in one process).
+  void set_kernel_options(const KernelOptions& k);
+  // The backend's measured choices (e.g. GEMV or cuBLAS per matmul shape), one line each.
+  std::vector<std::string> tuning_report() const;
+  // The backend's own memory copy bandwidth in GB/s (read + write), or 0 for host backends.
+  double device_copy_bandwidth_gb_s(int64_t bytes = int64_t(1) << 30);
 
   // Runs `ids` as one sequence outside the scheduler (call between steps, not during) and
   // returns F32 logits of every position ([n, n_vocab], all_positions) or of the last one.

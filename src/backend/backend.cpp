@@ -14,11 +14,11 @@ BackendKind parse_backend_kind(const std::string& name) {
   fail("unknown backend '{}' (expected cpu, ref or cuda)", name);
 }
 
-std::unique_ptr<Backend> make_backend(BackendKind kind) {
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& opt) {
   switch (kind) {
     case BackendKind::Cpu: return std::make_unique<CpuBackend>();
     case BackendKind::Ref: return std::make_unique<RefBackend>();
-    case BackendKind::Cuda: return make_cuda_backend();
+    case BackendKind::Cuda: return make_cuda_backend(opt);
   }
   fail("unknown backend kind");
 }

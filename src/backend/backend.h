@@ -51,6 +51,22 @@ struct AttentionParams {
   int64_t sliding_window = 0;  // 0 = full causal; else keys with pos > q_pos - window
 };
 
+// Switches of a backend, mostly for measuring each optimisation alone (`twofold bench`).
+// Host backends ignore them.
+struct BackendOptions {
+  bool graphs = true;              // record decode steps as CUDA Graphs and replay them
+  std::string attention = "auto";  // prefill attention: auto | plain | flash
+  std::string gemv = "auto";       // small-batch matmul: auto (faster per shape) | cublas | custom
+  bool fusion = true;              // off: each fused op runs as separate kernels
+};
+
+// What graph_begin() asks the caller to do.
+enum class GraphStep : uint8_t {
+  Eager,     // run the ops as usual (nothing is recorded)
+  Capture,   // run the ops; they are recorded, not executed; then call graph_end()
+  Replayed,  // the ops recorded for this key were launched: do not call them
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -101,10 +117,35 @@ class Backend {
   virtual void swiglu(const TensorView& gate_up, const TensorView& out) = 0;
   // out[i] = x[batch.logits_rows[i]].                         x [n_tokens, d], out [n_out, d]
   virtual void gather_logit_rows(const TensorView& x, const TensorView& out) = 0;
+  // ids[i] = argmax_j logits[i, j], ties to the lowest j (greedy sampling where the logits
+  // live, so only ids travel to the host).              logits [n, n_vocab] F32, ids [n] I32
+  virtual void argmax_rows(const TensorView& logits, const TensorView& ids) = 0;
+
+  // ---- recorded forwards (CUDA Graphs) ----------------------------------------------------------
+  // A KV block outside the pool that padding rows of a recorded batch may write to, or -1
+  // when the backend records nothing (then the model never pads a batch).
+  virtual int32_t pad_kv_block() const { return -1; }
+  // Called after set_batch() with a key naming every shape of the batch (the model pads a
+  // decode batch to a bucket so keys repeat). The first time a key is seen the answer is
+  // Eager (warm-up: lazy module loading and per-shape choices happen outside a recording),
+  // the second time Capture, afterwards Replayed.
+  virtual GraphStep graph_begin(uint64_t key) { (void)key; return GraphStep::Eager; }
+  virtual void graph_end() {}
+  // Forgets every recording (the buffers they refer to moved) and ends one in progress.
+  virtual void graph_reset() {}
+  // Copy bandwidth of the memory the weights live in, (bytes read + written) / time in GB/s,
+  // best of a few copies of `bytes`; 0 when the backend leaves it to the host test
+  // (bench/membw.h measures host memory).
+  virtual double measure_copy_bandwidth(int64_t bytes) { (void)bytes; return 0; }
+  // Switches the options between forwards (drops recordings where they matter).
+  virtual void set_options(const BackendOptions& opt) { (void)opt; }
+  // Choices the backend made by measurement (e.g. cuBLAS or its own kernel per matmul
+  // shape), one line each, for `twofold bench`.
+  virtual std::vector<std::string> tuning_report() const { return {}; }
 };
 
 enum class BackendKind : uint8_t { Cpu, Ref, Cuda };
 BackendKind parse_backend_kind(const std::string& name);  // "cpu" | "ref" | "cuda"
-std::unique_ptr<Backend> make_backend(BackendKind kind);
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& opt = {});
 
 }  // namespace tf

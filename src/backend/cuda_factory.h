@@ -9,6 +9,6 @@
 
 namespace tf {
 
-std::unique_ptr<Backend> make_cuda_backend();
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opt);
 
 }  // namespace tf

@@ -5,7 +5,7 @@
 
 namespace tf {
 
-std::unique_ptr<Backend> make_cuda_backend() {
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions&) {
   fail("this build of twofold has no CUDA backend (configure with -DTF_CUDA=ON)");
 }
 

@@ -129,4 +129,19 @@ void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
   }
 }
 
+void HostBackend::argmax_rows(const TensorView& logits, const TensorView& ids) {
+  TF_ASSERT(logits.n_dims == 2 && logits.dtype == DType::F32, "argmax_rows logits: {} {}", dtype_name(logits.dtype),
+            logits.shape_str());
+  TF_ASSERT(ids.dtype == DType::I32 && ids.numel() == logits.shape[0], "argmax_rows ids: {} {} for {} rows",
+            dtype_name(ids.dtype), ids.shape_str(), logits.shape[0]);
+  const int64_t n = logits.shape[1];
+  for (int64_t r = 0; r < logits.shape[0]; ++r) {
+    const float* row = logits.as<const float>() + r * n;
+    int64_t best = 0;
+    for (int64_t j = 1; j < n; ++j)
+      if (row[j] > row[best]) best = j;  // strict: ties keep the lowest id
+    ids.as<int32_t>()[r] = int32_t(best);
+  }
+}
+
 }  // namespace tf

@@ -26,4 +26,33 @@ void BatchBuilder::add(const SeqChunk& c) {
     batch_.block_tables.push_back(b < c.n_blocks ? c.blocks[b] : -1);
 }
 
+Batch pad_decode_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, int32_t pad_block, int32_t block_size) {
+  TF_ASSERT(b.n_tokens() == b.n_seqs(), "pad_decode_batch: {} tokens for {} sequences (decode only)", b.n_tokens(),
+            b.n_seqs());
+  TF_ASSERT(b.n_seqs() <= n_seqs && b.max_blocks <= max_blocks && pad_block >= 0,
+            "pad_decode_batch: {} sequences / {} blocks into {} / {}", b.n_seqs(), b.max_blocks, n_seqs, max_blocks);
+  Batch p;
+  p.token_ids = b.token_ids;
+  p.positions = b.positions;
+  p.seq_starts = b.seq_starts;
+  p.context_lens = b.context_lens;
+  p.slot_mapping = b.slot_mapping;
+  p.logits_rows = b.logits_rows;
+  p.max_blocks = max_blocks;
+  p.block_tables.assign(size_t(n_seqs) * size_t(max_blocks), -1);
+  for (int32_t s = 0; s < b.n_seqs(); ++s)
+    for (int32_t j = 0; j < b.max_blocks; ++j)
+      p.block_tables[size_t(s) * size_t(max_blocks) + size_t(j)] = b.block_tables[size_t(s) * size_t(b.max_blocks) + size_t(j)];
+  for (int32_t s = b.n_seqs(); s < n_seqs; ++s) {
+    p.token_ids.push_back(0);
+    p.positions.push_back(0);
+    p.seq_starts.push_back(s + 1);
+    p.context_lens.push_back(1);
+    p.slot_mapping.push_back(pad_block * block_size);
+    p.logits_rows.push_back(s);
+    p.block_tables[size_t(s) * size_t(max_blocks)] = pad_block;
+  }
+  return p;
+}
+
 }  // namespace tf

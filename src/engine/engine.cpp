@@ -22,6 +22,17 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
+// True when sampling needs nothing but the argmax of the raw logits. Everything that reads
+// the logits row on the host (penalties, temperature, logprobs) must make this false.
+bool plain_greedy(const SamplingParams& p) {
+  return p.greedy() && p.repetition_penalty == 1.0f && p.logprobs < 0;
+}
+
+BackendOptions backend_options(const KernelOptions& k) {
+  return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
+                        .fusion = k.fusion};
+}
+
 DType parse_kv_dtype(const std::string& s) {
   if (s == "f32") return DType::F32;
   if (s == "bf16") return DType::BF16;
@@ -45,7 +56,7 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.max_batch_tokens <= 0) fail("max batch tokens must be positive, got {}", opt.max_batch_tokens);
   if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
   tokenizer = Tokenizer::from_dir(opt.model_dir);
-  backend = make_backend(parse_backend_kind(opt.backend));
+  backend = make_backend(parse_backend_kind(opt.backend), backend_options(opt.kernels));
   if (opt.load_format != "auto" && opt.load_format != "dummy")
     fail("unknown load format '{}' (expected auto or dummy)", opt.load_format);
   model = load_model(opt.model_dir, *backend, LoadOptions{.dummy_weights = opt.load_format == "dummy"});
@@ -119,6 +130,7 @@ Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
 }
 
 std::vector<RequestOutput> Engine::Impl::step() {
+  const auto t0 = Clock::now();
   std::vector<RequestOutput> outs = std::move(pending);
   pending.clear();
   const ScheduleOutput so = sched->schedule();
@@ -130,16 +142,45 @@ std::vector<RequestOutput> Engine::Impl::step() {
     return outs;
   }
   const Batch batch = build_batch(so);
+  const auto t1 = Clock::now();
   const TensorView logits = model->forward(batch);
+  const auto t2 = Clock::now();
   const int64_t n_vocab = model->config().n_vocab;
-  logits_host.resize(size_t(logits.numel()));
-  backend->copy_to_host(logits, logits_host.data());
+  // Greedy rows need only the argmax: when every row of the step is plain greedy, it is
+  // taken where the logits live and only the ids come back (4 bytes per sequence instead of
+  // n_vocab floats); the same ids as the host sampler's (both: lowest id among equal maxima).
+  bool all_plain_greedy = true;
+  for (const ScheduledSeq& q : so.seqs)
+    if (q.samples && !plain_greedy(state(q.id).params)) all_plain_greedy = false;
+  if (all_plain_greedy && logits.shape[0] > 0) {
+    if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
+      if (ids_dev.data) backend->release(ids_dev);
+      ids_dev = backend->alloc(DType::I32, {std::max<int64_t>(logits.shape[0], opt.max_seqs)});
+    }
+    TensorView ids = ids_dev;
+    ids.shape[0] = logits.shape[0];
+    backend->argmax_rows(logits, ids);
+    ids_host.resize(size_t(logits.shape[0]));
+    backend->copy_to_host(ids, ids_host.data());
+  } else {
+    logits_host.resize(size_t(logits.numel()));
+    backend->copy_to_host(logits, logits_host.data());
+  }
 
+  const auto t3 = Clock::now();
   std::vector<int64_t> sampled;
   int32_t row = 0;
   for (const ScheduledSeq& q : so.seqs) {
     if (!q.samples) continue;
     RequestState& r = state(q.id);
+    if (all_plain_greedy) {
+      RequestOutput o;
+      o.id = r.id;
+      on_token(r, ids_host[size_t(row++)], o);
+      sampled.push_back(q.id);
+      outs.push_back(std::move(o));
+      continue;
+    }
     std::span<float> lg(logits_host.data() + int64_t(row++) * n_vocab, size_t(n_vocab));
     // Logprobs are of the raw distribution, so they are read before the sampler penalises
     // the row in place.
@@ -156,6 +197,13 @@ std::vector<RequestOutput> Engine::Impl::step() {
   sched->commit(so, sampled);
   for (const RequestOutput& o : outs)
     if (o.finished && o.finish_reason != FinishReason::Abort) sched->remove(o.id);
+  const auto t4 = Clock::now();
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  ++n_steps;
+  schedule_s += secs(t1 - t0);
+  launch_s += secs(t2 - t1);
+  wait_s += secs(t3 - t2);
+  output_s += secs(t4 - t3);
   return outs;
 }
 
@@ -251,6 +299,12 @@ RequestId Engine::add_request(GenerateRequest req) { return impl_->add(std::move
 std::vector<RequestOutput> Engine::step() { return impl_->step(); }
 bool Engine::has_unfinished() const { return !impl_->sched->empty() || !impl_->pending.empty(); }
 void Engine::abort(RequestId id) { impl_->abort(id); }
+void Engine::set_kernel_options(const KernelOptions& k) {
+  impl_->opt.kernels = k;
+  impl_->backend->set_options(backend_options(k));
+}
+std::vector<std::string> Engine::tuning_report() const { return impl_->backend->tuning_report(); }
+double Engine::device_copy_bandwidth_gb_s(int64_t bytes) { return impl_->backend->measure_copy_bandwidth(bytes); }
 std::vector<float> Engine::score(const std::vector<int32_t>& ids, bool all_positions) {
   return impl_->score(ids, all_positions);
 }
@@ -268,7 +322,12 @@ EngineMetrics Engine::metrics() const {
                        .kv_blocks_total = s.n_blocks_total, .kv_blocks_used = s.n_blocks_used,
                        .kv_blocks_free = s.n_blocks_free, .kv_blocks_cached = s.n_blocks_cached,
                        .prefix_query_tokens = s.n_prefix_query_tokens,
-                       .prefix_hit_tokens = s.n_prefix_hit_tokens};
+                       .prefix_hit_tokens = s.n_prefix_hit_tokens,
+                       .n_steps = impl_->n_steps,
+                       .schedule_s = impl_->schedule_s,
+                       .launch_s = impl_->launch_s,
+                       .wait_s = impl_->wait_s,
+                       .output_s = impl_->output_s};
 }
 int64_t Engine::kv_bytes_per_token() const { return tf::kv_bytes_per_token(impl_->backend->kv_spec()); }
 int32_t Engine::kv_block_size() const { return impl_->kv->block_size(); }

@@ -59,6 +59,10 @@ struct Engine::Impl {
   std::vector<RequestOutput> pending;  // aborts to report at the next step
   RequestId next_id = 0;
   std::vector<float> logits_host;
+  int64_t n_steps = 0;
+  double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;  // see EngineMetrics
+  TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)
+  std::vector<int32_t> ids_host;
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;

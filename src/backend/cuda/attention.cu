@@ -1,6 +1,8 @@
-// Paged attention, first cut: a correctness baseline, not FlashAttention.
+// Paged attention, the plain kernel: any batch token (chunked prefill, prefix hits, decode),
+// used for the tokens of prefill chunks, and for decode tokens of shapes the decode kernel
+// does not cover.
 //
-// One thread block of kThreads threads per (token, query head); the key range of the token
+// One thread block of kThreads threads per (listed token, query head); the key range of the token
 // is walked in tiles of kThreads keys with an online softmax:
 //
 //   1. Find the token's sequence (binary search in seq_starts), its position qpos and the
@@ -52,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   __shared__ int64_t row_s[kThreads];  // element offset of key j's row in the pool, -1 masked
   __shared__ float scratch[32];
   const int tid = threadIdx.x;
-  const int32_t it = int32_t(blockIdx.x / a.n_heads);
+  const int32_t it = a.tokens[blockIdx.x / a.n_heads];
   const int64_t h = blockIdx.x % a.n_heads, hd = a.head_dim;
   const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
   const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
@@ -82,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         const KvT* k = k_pool + row;
         float dot = 0.0f;
         for (int64_t d = 0; d < hd; ++d) dot += q_s[d] * to_float(k[d]);
-        s = dot;
+        s = a.k_scale ? dot * a.k_scale[row / hd] : dot;
       }
     }
     const float m_new = fmaxf(m, block_max(s, scratch));
@@ -99,10 +101,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       if (row_s[j] < 0) continue;
       l += pj;
       const KvT* v = v_pool + row_s[j];
+      const float pv = a.v_scale ? pj * a.v_scale[row_s[j] / hd] : pj;
 #pragma unroll
       for (int i = 0; i < kDimsPerThread; ++i) {
         const int64_t d = tid + int64_t(i) * kThreads;
-        if (d < hd) acc[i] += pj * to_float(v[d]);
+        if (d < hd) acc[i] += pv * to_float(v[d]);
       }
     }
     m = m_new;
@@ -120,11 +123,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
 }  // namespace
 
 void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
-  if (a.batch.n_tokens == 0) return;
-  const unsigned grid = unsigned(int64_t(a.batch.n_tokens) * a.n_heads);
+  if (a.n_list == 0) return;
+  const unsigned grid = unsigned(int64_t(a.n_list) * a.n_heads);
   switch (a.kv_dtype) {
     case DType::BF16: paged_attention_kernel<bf16><<<grid, kThreads, 0, stream>>>(a); break;
     case DType::F16: paged_attention_kernel<__half><<<grid, kThreads, 0, stream>>>(a); break;
+    case DType::I8: paged_attention_kernel<int8_t><<<grid, kThreads, 0, stream>>>(a); break;
     default: paged_attention_kernel<float><<<grid, kThreads, 0, stream>>>(a); break;
   }
   TF_CUDA_CHECK_LAUNCH("paged_attention_kernel");

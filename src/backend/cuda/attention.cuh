@@ -17,18 +17,37 @@ struct PagedAttentionArgs {
   const __nv_bfloat16* qkv = nullptr;  // [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim], q read
   const void* k_pool = nullptr;        // this layer's K: [n_blocks, n_kv_heads, block_size, head_dim]
   const void* v_pool = nullptr;        // this layer's V, same layout
-  DType kv_dtype = DType::BF16;        // F32, BF16 or F16
+  DType kv_dtype = DType::BF16;        // F32, BF16, F16 or I8
+  const float* k_scale = nullptr;      // I8: scale of each pool row [n_blocks * n_kv_heads * block_size]
+  const float* v_scale = nullptr;
   __nv_bfloat16* out = nullptr;        // [n_tokens, n_heads * head_dim]
-  BatchArgs batch;                     // positions, seq_starts, block_tables
+  BatchArgs batch;                     // positions, seq_starts, block_tables, work lists
+  const int32_t* tokens = nullptr;     // plain kernel: the token rows to run (device)
+  int32_t n_list = 0;
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;  // 0 = full causal; else keys with pos > q_pos - window
+  // Decode kernel (flash-decoding): each sequence's key range is cut into pieces of
+  // batch.split_keys[0] keys, one thread block each, at most n_splits of them (the grid); with
+  // n_splits > 1 the partial results go to `workspace` ([n_decode, n_heads, n_splits] x
+  // (head_dim + 2) floats; unused splits only mark theirs empty) and a second kernel combines
+  // them.
+  int32_t n_splits = 1;
+  float* workspace = nullptr;
 };
 
 // out[t, h] = softmax over keys kp in [first, positions[t]] of scale * q[t, h] . K[kp] applied
 // to V[kp], where first = max(0, positions[t] - window + 1) with a window, else 0; K/V of key
 // kp of token t's sequence s live at block block_tables[s][kp / block_size], offset
 // kp % block_size, kv head h / (n_heads / n_kv_heads). head_dim <= kAttnMaxHeadDim.
+// The plain kernel (attention.cu) runs this for the n_list token rows of `tokens`.
 void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+// The same for the sequences of batch.decode_seqs (one new token each), GQA-grouped: one
+// thread block reads each K/V row once for all query heads of its kv head
+// (decode_attention.cu). decode_supported() says whether the shape has a specialisation
+// (head_dim 64 or 128, up to 8 query heads per kv head); the plain kernel serves the rest.
+bool decode_supported(int64_t head_dim, int64_t group);
+void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
 }  // namespace tf::cuda

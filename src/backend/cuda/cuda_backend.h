@@ -1,11 +1,22 @@
-// The CUDA backend, first cut (issue 4): a correctness baseline on one GPU, one stream.
+// The CUDA backend: one GPU, one stream.
 //
 // Activations are BF16 (act_dtype), every op computes in FP32 and rounds once on the store;
 // logits (matmul with an F32 output) are F32. Weights: upload() stores every float tensor as
-// BF16, whatever dtype it is asked for (the op table of this cut reads BF16 weights only:
-// cuBLAS BF16 GEMMs, BF16 norm weights, bias and embedding table). The KV pool is F32, BF16
-// or F16 (not I8 yet) with the host backends' layout, [n_blocks, n_kv_heads, block_size,
-// head_dim] per layer.
+// BF16, whatever dtype it is asked for (the op table reads BF16 weights only: cuBLAS BF16
+// GEMMs or the decode GEMV, BF16 norm weights, bias and embedding table). The KV pool is F32,
+// BF16, F16 or I8 (with F32 row scales) in the host backends' layout, [n_blocks, n_kv_heads,
+// block_size, head_dim] per layer, plus one padding block at index n_blocks that padded rows
+// of recorded decode steps write to.
+//
+// Attention: set_batch sorts the batch into work lists: sequences with one new token go to
+// the GQA-grouped split-K decode kernel (decode_attention.cu), prefill chunks to the plain
+// kernel (attention.cu). Matmuls of up to kGemvMaxRows rows go to the GEMV kernel or cuBLAS,
+// whichever was faster when the shape was first seen (timed once, outside any recording).
+//
+// CUDA Graphs: graph_begin/graph_end record the ops of a forward on first repeat of a key
+// and replay them afterwards (BackendOptions::graphs). A recording bakes in the addresses of
+// every buffer it touches, so anything that reallocates (the batch buffer, the attention
+// workspace, the KV pool, the model's scratch via graph_reset) drops all recordings.
 //
 // All work goes to one stream in order. set_batch() copies the batch metadata with one
 // cudaMemcpyAsync from a pinned staging buffer into a device buffer that only grows, so a
@@ -17,6 +28,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -29,7 +44,7 @@ namespace tf::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend();  // on the current device; throws tf::Error if there is none
+  explicit CudaBackend(const BackendOptions& opt = {});  // on the current device; tf::Error if none
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -59,23 +74,58 @@ class CudaBackend final : public Backend {
   void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
+  void argmax_rows(const TensorView& logits, const TensorView& ids) override;
+
+  int32_t pad_kv_block() const override;
+  GraphStep graph_begin(uint64_t key) override;
+  void graph_end() override;
+  void graph_reset() override;
+  std::vector<std::string> tuning_report() const override;
+  void set_options(const BackendOptions& opt) override;
+  double measure_copy_bandwidth(int64_t bytes) override;
 
   // K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype,
   // on the device (tests read and poison them with copy_to_host / copy_from_host).
   const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
   const TensorView& v_cache(int layer) const { return v_cache_[size_t(layer)]; }
+  // I8 only: the F32 scale of each row of k_cache / v_cache, [n_blocks * n_kv_heads * block_size].
+  const TensorView& k_scale(int layer) const { return k_scale_[size_t(layer)]; }
+  const TensorView& v_scale(int layer) const { return v_scale_[size_t(layer)]; }
   cudaStream_t stream() const { return stream_; }
+  int64_t n_graphs() const;  // recordings held (tests)
 
  private:
+  struct GemvChoice {
+    double cublas_us = 0, custom_us = 0;
+    bool custom = false;
+  };
+  struct Recording {
+    bool seen = false;
+    cudaGraphExec_t exec = nullptr;
+  };
   void* alloc_bytes(size_t bytes);
   void free_kv_cache();
   void check_layer(int layer, const AttentionParams& p) const;
+  bool use_gemv(const struct GemmArgs& g);
+  float* attention_workspace(size_t floats);
+  // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
+  int64_t decode_want_splits(int64_t n_decode) const;
 
+  BackendOptions opt_;
+  int n_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
   std::unordered_set<void*> buffers_;  // everything alloc()/upload() handed out, freed at the end
   KvCacheSpec kv_spec_;
-  std::vector<TensorView> k_cache_, v_cache_;  // per layer
+  std::vector<TensorView> k_cache_, v_cache_;  // per layer (views of n_blocks; the padding block follows)
+  std::vector<TensorView> k_scale_, v_scale_;  // per layer, I8 only
+  void* cublas_workspace_ = nullptr;
+  float* attn_ws_ = nullptr;
+  size_t attn_ws_floats_ = 0;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, GemvChoice> gemv_;  // rows, k, m, f32 out, bias
+  std::unordered_map<uint64_t, Recording> graphs_;
+  bool capturing_ = false;
+  uint64_t capture_key_ = 0;
 
   // Batch metadata: the host copy (sizes, checks), and the device copy the kernels read.
   // Both buffers hold all arrays back to back; staged_ marks the end of the last copy out
@@ -86,6 +136,8 @@ class CudaBackend final : public Backend {
   size_t batch_capacity_ = 0;  // int32 elements of both buffers
   cudaEvent_t staged_ = nullptr;
   BatchArgs dev_batch_;
+  std::vector<int32_t> decode_seqs_, decode_tokens_, plain_tokens_;  // work lists (see set_batch)
+  std::vector<int32_t> split_keys_;                                  // [1], see BatchArgs::split_keys
 };
 
 }  // namespace tf::cuda

@@ -24,6 +24,26 @@ __global__ void swiglu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, b
   }
 }
 
+// Unfused SwiGLU (fusion off): silu(gate) rounded to out, then out * up rounded again.
+__global__ void silu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
+  const int64_t n = rows * d_ff;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = to_float(gate_up[i / d_ff * 2 * d_ff + i % d_ff]);
+    out[i] = from_float<bf16>(g / (1.0f + expf(-g)));
+  }
+}
+__global__ void mul_up_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
+  const int64_t n = rows * d_ff;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = from_float<bf16>(to_float(out[i]) * to_float(gate_up[i / d_ff * 2 * d_ff + d_ff + i % d_ff]));
+}
+
+// x += y elementwise, rounded once.
+__global__ void add_kernel(bf16* x, const bf16* y, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = from_float<bf16>(to_float(x[i]) + to_float(y[i]));
+}
+
 // One block per output row, copying 16-bit units.
 __global__ void gather_rows_kernel(const uint16_t* x, const int32_t* rows, int64_t row_units, uint16_t* out) {
   const int64_t i = blockIdx.x;
@@ -49,6 +69,19 @@ void launch_swiglu(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, c
   if (rows * d_ff == 0) return;
   swiglu_kernel<<<grid_for(rows * d_ff), kThreads, 0, stream>>>(gate_up, rows, d_ff, out);
   TF_CUDA_CHECK_LAUNCH("swiglu_kernel");
+}
+
+void launch_swiglu_unfused(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {
+  if (rows * d_ff == 0) return;
+  silu_kernel<<<grid_for(rows * d_ff), kThreads, 0, stream>>>(gate_up, rows, d_ff, out);
+  mul_up_kernel<<<grid_for(rows * d_ff), kThreads, 0, stream>>>(gate_up, rows, d_ff, out);
+  TF_CUDA_CHECK_LAUNCH("silu_kernel / mul_up_kernel");
+}
+
+void launch_add(bf16* x, const bf16* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+  TF_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 void launch_gather_rows(const void* x, const int32_t* rows, int64_t n_out, int64_t row_bytes, void* out,

@@ -18,6 +18,11 @@ void launch_embedding(const __nv_bfloat16* table, const int32_t* token_ids, int6
 void launch_swiglu(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,
                    cudaStream_t stream);
 
+// Fusion off: the same as two kernels (silu, then the product), rounding in between.
+void launch_swiglu_unfused(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,
+                           cudaStream_t stream);
+// x += y over n elements (the residual add of an unfused add_rms_norm).
+void launch_add(__nv_bfloat16* x, const __nv_bfloat16* y, int64_t n, cudaStream_t stream);
 // out[i] = x[rows[i]] for rows of `row_bytes` bytes (a multiple of 2) of any dtype.
 //   rows [n_out] (device, in range), out [n_out, row]
 void launch_gather_rows(const void* x, const int32_t* rows, int64_t n_out, int64_t row_bytes, void* out,

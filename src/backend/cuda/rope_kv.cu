@@ -2,42 +2,76 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/rope_kv.cuh"
 
+#include <type_traits>
+
 namespace tf::cuda {
 namespace {
 
 // Grid (n_tokens, n_heads + 2 * n_kv_heads): one block per (token, head) where the heads are
-// q heads, then k heads, then v heads as laid out in a qkv row. Thread i handles the pair
-// (i, i + head_dim/2). Every element of qkv and of the pool is written by one thread only.
-template <typename KvT>
+// q heads, then k heads, then v heads as laid out in a qkv row. Thread i < head_dim / 2
+// handles the pair (i, i + head_dim/2); every element of qkv and of the pool is written by
+// one thread only. kRotate: rotate q and k in qkv; kWrite: write k and v to the pool (from
+// the float rotation when both are on, from qkv otherwise).
+template <typename KvT, bool kRotate, bool kWrite>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
+  __shared__ float scratch[32];
   const int64_t it = blockIdx.x, head = blockIdx.y, hd = a.head_dim, half = hd / 2;
-  const int64_t row = (a.n_heads + 2 * a.n_kv_heads) * hd;
-  bf16* r = a.qkv + it * row + head * hd;
-  const int32_t pos = a.batch.positions[it];
-  const int64_t slot = a.batch.slot_mapping[it];
-  // Row of (slot, kv head) in the pool: [n_blocks, n_kv_heads, block_size] flattened.
-  auto pool_row = [&](int64_t kvh) {
-    return ((slot / a.block_size * a.n_kv_heads + kvh) * a.block_size + slot % a.block_size) * hd;
-  };
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    if (head < a.n_heads + a.n_kv_heads) {  // q or k: rotate
-      const float angle = float(pos) * a.inv_freq[i];
+  const int64_t i = threadIdx.x;
+  const bool active = i < half;
+  const bool is_v = head >= a.n_heads + a.n_kv_heads, is_q = head < a.n_heads;
+  bf16* r = a.qkv + it * (a.n_heads + 2 * a.n_kv_heads) * hd + head * hd;
+  float y0 = 0.0f, y1 = 0.0f;
+  if (active) {
+    y0 = to_float(r[i]);
+    y1 = to_float(r[i + half]);
+    if (kRotate && !is_v) {
+      const float angle = float(a.batch.positions[it]) * a.inv_freq[i];
       float s, c;
       sincosf(angle, &s, &c);
-      const float x0 = to_float(r[i]), x1 = to_float(r[i + half]);
-      const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+      const float x0 = y0, x1 = y1;
+      y0 = x0 * c - x1 * s;
+      y1 = x1 * c + x0 * s;
       r[i] = from_float<bf16>(y0);
       r[i + half] = from_float<bf16>(y1);
-      if (head >= a.n_heads) {
-        KvT* k = static_cast<KvT*>(a.k_pool) + pool_row(head - a.n_heads);
-        k[i] = from_float<KvT>(y0);
-        k[i + half] = from_float<KvT>(y1);
-      }
-    } else {  // v: copy
-      KvT* v = static_cast<KvT*>(a.v_pool) + pool_row(head - a.n_heads - a.n_kv_heads);
-      v[i] = from_float<KvT>(to_float(r[i]));
-      v[i + half] = from_float<KvT>(to_float(r[i + half]));
     }
+  }
+  if (!kWrite || is_q) return;  // uniform over the block
+
+  const int64_t slot = a.batch.slot_mapping[it];
+  const int64_t kvh = is_v ? head - a.n_heads - a.n_kv_heads : head - a.n_heads;
+  // Row of (slot, kv head) in the pool: [n_blocks, n_kv_heads, block_size] flattened.
+  const int64_t row = (slot / a.block_size * a.n_kv_heads + kvh) * a.block_size + slot % a.block_size;
+  KvT* dst = static_cast<KvT*>(is_v ? a.v_pool : a.k_pool) + row * hd;
+  if constexpr (std::is_same_v<KvT, int8_t>) {
+    const bool finite = isfinite(y0) && isfinite(y1);
+    const float amax = block_max(!active ? 0.0f : finite ? fmaxf(fabsf(y0), fabsf(y1)) : INFINITY, scratch);
+    float scale;
+    if (isinf(amax)) {
+      scale = NAN;
+    } else {
+      scale = amax / 127.0f;
+    }
+    if (active) {
+      const bool zero = !(scale > 0.0f) || isnan(scale);  // zero row, underflow, or non-finite
+      dst[i] = zero ? int8_t(0) : int8_t(fminf(fmaxf(rintf(y0 / scale), -127.0f), 127.0f));
+      dst[i + half] = zero ? int8_t(0) : int8_t(fminf(fmaxf(rintf(y1 / scale), -127.0f), 127.0f));
+    }
+    if (i == 0) (is_v ? a.v_scale : a.k_scale)[row] = scale;
+  } else {
+    if (active) {
+      dst[i] = from_float<KvT>(y0);
+      dst[i + half] = from_float<KvT>(y1);
+    }
+  }
+}
+
+template <typename KvT>
+void launch_kv(const RopeKvArgs& a, dim3 grid, int threads, cudaStream_t stream) {
+  if (a.fused) {
+    rope_kv_write_kernel<KvT, true, true><<<grid, threads, 0, stream>>>(a);
+  } else {
+    rope_kv_write_kernel<KvT, true, false><<<grid, threads, 0, stream>>>(a);
+    rope_kv_write_kernel<KvT, false, true><<<grid, threads, 0, stream>>>(a);
   }
 }
 
@@ -46,11 +80,12 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
 void launch_rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   if (a.batch.n_tokens == 0) return;
   const dim3 grid(unsigned(a.batch.n_tokens), unsigned(a.n_heads + 2 * a.n_kv_heads));
-  const int threads = int(a.head_dim / 2 < 128 ? (a.head_dim / 2 + 31) / 32 * 32 : 128);
+  const int threads = int((a.head_dim / 2 + 31) / 32 * 32);  // head_dim <= 256: at most 128
   switch (a.kv_dtype) {
-    case DType::BF16: rope_kv_write_kernel<bf16><<<grid, threads, 0, stream>>>(a); break;
-    case DType::F16: rope_kv_write_kernel<__half><<<grid, threads, 0, stream>>>(a); break;
-    default: rope_kv_write_kernel<float><<<grid, threads, 0, stream>>>(a); break;
+    case DType::BF16: launch_kv<bf16>(a, grid, threads, stream); break;
+    case DType::F16: launch_kv<__half>(a, grid, threads, stream); break;
+    case DType::I8: launch_kv<int8_t>(a, grid, threads, stream); break;
+    default: launch_kv<float>(a, grid, threads, stream); break;
   }
   TF_CUDA_CHECK_LAUNCH("rope_kv_write_kernel");
 }

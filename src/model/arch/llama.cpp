@@ -51,6 +51,8 @@ class LlamaModel final : public Model {
   TensorView upload(const TensorView& host, const LoadOptions& opt);
   TensorView upload_concat(const std::vector<const TensorInfo*>& parts, const LoadOptions& opt);
   void ensure_scratch(int64_t n_tokens, int64_t n_out);
+  // The ops of one forward over the first n rows of the scratch buffers (set_batch done).
+  void run_layers(int64_t n, int64_t n_out);
   TensorView rows(const TensorView& t, int64_t n) const {  // first n rows of a scratch buffer
     TensorView v = t;
     v.shape[0] = n;
@@ -169,13 +171,50 @@ void LlamaModel::ensure_scratch(int64_t n_tokens, int64_t n_out) {
   s_.logits = be_.alloc(DType::F32, {o, cfg_.n_vocab});
   s_.cap_tokens = n;
   s_.cap_out = o;
+  be_.graph_reset();  // recordings refer to the old buffers
 }
+
+// Decode batches run padded to one of these sizes when the backend records forwards, so a
+// handful of recordings cover every batch size (vLLM records a similar list).
+int32_t graph_bucket(int32_t n_seqs) {
+  static const int32_t kBuckets[] = {1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256};
+  for (int32_t b : kBuckets)
+    if (n_seqs <= b) return b;
+  return 0;  // too large: run eagerly
+}
+// Block-table strides are padded to multiples of this many blocks (one recording per bucket
+// of context length).
+constexpr int32_t kGraphBlockQuantum = 64;
 
 TensorView LlamaModel::forward(const Batch& batch) {
   const int64_t n = batch.n_tokens(), n_out = batch.n_out();
   TF_ASSERT(n > 0, "empty batch");
-  ensure_scratch(n, std::max<int64_t>(n_out, 1));
-  be_.set_batch(batch);
+  const int32_t pad_block = be_.pad_kv_block();
+  const int32_t bucket = batch.n_tokens() == batch.n_seqs() ? graph_bucket(batch.n_seqs()) : 0;
+  if (pad_block < 0 || bucket == 0) {
+    ensure_scratch(n, std::max<int64_t>(n_out, 1));
+    be_.set_batch(batch);
+    run_layers(batch.n_tokens(), batch.n_out());
+    return rows(s_.logits, n_out);
+  }
+  // A decode step on a recording backend: pad to the bucket, then replay, record or run.
+  const int32_t max_blocks = (batch.max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
+  const Batch padded = pad_decode_batch(batch, bucket, max_blocks, pad_block, int32_t(be_.kv_spec().block_size));
+  ensure_scratch(bucket, padded.n_out());
+  be_.set_batch(padded);
+  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 20 | uint64_t(padded.n_out()) << 40;
+  const GraphStep g = be_.graph_begin(key);
+  try {
+    if (g != GraphStep::Replayed) run_layers(padded.n_tokens(), padded.n_out());
+  } catch (...) {
+    if (g == GraphStep::Capture) be_.graph_reset();  // ends the broken recording
+    throw;
+  }
+  if (g == GraphStep::Capture) be_.graph_end();
+  return rows(s_.logits, n_out);
+}
+
+void LlamaModel::run_layers(int64_t n, int64_t n_out) {
   const TensorView x = rows(s_.x, n), h = rows(s_.h, n), qkv = rows(s_.qkv, n),
                    attn = rows(s_.attn, n), delta = rows(s_.delta, n),
                    gate_up = rows(s_.gate_up, n), act = rows(s_.act, n);
@@ -198,14 +237,13 @@ TensorView LlamaModel::forward(const Batch& batch) {
     be_.swiglu(gate_up, act);
     be_.matmul(act, lw.wdown, none, delta);
   }
-  const TensorView logits = rows(s_.logits, n_out);
-  if (n_out == 0) return logits;
+  if (n_out == 0) return;
   // Only the rows that need logits go through the final norm and the LM head.
+  const TensorView logits = rows(s_.logits, n_out);
   be_.add_rms_norm(x, delta, final_norm_, cfg_.rms_norm_eps, h);
   const TensorView out_rows = rows(s_.out_rows, n_out);
   be_.gather_logit_rows(h, out_rows);
   be_.matmul(out_rows, lm_head_, none, logits);
-  return logits;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -17,8 +18,10 @@
 namespace tf::test {
 
 struct Backends {
-  std::unique_ptr<Backend> ref = make_backend(BackendKind::Ref);
-  std::unique_ptr<Backend> cuda = make_backend(BackendKind::Cuda);
+  explicit Backends(const BackendOptions& cuda_options = {})
+      : ref(make_backend(BackendKind::Ref)), cuda(make_backend(BackendKind::Cuda, cuda_options)) {}
+  std::unique_ptr<Backend> ref;
+  std::unique_ptr<Backend> cuda;
 };
 
 // Values rounded to BF16 (and widened back): what both backends get as input.
@@ -84,14 +87,22 @@ inline void expect_close(const std::string& op, const std::vector<float>& got, c
   record(op, "rel L2", error_stats(got, want).rel_l2, tol, r && guard_intact);
 }
 
-// The KV pools of one backend (reference or CUDA), read and written as bytes.
+// The KV pools of one backend (reference or CUDA), read and written as bytes; with I8
+// storage also the row scales.
 class KvPools {
  public:
   template <typename B>
   KvPools(Backend& be, B& owner)
-      : be_(&be), pool_([&owner](int il, int kv) -> const TensorView& {
-          return kv ? owner.v_cache(il) : owner.k_cache(il);
-        }) {}
+      : be_(&be),
+        pool_([&owner](int il, int kv) -> const TensorView& { return kv ? owner.v_cache(il) : owner.k_cache(il); }),
+        scale_([&owner](int il, int kv) -> const TensorView& { return kv ? owner.v_scale(il) : owner.k_scale(il); }) {}
+
+  std::vector<float> scales(int il, int kv) const {
+    std::vector<float> out(size_t(scale_(il, kv).numel()));
+    be_->copy_to_host(scale_(il, kv), out.data());
+    return out;
+  }
+  void set_scales(int il, int kv, const std::vector<float>& v) const { be_->copy_from_host(v.data(), scale_(il, kv)); }
 
   std::vector<uint8_t> bytes(int il, int kv) const {
     std::vector<uint8_t> out(pool_(il, kv).nbytes());
@@ -100,11 +111,19 @@ class KvPools {
   }
   void set_bytes(int il, int kv, const std::vector<uint8_t>& b) const { be_->copy_from_host(b.data(), pool_(il, kv)); }
 
-  // Every element of both layers' pools NaN (quiet, with a payload).
+  // Every element of both layers' pools NaN (quiet, with a payload); I8: every scale NaN
+  // (and the values -128, which quantization never produces).
   void poison_all() const {
     const KvCacheSpec& s = be_->kv_spec();
     for (int il = 0; il < int(s.n_layers); ++il)
-      for (int kv = 0; kv < 2; ++kv) set_bytes(il, kv, nan_bytes(s.dtype, pool_(il, kv).numel()));
+      for (int kv = 0; kv < 2; ++kv) {
+        if (s.dtype == DType::I8) {
+          set_bytes(il, kv, std::vector<uint8_t>(size_t(pool_(il, kv).numel()), 0x80));
+          set_scales(il, kv, std::vector<float>(size_t(scale_(il, kv).numel()), std::nanf("")));
+        } else {
+          set_bytes(il, kv, nan_bytes(s.dtype, pool_(il, kv).numel()));
+        }
+      }
   }
   // Block `block` of every layer NaN (a dropped block handed to someone else).
   void poison_block(int32_t block) const {
@@ -112,6 +131,13 @@ class KvPools {
     const int64_t n = s.n_kv_heads * s.block_size * s.head_dim;
     for (int il = 0; il < int(s.n_layers); ++il)
       for (int kv = 0; kv < 2; ++kv) {
+        if (s.dtype == DType::I8) {
+          std::vector<float> sc = scales(il, kv);
+          for (int64_t r = 0; r < s.n_kv_heads * s.block_size; ++r)
+            sc[size_t(block * s.n_kv_heads * s.block_size + r)] = std::nanf("");
+          set_scales(il, kv, sc);
+          continue;
+        }
         const TensorView& pool = pool_(il, kv);
         const TensorView blk = make_view(pool.as<uint8_t>() + block * n * int64_t(dtype_size(s.dtype)), s.dtype,
                                          {n}, pool.device);
@@ -135,7 +161,7 @@ class KvPools {
   }
 
   Backend* be_;
-  std::function<const TensorView&(int, int)> pool_;
+  std::function<const TensorView&(int, int)> pool_, scale_;
 };
 
 }  // namespace tf::test

@@ -51,13 +51,24 @@ double margin(const float* row, int64_t n) {
   return double(a) - double(b);
 }
 
-class CudaEngine : public ::testing::TestWithParam<std::string> {};
+// Parameter: the KV dtype, with "-eager" for a run without CUDA Graphs (the default records
+// decode steps, so the other cases test the recorded path).
+class CudaEngine : public ::testing::TestWithParam<std::string> {
+ protected:
+  EngineOptions options(const std::string& dir) const {
+    const std::string p = GetParam();
+    const size_t dash = p.find('-');
+    return EngineOptions{.model_dir = dir, .backend = "cuda", .kv_dtype = p.substr(0, dash),
+                         .kernels = {.cuda_graphs = dash == std::string::npos}};
+  }
+};
 
 TEST_P(CudaEngine, TinyMainMatchesGolden) {
   TF_REQUIRE_CUDA_DEVICE();
-  const std::string kv_dtype = GetParam();
   const std::string dir = test::golden_model_dir("tiny-main");
-  Engine engine(EngineOptions{.model_dir = dir, .backend = "cuda", .kv_dtype = kv_dtype, .max_seqs = 4});
+  EngineOptions opt = options(dir);
+  opt.max_seqs = 4;
+  Engine engine(opt);
   Engine cpu(EngineOptions{.model_dir = dir, .backend = "cpu", .max_seqs = 4});
   const int64_t n_vocab = engine.config().n_vocab;
   const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
@@ -133,6 +144,7 @@ TEST_P(CudaEngine, BatchedEqualsAloneUpToNearTies) {
   const std::string kv_dtype = GetParam();
   const std::string dir = test::golden_model_dir("tiny-main");
   const auto golden = test::load_golden("tiny-main");
+  const EngineOptions base = options(dir);
   std::vector<std::vector<int32_t>> prompts;
   std::string system;
   for (const auto& g : golden) {
@@ -144,7 +156,9 @@ TEST_P(CudaEngine, BatchedEqualsAloneUpToNearTies) {
   std::vector<std::vector<int32_t>> alone;
   std::vector<std::vector<double>> alone_margins;
   {
-    Engine e(EngineOptions{.model_dir = dir, .backend = "cuda", .kv_dtype = kv_dtype, .max_seqs = 1});
+    EngineOptions opt = base;
+    opt.max_seqs = 1;
+    Engine e(opt);
     for (int i = 0; i < 3; ++i) prompts.push_back(e.tokenizer().encode(system + golden[size_t(i)].text));
     const int64_t n_vocab = e.config().n_vocab;
     for (const auto& p : prompts) {
@@ -162,8 +176,11 @@ TEST_P(CudaEngine, BatchedEqualsAloneUpToNearTies) {
     }
   }
 
-  Engine e(EngineOptions{.model_dir = dir, .backend = "cuda", .block_size = 16, .n_kv_blocks = 40,
-                         .kv_dtype = kv_dtype, .max_batch_tokens = 64, .max_seqs = 16});
+  EngineOptions opt = base;
+  opt.n_kv_blocks = 40;
+  opt.max_batch_tokens = 64;
+  opt.max_seqs = 16;
+  Engine e(opt);
   std::map<size_t, RequestId> ids;
   for (int step = 0; ids.size() < prompts.size() || e.has_unfinished(); ++step) {
     for (size_t i = 0; i < prompts.size(); ++i)
@@ -197,7 +214,12 @@ TEST_P(CudaEngine, BatchedEqualsAloneUpToNearTies) {
   test::record("engine: batched vs alone", "non-tie diffs", n_bad > 0, 0, n_bad == 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16"));
+INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "bf16-eager"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == '-') c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace tf

@@ -28,6 +28,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/batch.h"
+#include "model/arch/model.h"
+#include "sample/sampler.h"
 #include "cuda_test_report.h"
 #include "cuda_test_util.h"
 #include "op_test_util.h"
@@ -183,11 +185,17 @@ TEST(CudaOps, GatherLogitRows) {
 //     and tensor-core accumulation; a wrong transpose or leading dimension gives O(1).
 //   BF16 output: one rounding of the FP32 result (the bias joins in FP32 through beta = 1,
 //     see gemm.cu): rel L2 <= 2^-8 + 1e-6, tol 5e-3.
-TEST(CudaOps, Matmul) {
+// Each shape runs with cuBLAS, with the GEMV kernel (rows <= 8; k = 1024 takes its unrolled
+// loop) and with the automatic per-shape choice.
+class CudaMatmul : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaMatmul, MatchesRef) {
   TF_REQUIRE_CUDA_DEVICE();
-  test::Backends be;
-  for (int32_t rows : kRowSweep) {
-    for (int64_t k : {64, 256}) {
+  const std::string mode = GetParam();
+  test::Backends be(BackendOptions{.gemv = mode});
+  const std::string tag = mode == "cublas" ? "" : ", gemv " + mode;
+  for (int32_t rows : {1, 2, 7, 8, 64}) {
+    for (int64_t k : {64, 256, 1024}) {
       for (int64_t m : {64, 576}) {
         for (bool with_bias : {false, true}) {
           for (DType out_dtype : {DType::BF16, DType::F32}) {
@@ -227,17 +235,54 @@ TEST(CudaOps, Matmul) {
               const auto ok = test::close_scaled_l2(g, want_v, scale, 1e-4);
               EXPECT_TRUE(ok);
               EXPECT_TRUE(got.guard_intact());
-              test::record("matmul (F32 out)", "scaled L2", test::scaled_l2(g, want_v, scale), 1e-4,
+              test::record("matmul (F32 out" + tag + ")", "scaled L2", test::scaled_l2(g, want_v, scale), 1e-4,
                            ok && got.guard_intact());
             } else {
               test::GuardedBf16 got(*be.cuda, rows, m);
               be.cuda->matmul(x_cuda, w_cuda, b_cuda, got.view());
-              test::expect_close("matmul (BF16 out)", got.values(), want_v, 5e-3, got.guard_intact());
+              test::expect_close("matmul (BF16 out" + tag + ")", got.values(), want_v, 5e-3, got.guard_intact());
             }
             be.cuda->synchronize();
           }
         }
       }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaMatmul, ::testing::Values("cublas", "custom", "auto"));
+
+// ---- greedy sampling ------------------------------------------------------------------------
+
+// argmax_rows against the host backend's: exact ids, including planted ties (lowest id wins)
+// and rows whose maximum sits at the very start or end.
+TEST(CudaOps, ArgmaxRows) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  for (int64_t n_vocab : {1, 100, 5000, 128256}) {
+    for (int64_t rows : {1, 5, 33}) {
+      Rng rng(test::seed_of({9, n_vocab, rows}));
+      std::vector<float> x = test::randn(rng, rows * n_vocab);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = x.data() + r * n_vocab;
+        const int64_t kind = r % 4;
+        if (kind == 1 && n_vocab > 1) row[n_vocab - 1] = 100.0f;
+        if (kind == 2) row[0] = 100.0f;
+        if (kind == 3 && n_vocab > 10) row[7] = row[n_vocab / 2] = row[n_vocab - 3] = 50.0f;  // tie: 7 wins
+      }
+      TensorView lg_ref = test::to_device(*be.ref, x, rows, n_vocab);
+      TensorView ids_ref = be.ref->alloc(DType::I32, {rows});
+      be.ref->argmax_rows(lg_ref, ids_ref);
+      TensorView lg = be.cuda->alloc(DType::F32, {rows, n_vocab});
+      be.cuda->copy_from_host(x.data(), lg);
+      TensorView ids = be.cuda->alloc(DType::I32, {rows});
+      be.cuda->argmax_rows(lg, ids);
+      const std::vector<int32_t> want(ids_ref.as<int32_t>(), ids_ref.as<int32_t>() + rows);
+      std::vector<int32_t> got(want.size());
+      be.cuda->copy_to_host(ids, got.data());
+      EXPECT_EQ(got, want) << "n_vocab=" << n_vocab << " rows=" << rows;
+      if (n_vocab > 10 && rows > 3) EXPECT_EQ(got[3], 7) << "ties go to the lowest id";
+      test::record("argmax_rows", "wrong ids", got != want, 0, got == want);
     }
   }
 }
@@ -357,6 +402,35 @@ constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
   return ::testing::AssertionSuccess();
 }
 
+// I8 pools: rows written by both (scale not NaN) must have scales equal up to the FP32
+// rotation's ~1e-7 (tol 1e-5 relative) and values within one step, with at most 1 + 1% of
+// the values one step apart (a value next to a rounding boundary); rows written by one
+// backend only fail.
+::testing::AssertionResult int8_pools_match(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                                            const std::vector<float>& got_scale, const std::vector<float>& want_scale,
+                                            int64_t head_dim, double* flip_fraction) {
+  int64_t flips = 0, written = 0;
+  for (size_t r = 0; r < want_scale.size(); ++r) {
+    const float gs = got_scale[r], ws = want_scale[r];
+    if (std::isnan(gs) != std::isnan(ws))
+      return ::testing::AssertionFailure() << "row " << r << (std::isnan(ws) ? " written only by CUDA" : " not written by CUDA");
+    if (std::isnan(ws)) continue;
+    if (std::abs(double(gs) - double(ws)) > 1e-5 * std::abs(double(ws)))
+      return ::testing::AssertionFailure() << "row " << r << ": scale " << gs << " want " << ws;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      const int gv = int8_t(got[r * size_t(head_dim) + size_t(d)]), wv = int8_t(want[r * size_t(head_dim) + size_t(d)]);
+      if (std::abs(gv - wv) > 1)
+        return ::testing::AssertionFailure() << "row " << r << " dim " << d << ": " << gv << " want " << wv;
+      flips += gv != wv;
+      ++written;
+    }
+  }
+  *flip_fraction = written ? double(flips) / double(written) : 0.0;
+  if (double(flips) > 1 + kFlipFraction * double(written))
+    return ::testing::AssertionFailure() << flips << " of " << written << " int8 values differ by one";
+  return ::testing::AssertionSuccess();
+}
+
 void run_attn_case(const AttnCase& c) {
   SCOPED_TRACE(c.str());
   Rng rng(test::seed_of({6, c.block_size, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
@@ -423,9 +497,17 @@ void run_attn_case(const AttnCase& c) {
       for (int kv = 0; kv < 2; ++kv) {
         const std::vector<uint8_t> want = pools[0].bytes(il, kv), got = pools[1].bytes(il, kv);
         double flip_fraction = 0;
-        const auto ok = pools_match(got, want, c.kv_dtype, &flip_fraction);
-        EXPECT_TRUE(ok) << (kv ? "V" : "K") << " pool of layer " << il;
-        test::record("rope_kv_write pools", "1-ulp flips", flip_fraction, kFlipFraction, bool(ok));
+        if (c.kv_dtype == DType::I8) {
+          const std::vector<float> want_scale = pools[0].scales(il, kv);
+          const auto ok = int8_pools_match(got, want, pools[1].scales(il, kv), want_scale, c.head_dim, &flip_fraction);
+          EXPECT_TRUE(ok) << (kv ? "V" : "K") << " pool of layer " << il;
+          test::record("rope_kv_write pools (I8)", "1-step flips", flip_fraction, kFlipFraction, bool(ok));
+          pools[1].set_scales(il, kv, want_scale);
+        } else {
+          const auto ok = pools_match(got, want, c.kv_dtype, &flip_fraction);
+          EXPECT_TRUE(ok) << (kv ? "V" : "K") << " pool of layer " << il;
+          test::record("rope_kv_write pools", "1-ulp flips", flip_fraction, kFlipFraction, bool(ok));
+        }
         pools[1].set_bytes(il, kv, want);  // attention is compared from identical pools
       }
     }
@@ -478,23 +560,97 @@ std::string attn_name(const ::testing::TestParamInfo<std::tuple<DType, HeadsPara
          std::to_string(heads.second);
 }
 
-// heads: MHA 4/4, GQA 4/2 and 8/2, MQA 4/1; KV pool BF16 and F16
+// heads: MHA 4/4, GQA 4/2 and 8/2, MQA 4/1 and 8/1 (the decode kernel's groups 1, 2, 4, 8),
+// and 16/1 (a group the decode kernel does not cover: decodes take the plain kernel); KV
+// pool BF16, F16 and I8.
 INSTANTIATE_TEST_SUITE_P(Ops, CudaAttention,
-                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16),
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16, DType::I8),
                                             ::testing::Values(HeadsParam{4, 4}, HeadsParam{4, 2}, HeadsParam{8, 2},
-                                                              HeadsParam{4, 1})),
+                                                              HeadsParam{4, 1}, HeadsParam{8, 1}, HeadsParam{16, 1})),
                          attn_name);
 
-// ---- errors ---------------------------------------------------------------------------------
+// ---- CUDA Graphs ------------------------------------------------------------------------------
 
-TEST(CudaOps, RejectsInt8Kv) {
+// tiny-main's decode steps through the model on two CUDA backends: one records and replays
+// (after one eager warm-up per key), the other drops every recording before each step so it
+// always runs the same padded shapes eagerly. Both use the GEMV kernel (not the timed choice,
+// which may differ between two backends), so the logits must agree bit for bit. Four
+// sequences, then three (the same bucket of 4: the recording made for four is replayed with
+// a padding row), across a block boundary (a new block-table entry). Padding rows write to
+// the pool's padding block only: the real blocks no sequence owns keep the NaN they were
+// set to.
+TEST(CudaGraphs, ReplayEqualsEagerBitwise) {
   TF_REQUIRE_CUDA_DEVICE();
-  auto be = make_backend(BackendKind::Cuda);
-  EXPECT_THROW(be->init_kv_cache(KvCacheSpec{.n_layers = 1, .n_blocks = 4, .block_size = 16, .n_kv_heads = 2,
-                                             .head_dim = 64, .dtype = DType::I8}),
-               Error);
+  const std::string dir = std::string(TF_SOURCE_DIR) + "/models/tiny-main";
+  std::unique_ptr<Backend> be[2] = {make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"}),
+                                    make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"})};
+  std::unique_ptr<Model> model[2];
+  for (int i = 0; i < 2; ++i) {
+    model[i] = load_model(dir, *be[i]);
+    const ModelConfig& cfg = model[i]->config();
+    be[i]->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = 64, .block_size = 16,
+                                     .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim, .dtype = DType::BF16});
+  }
+  const int64_t n_vocab = model[0]->config().n_vocab;
+  auto& rec = dynamic_cast<cuda::CudaBackend&>(*be[0]);
+  const test::KvPools pools(*be[0], rec);
+  pools.poison_all();
+  Rng rng(test::seed_of({10}));
+  const int32_t lens[4] = {20, 33, 7, 12};
+  std::vector<std::vector<int32_t>> seqs(4), tables(4);
+  int32_t next_block = 0;
+  for (int s = 0; s < 4; ++s) {
+    for (int32_t i = 0; i < lens[s]; ++i) seqs[size_t(s)].push_back(int32_t(rng.uniform_int(0, n_vocab - 1)));
+    for (int b = 0; b < 4; ++b) tables[size_t(s)].push_back(next_block++);  // 64 tokens each
+  }
+  auto run = [&](int i, const Batch& batch) {
+    if (i == 1) be[i]->graph_reset();
+    const TensorView logits = model[i]->forward(batch);
+    std::vector<float> out(size_t(logits.numel()));
+    be[i]->copy_to_host(logits, out.data());
+    return out;
+  };
+  // prefill (not a decode batch: eager on both)
+  {
+    BatchBuilder bb(16, 4);
+    for (int s = 0; s < 4; ++s)
+      bb.add(SeqChunk{.ids = seqs[size_t(s)].data(), .n_ids = lens[s], .start_pos = 0,
+                      .blocks = tables[size_t(s)].data(), .n_blocks = 4});
+    const Batch batch = bb.take();
+    EXPECT_TRUE(test::bitwise_equal(run(0, batch), run(1, batch)));
+  }
+  int n_steps_equal = 0;
+  for (int step = 0; step < 12; ++step) {
+    const int n_seqs = step < 6 ? 4 : 3;
+    BatchBuilder bb(16, 4);
+    std::vector<int32_t> last(4);
+    for (int s = 0; s < n_seqs; ++s) {
+      const auto& q = seqs[size_t(s)];
+      last[size_t(s)] = q.back();
+      bb.add(SeqChunk{.ids = &last[size_t(s)], .n_ids = 1, .start_pos = int32_t(q.size()) - 1,
+                      .blocks = tables[size_t(s)].data(), .n_blocks = 4});
+    }
+    const Batch batch = bb.take();
+    const std::vector<float> got = run(0, batch), want = run(1, batch);
+    const auto eq = test::bitwise_equal(got, want);
+    EXPECT_TRUE(eq) << "decode step " << step;
+    n_steps_equal += bool(eq);
+    for (int s = 0; s < n_seqs; ++s)
+      seqs[size_t(s)].push_back(argmax({want.data() + s * n_vocab, size_t(n_vocab)}));
+  }
+  EXPECT_GE(rec.n_graphs(), 1) << "no decode step was recorded";
+  // blocks 16..63 belong to nobody
+  const KvCacheSpec& spec = be[0]->kv_spec();
+  const size_t block_bytes = size_t(spec.n_kv_heads * spec.block_size * spec.head_dim) * 2;
+  bool untouched = true;
+  for (int il = 0; il < int(spec.n_layers); ++il)
+    for (int kv = 0; kv < 2; ++kv) {
+      const std::vector<uint8_t> b = pools.bytes(il, kv);
+      for (size_t i = 16 * block_bytes; i < b.size(); i += 2) untouched &= b[i] == 0xc1 && b[i + 1] == 0x7f;
+    }
+  EXPECT_TRUE(untouched) << "a padding row wrote into a real KV block";
+  test::record("graphs: replay vs eager", "unequal steps", 12 - n_steps_equal, 0, n_steps_equal == 12);
 }
-
 }  // namespace
 
 // ---- the report -----------------------------------------------------------------------------

@@ -1,0 +1,42 @@
+#!/bin/bash
+# One call on the GPU machine (the `device` tool): builds twofold with TF_CUDA=ON against the
+# packed sysroot (tests/backend/cuda/make_device_sysroot.sh), then runs the steps named in
+# $STEPS (default: tests bench), logging each to $OUT/<step>.log:
+#   tests     test_cuda_ops (the per-op pass/fail table and the engine checks)
+#   bench     twofold bench on the Llama-3-8B shape with dummy weights ($BENCH_ARGS)
+#   hf        Hugging Face transformers' generate on the same shape (bench/hf_baseline.py)
+#   tiny      twofold bench on the bundled tiny-main
+# Usage: STEPS="tests bench hf" bash bench/device_run.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+STEPS=${STEPS:-tests bench}
+S=/tmp/sysroot
+mkdir -p "$S" "$OUT"
+tar -C "$S" -xJf build-cuda-sysroot/sysroot.tar.xz
+export PKG_CONFIG_PATH=$S/lib/pkgconfig LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+{
+  cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON -DTF_TESTS=ON -DTF_NATIVE=ON \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DPKG_CONFIG_EXECUTABLE=$S/bin/pkg-config &&
+  cmake --build build-dev -j16 --target test_cuda_ops twofold
+} > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+echo "build ok ($(git rev-parse --short HEAD 2>/dev/null) + working tree)"
+TF=build-dev/tools/twofold
+for step in $STEPS; do
+  case $step in
+    tests)
+      build-dev/tests/backend/cuda/test_cuda_ops ${TEST_FILTER:+--gtest_filter=$TEST_FILTER} > "$OUT/tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |FAILED  \]|^op |pass$|FAIL$" "$OUT/tests.log" | tail -40 ;;
+    bench)
+      sh bench/llama3_8b_shape.sh /tmp/l8
+      $TF bench -m /tmp/l8 --load-format dummy --backend cuda ${BENCH_ARGS:---kv-dtype bf16 --batch 1,8,32 --prompt-len 128 --gen 256 --max-batch-tokens 4096} > "$OUT/bench.log" 2>&1
+      echo "bench rc=$?"; cat "$OUT/bench.log" | grep -v "^loading" | tail -40 ;;
+    hf)
+      sh bench/llama3_8b_shape.sh /tmp/l8
+      python3 bench/hf_baseline.py --config /tmp/l8 ${HF_ARGS:---batch 1,32 --prompt-len 128 --gen 256} > "$OUT/hf.log" 2>&1
+      echo "hf rc=$?"; grep -v Warning "$OUT/hf.log" | tail -8 ;;
+    tiny)
+      $TF bench -m models/tiny-main --backend cuda ${TINY_ARGS:---kv-dtype bf16 --batch 1,64 --prompt-len 128 --gen 128} > "$OUT/tiny.log" 2>&1
+      echo "tiny rc=$?"; tail -12 "$OUT/tiny.log" ;;
+  esac
+done

@@ -1,0 +1,238 @@
+// Paged decode attention (one new token per sequence), flash-decoding style.
+//
+// Grid (decode sequence, kv head, split). A block of 4 warps walks the keys of its split;
+// each warp takes kKeysPerWarp keys at a time, one group of kLanes = 32 / kKeysPerWarp lanes
+// per key, each lane holding kDims = head_dim / kLanes consecutive dims. A lane group reads
+// its key's K row once (16-byte loads) and scores it against every query head of the kv
+// head (GQA: the `group` heads h = kvh * group + g share K/V, which is read once for all of
+// them, never copied), reduces the partial dots over its kLanes lanes with shuffles, and
+// keeps its own online-softmax state (m, l, acc over its dims) per head. At the end the
+// 4 x kKeysPerWarp states are merged in shared memory:
+//   M = max m_i,  L = sum l_i exp(m_i - M),  A[d] = sum acc_i[d] exp(m_i - M),  out = A / L.
+// With one split the block writes out; otherwise it writes (M, L, A) to the workspace and
+// combine_kernel merges the splits the same way. FP32 throughout; one BF16 rounding on the
+// output.
+//
+// Invariants: a state that saw no key has m = -inf, l = 0, acc = 0 and contributes nothing
+// (its weight exp(-inf - M) is 0 once M is finite); a split with no key at all writes
+// m = -inf, l = 0. The key qpos itself is always in the last non-empty split, so L > 0.
+// Keys whose block-table entry is -1 (outside a sliding window) are skipped.
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda_check.h"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+// kDims consecutive elements of a KV row as float (vector loads where the width allows).
+template <typename KvT, int kDims>
+__device__ __forceinline__ void load_dims(const KvT* p, float (&out)[kDims]) {
+  constexpr int kBytes = kDims * int(sizeof(KvT));
+  if constexpr (kBytes % 16 == 0) {
+    constexpr int kVec = kBytes / 16, kPer = 16 / int(sizeof(KvT));
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const uint4 u = *reinterpret_cast<const uint4*>(p + v * kPer);
+      const KvT* e = reinterpret_cast<const KvT*>(&u);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) out[v * kPer + i] = to_float(e[i]);
+    }
+  } else if constexpr (kBytes % 8 == 0) {
+    constexpr int kVec = kBytes / 8, kPer = 8 / int(sizeof(KvT));
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const uint2 u = *reinterpret_cast<const uint2*>(p + v * kPer);
+      const KvT* e = reinterpret_cast<const KvT*>(&u);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) out[v * kPer + i] = to_float(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) out[i] = to_float(p[i]);
+  }
+}
+
+template <typename KvT, int kHeadDim, int kGroup>
+__global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAttentionArgs a) {
+  // Lanes per key: enough that a lane holds at most 32 / kGroup dims of q and of acc (about
+  // 120 registers, four blocks per SM), at least 8 (16-byte loads of BF16 rows).
+  constexpr int kLanesRaw = kHeadDim * kGroup / 32;
+  constexpr int kLanes = kLanesRaw < 8 ? 8 : (kLanesRaw > 32 ? 32 : kLanesRaw);
+  constexpr int kKeysPerWarp = 32 / kLanes, kDims = kHeadDim / kLanes;
+  constexpr int kStates = kWarps * kKeysPerWarp;
+  __shared__ float m_s[kStates][kGroup], l_s[kStates][kGroup];
+  __shared__ float acc_s[kStates][kGroup][kHeadDim];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kg = lane / kLanes, kl = lane % kLanes;  // key group within the warp, lane within it
+  const int state = warp * kKeysPerWarp + kg;
+  const int32_t s = a.batch.decode_seqs[blockIdx.x];
+  const int64_t kvh = blockIdx.y, hd = kHeadDim;
+  const int32_t split = int32_t(blockIdx.z);
+  const int32_t it = a.batch.seq_starts[s];
+  const int32_t qpos = a.batch.positions[it];
+  const int32_t first = a.sliding_window > 0 ? max(0, qpos - int32_t(a.sliding_window) + 1) : 0;
+  const int32_t split_keys = *a.batch.split_keys;
+  const int32_t k_begin = first + split * split_keys;
+  const int32_t k_end = min(qpos + 1, k_begin + split_keys);
+  if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
+    if (a.n_splits > 1 && threadIdx.x < a.n_heads / a.n_kv_heads) {
+      const int64_t h = kvh * (a.n_heads / a.n_kv_heads) + threadIdx.x;
+      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (kHeadDim + 2);
+      ws[0] = -INFINITY;
+      ws[1] = 0.0f;
+    }
+    return;
+  }
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
+  const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
+  const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
+
+  float q[kGroup][kDims], acc[kGroup][kDims], m[kGroup], l[kGroup];
+  const bf16* qrow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * hd + kvh * group * hd;
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) {
+      q[g][i] = g < group ? to_float(qrow[g * hd + kl * kDims + i]) * a.scale : 0.0f;
+      acc[g][i] = 0.0f;
+    }
+  }
+
+  for (int32_t kp0 = k_begin + warp * kKeysPerWarp; kp0 < k_end; kp0 += kWarps * kKeysPerWarp) {
+    const int32_t kp = kp0 + kg;
+    const int32_t block = kp < k_end ? table[kp / a.block_size] : -1;
+    float kf[kDims], vf[kDims], ks = 1.0f, vs = 1.0f;
+    if (block >= 0) {
+      const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+      load_dims<KvT, kDims>(k_pool + row * hd + kl * kDims, kf);
+      load_dims<KvT, kDims>(v_pool + row * hd + kl * kDims, vf);
+      if (a.k_scale) {
+        ks = a.k_scale[row];
+        vs = a.v_scale[row];
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) dot += q[g][i] * kf[i];
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (block < 0) continue;  // uniform within the lane group (after the shuffles)
+      dot *= ks;
+      const float m_new = fmaxf(m[g], dot);
+      const float corr = expf(m[g] - m_new), p = expf(dot - m_new);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) acc[g][i] = acc[g][i] * corr + p * (vf[i] * vs);
+      m[g] = m_new;
+    }
+  }
+
+  // ---- merge the block's states
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    if (kl == 0) {
+      m_s[state][g] = m[g];
+      l_s[state][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc_s[state][g][kl * kDims + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < group * kHeadDim; t += kWarps * 32) {
+    const int g = t / kHeadDim, d = t % kHeadDim;
+    float mx = -INFINITY;
+    for (int st = 0; st < kStates; ++st) mx = fmaxf(mx, m_s[st][g]);
+    float sum_l = 0.0f, sum_a = 0.0f;
+    if (mx != -INFINITY) {
+      for (int st = 0; st < kStates; ++st) {
+        const float w = expf(m_s[st][g] - mx);
+        sum_l += l_s[st][g] * w;
+        sum_a += acc_s[st][g][d] * w;
+      }
+    }
+    const int64_t h = kvh * group + g;
+    if (a.n_splits == 1) {
+      a.out[int64_t(it) * a.n_heads * hd + h * hd + d] = from_float<bf16>(sum_a / sum_l);
+    } else {
+      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (hd + 2);
+      ws[2 + d] = sum_a;
+      if (d == 0) {
+        ws[0] = mx;
+        ws[1] = sum_l;
+      }
+    }
+  }
+}
+
+// Grid (decode sequence, head), head_dim threads: merges the n_splits partial states.
+__global__ void combine_kernel(PagedAttentionArgs a) {
+  const int64_t hd = a.head_dim, h = blockIdx.y;
+  const int32_t it = a.batch.seq_starts[a.batch.decode_seqs[blockIdx.x]];
+  const float* ws = a.workspace + (int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits * (hd + 2);
+  float mx = -INFINITY;
+  for (int sp = 0; sp < a.n_splits; ++sp) mx = fmaxf(mx, ws[sp * (hd + 2)]);
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float sum_l = 0.0f, sum_a = 0.0f;
+    for (int sp = 0; sp < a.n_splits; ++sp) {
+      const float* part = ws + sp * (hd + 2);
+      if (part[0] == -INFINITY) continue;
+      const float w = expf(part[0] - mx);
+      sum_l += part[1] * w;
+      sum_a += part[2 + d] * w;
+    }
+    a.out[int64_t(it) * a.n_heads * hd + h * hd + d] = from_float<bf16>(sum_a / sum_l);
+  }
+}
+
+template <typename KvT, int kHeadDim>
+void launch_group(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  if (group == 1)
+    decode_attention_kernel<KvT, kHeadDim, 1><<<grid, kWarps * 32, 0, stream>>>(a);
+  else if (group == 2)
+    decode_attention_kernel<KvT, kHeadDim, 2><<<grid, kWarps * 32, 0, stream>>>(a);
+  else if (group <= 4)
+    decode_attention_kernel<KvT, kHeadDim, 4><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    decode_attention_kernel<KvT, kHeadDim, 8><<<grid, kWarps * 32, 0, stream>>>(a);
+}
+
+template <typename KvT>
+void launch_kv(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
+  if (a.head_dim == 64)
+    launch_group<KvT, 64>(a, grid, stream);
+  else
+    launch_group<KvT, 128>(a, grid, stream);
+}
+
+}  // namespace
+
+bool decode_supported(int64_t head_dim, int64_t group) {
+  return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
+}
+
+void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (a.batch.n_decode == 0) return;
+  const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
+  switch (a.kv_dtype) {
+    case DType::BF16: launch_kv<bf16>(a, grid, stream); break;
+    case DType::F16: launch_kv<__half>(a, grid, stream); break;
+    case DType::I8: launch_kv<int8_t>(a, grid, stream); break;
+    default: launch_kv<float>(a, grid, stream); break;
+  }
+  TF_CUDA_CHECK_LAUNCH("decode_attention_kernel");
+  if (a.n_splits > 1) {
+    combine_kernel<<<dim3(unsigned(a.batch.n_decode), unsigned(a.n_heads)), unsigned(a.head_dim), 0, stream>>>(a);
+    TF_CUDA_CHECK_LAUNCH("combine_kernel");
+  }
+}
+
+}  // namespace tf::cuda
