@@ -4,6 +4,7 @@
 # $STEPS (default: tests bench), logging each to $OUT/<step>.log:
 #   tests     test_cuda_ops (the per-op pass/fail table and the engine checks)
 #   bench     twofold bench on the Llama-3-8B shape with dummy weights ($BENCH_ARGS)
+#   prefill   twofold bench prefill of $PREFILL_LENS tokens (default 512 4096) on the same shape
 #   hf        Hugging Face transformers' generate on the same shape (bench/hf_baseline.py)
 #   tiny      twofold bench on the bundled tiny-main
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
@@ -31,6 +32,13 @@ for step in $STEPS; do
       sh bench/llama3_8b_shape.sh /tmp/l8
       $TF bench -m /tmp/l8 --load-format dummy --backend cuda ${BENCH_ARGS:---kv-dtype bf16 --batch 1,8,32 --prompt-len 128 --gen 256 --max-batch-tokens 4096} > "$OUT/bench.log" 2>&1
       echo "bench rc=$?"; cat "$OUT/bench.log" | grep -v "^loading" | tail -40 ;;
+    prefill)
+      sh bench/llama3_8b_shape.sh /tmp/l8
+      for len in ${PREFILL_LENS:-512 4096}; do
+        $TF bench -m /tmp/l8 --load-format dummy --backend cuda --kv-dtype bf16 --batch 1 --prompt-len $len --gen 4 \
+          --max-batch-tokens $len ${PREFILL_ARGS:-} > "$OUT/prefill_$len.log" 2>&1
+        echo "prefill $len rc=$?"; grep -v "^loading" "$OUT/prefill_$len.log" | tail -6
+      done ;;
     hf)
       sh bench/llama3_8b_shape.sh /tmp/l8
       python3 bench/hf_baseline.py --config /tmp/l8 ${HF_ARGS:---batch 1,32 --prompt-len 128 --gen 256} > "$OUT/hf.log" 2>&1

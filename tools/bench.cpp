@@ -71,7 +71,9 @@ std::vector<int> parse_list(const std::string& s) {
 // and how many sequences of the workload's mean length fit a KV budget in BF16 and INT8.
 void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohmann::json& out) {
   engine.set_kernel_options(variant_options(split_names(a.variants).front()));
-  const bench::WorkloadParams wp{.n_requests = a.workload, .max_batch = max_batch};
+  // Lengths clamped to half the context so that prompt + output always fit.
+  const bench::WorkloadParams wp{.n_requests = a.workload, .max_batch = max_batch,
+                                 .max_len = int32_t(std::min<int64_t>(2048, engine.config().max_position / 2))};
   const std::vector<bench::WorkloadRequest> reqs = bench::make_workload(wp);
   double mean_len = 0;
   for (const auto& r : reqs) mean_len += r.prompt_len + r.output_len;
@@ -83,10 +85,8 @@ void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohm
   const double budget = a.kv_budget_gb * 1e9;
   const double token_bytes = double(engine.kv_bytes_per_token());
   if (!a.json)
-    std::printf("
-workload: %d requests, log-normal lengths (prompt median %.0f, output median %.0f, sigma %.1f), "
-                "mean prompt+output %.0f tokens, batch %d
-",
+    std::printf("\nworkload: %d requests, log-normal lengths (prompt median %.0f, output median %.0f, sigma %.1f), "
+                "mean prompt+output %.0f tokens, batch %d\n",
                 a.workload, wp.prompt_median, wp.output_median, wp.sigma, mean_len, max_batch);
   nlohmann::json w{{"requests", a.workload}, {"batch", max_batch}, {"mean_len", mean_len}};
   for (bool is_static : {true, false}) {
@@ -189,7 +189,7 @@ int run_bench(const Args& a) {
       }
       out["runs"].push_back(run);
       if (!a.json) {
-        std::printf("%-16s %6d %14.1f %9.1f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", variant.c_str(), b,
+        std::printf("%-16s %6d %14.1f %9.2f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", variant.c_str(), b,
                     r.prefill_tokens_per_s, prefill_tflops,
                     r.decode_tokens_per_s, r.itl_p50_s * 1e3, r.itl_p99_s * 1e3,
                     roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s, paged_mb, reserved_mb);
