@@ -5,7 +5,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config xz-utils
       nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libicu-dev
-      libgtest-dev libgmock-dev python3)
+      libgtest-dev libgmock-dev libcpp-httplib-dev python3)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,4 +14,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The server's tests drive it with the official `openai` Python client (tests/serve).
+if ! python3 -c "import openai" 2>/dev/null; then
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-pip
+  fi
+  # Debian 12's system Python refuses pip installs without --break-system-packages (PEP 668).
+  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
 fi

@@ -31,6 +31,7 @@ void add_perplexity(CLI::App& app, Runner& run);
 void add_info(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 void add_kv_plan(CLI::App& app, Runner& run);
+void add_serve(CLI::App& app, Runner& run);
 
 // JSON text of a string that may hold invalid UTF-8 (replaced, never thrown on).
 std::string json_dump(const nlohmann::json& j);

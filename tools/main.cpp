@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   tf::cli::add_info(app, run);
   tf::cli::add_bench(app, run);
   tf::cli::add_kv_plan(app, run);
+  tf::cli::add_serve(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,241 @@
+// The engine thread and the per-request streams; see engine_loop.h.
+#include "serve/engine_loop.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace tf::serve {
+
+// ---- RequestStream ----------------------------------------------------------------------------
+
+bool RequestStream::wait(std::vector<RequestOutput>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  const bool ready = cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || finished_; });
+  for (RequestOutput& o : queue_) out.push_back(std::move(o));
+  queue_.clear();
+  return ready;
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard lock(mu_);
+  return finished_;
+}
+
+RequestStats RequestStream::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+std::string RequestStream::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+void RequestStream::push(RequestOutput o) {
+  {
+    std::lock_guard lock(mu_);
+    if (o.finished) finished_ = true;
+    queue_.push_back(std::move(o));
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::accept(RequestId id) {
+  {
+    std::lock_guard lock(mu_);
+    id_ = id;
+    decided_ = true;
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::reject(std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = std::move(error);
+    decided_ = true;
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::fail(std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = std::move(error);
+    finished_ = true;
+    queue_.push_back(RequestOutput{.id = id_, .finished = true, .finish_reason = FinishReason::Abort});
+  }
+  cv_.notify_all();
+}
+
+// ---- EngineLoop -------------------------------------------------------------------------------
+
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, ServerMetrics& metrics)
+    : engine_(std::move(engine)), metrics_(metrics), block_size_(engine_->kv_block_size()),
+      kv_bytes_per_token_(engine_->kv_bytes_per_token()), snapshot_(engine_->metrics()) {
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    abort_all_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestStream> EngineLoop::submit(GenerateRequest req) {
+  auto s = std::make_shared<RequestStream>();
+  s->request_ = std::move(req);
+  s->arrival_ = Clock::now();
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) fail("the server is shutting down");
+    inbox_.push_back(s);
+  }
+  cv_.notify_all();
+  std::unique_lock lock(s->mu_);
+  s->cv_.wait(lock, [&] { return s->decided_; });
+  if (s->id_ < 0) fail("{}", s->error_);
+  return s;
+}
+
+void EngineLoop::abort(const RequestStream& s) {
+  const RequestId id = s.id();
+  if (id < 0 || s.finished()) return;
+  {
+    std::lock_guard lock(mu_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+void EngineLoop::abort_all() {
+  {
+    std::lock_guard lock(mu_);
+    abort_all_ = true;
+  }
+  cv_.notify_all();
+}
+
+EngineMetrics EngineLoop::metrics() const {
+  std::lock_guard lock(mu_);
+  return snapshot_;
+}
+
+// Each iteration: take the queued submissions and aborts, run one engine step if anything
+// is unfinished, hand each output to its stream, publish the metrics snapshot. Sleeps while
+// there is nothing to do; exits once stopped and drained.
+void EngineLoop::run() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        return stop_ || abort_all_ || !inbox_.empty() || !aborts_.empty() || engine_->has_unfinished();
+      });
+      if (stop_ && inbox_.empty() && !abort_all_ && !engine_->has_unfinished()) break;
+    }
+    drain_inbox();
+    if (engine_->has_unfinished()) {
+      try {
+        deliver(engine_->step());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "twofold serve: engine step failed: %s\n", e.what());
+        fail_all(std::string("internal error in the engine: ") + e.what());
+      }
+    }
+    publish_metrics();
+  }
+  publish_metrics();
+}
+
+void EngineLoop::drain_inbox() {
+  std::vector<std::shared_ptr<RequestStream>> inbox;
+  std::vector<RequestId> aborts;
+  bool all = false, stopping = false;
+  {
+    std::lock_guard lock(mu_);
+    inbox.swap(inbox_);
+    aborts.swap(aborts_);
+    all = abort_all_;
+    abort_all_ = false;
+    stopping = stop_;
+  }
+  for (const auto& s : inbox) {
+    if (stopping) {
+      s->reject("the server is shutting down");
+      continue;
+    }
+    try {
+      const RequestId id = engine_->add_request(std::move(s->request_));
+      live_[id] = s;
+      s->accept(id);
+    } catch (const std::exception& e) {
+      s->reject(e.what());
+    }
+  }
+  if (all) {
+    for (const auto& [id, s] : live_) engine_->abort(id);
+  } else {
+    for (RequestId id : aborts)
+      if (live_.count(id)) engine_->abort(id);
+  }
+}
+
+void EngineLoop::deliver(std::vector<RequestOutput> outs) {
+  const Clock::time_point now = Clock::now();
+  for (RequestOutput& o : outs) {
+    auto it = live_.find(o.id);
+    if (it == live_.end()) continue;
+    const std::shared_ptr<RequestStream> s = it->second;
+    const size_t n_new = o.new_token_ids.size();
+    if (n_new > 0) {
+      if (!s->has_token_) {
+        metrics_.ttft_s.observe(std::chrono::duration<double>(now - s->arrival_).count());
+      } else {
+        const double gap = std::chrono::duration<double>(now - s->last_token_).count() / double(n_new);
+        for (size_t i = 0; i < n_new; ++i) metrics_.itl_s.observe(gap);
+      }
+      s->has_token_ = true;
+      s->last_token_ = now;
+      metrics_.generation_tokens += int64_t(n_new);
+    }
+    if (o.finished) {
+      const RequestStats st = engine_->stats(o.id);
+      metrics_.prompt_tokens += st.n_prompt_tokens;
+      metrics_.count_finished(o.finish_reason);
+      if (o.finish_reason != FinishReason::Abort)
+        metrics_.e2e_s.observe(std::chrono::duration<double>(now - s->arrival_).count());
+      engine_->release(o.id);
+      live_.erase(it);
+      std::lock_guard lock(s->mu_);
+      s->stats_ = st;
+    }
+    s->push(std::move(o));
+  }
+}
+
+void EngineLoop::fail_all(const std::string& error) {
+  for (const auto& [id, s] : live_) {
+    try {
+      engine_->abort(id);
+      engine_->release(id);
+    } catch (const std::exception&) {
+      // The engine is already in trouble; the request is failed below either way.
+    }
+    s->fail(error);
+  }
+  live_.clear();
+}
+
+void EngineLoop::publish_metrics() {
+  const EngineMetrics m = engine_->metrics();
+  std::lock_guard lock(mu_);
+  snapshot_ = m;
+}
+
+}  // namespace tf::serve

@@ -1,0 +1,287 @@
+// Field-by-field parsing of OpenAI request bodies; see openai_protocol.h for the field list.
+#include "serve/openai_protocol.h"
+
+#include <cmath>
+#include <limits>
+
+#include "serve/api_error.h"
+
+namespace tf::serve {
+namespace {
+
+using nlohmann::json;
+
+// JSON type names as the OpenAI docs write them, for "expected X, got Y" messages.
+std::string type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number()) return "number";
+  if (v.is_string()) return "string";
+  if (v.is_array()) return "array";
+  return "object";
+}
+
+[[noreturn]] void wrong_type(const std::string& field, const char* expected, const json& v) {
+  bad_request(field, "'" + field + "' must be " + expected + ", got " + type_name(v));
+}
+
+// Reads optional fields of the request object; a null value counts as absent, as in the
+// OpenAI API (the Python client sends no field at all for NOT_GIVEN, and null is "default").
+class Fields {
+ public:
+  explicit Fields(const json& j) : j_(j) {}
+
+  const json* get(const char* k) const {
+    auto it = j_.find(k);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<bool> boolean(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(k, "a boolean", *v);
+    return v->get<bool>();
+  }
+  // An integer in [lo, hi].
+  std::optional<int64_t> integer(const char* k, int64_t lo, int64_t hi) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) wrong_type(k, "an integer", *v);
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      bad_request(k, fmt_range(k, lo, hi, v->dump()));
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) bad_request(k, fmt_range(k, lo, hi, std::to_string(x)));
+    return x;
+  }
+  // A finite number; range checks are the caller's (they differ in open/closed ends).
+  std::optional<double> number(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) wrong_type(k, "a number", *v);
+    const double x = v->get<double>();
+    if (!std::isfinite(x)) bad_request(k, std::string("'") + k + "' must be a finite number");
+    return x;
+  }
+
+ private:
+  static std::string fmt_range(const char* k, int64_t lo, int64_t hi, const std::string& got) {
+    std::string msg = std::string("'") + k + "' must be ";
+    if (hi == std::numeric_limits<int64_t>::max()) msg += "at least " + std::to_string(lo);
+    else msg += "between " + std::to_string(lo) + " and " + std::to_string(hi);
+    return msg + ", got " + got;
+  }
+  const json& j_;
+};
+
+json parse_body(std::string_view body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_request_error");
+  }
+  if (!j.is_object())
+    throw ApiError(400, "the request body must be a JSON object, got " + type_name(j), "invalid_request_error");
+  return j;
+}
+
+void refuse_unless(bool ok, const char* field, const std::string& why) {
+  if (!ok) bad_request(field, std::string("'") + field + "' " + why);
+}
+
+std::vector<std::string> parse_stop(const Fields& f) {
+  const json* v = f.get("stop");
+  if (!v) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array()) wrong_type("stop", "a string or an array of strings", *v);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) wrong_type("stop[" + std::to_string(i) + "]", "a string", (*v)[i]);
+    if ((*v)[i].get_ref<const std::string&>().empty()) bad_request("stop", "'stop' strings must not be empty");
+    out.push_back((*v)[i].get<std::string>());
+  }
+  return out;
+}
+
+// The fields both endpoints share.
+void parse_common(const json& j, ApiRequest& r) {
+  const Fields f(j);
+  if (const json* m = f.get("model")) {
+    if (!m->is_string()) wrong_type("model", "a string", *m);
+    r.model = m->get<std::string>();
+  }
+  constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
+  if (auto v = f.integer("max_tokens", 1, kMaxI32)) r.max_tokens = int32_t(*v);
+  SamplingParams& s = r.sampling;
+  if (auto v = f.number("temperature")) {
+    refuse_unless(*v >= 0, "temperature", "must be at least 0, got " + std::to_string(*v));
+    s.temperature = float(*v);
+  }
+  if (auto v = f.number("top_p")) {
+    refuse_unless(*v > 0 && *v <= 1, "top_p", "must be in (0, 1], got " + std::to_string(*v));
+    s.top_p = float(*v);
+  }
+  // -1 is vLLM's "off"; 0 is ours.
+  if (auto v = f.integer("top_k", -1, kMaxI32)) s.top_k = int32_t(std::max<int64_t>(*v, 0));
+  if (auto v = f.number("min_p")) {
+    refuse_unless(*v >= 0 && *v <= 1, "min_p", "must be in [0, 1], got " + std::to_string(*v));
+    s.min_p = float(*v);
+  }
+  if (auto v = f.number("repetition_penalty")) {
+    refuse_unless(*v > 0, "repetition_penalty", "must be greater than 0, got " + std::to_string(*v));
+    s.repetition_penalty = float(*v);
+  }
+  for (const char* k : {"presence_penalty", "frequency_penalty"})
+    if (auto v = f.number(k)) refuse_unless(*v == 0, k, "is not supported (use repetition_penalty)");
+  if (const json* v = f.get("seed")) {
+    if (!v->is_number_integer()) wrong_type("seed", "an integer", *v);
+    s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
+    r.seed_given = true;
+  }
+  s.stop = parse_stop(f);
+  if (auto v = f.integer("n", 1, kMaxI32)) refuse_unless(*v == 1, "n", "must be 1 (one choice per request)");
+  if (auto v = f.boolean("stream")) r.stream = *v;
+  if (const json* so = f.get("stream_options")) {
+    if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+    refuse_unless(r.stream, "stream_options", "is only allowed when 'stream' is true");
+    const Fields sf(*so);
+    const json* iu = sf.get("include_usage");
+    if (iu && !iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
+    r.include_usage = iu && iu->get<bool>();
+  }
+  if (auto v = f.integer("priority", std::numeric_limits<int32_t>::min(), kMaxI32)) r.priority = int32_t(*v);
+  if (auto v = f.boolean("ignore_eos")) s.ignore_eos = *v;
+  if (const json* lb = f.get("logit_bias")) {
+    if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
+    refuse_unless(lb->empty(), "logit_bias", "is not supported");
+  }
+}
+
+std::vector<int32_t> parse_ids(const json& v, const std::string& field) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& x = v[i];
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      bad_request(field, "'" + field + "' token ids must be non-negative integers; element " + std::to_string(i) +
+                             " is " + x.dump());
+    ids.push_back(x.get<int32_t>());
+  }
+  return ids;
+}
+
+// prompt: "text" | [ids...] | ["text"] | [[ids...]]; one prompt per request.
+void parse_prompt(const json& j, ApiRequest& r) {
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) bad_request("prompt", "'prompt' is required");
+  json p = *it;
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = json(p[0]);
+  else if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array()))
+    bad_request("prompt", "'prompt' must be a single prompt (a string or a list of token ids); got " +
+                              std::to_string(p.size()) + " prompts");
+  if (p.is_string()) {
+    r.prompt_text = p.get<std::string>();
+    if (r.prompt_text.empty()) bad_request("prompt", "'prompt' must not be empty");
+  } else if (p.is_array()) {
+    r.prompt_ids = parse_ids(p, "prompt");
+    r.prompt_is_ids = true;
+    if (r.prompt_ids.empty()) bad_request("prompt", "'prompt' must not be empty");
+  } else {
+    wrong_type("prompt", "a string or an array of token ids", p);
+  }
+}
+
+void parse_messages(const json& j, ApiRequest& r) {
+  auto it = j.find("messages");
+  if (it == j.end() || it->is_null()) bad_request("messages", "'messages' is required");
+  if (!it->is_array()) wrong_type("messages", "an array of message objects", *it);
+  if (it->empty()) bad_request("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) wrong_type(at, "an object", m);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) bad_request(at + ".role", "'" + at + ".role' must be a string");
+    auto content = m.find("content");
+    const bool null_ok = *role == "assistant";  // an assistant turn with only tool_calls
+    if (content == m.end() || content->is_null()) {
+      if (!null_ok) bad_request(at + ".content", "'" + at + ".content' is required");
+      continue;
+    }
+    if (content->is_string()) continue;
+    if (!content->is_array()) wrong_type(at + ".content", "a string or an array of content parts", *content);
+    for (size_t k = 0; k < content->size(); ++k) {
+      const json& part = (*content)[k];
+      const std::string pat = at + ".content[" + std::to_string(k) + "]";
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        bad_request(pat, "'" + pat + "' must be {\"type\": \"text\", \"text\": \"...\"} (only text parts are supported)");
+    }
+  }
+  r.messages = *it;
+}
+
+}  // namespace
+
+const char* prompt_param(Endpoint e) { return e == Endpoint::Chat ? "messages" : "prompt"; }
+
+ApiRequest parse_completion_request(std::string_view body) {
+  const json j = parse_body(body);
+  ApiRequest r{.endpoint = Endpoint::Completions};
+  parse_common(j, r);
+  parse_prompt(j, r);
+  const Fields f(j);
+  if (auto v = f.integer("logprobs", 0, 20)) {
+    r.want_logprobs = true;
+    r.sampling.logprobs = int32_t(*v);
+  }
+  if (auto v = f.boolean("echo")) refuse_unless(!*v, "echo", "is not supported");
+  if (auto v = f.integer("best_of", 1, std::numeric_limits<int32_t>::max()))
+    refuse_unless(*v == 1, "best_of", "must be 1");
+  if (const json* v = f.get("suffix")) refuse_unless(v->is_string() && v->get_ref<const std::string&>().empty(),
+                                                     "suffix", "is not supported");
+  return r;
+}
+
+ApiRequest parse_chat_request(std::string_view body) {
+  const json j = parse_body(body);
+  ApiRequest r{.endpoint = Endpoint::Chat};
+  parse_common(j, r);
+  parse_messages(j, r);
+  const Fields f(j);
+  // The newer name wins, as in the OpenAI API.
+  if (auto v = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = int32_t(*v);
+  r.want_logprobs = f.boolean("logprobs").value_or(false);
+  if (auto v = f.integer("top_logprobs", 0, 20)) {
+    refuse_unless(r.want_logprobs, "top_logprobs", "requires 'logprobs' to be true");
+    r.sampling.logprobs = int32_t(*v);
+  } else if (r.want_logprobs) {
+    r.sampling.logprobs = 0;
+  }
+  if (const json* t = f.get("tools")) {
+    if (!t->is_array()) wrong_type("tools", "an array", *t);
+    r.tools = *t;
+  }
+  if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
+  if (const json* k = f.get("chat_template_kwargs")) {
+    if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
+    r.chat_template_kwargs = *k;
+  }
+  return r;
+}
+
+void fit_max_tokens(ApiRequest& r, int64_t n_prompt, int64_t max_position) {
+  const int64_t room = max_position - n_prompt;
+  if (room < 1)
+    bad_request(prompt_param(r.endpoint),
+                "the prompt is " + std::to_string(n_prompt) + " tokens but the model's context is " +
+                    std::to_string(max_position) + " tokens; at most " + std::to_string(max_position - 1) +
+                    " prompt tokens leave room for one new token");
+  if (r.max_tokens && *r.max_tokens > room)
+    bad_request("max_tokens", "max_tokens is " + std::to_string(*r.max_tokens) + " but the model's context is " +
+                                  std::to_string(max_position) + " tokens and the prompt takes " +
+                                  std::to_string(n_prompt) + ", leaving room for " + std::to_string(room) +
+                                  " new tokens");
+  const int64_t dflt = r.endpoint == Endpoint::Chat ? room : std::min<int64_t>(16, room);
+  r.sampling.max_tokens = int32_t(r.max_tokens.value_or(int32_t(dflt)));
+}
+
+}  // namespace tf::serve

@@ -1,0 +1,64 @@
+// OpenAI API requests -> what the engine runs. Parses and validates the JSON body of
+// POST /v1/completions and POST /v1/chat/completions field by field, so that every mistake
+// comes back as a 400 naming the field (ApiError), never as a crash or a vague message.
+//
+// Supported fields (both endpoints unless marked): model, max_tokens (chat also
+// max_completion_tokens), temperature, top_p, top_k, min_p, repetition_penalty, seed, stop,
+// n (must be 1), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
+// extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
+// completions: prompt (a string, a list of token ids, or a one-element list of either);
+// chat: messages, tools, add_generation_prompt and chat_template_kwargs (vLLM extensions).
+// Fields that would change the result but are not implemented (n > 1, echo, best_of, suffix,
+// logit_bias, presence/frequency penalties) are refused by name rather than ignored;
+// unknown fields are ignored, as the OpenAI API does.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "twofold/sampling.h"
+
+namespace tf::serve {
+
+enum class Endpoint : uint8_t { Completions, Chat };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::optional<std::string> model;  // absent: the served model
+  // Completions: the prompt as text, or as token ids (then prompt_text is unused).
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  // Chat: the messages (validated shape: objects with a role and string/array/null content).
+  nlohmann::json messages;
+  nlohmann::json tools;  // null when absent
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  bool add_generation_prompt = true;
+
+  std::optional<int32_t> max_tokens;  // absent: completions 16 (OpenAI's default), chat the rest of the context
+  SamplingParams sampling;            // max_tokens filled in by fit_max_tokens
+  bool seed_given = false;            // false: the server draws a random seed
+  int32_t priority = 0;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool want_logprobs = false;  // completions logprobs != null; chat logprobs == true
+};
+
+// Throw ApiError (400) naming the field on invalid JSON, a wrong type or an out-of-range value.
+ApiRequest parse_completion_request(std::string_view body);
+ApiRequest parse_chat_request(std::string_view body);
+
+// Sets sampling.max_tokens from max_tokens and the context left after an n_prompt-token
+// prompt; 400 (param "max_tokens") when an explicit value does not fit, 400 (param "prompt"
+// or "messages") when the prompt leaves no room for one new token.
+void fit_max_tokens(ApiRequest& r, int64_t n_prompt, int64_t max_position);
+
+// The field a prompt-related error names: "prompt" or "messages".
+const char* prompt_param(Endpoint e);
+
+}  // namespace tf::serve

@@ -1,0 +1,126 @@
+// Building OpenAI response JSON; see openai_response.h.
+#include "serve/openai_response.h"
+
+#include "model/tokenizer/tokenizer.h"
+
+namespace tf::serve {
+namespace {
+
+using nlohmann::json;
+
+json usage_json(Usage u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+// Completions: {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}. The
+// sampled token is always among its top_logprobs keys, as vLLM reports it.
+json completion_logprobs(const Tokenizer& tok, std::span<const SampledLogprobs> lps, size_t text_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const SampledLogprobs& lp : lps) {
+    const std::string t = tok.token_bytes(lp.sampled.id);
+    tokens.push_back(t);
+    token_logprobs.push_back(lp.sampled.logprob);
+    json alts = json::object();
+    for (const LogprobEntry& e : lp.top) alts[tok.token_bytes(e.id)] = e.logprob;
+    alts[t] = lp.sampled.logprob;
+    top.push_back(alts);
+    offsets.push_back(text_offset);
+    text_offset += t.size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json chat_logprob_entry(const Tokenizer& tok, const LogprobEntry& e) {
+  const std::string t = tok.token_bytes(e.id);
+  return json{{"token", t}, {"logprob", e.logprob}, {"bytes", bytes_of(t)}};
+}
+
+// Chat: {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+json chat_logprobs(const Tokenizer& tok, std::span<const SampledLogprobs> lps) {
+  json content = json::array();
+  for (const SampledLogprobs& lp : lps) {
+    json entry = chat_logprob_entry(tok, lp.sampled);
+    json top = json::array();
+    for (const LogprobEntry& e : lp.top) top.push_back(chat_logprob_entry(tok, e));
+    entry["top_logprobs"] = top;
+    content.push_back(entry);
+  }
+  return json{{"content", content}};
+}
+
+json envelope(const ResponseMeta& m, const char* object) {
+  return json{{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model},
+              {"system_fingerprint", nullptr}};
+}
+
+}  // namespace
+
+const char* finish_reason_text(FinishReason r) {
+  switch (r) {
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::Stop:
+    case FinishReason::None: break;
+  }
+  return "stop";
+}
+
+json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
+                   std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage) {
+  json choice{{"index", 0}, {"finish_reason", finish_reason_text(finish)}, {"logprobs", nullptr}};
+  json out;
+  if (m.endpoint == Endpoint::Chat) {
+    out = envelope(m, "chat.completion");
+    choice["message"] = json{{"role", "assistant"}, {"content", text}};
+    if (m.logprobs) choice["logprobs"] = chat_logprobs(tok, logprobs);
+  } else {
+    out = envelope(m, "text_completion");
+    choice["text"] = text;
+    if (m.logprobs) choice["logprobs"] = completion_logprobs(tok, logprobs, 0);
+  }
+  out["choices"] = json::array({choice});
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& p) {
+  json choice{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  if (p.finish) choice["finish_reason"] = finish_reason_text(*p.finish);
+  json out;
+  if (m.endpoint == Endpoint::Chat) {
+    out = envelope(m, "chat.completion.chunk");
+    json delta = json::object();
+    if (p.first) delta["role"] = "assistant";
+    if (p.first || !p.text.empty()) delta["content"] = p.text;
+    choice["delta"] = delta;
+    if (m.logprobs && !p.logprobs.empty()) choice["logprobs"] = chat_logprobs(tok, p.logprobs);
+  } else {
+    out = envelope(m, "text_completion");
+    choice["text"] = p.text;
+    if (m.logprobs && !p.logprobs.empty()) choice["logprobs"] = completion_logprobs(tok, p.logprobs, p.text_offset);
+  }
+  out["choices"] = json::array({choice});
+  if (m.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+json usage_chunk(const ResponseMeta& m, Usage usage) {
+  json out = envelope(m, m.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace tf::serve

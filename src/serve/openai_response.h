@@ -1,0 +1,68 @@
+// Engine results -> OpenAI response JSON, shaped as the OpenAI API shapes them:
+//   completions:  object "text_completion", choices[0].text, logprobs {tokens, token_logprobs,
+//                 top_logprobs, text_offset};
+//   chat:         object "chat.completion" with choices[0].message, or "chat.completion.chunk"
+//                 with choices[0].delta (the first chunk carries the role), logprobs
+//                 {content: [{token, logprob, bytes, top_logprobs}]};
+//   both:         usage {prompt_tokens, completion_tokens, total_tokens}; when streaming with
+//                 stream_options.include_usage every chunk has "usage": null and one last chunk
+//                 has empty choices and the usage.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "serve/openai_protocol.h"
+#include "twofold/request.h"
+
+namespace tf {
+class Tokenizer;
+}
+
+namespace tf::serve {
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
+
+// What every response or chunk of one request shares.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  bool logprobs = false;
+  bool include_usage = false;  // streaming only
+};
+
+// "stop", "length"; "abort" only when the server cancelled the request (shutdown past its
+// grace period), which the OpenAI API has no name for.
+const char* finish_reason_text(FinishReason r);
+
+// The whole non-streamed response.
+nlohmann::json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
+                             std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage);
+
+// One streamed chunk. text_offset: bytes of text streamed before this chunk (completions
+// logprobs' text_offset); first: the chat role delta goes out with the first chunk.
+struct ChunkPart {
+  std::string text;
+  std::span<const SampledLogprobs> logprobs;
+  std::optional<FinishReason> finish;
+  size_t text_offset = 0;
+  bool first = false;
+};
+nlohmann::json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& part);
+// The last chunk when include_usage: empty choices, the usage.
+nlohmann::json usage_chunk(const ResponseMeta& m, Usage usage);
+
+// "data: <json>\n\n", with invalid UTF-8 (a token that ends mid-character) replaced.
+std::string sse_event(const nlohmann::json& j);
+std::string dump(const nlohmann::json& j);
+
+}  // namespace tf::serve

@@ -1,0 +1,369 @@
+// The HTTP server in-process over loopback with the tiny model: response shapes of both
+// endpoints (streamed and not), greedy output equal to the engine's, every error case
+// (400 naming the field, 404, 413, 429 with Retry-After, 401), a client hanging up
+// mid-stream (its request aborted, its KV blocks freed), and the graceful drain.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "model/tokenizer/tokenizer.h"
+#include "serve_test_util.h"
+
+namespace tf::test {
+namespace {
+
+using nlohmann::json;
+
+const std::string kPrompt = "The LORD is my shepherd;";
+
+struct StreamReply {
+  int status = 0;
+  std::string text;  // the raw SSE body received
+};
+
+// A streaming POST; keep_going(received so far) returning false hangs up.
+StreamReply post_stream(httplib::Client& c, const std::string& path, const json& body,
+                        std::function<bool(const std::string&)> keep_going = nullptr) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  StreamReply r;
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    r.text.append(d, n);
+    return keep_going ? keep_going(r.text) : true;
+  };
+  auto res = c.send(req);
+  if (res) r.status = res->status;
+  return r;
+}
+
+// What the engine alone produces for the prompt, greedy.
+std::string engine_greedy(const std::string& prompt, int32_t n, bool add_special = true) {
+  Engine e(EngineOptions{.model_dir = kTinyModel});
+  GenerateRequest req{.sampling = {.temperature = 0, .max_tokens = n, .ignore_eos = true}};
+  if (add_special) req.prompt = prompt;
+  else req.prompt_ids = e.tokenizer().encode(prompt, false);
+  e.add_request(req);
+  std::string text;
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step()) text += o.text;
+  return text;
+}
+
+void expect_error(const HttpReply& r, int status, const json& param, const std::string& code = "") {
+  EXPECT_EQ(r.status, status) << r.text;
+  ASSERT_TRUE(r.body.contains("error")) << r.text;
+  const json& e = r.body["error"];
+  EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r.text;
+  EXPECT_TRUE(e["type"].is_string()) << r.text;
+  EXPECT_EQ(e["param"], param) << r.text;
+  EXPECT_TRUE(e.contains("code")) << r.text;
+  if (!code.empty()) {
+    EXPECT_EQ(e["code"], code) << r.text;
+  }
+}
+
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new TestServer(serve::ServerOptions{.max_body_bytes = 64 * 1024}); }
+  static void TearDownTestSuite() { delete server_; }
+  static TestServer* server_;
+};
+TestServer* Serve::server_ = nullptr;
+
+TEST_F(Serve, CompletionShapeAndGreedyOutputEqualsTheEngine) {
+  auto c = server_->client();
+  const HttpReply r = post(c, "/v1/completions",
+                           json{{"model", "tiny-main"}, {"prompt", kPrompt}, {"max_tokens", 12},
+                                {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["object"], "text_completion");
+  EXPECT_EQ(r.body["model"], "tiny-main");
+  EXPECT_EQ(r.body["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_TRUE(r.body["created"].is_number_integer());
+  ASSERT_EQ(r.body["choices"].size(), 1u);
+  const json& ch = r.body["choices"][0];
+  EXPECT_EQ(ch["index"], 0);
+  EXPECT_EQ(ch["finish_reason"], "length");
+  EXPECT_TRUE(ch["logprobs"].is_null());
+  EXPECT_EQ(ch["text"], engine_greedy(kPrompt, 12));
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 12);
+  EXPECT_GT(r.body["usage"]["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(r.body["usage"]["total_tokens"].get<int>(),
+            r.body["usage"]["prompt_tokens"].get<int>() + 12);
+}
+
+TEST_F(Serve, StreamedCompletionEqualsTheWholeOneAndEndsWithDone) {
+  auto c = server_->client();
+  const json body{{"prompt", kPrompt}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true},
+                  {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  const StreamReply s = post_stream(c, "/v1/completions", body);
+  ASSERT_EQ(s.status, 200);
+  bool done = false;
+  const std::vector<json> events = parse_sse(s.text, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 3u);
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "text_completion");
+    ASSERT_EQ(events[i]["choices"].size(), 1u);
+    EXPECT_TRUE(events[i]["usage"].is_null());
+    text += events[i]["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  const json& last = events.back();  // the usage chunk
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], 10);
+  EXPECT_EQ(text, engine_greedy(kPrompt, 10));
+}
+
+TEST_F(Serve, CompletionLogprobs) {
+  auto c = server_->client();
+  const HttpReply r = post(c, "/v1/completions",
+                           json{{"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 0}, {"logprobs", 2},
+                                {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  const json& lp = r.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 4u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 4u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 4u);
+  ASSERT_EQ(lp["text_offset"].size(), 4u);
+  std::string joined;
+  for (size_t i = 0; i < 4; ++i) {
+    const double l = lp["token_logprobs"][i];
+    EXPECT_LE(l, 0.0);
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    // Greedy: the sampled token is the most likely one.
+    double best = -1e30;
+    for (const auto& [tok, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_DOUBLE_EQ(best, l);
+    EXPECT_EQ(lp["text_offset"][i], joined.size());
+    joined += lp["tokens"][i].get<std::string>();
+  }
+  EXPECT_EQ(joined, r.body["choices"][0]["text"]);
+}
+
+TEST_F(Serve, ChatShapeStreamedAndNot) {
+  auto c = server_->client();
+  const json messages = json::array({{{"role", "user"}, {"content", "Hello there"}}});
+  const HttpReply r = post(c, "/v1/chat/completions",
+                           json{{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                                {"logprobs", true}, {"top_logprobs", 2}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["object"], "chat.completion");
+  EXPECT_EQ(r.body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  const json& ch = r.body["choices"][0];
+  EXPECT_EQ(ch["message"]["role"], "assistant");
+  EXPECT_EQ(ch["finish_reason"], "length");
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 6);
+  ASSERT_EQ(ch["logprobs"]["content"].size(), 6u);
+  for (const json& t : ch["logprobs"]["content"]) {
+    EXPECT_TRUE(t["token"].is_string());
+    EXPECT_TRUE(t["bytes"].is_array());
+    ASSERT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_DOUBLE_EQ(t["top_logprobs"][0]["logprob"].get<double>(), t["logprob"].get<double>());
+  }
+  // The ChatML default renders "<|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n";
+  // the rendered text is tokenized without adding BOS again.
+  const ChatTemplate tmpl = ChatTemplate::from_model_dir(kTinyModel);
+  EXPECT_EQ(ch["message"]["content"], engine_greedy(tmpl.render(messages, true), 6, /*add_special=*/false));
+
+  const StreamReply s = post_stream(
+      c, "/v1/chat/completions",
+      json{{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
+  ASSERT_EQ(s.status, 200);
+  bool done = false;
+  const std::vector<json> events = parse_sse(s.text, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front()["object"], "chat.completion.chunk");
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (const json& e : events) text += e["choices"][0]["delta"].value("content", "");
+  EXPECT_EQ(text, ch["message"]["content"]);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(events.back()["choices"][0]["delta"].empty());
+}
+
+TEST_F(Serve, ModelsHealthMetrics) {
+  auto c = server_->client();
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  const json m = json::parse(models->body);
+  EXPECT_EQ(m["object"], "list");
+  EXPECT_EQ(m["data"][0]["id"], "tiny-main");
+  EXPECT_EQ(m["data"][0]["object"], "model");
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const std::string text = get_metrics(*server_);
+  for (const char* name : {"twofold_num_requests_running", "twofold_num_requests_waiting", "twofold_kv_blocks_used",
+                           "twofold_kv_blocks_free", "twofold_prefix_cache_hit_rate", "twofold_prompt_tokens_total",
+                           "twofold_generation_tokens_total", "twofold_time_to_first_token_seconds_count",
+                           "twofold_inter_token_latency_seconds_count", "twofold_e2e_request_latency_seconds_count"})
+    EXPECT_GE(metric(text, name), 0) << name << " missing from\n" << text;
+  EXPECT_CONTAINS(text, "# TYPE twofold_time_to_first_token_seconds histogram");
+  EXPECT_CONTAINS(text, "twofold_time_to_first_token_seconds_bucket{le=\"+Inf\"}");
+}
+
+TEST_F(Serve, BadRequestsGet400NamingTheField) {
+  auto c = server_->client();
+  expect_error(post(c, "/v1/completions", std::string("{\"prompt\": ")), 400, nullptr);
+  expect_error(post(c, "/v1/completions", std::string("[]")), 400, nullptr);
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", "many"}}), 400, "max_tokens");
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"temperature", -0.5}}), 400, "temperature");
+  expect_error(post(c, "/v1/completions", json{{"prompt", 42}}), 400, "prompt");
+  expect_error(post(c, "/v1/completions", json{{"prompt", ""}}), 400, "prompt");
+  expect_error(post(c, "/v1/completions", json{{"prompt", json::array({1, 99999999})}}), 400, "prompt");
+  expect_error(post(c, "/v1/chat/completions", json{{"messages", json::array()}}), 400, "messages");
+  expect_error(post(c, "/v1/chat/completions", json{{"messages", json::array({{{"role", "user"}}})}}), 400,
+               "messages[0].content");
+  // max_tokens beyond the context (1024 tokens for tiny-main).
+  const HttpReply beyond = post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 1024}});
+  expect_error(beyond, 400, "max_tokens");
+  EXPECT_CONTAINS(beyond.body["error"]["message"].get<std::string>(), "1024");
+  // A prompt longer than the context.
+  std::string long_prompt;
+  for (int i = 0; i < 1500; ++i) long_prompt += "the sheep ";
+  const HttpReply too_long = post(c, "/v1/completions", json{{"prompt", long_prompt}, {"max_tokens", 1}});
+  expect_error(too_long, 400, "prompt");
+  EXPECT_CONTAINS(too_long.body["error"]["message"].get<std::string>(), "context");
+  // The server is still up and serving.
+  const HttpReply ok = post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}});
+  EXPECT_EQ(ok.status, 200);
+}
+
+TEST_F(Serve, UnknownModelIs404ModelNotFound) {
+  auto c = server_->client();
+  expect_error(post(c, "/v1/completions", json{{"model", "gpt-9"}, {"prompt", kPrompt}}), 404, "model",
+               "model_not_found");
+  expect_error(post(c, "/v1/chat/completions",
+                    json{{"model", "gpt-9"}, {"messages", json::array({{{"role", "user"}, {"content", "x"}}})}}),
+               404, "model", "model_not_found");
+}
+
+TEST_F(Serve, UnknownPathIs404AndLargeBodyIs413) {
+  auto c = server_->client();
+  expect_error(post(c, "/v1/nothing", json{{"prompt", "x"}}), 404, nullptr, "not_found");
+  auto get = c.Get("/v1/completions");  // a POST-only path
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+  const std::string big = json{{"prompt", std::string(100 * 1024, 'a')}}.dump();
+  const HttpReply r = post(c, "/v1/completions", big);
+  expect_error(r, 413, nullptr, "request_too_large");
+  auto again = server_->client();
+  EXPECT_EQ(post(again, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 1}}).status, 200);
+}
+
+// A client that hangs up mid-stream: its request is aborted and its KV blocks freed.
+TEST_F(Serve, DisconnectAbortsAndFreesKvBlocks) {
+  const double aborted_before = [&] {
+    const std::string t = get_metrics(*server_);
+    const std::string key = "twofold_request_success_total{finished_reason=\"abort\"} ";
+    return std::stod(t.substr(t.find(key) + key.size()));
+  }();
+  auto c = server_->client();
+  std::atomic<int> chunks{0};
+  const StreamReply s = post_stream(
+      c, "/v1/completions",
+      json{{"prompt", kPrompt}, {"max_tokens", 900}, {"ignore_eos", true}, {"stream", true}},
+      [&](const std::string&) { return ++chunks < 3; });
+  EXPECT_GE(chunks.load(), 3);
+  EXPECT_EQ(wait_metric(*server_, "twofold_kv_blocks_used", 0), 0);
+  EXPECT_EQ(wait_metric(*server_, "twofold_num_requests_running", 0), 0);
+  const std::string t = get_metrics(*server_);
+  const std::string key = "twofold_request_success_total{finished_reason=\"abort\"} ";
+  EXPECT_EQ(std::stod(t.substr(t.find(key) + key.size())), aborted_before + 1) << t;
+}
+
+// Past max_running + max_waiting requests in flight: 429 with Retry-After.
+TEST(ServeLimits, FullQueueGets429WithRetryAfter) {
+  TestServer s(serve::ServerOptions{.max_waiting = 1}, EngineOptions{.max_seqs = 1});
+  std::promise<void> first_in, second_in;
+  std::atomic<bool> hang_up{false};
+  auto run_stream = [&](std::promise<void>& in) {
+    auto c = s.client();
+    bool signalled = false;
+    post_stream(c, "/v1/completions",
+                json{{"prompt", kPrompt}, {"max_tokens", 900}, {"ignore_eos", true}, {"stream", true}},
+                [&](const std::string&) {
+                  if (!signalled) in.set_value();
+                  signalled = true;
+                  return !hang_up.load();
+                });
+    if (!signalled) in.set_value();
+  };
+  std::thread a(run_stream, std::ref(first_in));
+  first_in.get_future().wait();  // running
+  std::thread b(run_stream, std::ref(second_in));
+  // The second is admitted and waiting: its first bytes are keep-alive comments.
+  second_in.get_future().wait();
+  auto c = s.client();
+  const HttpReply r = post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}});
+  expect_error(r, 429, nullptr, "rate_limit_exceeded");
+  EXPECT_TRUE(r.headers.count("Retry-After")) << r.text;
+  hang_up = true;
+  a.join();
+  b.join();
+  EXPECT_EQ(wait_metric(s, "twofold_kv_blocks_used", 0), 0);
+  // Capacity is back.
+  EXPECT_EQ(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}}).status, 200);
+}
+
+TEST(ServeLimits, ApiKey) {
+  TestServer s(serve::ServerOptions{.api_key = "sekret"});
+  auto c = s.client();
+  const json body{{"prompt", kPrompt}, {"max_tokens", 2}};
+  expect_error(post(c, "/v1/completions", body), 401, nullptr, "invalid_api_key");
+  expect_error(post(c, "/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401, nullptr, "invalid_api_key");
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  EXPECT_EQ(post(c, "/v1/completions", body, {{"Authorization", "Bearer sekret"}}).status, 200);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// shutdown() (what SIGTERM calls): new requests get 503 while in-flight ones run to the end.
+TEST(ServeLimits, GracefulShutdownFinishesInFlightRequests) {
+  TestServer s;
+  std::promise<void> started;
+  StreamReply reply;
+  std::thread client([&] {
+    auto c = s.client();
+    bool signalled = false;
+    reply = post_stream(c, "/v1/completions",
+                        json{{"prompt", kPrompt}, {"max_tokens", 900}, {"ignore_eos", true}, {"stream", true},
+                             {"stream_options", {{"include_usage", true}}}},
+                        [&](const std::string&) {
+                          if (!signalled) started.set_value();
+                          signalled = true;
+                          return true;
+                        });
+    if (!signalled) started.set_value();
+  });
+  started.get_future().wait();
+  std::thread stopper([&] { s.shutdown(); });
+  auto c = s.client();
+  int health = 200;
+  while (health == 200) {
+    auto h = c.Get("/health");
+    health = h ? h->status : 0;
+  }
+  EXPECT_EQ(health, 503);  // draining, not yet stopped: the stream still runs
+  EXPECT_EQ(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}}).status, 503);
+  client.join();
+  stopper.join();
+  bool done = false;
+  const std::vector<json> events = parse_sse(reply.text, &done);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 900 - 0) << reply.text.substr(0, 200);
+}
+
+}  // namespace
+}  // namespace tf::test

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""`twofold serve` driven by the official `openai` Python client, over loopback.
+
+Starts `twofold serve --port 0` on the bundled tiny model and checks:
+  - completions and chat, streamed and not, have the OpenAI shapes the client parses;
+  - greedy output equals `twofold generate --temp 0` for the same prompt;
+  - errors surface as the client's typed exceptions (400, 404 model_not_found, 401);
+  - a load test: 200 concurrent streaming requests (raw HTTP), some hanging up early and a
+    few malformed; every well-formed one that stayed connected gets exactly max_tokens
+    tokens and [DONE], the server stays up, and afterwards /metrics shows no KV block used;
+  - SIGTERM then exits 0.
+Fails (never skips) when `openai` is not installed: CI installs it (scripts/install-deps.sh).
+"""
+import argparse
+import http.client
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+try:
+    import openai
+except ImportError:
+    print("FAIL: the `openai` package is not installed (python3 -m pip install openai)", file=sys.stderr)
+    sys.exit(1)
+
+PROMPT = "The LORD is my shepherd;"
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def start_server(twofold, model, *extra):
+    p = subprocess.Popen([twofold, "serve", "-m", model, "--port", "0", *extra],
+                         stdout=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        m = re.search(r"listening on http://([^:]+):(\d+)", line)
+        if m:
+            return p, m.group(1), int(m.group(2))
+    raise RuntimeError("twofold serve exited before listening (status %s)" % p.wait())
+
+
+def stop_server(p):
+    p.send_signal(signal.SIGTERM)
+    rc = p.wait(timeout=120)
+    check(rc == 0, "SIGTERM: exit status %d, expected 0" % rc)
+
+
+def generate_cli(twofold, model, prompt, n):
+    out = subprocess.run([twofold, "generate", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def test_completions(client, twofold, model):
+    want = generate_cli(twofold, model, PROMPT, 16)
+    r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=16, temperature=0)
+    check(r.object == "text_completion", "completions object %r" % r.object)
+    check(r.choices[0].text == want["text"], "greedy completion %r != generate %r" % (r.choices[0].text, want["text"]))
+    check(r.usage.completion_tokens == len(want["output_ids"]), "completion_tokens %d" % r.usage.completion_tokens)
+    check(r.usage.prompt_tokens == len(want["prompt_ids"]), "prompt_tokens %d" % r.usage.prompt_tokens)
+    check(r.choices[0].finish_reason in ("length", "stop"), "finish_reason %r" % r.choices[0].finish_reason)
+
+    chunks = list(client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=16, temperature=0,
+                                            stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    check(text == want["text"], "streamed completion %r != generate %r" % (text, want["text"]))
+    check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == len(want["output_ids"]),
+          "streamed usage %r" % (chunks[-1].usage,))
+
+    r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=3, temperature=0, logprobs=2,
+                                  extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs
+    check(lp is not None and len(lp.tokens) == 3 and len(lp.token_logprobs) == 3 and len(lp.top_logprobs) == 3,
+          "completion logprobs %r" % (lp,))
+
+
+def test_chat(client):
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello"}]
+    r = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=12, temperature=0,
+                                       logprobs=True, top_logprobs=2)
+    check(r.object == "chat.completion", "chat object %r" % r.object)
+    msg = r.choices[0].message
+    check(msg.role == "assistant" and isinstance(msg.content, str), "chat message %r" % (msg,))
+    check(r.usage.completion_tokens >= 1 and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens,
+          "chat usage %r" % (r.usage,))
+    content = r.choices[0].logprobs.content
+    check(len(content) == r.usage.completion_tokens and all(len(t.top_logprobs) == 2 for t in content),
+          "chat logprobs %r" % (content,))
+
+    stream = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=12, temperature=0,
+                                            stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    check(chunks[0].choices[0].delta.role == "assistant", "first chunk carries the role")
+    text = "".join((c.choices[0].delta.content or "") for c in chunks if c.choices)
+    check(text == msg.content, "streamed chat %r != chat %r" % (text, msg.content))
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    check(finishes == [r.choices[0].finish_reason], "streamed finish reasons %r" % finishes)
+    check(chunks[-1].usage.completion_tokens == r.usage.completion_tokens, "streamed chat usage")
+
+
+def test_errors(client):
+    try:
+        client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=5000)
+        check(False, "max_tokens beyond the context accepted")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and e.body.get("param") == "max_tokens", "max_tokens error %r" % (e.body,))
+    try:
+        client.completions.create(model="no-such-model", prompt=PROMPT, max_tokens=2)
+        check(False, "unknown model accepted")
+    except openai.NotFoundError as e:
+        check(e.body.get("code") == "model_not_found" and e.body.get("param") == "model", "model error %r" % (e.body,))
+    try:
+        client.chat.completions.create(model="tiny-main", messages=[], max_tokens=2)
+        check(False, "empty messages accepted")
+    except openai.BadRequestError as e:
+        check(e.body.get("param") == "messages", "messages error %r" % (e.body,))
+    models = client.models.list()
+    check([m.id for m in models.data] == ["tiny-main"], "models %r" % (models,))
+
+
+def test_api_key(twofold, model):
+    p, host, port = start_server(twofold, model, "--api-key", "sekret")
+    try:
+        base = "http://%s:%d/v1" % (host, port)
+        try:
+            openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).completions.create(
+                model="tiny-main", prompt=PROMPT, max_tokens=2)
+            check(False, "wrong API key accepted")
+        except openai.AuthenticationError as e:
+            check(e.status_code == 401, "401 expected")
+        r = openai.OpenAI(base_url=base, api_key="sekret").completions.create(model="tiny-main", prompt=PROMPT,
+                                                                              max_tokens=2)
+        check(len(r.choices) == 1, "right API key refused")
+    finally:
+        stop_server(p)
+
+
+def sse_request(host, port, body, hang_up_after=None):
+    """POSTs a streaming completion; returns (status, events, done, hung_up)."""
+    conn = http.client.HTTPConnection(host, port, timeout=300)
+    try:
+        payload = body if isinstance(body, str) else json.dumps(body)
+        conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return resp.status, [json.loads(resp.read() or b"null")], False, False
+        events, done = [], False
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.decode().strip()
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                done = True
+                break
+            events.append(json.loads(line[6:]))
+            if hang_up_after is not None and len(events) >= hang_up_after:
+                resp.close()
+                conn.close()
+                return 200, events, False, True
+        return 200, events, done, False
+    finally:
+        conn.close()
+
+
+def metric(host, port, name):
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_load(host, port, n=200):
+    rng = random.Random(1234)
+    prompts = [PROMPT, "In the beginning", "Blessed are the meek", "And God said, Let there be light"]
+    jobs = []
+    for i in range(n):
+        kind = rng.random()
+        if i % 40 == 7:
+            jobs.append(("malformed", '{"prompt": "x", "max_tokens": ', None))
+        elif i % 40 == 23:
+            jobs.append(("malformed", json.dumps({"prompt": PROMPT, "max_tokens": "ten", "stream": True}), None))
+        else:
+            body = {"model": "tiny-main", "prompt": rng.choice(prompts), "max_tokens": rng.randint(4, 20),
+                    "temperature": rng.choice([0, 0.8]), "seed": i, "ignore_eos": True, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            jobs.append(("disconnect" if kind < 0.3 else "complete", body, rng.randint(1, 3) if kind < 0.3 else None))
+    results = [None] * n
+
+    def run(i):
+        kind, body, hang = jobs[i]
+        try:
+            results[i] = sse_request(host, port, body, hang)
+        except Exception as e:  # a dropped or refused connection is a failure of the server
+            results[i] = ("exception", repr(e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.time() - t0
+    n_done = 0
+    for i, (kind, body, hang) in enumerate(jobs):
+        r = results[i]
+        if r[0] == "exception":
+            check(False, "load request %d (%s): %s" % (i, kind, r[1]))
+            continue
+        status, events, done, hung_up = r
+        if kind == "malformed":
+            check(status == 400 and "error" in events[0], "malformed request %d: status %d %r" % (i, status, events))
+        elif kind == "complete":
+            usage = events[-1].get("usage") if events else None
+            ok = (status == 200 and done and usage is not None and usage["completion_tokens"] == body["max_tokens"]
+                  and events[-2]["choices"][0]["finish_reason"] == "length")
+            check(ok, "load request %d: status %d done %s usage %r" % (i, status, done, usage))
+            n_done += ok
+        else:
+            check(status == 200 and (hung_up or done), "disconnecting request %d: status %d" % (i, status))
+    print("load: %d requests in %.1f s, %d completed in full" % (n, elapsed, n_done))
+    # The server is still up, and once the aborts are processed no KV block is held.
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("GET", "/health")
+    check(conn.getresponse().status == 200, "/health after the load test")
+    conn.close()
+    used = running = None
+    for _ in range(300):
+        used = metric(host, port, "twofold_kv_blocks_used")
+        running = metric(host, port, "twofold_num_requests_running")
+        if used == 0 and running == 0:
+            break
+        time.sleep(0.1)
+    check(used == 0, "KV blocks used after the load test: %s" % used)
+    check(running == 0, "requests running after the load test: %s" % running)
+    check(metric(host, port, "twofold_num_requests_waiting") == 0, "requests waiting after the load test")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--twofold", required=True, help="path of the twofold binary")
+    ap.add_argument("--model", required=True, help="model folder (models/tiny-main)")
+    args = ap.parse_args()
+    p, host, port = start_server(args.twofold, args.model, "--served-model-name", "tiny-main")
+    try:
+        client = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="unused")
+        test_completions(client, args.twofold, args.model)
+        test_chat(client)
+        test_errors(client)
+        test_load(host, port)
+        check(p.poll() is None, "the server is still running after the tests")
+    finally:
+        if p.poll() is None:
+            stop_server(p)
+    test_api_key(args.twofold, args.model)
+    if failures:
+        print("%d failures" % len(failures), file=sys.stderr)
+        sys.exit(1)
+    print("all OpenAI client checks passed")
+
+
+if __name__ == "__main__":
+    main()

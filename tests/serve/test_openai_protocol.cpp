@@ -1,0 +1,194 @@
+// Parsing and validation of OpenAI request bodies (no model, no HTTP): every field's type
+// and range errors name the field; defaults and fitting max_tokens to the context.
+#include <gtest/gtest.h>
+
+#include "serve/api_error.h"
+#include "serve/openai_protocol.h"
+#include "test_util.h"
+
+namespace tf::serve {
+namespace {
+
+// The ApiError a body raises (a test failure if none).
+ApiError error_of(Endpoint e, const std::string& body) {
+  try {
+    if (e == Endpoint::Chat) parse_chat_request(body);
+    else parse_completion_request(body);
+  } catch (const ApiError& err) {
+    return err;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "", "");
+}
+
+std::string param_of(const ApiError& e) {
+  const auto p = e.to_json()["error"]["param"];
+  return p.is_null() ? "<null>" : p.get<std::string>();
+}
+
+TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
+  const ApiRequest r = parse_completion_request(
+      R"({"model": "m", "prompt": "Hi", "max_tokens": 5, "temperature": 0, "top_p": 0.9, "top_k": 40,
+          "min_p": 0.05, "repetition_penalty": 1.1, "seed": 7, "stop": ["\n", "END"], "n": 1,
+          "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "priority": 2,
+          "ignore_eos": true, "user": "ignored", "unknown_field": [1, 2]})");
+  EXPECT_EQ(r.endpoint, Endpoint::Completions);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_text, "Hi");
+  EXPECT_FALSE(r.prompt_is_ids);
+  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.sampling.seed, 7u);
+  EXPECT_TRUE(r.seed_given);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.want_logprobs);
+  EXPECT_EQ(r.sampling.logprobs, 3);
+  EXPECT_EQ(r.priority, 2);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+
+  const ApiRequest d = parse_completion_request(R"({"prompt": "Hi", "temperature": null, "stop": "x"})");
+  EXPECT_FALSE(d.model.has_value());
+  EXPECT_FALSE(d.max_tokens.has_value());
+  EXPECT_EQ(d.sampling.temperature, 1.0f);  // null is "default"
+  EXPECT_FALSE(d.seed_given);
+  EXPECT_FALSE(d.stream);
+  EXPECT_FALSE(d.want_logprobs);
+  EXPECT_EQ(d.sampling.logprobs, -1);
+  EXPECT_EQ(d.sampling.stop, std::vector<std::string>{"x"});
+}
+
+TEST(OpenAiProtocol, PromptForms) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": ["one"]})").prompt_text, "one");
+  const ApiRequest ids = parse_completion_request(R"({"prompt": [1, 2, 3]})");
+  EXPECT_TRUE(ids.prompt_is_ids);
+  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(parse_completion_request(R"({"prompt": [[4, 5]]})").prompt_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"]})")), "prompt");
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"prompt": [1, -2]})")), "prompt");
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"prompt": [1, "x"]})")), "prompt");
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"prompt": []})")), "prompt");
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"prompt": ""})")), "prompt");
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"prompt": 5})")), "prompt");
+  EXPECT_EQ(param_of(error_of(Endpoint::Completions, R"({"max_tokens": 5})")), "prompt");
+}
+
+TEST(OpenAiProtocol, InvalidJsonAndNonObjects) {
+  for (const char* body : {"{", "", "{\"prompt\": \"a\",}", "nul"}) {
+    const ApiError e = error_of(Endpoint::Completions, body);
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_CONTAINS(std::string(e.what()), "not valid JSON");
+    EXPECT_EQ(e.to_json()["error"]["type"], "invalid_request_error");
+  }
+  EXPECT_CONTAINS(std::string(error_of(Endpoint::Chat, "[1, 2]").what()), "must be a JSON object");
+}
+
+// Each (body, field) pair: a wrong type or an out-of-range value, reported as 400 naming the field.
+TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt": "a", "max_tokens": "5"})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 2.5})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens"},
+      {R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "a", "temperature": -1})", "temperature"},
+      {R"({"prompt": "a", "top_p": 0})", "top_p"},
+      {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "a", "top_k": -2})", "top_k"},
+      {R"({"prompt": "a", "top_k": true})", "top_k"},
+      {R"({"prompt": "a", "min_p": 2})", "min_p"},
+      {R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "a", "seed": "x"})", "seed"},
+      {R"({"prompt": "a", "stop": 3})", "stop"},
+      {R"({"prompt": "a", "stop": ["ok", 3]})", "stop[1]"},
+      {R"({"prompt": "a", "n": 2})", "n"},
+      {R"({"prompt": "a", "stream": "yes"})", "stream"},
+      {R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
+      {R"({"prompt": "a", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "a", "priority": "high"})", "priority"},
+      {R"({"prompt": "a", "model": 3})", "model"},
+      {R"({"prompt": "a", "echo": true})", "echo"},
+      {R"({"prompt": "a", "best_of": 3})", "best_of"},
+      {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
+      {R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias"},
+  };
+  for (const auto& [body, field] : cases) {
+    const ApiError e = error_of(Endpoint::Completions, body);
+    EXPECT_EQ(e.status(), 400) << body;
+    EXPECT_EQ(param_of(e), field) << body << ": " << e.what();
+    EXPECT_CONTAINS(std::string(e.what()), field);
+  }
+}
+
+TEST(OpenAiProtocol, ChatMessagesAndLogprobs) {
+  const ApiRequest r = parse_chat_request(
+      R"({"messages": [{"role": "system", "content": "Be brief."},
+                       {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                       {"role": "assistant", "content": null, "tool_calls": []}],
+          "max_completion_tokens": 9, "max_tokens": 3, "logprobs": true, "top_logprobs": 2})");
+  EXPECT_EQ(r.endpoint, Endpoint::Chat);
+  EXPECT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_TRUE(r.want_logprobs);
+  EXPECT_EQ(r.sampling.logprobs, 2);
+  EXPECT_TRUE(r.add_generation_prompt);
+  EXPECT_EQ(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").sampling.logprobs, 0);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [3]})", "messages[0]"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "user"}]})", "messages[1].content"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content[0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+  };
+  for (const auto& [body, field] : cases) {
+    const ApiError e = error_of(Endpoint::Chat, body);
+    EXPECT_EQ(e.status(), 400) << body;
+    EXPECT_EQ(param_of(e), field) << body << ": " << e.what();
+  }
+}
+
+TEST(OpenAiProtocol, FitMaxTokensToTheContext) {
+  ApiRequest c = parse_completion_request(R"({"prompt": "a"})");
+  fit_max_tokens(c, 10, 1024);
+  EXPECT_EQ(c.sampling.max_tokens, 16);  // OpenAI's completions default
+  fit_max_tokens(c, 1020, 1024);
+  EXPECT_EQ(c.sampling.max_tokens, 4);  // the default shrinks to the room left
+
+  ApiRequest chat = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})");
+  fit_max_tokens(chat, 24, 1024);
+  EXPECT_EQ(chat.sampling.max_tokens, 1000);  // chat: the rest of the context
+
+  ApiRequest big = parse_completion_request(R"({"prompt": "a", "max_tokens": 1000})");
+  fit_max_tokens(big, 24, 1024);
+  EXPECT_EQ(big.sampling.max_tokens, 1000);
+  try {
+    fit_max_tokens(big, 25, 1024);
+    ADD_FAILURE() << "max_tokens beyond the context accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(param_of(e), "max_tokens");
+    EXPECT_CONTAINS(std::string(e.what()), "1024");
+  }
+  try {
+    fit_max_tokens(chat, 1024, 1024);
+    ADD_FAILURE() << "a prompt filling the context accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(param_of(e), "messages");
+  }
+}
+
+}  // namespace
+}  // namespace tf::serve

@@ -1,0 +1,165 @@
+// The `twofold serve` binary as an operator runs it: --help, the startup lines, and SIGTERM
+// (new requests refused, the in-flight stream finished, exit status 0; past the grace
+// period the stream ends with finish_reason "abort" and the exit status is still 0).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <future>
+#include <regex>
+
+#include "serve_test_util.h"
+#include "tools/cli_util.h"
+
+namespace tf::test {
+namespace {
+
+using nlohmann::json;
+
+// `twofold serve` started with fork/exec; stdout is read until the "listening on" line.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::vector<std::string>& extra) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<std::string> args = {std::string(TF_BINARY_DIR) + "/tools/twofold", "serve", "-m", kTinyModel,
+                                       "--port", "0", "-t", "1"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = ::fdopen(fds[0], "r");
+    char line[4096];
+    const std::regex re("listening on http://[^:]+:([0-9]+)");
+    while (std::fgets(line, sizeof line, out_)) {
+      banner_ += line;
+      std::cmatch m;
+      if (std::regex_search(line, m, re)) {
+        port_ = std::stoi(m[1]);
+        break;
+      }
+    }
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_) std::fclose(out_);
+  }
+  int port() const { return port_; }
+  const std::string& banner() const { return banner_; }
+  void signal(int sig) { ::kill(pid_, sig); }
+  // The exit status, or -1 if it died of a signal.
+  int wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  int port_ = 0;
+  bool reaped_ = false;
+  std::string banner_;
+};
+
+// Streams a long completion; `started` is set at the first bytes.
+std::string stream_long(int port, std::promise<void>& started) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "The LORD is my shepherd;"}, {"max_tokens", 800}, {"ignore_eos", true},
+                  {"stream", true}, {"stream_options", {{"include_usage", true}}}}
+                 .dump();
+  req.set_header("Content-Type", "application/json");
+  std::string text;
+  bool signalled = false;
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    text.append(d, n);
+    if (!signalled) started.set_value();
+    signalled = true;
+    return true;
+  };
+  c.send(req);
+  if (!signalled) started.set_value();
+  return text;
+}
+
+TEST(ServeBinary, HelpListsTheOptions) {
+  const CliResult r = run_twofold("serve --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* opt : {"--port", "--api-key", "--max-waiting", "--max-body-bytes", "--served-model-name",
+                          "--grace-period", "--max-connections", "--model"})
+    EXPECT_CONTAINS(r.out, opt);
+}
+
+TEST(ServeBinary, StartupSaysAddressModelBackendAndKvCapacity) {
+  ServeProcess p({"--served-model-name", "tiny"});
+  ASSERT_GT(p.port(), 0) << p.banner();
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_CONTAINS(p.banner(), "listening on http://127.0.0.1:");
+}
+
+TEST(ServeBinary, SigtermFinishesTheInFlightStreamAndExitsZero) {
+  ServeProcess p({"--grace-period", "60"});
+  ASSERT_GT(p.port(), 0);
+  std::promise<void> started;
+  auto reply = std::async(std::launch::async, [&] { return stream_long(p.port(), started); });
+  started.get_future().wait();
+  p.signal(SIGTERM);
+  const std::string text = reply.get();
+  EXPECT_EQ(p.wait(), 0);
+  bool done = false;
+  const std::vector<json> events = parse_sse(text, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 800);
+}
+
+TEST(ServeBinary, PastTheGracePeriodInFlightRequestsAreAborted) {
+  ServeProcess p({"--grace-period", "0"});
+  ASSERT_GT(p.port(), 0);
+  std::promise<void> started;
+  auto reply = std::async(std::launch::async, [&] { return stream_long(p.port(), started); });
+  started.get_future().wait();
+  p.signal(SIGTERM);
+  const std::string text = reply.get();
+  EXPECT_EQ(p.wait(), 0);
+  bool done = false;
+  const std::vector<json> events = parse_sse(text, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "abort");
+  EXPECT_LT(events.back()["usage"]["completion_tokens"].get<int>(), 800);
+}
+
+TEST(ServeBinary, PortInUseIsAnErrorNamingIt) {
+  ServeProcess p({});
+  ASSERT_GT(p.port(), 0);
+  const CliResult r = run_twofold("serve -m " + kTinyModel + " --port " + std::to_string(p.port()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err, std::to_string(p.port()));
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
+}
+
+}  // namespace
+}  // namespace tf::test

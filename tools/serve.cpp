@@ -1,0 +1,122 @@
+// `twofold serve`: the OpenAI-compatible HTTP server (src/serve) over one engine.
+//
+// Threads: the main thread loads the model and then runs the HTTP listener; the engine
+// thread (EngineLoop) owns the Engine; a pool of HTTP workers serves connections; a signal
+// thread waits for SIGTERM/SIGINT and drains the server (503 to new requests, in-flight
+// ones finish within --grace-period, the rest are aborted), after which the process exits 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "chat/chat_template.h"
+#include "model/config.h"
+#include "serve/engine_loop.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+#include "tools/commands.h"
+#include "twofold/engine.h"
+
+namespace tf::cli {
+namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  serve::ServerOptions server;
+  int max_seqs = 64;
+  int max_batch_tokens = 512;
+  int block_size = 16;
+  int64_t kv_memory_mb = 2048;
+  bool no_prefix_caching = false;
+};
+
+// Blocks the shutdown signals in this thread and so in every thread started after it; the
+// signal thread takes them with sigwait. SIGPIPE (a client gone mid-write) is ignored: the
+// failed write is how the server notices.
+sigset_t block_shutdown_signals() {
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+std::string model_name(const ServeArgs& a) {
+  if (!a.server.served_model_name.empty()) return a.server.served_model_name;
+  std::filesystem::path p = std::filesystem::path(a.model.dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "models/tiny-main/"
+  return p.filename().string();
+}
+
+int run_serve(ServeArgs a) {
+  const sigset_t signals = block_shutdown_signals();
+  apply_threads(a.model.threads);
+  a.server.served_model_name = model_name(a);
+  a.server.max_running = a.max_seqs;
+  const ChatTemplate chat = ChatTemplate::from_model_dir(a.model.dir);
+  auto engine = std::make_unique<Engine>(EngineOptions{
+      .model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+      .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
+      .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
+      .enable_prefix_caching = !a.no_prefix_caching});
+  const int64_t kv_blocks = engine->n_kv_blocks_total();
+  const int64_t kv_tokens = kv_blocks * engine->kv_block_size();
+  const double kv_mib = double(kv_tokens * engine->kv_bytes_per_token()) / (1 << 20);
+  const int64_t context = engine->config().max_position;
+  serve::ServerMetrics metrics;
+  serve::EngineLoop loop(std::move(engine), metrics);
+  serve::HttpServer server(loop, chat, metrics, a.server);
+  const int port = server.bind();
+  std::printf("twofold serve: listening on http://%s:%d\n", a.server.host.c_str(), port);
+  std::printf("  model %s (%s), backend %s, context %lld tokens, chat template %s\n",
+              a.server.served_model_name.c_str(), a.model.dir.c_str(), a.model.backend.c_str(), (long long)context,
+              chat.is_default() ? "ChatML (default)" : "the model's");
+  std::printf("  KV cache: %lld blocks x %d tokens = %lld tokens (%s, %.1f MiB); %d running + %d waiting requests%s\n",
+              (long long)kv_blocks, a.block_size, (long long)kv_tokens, a.model.kv_dtype.c_str(), kv_mib,
+              a.max_seqs, a.server.max_waiting, a.server.api_key.empty() ? "" : "; API key required");
+  std::fflush(stdout);
+
+  std::thread watcher([&server, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "twofold serve: %s: refusing new requests, finishing %d in flight\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", server.n_in_flight());
+    server.shutdown();
+  });
+  server.run();
+  watcher.join();
+  std::fprintf(stderr, "twofold serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* c = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
+  add_model_args(c, a->model);
+  serve::ServerOptions& s = a->server;
+  c->add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  c->add_option("--port", s.port, "Port (0: any free port, printed at startup)")->capture_default_str();
+  c->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (default: none)");
+  c->add_option("--served-model-name", s.served_model_name, "Model name in the API (default: the folder's name)");
+  c->add_option("--max-waiting", s.max_waiting, "Requests admitted beyond --max-seqs before answering 429")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->capture_default_str();
+  c->add_option("--max-connections", s.max_connections, "HTTP worker threads (concurrent connections served)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--grace-period", s.grace_s, "Seconds in-flight requests may finish after SIGTERM")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--max-seqs", a->max_seqs, "Sequences running at once")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
+  c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
+  c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
+  c->callback([a, &run] { run = [a] { return run_serve(*a); }; });
+}
+
+}  // namespace tf::cli
