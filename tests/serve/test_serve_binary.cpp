@@ -42,13 +42,12 @@ class ServeProcess {
     out_ = ::fdopen(fds[0], "r");
     char line[4096];
     const std::regex re("listening on http://[^:]+:([0-9]+)");
+    // The startup banner: the address line, then the model line, then the KV cache line.
     while (std::fgets(line, sizeof line, out_)) {
       banner_ += line;
       std::cmatch m;
-      if (std::regex_search(line, m, re)) {
-        port_ = std::stoi(m[1]);
-        break;
-      }
+      if (std::regex_search(line, m, re)) port_ = std::stoi(m[1]);
+      if (std::string(line).find("KV cache:") != std::string::npos) break;
     }
   }
   ~ServeProcess() {
@@ -115,6 +114,10 @@ TEST(ServeBinary, StartupSaysAddressModelBackendAndKvCapacity) {
   p.signal(SIGTERM);
   EXPECT_EQ(p.wait(), 0);
   EXPECT_CONTAINS(p.banner(), "listening on http://127.0.0.1:");
+  EXPECT_CONTAINS(p.banner(), "model tiny (");
+  EXPECT_CONTAINS(p.banner(), "backend cpu");
+  EXPECT_CONTAINS(p.banner(), "KV cache: ");
+  EXPECT_CONTAINS(p.banner(), " tokens (f32, ");
 }
 
 TEST(ServeBinary, SigtermFinishesTheInFlightStreamAndExitsZero) {
