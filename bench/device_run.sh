@@ -5,6 +5,7 @@
 #   tests     test_cuda_ops (the per-op pass/fail table and the engine checks)
 #   bench     twofold bench on the Llama-3-8B shape with dummy weights ($BENCH_ARGS)
 #   prefill   twofold bench prefill of $PREFILL_LENS tokens (default 512 4096) on the same shape
+#   profile   nsys kernel summary of a short bench ($PROFILE_ARGS)
 #   hf        Hugging Face transformers' generate on the same shape (bench/hf_baseline.py)
 #   tiny      twofold bench on the bundled tiny-main
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
@@ -39,6 +40,14 @@ for step in $STEPS; do
           --max-batch-tokens $len ${PREFILL_ARGS:-} > "$OUT/prefill_$len.log" 2>&1
         echo "prefill $len rc=$?"; grep -v "^loading" "$OUT/prefill_$len.log" | tail -6
       done ;;
+    profile)
+      sh bench/llama3_8b_shape.sh /tmp/l8
+      NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+      if [ -z "$NSYS" ]; then echo "profile: no nsys"; continue; fi
+      $NSYS profile -o /tmp/prof --force-overwrite true --cuda-graph-trace=node $TF bench -m /tmp/l8 --load-format dummy \
+        --backend cuda --no-membw ${PROFILE_ARGS:---kv-dtype bf16 --batch 1 --prompt-len 128 --gen 64} > "$OUT/profile_run.log" 2>&1
+      $NSYS stats --report cuda_gpu_kern_sum --format csv /tmp/prof.nsys-rep > "$OUT/profile_kern.csv" 2>&1
+      echo "profile rc=$?"; head -25 "$OUT/profile_kern.csv" | cut -c1-200 ;;
     hf)
       sh bench/llama3_8b_shape.sh /tmp/l8
       python3 bench/hf_baseline.py --config /tmp/l8 ${HF_ARGS:---batch 1,32 --prompt-len 128 --gen 256} > "$OUT/hf.log" 2>&1

@@ -39,6 +39,7 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "gemv") k.gemv = "custom";
   else if (name == "plain-attention") k.attention_kernel = "plain";
   else if (name == "flash-attention") k.attention_kernel = "flash";
+  else if (name == "profile") k.profile = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, cublas, gemv, plain-attention, "
          "flash-attention)", name);
@@ -230,7 +231,8 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, cublas, "
-                "gemv, plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel)")
+                "gemv, plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
+                "profile (per-op GPU times, eager)")
       ->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_bench(*a); }; });
 }

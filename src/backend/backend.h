@@ -58,6 +58,7 @@ struct BackendOptions {
   std::string attention = "auto";  // prefill attention: auto | plain | flash
   std::string gemv = "auto";       // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;              // off: each fused op runs as separate kernels
+  bool profile = false;            // time every op (CUDA events; forces graphs off)
 };
 
 // What graph_begin() asks the caller to do.

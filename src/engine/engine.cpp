@@ -30,7 +30,7 @@ bool plain_greedy(const SamplingParams& p) {
 
 BackendOptions backend_options(const KernelOptions& k) {
   return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
-                        .fusion = k.fusion};
+                        .fusion = k.fusion, .profile = k.profile};
 }
 
 DType parse_kv_dtype(const std::string& s) {

@@ -64,6 +64,10 @@ static void check_options(const BackendOptions& o) {
 
 CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt) {
   check_options(opt_);
+  if (opt_.profile) {
+    opt_.graphs = false;  // events between ops cannot be timed inside a recording
+    profiler_ = std::make_unique<OpProfiler>();
+  }
   int n_devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&n_devices);
   if (e != cudaSuccess || n_devices == 0)
@@ -280,6 +284,7 @@ void CudaBackend::set_batch(const Batch& b) {
 // ---- ops --------------------------------------------------------------------------------------
 
 void CudaBackend::embedding(const TensorView& table, const TensorView& out) {
+  OpScope scope(prof(), "embedding", stream_);
   check_dev(table, DType::BF16, "embedding table");
   check_dev(out, DType::BF16, "embedding out");
   TF_ASSERT(table.n_dims == 2, "embedding table: shape {}", table.shape_str());
@@ -291,6 +296,7 @@ void CudaBackend::embedding(const TensorView& table, const TensorView& out) {
 }
 
 void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) {
+  OpScope scope(prof(), "rms_norm", stream_);
   check_dev(x, DType::BF16, "rms_norm x");
   check_dev(w, DType::BF16, "rms_norm w");
   check_dev(out, DType::BF16, "rms_norm out");
@@ -303,6 +309,7 @@ void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, 
 
 void CudaBackend::add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w, float eps,
                                const TensorView& out) {
+  OpScope scope(prof(), "add_rms_norm", stream_);
   check_dev(residual, DType::BF16, "add_rms_norm residual");
   check_dev(delta, DType::BF16, "add_rms_norm delta");
   check_dev(w, DType::BF16, "add_rms_norm w");
@@ -332,6 +339,8 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
   check_dev(out, out.dtype, "matmul out");
   TF_ASSERT(x.shape[0] <= INT32_MAX && x.shape[1] <= INT32_MAX && w.shape[0] <= INT32_MAX,
             "matmul: dims beyond cuBLAS's int");
+  OpScope scope(prof(), profiler_ ? fmt::format("matmul rows={} k={} m={}", x.shape[0], x.shape[1], w.shape[0]) : "",
+                stream_);
   const GemmArgs g{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr, .out = out.data,
                    .out_f32 = out.dtype == DType::F32, .rows = x.shape[0], .k = x.shape[1], .m = w.shape[0]};
   if (use_gemv(g))
@@ -373,6 +382,7 @@ bool CudaBackend::use_gemv(const GemmArgs& g) {
 
 std::vector<std::string> CudaBackend::tuning_report() const {
   std::vector<std::string> lines;
+  if (profiler_) lines = profiler_->report();
   for (const auto& [key, c] : gemv_) {
     const auto& [rows, k, m, f32, bias] = key;
     lines.push_back(fmt::format("matmul rows={} k={} m={}{}{}: cublas {:.1f} us, gemv {:.1f} us -> {}", rows, k, m,
@@ -397,6 +407,7 @@ void CudaBackend::check_layer(int layer, const AttentionParams& p) const {
 
 void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
                                 const AttentionParams& p) {
+  OpScope scope(prof(), "rope_kv_write", stream_);
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "rope_kv_write qkv");
   check_dev(inv_freq, DType::F32, "rope_kv_write inv_freq");
@@ -420,6 +431,7 @@ void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVi
 }
 
 void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {
+  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_seqs() ? "attention (decode)" : "attention (prefill/mixed)", stream_);
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "attention qkv");
   check_dev(out, DType::BF16, "attention out");
@@ -479,6 +491,7 @@ float* CudaBackend::attention_workspace(size_t floats) {
 }
 
 void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+  OpScope scope(prof(), "swiglu", stream_);
   check_dev(gate_up, DType::BF16, "swiglu gate_up");
   check_dev(out, DType::BF16, "swiglu out");
   TF_ASSERT(out.n_dims == 2, "swiglu out: shape {}", out.shape_str());
@@ -491,6 +504,7 @@ void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
 }
 
 void CudaBackend::gather_logit_rows(const TensorView& x, const TensorView& out) {
+  OpScope scope(prof(), "gather_logit_rows", stream_);
   check_dev(x, x.dtype, "gather_logit_rows x");
   check_dev(out, x.dtype, "gather_logit_rows out");
   TF_ASSERT(x.n_dims == 2, "gather_logit_rows x: shape {}", x.shape_str());
@@ -503,6 +517,7 @@ void CudaBackend::gather_logit_rows(const TensorView& x, const TensorView& out) 
 }
 
 void CudaBackend::argmax_rows(const TensorView& logits, const TensorView& ids) {
+  OpScope scope(prof(), "argmax_rows", stream_);
   check_dev(logits, DType::F32, "argmax_rows logits");
   check_dev(ids, DType::I32, "argmax_rows ids");
   TF_ASSERT(logits.n_dims == 2 && ids.numel() == logits.shape[0], "argmax_rows: logits {}, ids {}",
@@ -590,6 +605,10 @@ void CudaBackend::set_options(const BackendOptions& opt) {
   check_options(opt);
   graph_reset();  // recordings were made with the old kernels
   opt_ = opt;
+  if (opt_.profile) {
+    opt_.graphs = false;
+    if (!profiler_) profiler_ = std::make_unique<OpProfiler>();
+  }
 }
 
 int64_t CudaBackend::n_graphs() const {

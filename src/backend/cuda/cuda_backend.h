@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -37,6 +38,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/batch_args.h"
+#include "backend/cuda/op_profiler.h"
 
 struct cublasContext;
 
@@ -112,6 +114,8 @@ class CudaBackend final : public Backend {
   int64_t decode_want_splits(int64_t n_decode) const;
 
   BackendOptions opt_;
+  std::unique_ptr<OpProfiler> profiler_;  // when opt_.profile
+  OpProfiler* prof() const { return profiler_.get(); }
   int n_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;

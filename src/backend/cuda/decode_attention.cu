@@ -25,6 +25,7 @@ namespace tf::cuda {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int32_t kStagedBlocks = 64;  // block-table entries of one split kept in shared memory
 
 // kDims consecutive elements of a KV row as float (vector loads where the width allows).
 template <typename KvT, int kDims>
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   constexpr int kStates = kWarps * kKeysPerWarp;
   __shared__ float m_s[kStates][kGroup], l_s[kStates][kGroup];
   __shared__ float acc_s[kStates][kGroup][kHeadDim];
+  __shared__ int32_t blocks_s[kStagedBlocks];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kg = lane / kLanes, kl = lane % kLanes;  // key group within the warp, lane within it
@@ -104,19 +106,37 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
     }
   }
 
-  for (int32_t kp0 = k_begin + warp * kKeysPerWarp; kp0 < k_end; kp0 += kWarps * kKeysPerWarp) {
-    const int32_t kp = kp0 + kg;
-    const int32_t block = kp < k_end ? table[kp / a.block_size] : -1;
-    float kf[kDims], vf[kDims], ks = 1.0f, vs = 1.0f;
-    if (block >= 0) {
-      const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-      load_dims<KvT, kDims>(k_pool + row * hd + kl * kDims, kf);
-      load_dims<KvT, kDims>(v_pool + row * hd + kl * kDims, vf);
-      if (a.k_scale) {
-        ks = a.k_scale[row];
-        vs = a.v_scale[row];
-      }
+  // The block ids of the split's keys, staged in shared memory when they fit (one dependent
+  // global load fewer per key).
+  const int32_t b_first = k_begin / int32_t(a.block_size), b_last = (k_end - 1) / int32_t(a.block_size);
+  const bool staged = b_last - b_first < kStagedBlocks;
+  if (staged)
+    for (int32_t i = threadIdx.x; i <= b_last - b_first; i += kWarps * 32) blocks_s[i] = table[b_first + i];
+  __syncthreads();
+
+  // K/V of key kp (this lane's dims) and the row scales; false when the key is masked or
+  // past the split.
+  auto load = [&](int32_t kp, float (&kf)[kDims], float (&vf)[kDims], float& ks, float& vs) {
+    if (kp >= k_end) return false;
+    const int32_t block = staged ? blocks_s[kp / a.block_size - b_first] : table[kp / a.block_size];
+    if (block < 0) return false;
+    const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+    load_dims<KvT, kDims>(k_pool + row * hd + kl * kDims, kf);
+    load_dims<KvT, kDims>(v_pool + row * hd + kl * kDims, vf);
+    if (a.k_scale) {
+      ks = a.k_scale[row];
+      vs = a.v_scale[row];
     }
+    return true;
+  };
+
+  // Software-pipelined: the next key's K/V loads are issued before this key's arithmetic.
+  constexpr int32_t kStride = kWarps * kKeysPerWarp;
+  float kf[kDims], vf[kDims], ks = 1.0f, vs = 1.0f;
+  bool valid = load(k_begin + warp * kKeysPerWarp + kg, kf, vf, ks, vs);
+  for (int32_t kp0 = k_begin + warp * kKeysPerWarp; kp0 < k_end; kp0 += kStride) {
+    float kn[kDims], vn[kDims], ks_n = 1.0f, vs_n = 1.0f;
+    const bool valid_n = load(kp0 + kStride + kg, kn, vn, ks_n, vs_n);
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       float dot = 0.0f;
@@ -124,7 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
       for (int i = 0; i < kDims; ++i) dot += q[g][i] * kf[i];
 #pragma unroll
       for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (block < 0) continue;  // uniform within the lane group (after the shuffles)
+      if (!valid) continue;  // uniform within the lane group (after the shuffles)
       dot *= ks;
       const float m_new = fmaxf(m[g], dot);
       const float corr = expf(m[g] - m_new), p = expf(dot - m_new);
@@ -133,6 +153,14 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
       for (int i = 0; i < kDims; ++i) acc[g][i] = acc[g][i] * corr + p * (vf[i] * vs);
       m[g] = m_new;
     }
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) {
+      kf[i] = kn[i];
+      vf[i] = vn[i];
+    }
+    ks = ks_n;
+    vs = vs_n;
+    valid = valid_n;
   }
 
   // ---- merge the block's states

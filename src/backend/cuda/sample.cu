@@ -23,11 +23,25 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, i
   const float* row = logits + int64_t(blockIdx.x) * n_vocab;
   float v = -INFINITY;
   int32_t id = INT32_MAX;
-  for (int64_t j = threadIdx.x; j < n_vocab; j += kThreads) {
-    const float x = row[j];
-    if (x > v) {
-      v = x;
-      id = int32_t(j);
+  if (n_vocab % 4 == 0) {  // 16-byte loads; within a thread ids still ascend
+    const float4* r4 = reinterpret_cast<const float4*>(row);
+    for (int64_t j = threadIdx.x; j < n_vocab / 4; j += kThreads) {
+      const float4 x = r4[j];
+      const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (xs[e] > v) {
+          v = xs[e];
+          id = int32_t(4 * j + e);
+        }
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n_vocab; j += kThreads) {
+      const float x = row[j];
+      if (x > v) {
+        v = x;
+        id = int32_t(j);
+      }
     }
   }
   for (int o = 16; o > 0; o >>= 1)

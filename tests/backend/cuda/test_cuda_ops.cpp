@@ -102,7 +102,7 @@ TEST(CudaOps, RmsNormAndAddRmsNorm) {
   TF_REQUIRE_CUDA_DEVICE();
   constexpr double kOnceTol = 4e-3, kTwiceTol = 8e-3;
   for (int32_t rows : kRowSweep) {
-    for (int64_t d : {64, 256, 576}) {
+    for (int64_t d : {64, 100, 256, 576}) {  // 100: the scalar kernel (not a multiple of 8)
       SCOPED_TRACE("rows=" + std::to_string(rows) + " d=" + std::to_string(d));
       test::Backends be;
       Rng rng(test::seed_of({2, rows, d}));
