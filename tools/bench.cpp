@@ -18,7 +18,7 @@ namespace {
 struct Args {
   ModelArgs model;
   std::string batches = "1";
-  int prompt_len = 128;
+  std::string prompt_lens = "128";  // comma-separated
   int gen_len = 128;
   int max_batch_tokens = 512;
   bool membw = true;
@@ -54,16 +54,16 @@ std::vector<std::string> split_names(const std::string& s) {
   return v;
 }
 
-std::vector<int> parse_list(const std::string& s) {
+std::vector<int> parse_list(const std::string& s, const char* flag) {
   std::vector<int> v;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
     try {
       v.push_back(std::stoi(item));
     } catch (const std::exception&) {
-      fail("--batch: '{}' is not an integer", item);
+      fail("{}: '{}' is not an integer", flag, item);
     }
-    if (v.back() <= 0) fail("--batch: {} must be positive", v.back());
+    if (v.back() <= 0) fail("{}: {} must be positive", flag, v.back());
   }
   return v;
 }
@@ -116,7 +116,8 @@ void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohm
 
 int run_bench(const Args& a) {
   apply_threads(a.model.threads);
-  const std::vector<int> batches = parse_list(a.batches);
+  const std::vector<int> batches = parse_list(a.batches, "--batch");
+  const std::vector<int> prompt_lens = parse_list(a.prompt_lens, "--prompt-len");
   const std::vector<std::string> variants = split_names(a.variants);
   for (const std::string& v : variants) variant_options(v);  // unknown names fail before the load
   int max_batch = 1;
@@ -126,7 +127,7 @@ int run_bench(const Args& a) {
                               .max_seqs = max_batch});
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
   nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
-                     {"prompt_len", a.prompt_len}, {"gen_len", a.gen_len}};
+                     {"gen_len", a.gen_len}};
   double bw = 0;
   if (a.membw) {
     // The memory the weights live in: the device's own copy test, else the host's.
@@ -150,52 +151,54 @@ int run_bench(const Args& a) {
   const double layer_weights = double(cfg.d_model) * double((cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim) +
                                double(cfg.n_heads * cfg.head_dim) * double(cfg.d_model) +
                                3.0 * double(cfg.d_model) * double(cfg.d_ff);
-  const double flops_per_token =
-      double(cfg.n_layers) * (2.0 * layer_weights + 2.0 * double(cfg.n_heads * cfg.head_dim) * (a.prompt_len + 1));
+  auto flops_per_token = [&](int prompt_len) {
+    return double(cfg.n_layers) * (2.0 * layer_weights + 2.0 * double(cfg.n_heads * cfg.head_dim) * (prompt_len + 1));
+  };
   if (!a.json)
-    std::printf("%-16s %6s %14s %9s %14s %12s %12s %9s %12s %14s %14s%s\n", "variant", "batch", "prefill tok/s", "TFLOP/s",
-                "decode tok/s", "ITL p50 ms", "ITL p99 ms", "roofline", "total tok/s", "KV paged MB",
-                "KV reserved MB", a.sequential ? "  sequential tok/s  speedup" : "");
+    std::printf("%-16s %6s %6s %14s %9s %14s %12s %12s %9s %12s %14s %14s%s\n", "variant", "prompt", "batch",
+                "prefill tok/s", "TFLOP/s", "decode tok/s", "ITL p50 ms", "ITL p99 ms", "roofline", "total tok/s",
+                "KV paged MB", "KV reserved MB", a.sequential ? "  sequential tok/s  speedup" : "");
   const double token_bytes = double(engine.kv_bytes_per_token());
   const int64_t max_len = engine.config().max_position;
   uint64_t seed = 1;  // a new one per run: repeated prompts would be served by the prefix cache
   for (const std::string& variant : variants) {
     engine.set_kernel_options(variant_options(variant));
-    for (int b : batches) {
-      // Warm-up (not reported): per-shape kernel choices, recordings of decode steps.
-      bench::run_throughput(engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = 8, .seed = seed++});
-      const bench::ThroughputResult r = bench::run_throughput(
-          engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = a.gen_len, .seed = seed++});
-      // At batch b each decode step reads the weights once for b tokens.
-      const double roof = bw > 0 ? bw / weight_gb * b : 0;
-      // Paged: the blocks actually held at the busiest step; reserved: every sequence given the
-      // model's full context up front, as a plain engine does.
-      const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
-      const double reserved_mb = double(b) * double(max_len) * token_bytes / 1e6;
-      const double prefill_tflops = r.prefill_tokens_per_s * flops_per_token / 1e12;
-      nlohmann::json run{{"variant", variant}, {"batch", b}, {"prefill_tokens_per_s", r.prefill_tokens_per_s},
-                         {"prefill_tflop_s", prefill_tflops},
-                         {"decode_tokens_per_s", r.decode_tokens_per_s}, {"ttft_p50_s", r.ttft_p50_s},
-                         {"ttft_p99_s", r.ttft_p99_s}, {"itl_p50_s", r.itl_p50_s}, {"itl_p99_s", r.itl_p99_s},
-                         {"total_tokens_per_s", r.total_tokens_per_s}, {"weight_roofline_tokens_per_s", roof},
-                         {"kv_paged_peak_bytes", paged_mb * 1e6}, {"kv_reserved_bytes", reserved_mb * 1e6},
-                         {"step_ms", {{"schedule", r.step_schedule_ms}, {"launch", r.step_launch_ms},
-                                      {"wait", r.step_wait_ms}, {"output", r.step_output_ms}}}};
-      double seq_tps = 0;
-      if (a.sequential) {
-        const bench::ThroughputResult s = bench::run_throughput(
-            engine, {.batch = b, .prompt_len = a.prompt_len, .gen_len = a.gen_len, .seed = seed++, .sequential = true});
-        seq_tps = s.total_tokens_per_s;
-        run["sequential_total_tokens_per_s"] = seq_tps;
-      }
-      out["runs"].push_back(run);
-      if (!a.json) {
-        std::printf("%-16s %6d %14.1f %9.2f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", variant.c_str(), b,
-                    r.prefill_tokens_per_s, prefill_tflops,
-                    r.decode_tokens_per_s, r.itl_p50_s * 1e3, r.itl_p99_s * 1e3,
-                    roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s, paged_mb, reserved_mb);
+    for (int prompt_len : prompt_lens) {
+      for (int b : batches) {
+        // Warm-up (not reported): per-shape kernel choices, recordings of decode steps.
+        bench::run_throughput(engine, {.batch = b, .prompt_len = prompt_len, .gen_len = 8, .seed = seed++});
+        const bench::ThroughputResult r = bench::run_throughput(
+            engine, {.batch = b, .prompt_len = prompt_len, .gen_len = a.gen_len, .seed = seed++});
+        // At batch b each decode step reads the weights once for b tokens.
+        const double roof = bw > 0 ? bw / weight_gb * b : 0;
+        // Paged: the blocks actually held at the busiest step; reserved: every sequence given
+        // the model's full context up front, as a plain engine does.
+        const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
+        const double reserved_mb = double(b) * double(max_len) * token_bytes / 1e6;
+        const double prefill_tflops = r.prefill_tokens_per_s * flops_per_token(prompt_len) / 1e12;
+        nlohmann::json run{{"variant", variant}, {"prompt_len", prompt_len}, {"batch", b},
+                           {"prefill_tokens_per_s", r.prefill_tokens_per_s}, {"prefill_tflop_s", prefill_tflops},
+                           {"decode_tokens_per_s", r.decode_tokens_per_s}, {"ttft_p50_s", r.ttft_p50_s},
+                           {"ttft_p99_s", r.ttft_p99_s}, {"itl_p50_s", r.itl_p50_s}, {"itl_p99_s", r.itl_p99_s},
+                           {"total_tokens_per_s", r.total_tokens_per_s}, {"weight_roofline_tokens_per_s", roof},
+                           {"kv_paged_peak_bytes", paged_mb * 1e6}, {"kv_reserved_bytes", reserved_mb * 1e6},
+                           {"step_ms", {{"schedule", r.step_schedule_ms}, {"launch", r.step_launch_ms},
+                                        {"wait", r.step_wait_ms}, {"output", r.step_output_ms}}}};
+        double seq_tps = 0;
+        if (a.sequential) {
+          const bench::ThroughputResult sq = bench::run_throughput(
+              engine, {.batch = b, .prompt_len = prompt_len, .gen_len = a.gen_len, .seed = seed++, .sequential = true});
+          seq_tps = sq.total_tokens_per_s;
+          run["sequential_total_tokens_per_s"] = seq_tps;
+        }
+        out["runs"].push_back(run);
+        if (a.json) continue;
+        std::printf("%-16s %6d %6d %14.1f %9.2f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", variant.c_str(),
+                    prompt_len, b, r.prefill_tokens_per_s, prefill_tflops, r.decode_tokens_per_s, r.itl_p50_s * 1e3,
+                    r.itl_p99_s * 1e3, roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s,
+                    paged_mb, reserved_mb);
         if (a.sequential) std::printf(" %17.1f %8.2fx", seq_tps, r.total_tokens_per_s / seq_tps);
-        std::printf("\n%23sdecode step: schedule %.3f ms, launch %.3f ms, wait %.3f ms, output %.3f ms\n", "",
+        std::printf("\n%30sdecode step: schedule %.3f ms, launch %.3f ms, wait %.3f ms, output %.3f ms\n", "",
                     r.step_schedule_ms, r.step_launch_ms, r.step_wait_ms, r.step_output_ms);
         std::fflush(stdout);
       }
@@ -217,7 +220,8 @@ void add_bench(CLI::App& app, Runner& run) {
   CLI::App* c = app.add_subcommand("bench", "Prefill and decode throughput over batch sizes, beside the roofline");
   add_model_args(c, a->model);
   c->add_option("--batch", a->batches, "Comma-separated batch sizes, e.g. 1,4,16,64")->capture_default_str();
-  c->add_option("--prompt-len", a->prompt_len, "Prompt tokens per request")->capture_default_str();
+  c->add_option("--prompt-len", a->prompt_lens, "Prompt tokens per request (comma-separated: one run each)")
+      ->capture_default_str();
   c->add_option("--gen", a->gen_len, "New tokens per request")->capture_default_str();
   c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
   c->add_flag("!--no-membw", a->membw, "Skip the memory-bandwidth copy test");

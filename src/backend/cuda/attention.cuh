@@ -50,4 +50,13 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 bool decode_supported(int64_t head_dim, int64_t group);
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
+// The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
+// head_dim 64 or 128, any KV dtype (read into shared memory as BF16).
+bool flash_supported(int64_t head_dim);
+void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+// Prefill chunks of at least this many tokens take the tiled kernel in "auto" mode, shorter
+// ones the plain kernel (measured: docs/PERF.md, "attention crossover").
+constexpr int32_t kFlashMinRows = 16;
+
 }  // namespace tf::cuda

@@ -18,11 +18,12 @@ struct BatchArgs {
   const int32_t* decode_seqs = nullptr;    // [n_decode] sequences with one new token (decode kernel)
   const int32_t* decode_tokens = nullptr;  // [n_decode] their token rows
   const int32_t* plain_tokens = nullptr;   // [n_plain] token rows of longer chunks (plain kernel)
+  const int32_t* flash_tiles = nullptr;    // [n_flash, 3] (sequence, first row, rows <= 64) of long chunks
   const int32_t* split_keys = nullptr;     // [1] keys per split of the decode kernel, chosen per step
                                            // from the longest context (device memory, so a recorded
                                            // step follows the context as it grows)
   int32_t n_tokens = 0, n_seqs = 0, max_blocks = 0, n_out = 0;
-  int32_t n_decode = 0, n_plain = 0;
+  int32_t n_decode = 0, n_plain = 0, n_flash = 0;
 };
 
 }  // namespace tf::cuda

@@ -214,11 +214,17 @@ void CudaBackend::set_batch(const Batch& b) {
   decode_seqs_.clear();
   decode_tokens_.clear();
   plain_tokens_.clear();
+  flash_tiles_.clear();
+  // Chunks long enough (or any, when asked) go to the tiled kernel in tiles of 64 rows.
+  const bool flash_ok = flash_supported(kv_spec_.head_dim) && opt_.attention != "plain";
+  const int32_t flash_min = opt_.attention == "flash" ? 2 : kFlashMinRows;
   for (int32_t s = 0; s < b.n_seqs(); ++s) {
     const int32_t begin = b.seq_starts[size_t(s)], end = b.seq_starts[size_t(s) + 1];
     if (end - begin == 1) {
       decode_seqs_.push_back(s);
       decode_tokens_.push_back(begin);
+    } else if (flash_ok && end - begin >= flash_min) {
+      for (int32_t t = begin; t < end; t += 64) flash_tiles_.insert(flash_tiles_.end(), {s, t, std::min(64, end - t)});
     } else {
       for (int32_t t = begin; t < end; ++t) plain_tokens_.push_back(t);
     }
@@ -233,7 +239,7 @@ void CudaBackend::set_batch(const Batch& b) {
   split_keys_.assign(1, int32_t(std::max<int64_t>(32, (per_split + 31) / 32 * 32)));
   const std::vector<int32_t>* arrays[] = {&b.token_ids,    &b.positions,    &b.seq_starts,   &b.context_lens,
                                           &b.block_tables, &b.slot_mapping, &b.logits_rows,  &decode_seqs_,
-                                          &decode_tokens_, &plain_tokens_,  &split_keys_};
+                                          &decode_tokens_, &plain_tokens_,  &split_keys_,   &flash_tiles_};
   constexpr size_t kArrays = std::size(arrays);
   size_t offsets[kArrays], total = 0;
   for (size_t i = 0; i < kArrays; ++i) {
@@ -272,13 +278,15 @@ void CudaBackend::set_batch(const Batch& b) {
                          .decode_seqs = batch_device_ + offsets[7],
                          .decode_tokens = batch_device_ + offsets[8],
                          .plain_tokens = batch_device_ + offsets[9],
+                         .flash_tiles = batch_device_ + offsets[11],
                          .split_keys = batch_device_ + offsets[10],
                          .n_tokens = b.n_tokens(),
                          .n_seqs = b.n_seqs(),
                          .max_blocks = b.max_blocks,
                          .n_out = b.n_out(),
                          .n_decode = int32_t(decode_seqs_.size()),
-                         .n_plain = int32_t(plain_tokens_.size())};
+                         .n_plain = int32_t(plain_tokens_.size()),
+                         .n_flash = int32_t(flash_tiles_.size() / 3)};
 }
 
 // ---- ops --------------------------------------------------------------------------------------
@@ -455,6 +463,7 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
   a.tokens = dev_batch_.plain_tokens;
   a.n_list = dev_batch_.n_plain;
   launch_paged_attention(a, stream_);
+  launch_flash_attention(a, stream_);
   if (dev_batch_.n_decode == 0) return;
   if (!decode_supported(p.head_dim, p.n_heads / p.n_kv_heads)) {
     a.tokens = dev_batch_.decode_tokens;

@@ -141,6 +141,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t staged_ = nullptr;
   BatchArgs dev_batch_;
   std::vector<int32_t> decode_seqs_, decode_tokens_, plain_tokens_;  // work lists (see set_batch)
+  std::vector<int32_t> flash_tiles_;                                 // [n, 3], see BatchArgs::flash_tiles
   std::vector<int32_t> split_keys_;                                  // [1], see BatchArgs::split_keys
 };
 

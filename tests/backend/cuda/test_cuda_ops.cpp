@@ -359,8 +359,10 @@ struct AttnCase {
   int64_t n_heads = 4, n_kv_heads = 4, head_dim = 64, sliding_window = 0;
   DType kv_dtype = DType::BF16;
   int layer = 0;
+  std::string attention = "auto";  // prefill chunks: plain or tiled (flash) kernel
   std::string str() const {
-    return std::string(steps == &kLongSteps ? "long " : "") + "block_size=" + std::to_string(block_size) +
+    return std::string(steps == &kLongSteps ? "long " : "") + "attention=" + attention +
+           " block_size=" + std::to_string(block_size) +
            " heads=" + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
            " head_dim=" + std::to_string(head_dim) + " window=" + std::to_string(sliding_window) +
            " kv=" + std::string(dtype_name(kv_dtype)) + " layer=" + std::to_string(layer);
@@ -377,6 +379,9 @@ struct AttnCase {
 //   attention, from identical rotated q and identical pools: FP32 scores, exp and sums over
 //     <= 322 keys (~1e-6 relative) and one BF16 rounding of the output: tol 5e-3. A wrong key
 //     range, GQA mapping or block lookup averages other keys: errors of 1e-2 or more.
+//     The tiled (flash) kernel also rounds the softmax weights, and F16/F32/INT8 pool values,
+//     to BF16 for its tensor-core products: ~2^-9 relative per term, averaging over the keys,
+//     so it is held to the same tolerance.
 constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
 
 ::testing::AssertionResult pools_match(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
@@ -444,7 +449,7 @@ void run_attn_case(const AttnCase& c) {
   const int64_t row = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
   const std::vector<float> inv_freq_host = make_inv_freq(c.head_dim);
 
-  test::Backends be;
+  test::Backends be(BackendOptions{.attention = c.attention});
   test::KvPools pools[2] = {test::KvPools(*be.ref, test::as_host(*be.ref)),
                             test::KvPools(*be.cuda, dynamic_cast<cuda::CudaBackend&>(*be.cuda))};
   TensorView inv_freq[2];
@@ -520,8 +525,8 @@ void run_attn_case(const AttnCase& c) {
     be.ref->attention(c.layer, qkv_ref, p, out_ref);
     test::GuardedBf16 out(*be.cuda, n, c.n_heads * c.head_dim);
     be.cuda->attention(c.layer, q_cuda, p, out.view());
-    test::expect_close("attention", out.values(), test::to_host_f32(*be.ref, out_ref), kAttnTol,
-                       out.guard_intact());
+    test::expect_close("attention (" + c.attention + ")", out.values(), test::to_host_f32(*be.ref, out_ref),
+                       kAttnTol, out.guard_intact());
     EXPECT_TRUE(test::bitwise_equal(test::from_cuda(*be.cuda, q_cuda), q_in)) << "attention changed qkv";
   }
 }
@@ -532,12 +537,14 @@ class CudaAttention : public ::testing::TestWithParam<std::tuple<DType, HeadsPar
 TEST_P(CudaAttention, MatchesRef) {
   TF_REQUIRE_CUDA_DEVICE();
   const auto [kv_dtype, heads] = GetParam();
-  for (int32_t block_size : {1, 16}) {
-    for (int64_t head_dim : {64, 128}) {
-      for (int64_t window : {0, 5}) {
-        run_attn_case(AttnCase{.block_size = block_size, .n_heads = heads.first, .n_kv_heads = heads.second,
-                               .head_dim = head_dim, .sliding_window = window, .kv_dtype = kv_dtype,
-                               .layer = int((block_size + head_dim / 64 + window) % 2)});
+  for (const char* attention : {"plain", "flash"}) {
+    for (int32_t block_size : {1, 16}) {
+      for (int64_t head_dim : {64, 128}) {
+        for (int64_t window : {0, 5}) {
+          run_attn_case(AttnCase{.block_size = block_size, .n_heads = heads.first, .n_kv_heads = heads.second,
+                                 .head_dim = head_dim, .sliding_window = window, .kv_dtype = kv_dtype,
+                                 .layer = int((block_size + head_dim / 64 + window) % 2), .attention = attention});
+        }
       }
     }
   }
@@ -547,10 +554,12 @@ TEST_P(CudaAttention, MatchesRef) {
 TEST_P(CudaAttention, MatchesRefLongContext) {
   TF_REQUIRE_CUDA_DEVICE();
   const auto [kv_dtype, heads] = GetParam();
-  for (int64_t window : {0, 100}) {
-    run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
-                           .n_kv_heads = heads.second, .head_dim = 128, .sliding_window = window,
-                           .kv_dtype = kv_dtype, .layer = int(window / 100)});
+  for (const char* attention : {"plain", "flash"}) {
+    for (int64_t window : {0, 100}) {
+      run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
+                             .n_kv_heads = heads.second, .head_dim = 128, .sliding_window = window,
+                             .kv_dtype = kv_dtype, .layer = int(window / 100), .attention = attention});
+    }
   }
 }
 
