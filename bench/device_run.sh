@@ -4,7 +4,8 @@
 # $STEPS (default: tests bench), logging each to $OUT/<step>.log:
 #   tests     test_cuda_ops (the per-op pass/fail table and the engine checks)
 #   bench     twofold bench on the Llama-3-8B shape with dummy weights ($BENCH_ARGS)
-#   prefill   twofold bench prefill of $PREFILL_LENS tokens (default 512 4096) on the same shape
+#   prefill   twofold bench prefill of $PREFILL_LENS tokens (default 512,4096) on the same shape
+#   int8      the same shape with INT8 KV ($INT8_ARGS)
 #   profile   nsys kernel summary of a short bench ($PROFILE_ARGS)
 #   hf        Hugging Face transformers' generate on the same shape (bench/hf_baseline.py)
 #   tiny      twofold bench on the bundled tiny-main
@@ -35,11 +36,13 @@ for step in $STEPS; do
       echo "bench rc=$?"; cat "$OUT/bench.log" | grep -v "^loading" | tail -40 ;;
     prefill)
       sh bench/llama3_8b_shape.sh /tmp/l8
-      for len in ${PREFILL_LENS:-512 4096}; do
-        $TF bench -m /tmp/l8 --load-format dummy --backend cuda --kv-dtype bf16 --batch 1 --prompt-len $len --gen 4 \
-          --max-batch-tokens $len ${PREFILL_ARGS:-} > "$OUT/prefill_$len.log" 2>&1
-        echo "prefill $len rc=$?"; grep -v "^loading" "$OUT/prefill_$len.log" | tail -6
-      done ;;
+      $TF bench -m /tmp/l8 --load-format dummy --backend cuda --kv-dtype bf16 --batch 1 \
+        --prompt-len ${PREFILL_LENS:-512,4096} --gen 4 --max-batch-tokens 4096 ${PREFILL_ARGS:-} > "$OUT/prefill.log" 2>&1
+      echo "prefill rc=$?"; grep -v "^loading\|^tuning" "$OUT/prefill.log" | tail -12 ;;
+    int8)
+      sh bench/llama3_8b_shape.sh /tmp/l8
+      $TF bench -m /tmp/l8 --load-format dummy --backend cuda --kv-dtype int8 ${INT8_ARGS:---batch 1,32 --prompt-len 128 --gen 256 --max-batch-tokens 4096} > "$OUT/int8.log" 2>&1
+      echo "int8 rc=$?"; grep -v "^loading\|^tuning" "$OUT/int8.log" | tail -8 ;;
     profile)
       sh bench/llama3_8b_shape.sh /tmp/l8
       NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)

@@ -24,6 +24,8 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 
+#include <type_traits>
+
 namespace tf::cuda {
 namespace {
 
@@ -66,10 +68,13 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(PagedAtten
   const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
   const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
 
-  // ---- Q, positions, running state
-  for (int i = tid; i < kRows * kD; i += kWarps * 32) {
-    const int r = i / kD, d = i % kD;
-    sm.q[r * kLd + d] = r < n_rows ? a.qkv[int64_t(row0 + r) * qkv_row + h * kD + d] : from_float<bf16>(0.0f);
+  // ---- Q (16-byte chunks), positions, running state
+  constexpr int kChunks = kD / 8;
+  for (int i = tid; i < kRows * kChunks; i += kWarps * 32) {
+    const int r = i / kChunks, c = i % kChunks;
+    const uint4 z{0, 0, 0, 0};
+    *reinterpret_cast<uint4*>(sm.q + r * kLd + c * 8) =
+        r < n_rows ? *reinterpret_cast<const uint4*>(a.qkv + int64_t(row0 + r) * qkv_row + h * kD + c * 8) : z;
   }
   for (int r = tid; r < kRows; r += kWarps * 32) {
     sm.pos[r] = r < n_rows ? a.batch.positions[row0 + r] : -1;
@@ -82,19 +87,35 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(PagedAtten
   const int32_t first_key = a.sliding_window > 0 ? max(0, sm.pos[0] - int32_t(a.sliding_window) + 1) : 0;
 
   for (int32_t kt = first_key / kKeys * kKeys; kt <= last_pos; kt += kKeys) {
-    // ---- 1. K and V tiles
-    for (int i = tid; i < kKeys * kD; i += kWarps * 32) {
-      const int j = i / kD, d = i % kD;
-      const int32_t kp = kt + j;
-      float kv = 0.0f, vv = 0.0f;
-      const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
-      if (block >= 0) {
-        const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-        kv = kv_value(k_pool, row * kD + d, a.k_scale ? a.k_scale[row] : 1.0f);
-        vv = kv_value(v_pool, row * kD + d, a.v_scale ? a.v_scale[row] : 1.0f);
+    // ---- 1. K and V tiles (BF16 pools: 16-byte copies; others converted element-wise)
+    if constexpr (std::is_same_v<KvT, bf16>) {
+      for (int i = tid; i < kKeys * kChunks; i += kWarps * 32) {
+        const int j = i / kChunks, c = i % kChunks;
+        const int32_t kp = kt + j;
+        const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
+        uint4 kv{0, 0, 0, 0}, vv{0, 0, 0, 0};
+        if (block >= 0) {
+          const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+          kv = *reinterpret_cast<const uint4*>(k_pool + row * kD + c * 8);
+          vv = *reinterpret_cast<const uint4*>(v_pool + row * kD + c * 8);
+        }
+        *reinterpret_cast<uint4*>(sm.k + j * kLd + c * 8) = kv;
+        *reinterpret_cast<uint4*>(sm.v + j * kLd + c * 8) = vv;
       }
-      sm.k[j * kLd + d] = from_float<bf16>(kv);
-      sm.v[j * kLd + d] = from_float<bf16>(vv);
+    } else {
+      for (int i = tid; i < kKeys * kD; i += kWarps * 32) {
+        const int j = i / kD, d = i % kD;
+        const int32_t kp = kt + j;
+        float kv = 0.0f, vv = 0.0f;
+        const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
+        if (block >= 0) {
+          const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+          kv = kv_value(k_pool, row * kD + d, a.k_scale ? a.k_scale[row] : 1.0f);
+          vv = kv_value(v_pool, row * kD + d, a.v_scale ? a.v_scale[row] : 1.0f);
+        }
+        sm.k[j * kLd + d] = from_float<bf16>(kv);
+        sm.v[j * kLd + d] = from_float<bf16>(vv);
+      }
     }
     __syncthreads();
 
