@@ -19,6 +19,9 @@ struct ModelArgs {
   std::string load_format = "auto";
 };
 void add_model_args(CLI::App* app, ModelArgs& args);
+// --tp N: shard the model over N ranks (tensor parallelism; on the CPU, N threads of this
+// process sharing the cores). For the verbs that run through the engine.
+void add_tp_arg(CLI::App* app, int& tp);
 void apply_threads(int threads);
 
 // Each adds its subcommand; the callback sets the process exit code through `run`.

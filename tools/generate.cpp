@@ -31,6 +31,7 @@ struct GenerateArgs {
   int max_batch_tokens = 512;
   int max_seqs = 64;
   int block_size = 16;
+  int tp = 1;
 };
 
 SamplingParams sampling_from(const GenerateArgs& a, uint64_t seed) {
@@ -42,7 +43,7 @@ SamplingParams sampling_from(const GenerateArgs& a, uint64_t seed) {
 EngineOptions engine_options(const GenerateArgs& a) {
   return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .block_size = a.block_size,
                        .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
-                       .max_seqs = a.max_seqs};
+                       .max_seqs = a.max_seqs, .tensor_parallel = a.tp};
 }
 
 nlohmann::json result_json(Engine& engine, RequestId id, const std::string& text) {
@@ -160,6 +161,7 @@ void add_generate(CLI::App& app, Runner& run) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* c = app.add_subcommand("generate", "Generate text from a prompt (or a JSONL file of prompts)");
   add_model_args(c, a->model);
+  add_tp_arg(c, a->tp);
   auto* p = c->add_option("-p,--prompt", a->prompt, "Prompt text");
   auto* f = c->add_option("--prompts-file", a->prompts_file,
                           "JSONL file, one {\"prompt\": ..., \"max_tokens\": ...} per line, run concurrently");

@@ -22,6 +22,12 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8")->capture_default_str();
 }
 
+void add_tp_arg(CLI::App* app, int& tp) {
+  app->add_option("--tp", tp, "Tensor parallel ranks (the model's heads, MLP and vocabulary split over them)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
 void apply_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }

@@ -1,7 +1,8 @@
 // `twofold serve`: the OpenAI-compatible HTTP server (src/serve) over one engine.
 //
 // Threads: the main thread loads the model and then runs the HTTP listener; the engine
-// thread (EngineLoop) owns the Engine; a pool of HTTP workers serves connections; a signal
+// thread (EngineLoop) owns the Engine (with --dp M, M engine threads, each owning a replica,
+// behind a router that picks the least-loaded one; --tp N shards each replica's model); a pool of HTTP workers serves connections; a signal
 // thread waits for SIGTERM/SIGINT and drains the server (503 to new requests, in-flight
 // ones finish within --grace-period, the rest are aborted), after which the process exits 0.
 #include <pthread.h>
@@ -12,8 +13,10 @@
 #include <thread>
 
 #include "chat/chat_template.h"
+#include "dist/rank_threads.h"
 #include "model/config.h"
 #include "serve/engine_loop.h"
+#include "serve/replica_router.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "tools/commands.h"
@@ -30,6 +33,8 @@ struct ServeArgs {
   int block_size = 16;
   int64_t kv_memory_mb = 2048;
   bool no_prefix_caching = false;
+  int tp = 1;  // tensor-parallel ranks per replica
+  int dp = 1;  // data-parallel replicas
 };
 
 // Blocks the shutdown signals in this thread and so in every thread started after it; the
@@ -56,20 +61,27 @@ int run_serve(ServeArgs a) {
   const sigset_t signals = block_shutdown_signals();
   apply_threads(a.model.threads);
   a.server.served_model_name = model_name(a);
-  a.server.max_running = a.max_seqs;
+  a.server.max_running = a.max_seqs * a.dp;
   const ChatTemplate chat = ChatTemplate::from_model_dir(a.model.dir);
-  auto engine = std::make_unique<Engine>(EngineOptions{
-      .model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
-      .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
-      .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
-      .enable_prefix_caching = !a.no_prefix_caching});
-  const int64_t kv_blocks = engine->n_kv_blocks_total();
-  const int64_t kv_tokens = kv_blocks * engine->kv_block_size();
-  const double kv_mib = double(kv_tokens * engine->kv_bytes_per_token()) / (1 << 20);
-  const int64_t context = engine->config().max_position;
   serve::ServerMetrics metrics;
-  serve::EngineLoop loop(std::move(engine), metrics);
-  serve::HttpServer server(loop, chat, metrics, a.server);
+  // Replicas share the host's cores: each engine thread gets 1/dp of the OpenMP threads.
+  const int replica_threads = a.dp > 1 ? host_thread_share(a.dp) : 0;
+  set_host_threads(replica_threads);  // this thread builds the engines: --tp ranks split the replica's share
+  std::vector<std::unique_ptr<serve::EngineLoop>> loops;
+  for (int i = 0; i < a.dp; ++i) {
+    auto engine = std::make_unique<Engine>(EngineOptions{
+        .model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+        .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
+        .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
+        .enable_prefix_caching = !a.no_prefix_caching, .tensor_parallel = a.tp});
+    loops.push_back(std::make_unique<serve::EngineLoop>(std::move(engine), metrics, replica_threads));
+  }
+  const int64_t kv_blocks = loops[0]->metrics().kv_blocks_total;
+  const int64_t kv_tokens = kv_blocks * loops[0]->kv_block_size();
+  const double kv_mib = double(kv_tokens * loops[0]->kv_bytes_per_token()) / (1 << 20);
+  const int64_t context = loops[0]->config().max_position;
+  serve::ReplicaRouter router(std::move(loops));
+  serve::HttpServer server(router, chat, metrics, a.server);
   const int port = server.bind();
   std::printf("twofold serve: listening on http://%s:%d\n", a.server.host.c_str(), port);
   std::printf("  model %s (%s), backend %s, context %lld tokens, chat template %s\n",
@@ -77,7 +89,10 @@ int run_serve(ServeArgs a) {
               chat.is_default() ? "ChatML (default)" : "the model's");
   std::printf("  KV cache: %lld blocks x %d tokens = %lld tokens (%s, %.1f MiB); %d running + %d waiting requests%s\n",
               (long long)kv_blocks, a.block_size, (long long)kv_tokens, a.model.kv_dtype.c_str(), kv_mib,
-              a.max_seqs, a.server.max_waiting, a.server.api_key.empty() ? "" : "; API key required");
+              a.server.max_running, a.server.max_waiting, a.server.api_key.empty() ? "" : "; API key required");
+  if (a.dp > 1 || a.tp > 1)
+    std::printf("  parallel: %d data-parallel replica(s) (KV cache and --max-seqs per replica), %d tensor-parallel rank(s) each "
+                "(KV MiB per rank)\n", a.dp, a.tp);
   std::fflush(stdout);
 
   std::thread watcher([&server, signals] {
@@ -116,6 +131,9 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
   c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
+  add_tp_arg(c, a->tp);
+  c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   c->callback([a, &run] { run = [a] { return run_serve(*a); }; });
 }
 

@@ -43,6 +43,7 @@ struct EngineOptions {
   int32_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int32_t max_seqs = 64;           // sequences running at once
   bool enable_prefix_caching = true;  // reuse KV blocks of identical prompt prefixes
+  int32_t tensor_parallel = 1;     // ranks the model is sharded over (host backends: threads in this process)
   KernelOptions kernels;            // CUDA switches (defaults: everything on)
 };
 

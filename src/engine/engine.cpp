@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine_impl.h"
+#include "model/arch/tensor_parallel_model.h"
 #include "sample/logprobs.h"
 
 namespace tf {
@@ -56,10 +57,19 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.max_batch_tokens <= 0) fail("max batch tokens must be positive, got {}", opt.max_batch_tokens);
   if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
   tokenizer = Tokenizer::from_dir(opt.model_dir);
-  backend = make_backend(parse_backend_kind(opt.backend), backend_options(opt.kernels));
+  if (opt.tensor_parallel < 1) fail("tensor parallel size must be at least 1, got {}", opt.tensor_parallel);
+  const BackendKind kind = parse_backend_kind(opt.backend);
+  backend = make_backend(kind, backend_options(opt.kernels));
   if (opt.load_format != "auto" && opt.load_format != "dummy")
     fail("unknown load format '{}' (expected auto or dummy)", opt.load_format);
-  model = load_model(opt.model_dir, *backend, LoadOptions{.dummy_weights = opt.load_format == "dummy"});
+  const LoadOptions load{.dummy_weights = opt.load_format == "dummy"};
+  if (opt.tensor_parallel == 1) {
+    model = load_model(opt.model_dir, *backend, load);
+  } else {  // rank 0 on `backend` (logits come back there), one more backend per other rank
+    std::vector<std::unique_ptr<Backend>> ranks;
+    for (int32_t r = 1; r < opt.tensor_parallel; ++r) ranks.push_back(make_backend(kind, backend_options(opt.kernels)));
+    model = std::make_unique<TensorParallelModel>(opt.model_dir, *backend, std::move(ranks), load);
+  }
   const ModelConfig& cfg = model->config();
 
   // KV pool: enough blocks for max_seqs full-context sequences, capped by kv_memory_mb,
@@ -74,9 +84,10 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
     n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, opt.kv_memory_mb * (1 << 20) / block_bytes);
     n_blocks = std::max<int64_t>(n_blocks, per_seq);
   }
-  backend->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
-                                     .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
-                                     .head_dim = cfg.head_dim, .dtype = kv_dtype});
+  // (A tensor-parallel model gives each rank its share of the KV heads.)
+  model->init_kv_cache(*backend, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
+                                             .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
+                                             .head_dim = cfg.head_dim, .dtype = kv_dtype});
   kv = std::make_unique<KvManager>(KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size,
                                                    .sliding_window = int32_t(cfg.sliding_window),
                                                    .enable_prefix_caching = opt.enable_prefix_caching});

@@ -10,7 +10,7 @@
 #include "model/config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "serve/api_error.h"
-#include "serve/engine_loop.h"
+#include "serve/replica_router.h"
 #include "serve/http_util.h"
 #include "serve/metrics.h"
 #include "serve/openai_response.h"
@@ -64,7 +64,7 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
     ids = tok.encode(r.prompt_text, /*add_special=*/true);
   }
   if (ids.empty()) bad_request(param, std::string("'") + param + "' is empty after tokenization");
-  const int64_t pool_tokens = int64_t(ctx.loop.metrics().kv_blocks_total) * ctx.loop.kv_block_size();
+  const int64_t pool_tokens = ctx.loop.kv_pool_tokens();
   if (int64_t(ids.size()) >= pool_tokens)
     bad_request(param, "the prompt is " + std::to_string(ids.size()) + " tokens but the KV cache holds only " +
                            std::to_string(pool_tokens) + " tokens");

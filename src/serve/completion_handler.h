@@ -20,11 +20,11 @@ class ChatTemplate;
 
 namespace tf::serve {
 
-class EngineLoop;
+class ReplicaRouter;
 class ServerMetrics;
 
 struct CompletionContext {
-  EngineLoop& loop;
+  ReplicaRouter& loop;
   const ChatTemplate& chat;
   ServerMetrics& metrics;
   Admission& admission;

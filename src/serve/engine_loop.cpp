@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "dist/rank_threads.h"
 
 namespace tf::serve {
 
@@ -72,9 +73,9 @@ void RequestStream::fail(std::string error) {
 
 // ---- EngineLoop -------------------------------------------------------------------------------
 
-EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, ServerMetrics& metrics)
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, ServerMetrics& metrics, int host_threads)
     : engine_(std::move(engine)), metrics_(metrics), block_size_(engine_->kv_block_size()),
-      kv_bytes_per_token_(engine_->kv_bytes_per_token()), snapshot_(engine_->metrics()) {
+      kv_bytes_per_token_(engine_->kv_bytes_per_token()), host_threads_(host_threads), snapshot_(engine_->metrics()) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -131,6 +132,7 @@ EngineMetrics EngineLoop::metrics() const {
 // is unfinished, hand each output to its stream, publish the metrics snapshot. Sleeps while
 // there is nothing to do; exits once stopped and drained.
 void EngineLoop::run() {
+  set_host_threads(host_threads_);
   for (;;) {
     {
       std::unique_lock lock(mu_);

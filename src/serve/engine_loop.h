@@ -41,9 +41,12 @@ class RequestStream {
   // Non-empty when the engine failed while running this request (an internal error); the
   // stream then ends with a finished output of reason Abort.
   std::string error() const;
+  // The data-parallel replica that runs it (ReplicaRouter), -1 before routing.
+  int replica() const { return replica_; }
 
  private:
   friend class EngineLoop;
+  friend class ReplicaRouter;
   void push(RequestOutput o);
   void accept(RequestId id);
   void reject(std::string error);
@@ -61,12 +64,14 @@ class RequestStream {
   GenerateRequest request_;
   Clock::time_point arrival_, last_token_;
   bool has_token_ = false;
+  int replica_ = -1;  // set once by the router before the stream is handed out
 };
 
 class EngineLoop {
  public:
-  // Starts the engine thread; the loop owns the engine from now on.
-  EngineLoop(std::unique_ptr<Engine> engine, ServerMetrics& metrics);
+  // Starts the engine thread; the loop owns the engine from now on. host_threads > 0 caps
+  // the engine thread's OpenMP threads (data-parallel replicas share the cores).
+  EngineLoop(std::unique_ptr<Engine> engine, ServerMetrics& metrics, int host_threads = 0);
   ~EngineLoop();  // aborts what is left and joins the thread
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -97,6 +102,7 @@ class EngineLoop {
   ServerMetrics& metrics_;
   int32_t block_size_;
   int64_t kv_bytes_per_token_;
+  int host_threads_;
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;

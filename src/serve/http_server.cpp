@@ -11,7 +11,7 @@
 #include "model/config.h"
 #include "serve/admission.h"
 #include "serve/completion_handler.h"
-#include "serve/engine_loop.h"
+#include "serve/replica_router.h"
 #include "serve/http_util.h"
 #include "serve/metrics.h"
 
@@ -20,7 +20,7 @@ namespace tf::serve {
 using nlohmann::json;
 
 struct HttpServer::Impl {
-  Impl(EngineLoop& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions o)
+  Impl(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions o)
       : opt(std::move(o)), loop(loop), metrics(metrics), admission(opt.max_running + opt.max_waiting),
         ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name},
         created(int64_t(std::time(nullptr))) {}
@@ -35,7 +35,7 @@ struct HttpServer::Impl {
   void models(httplib::Response& res) const;
 
   ServerOptions opt;
-  EngineLoop& loop;
+  ReplicaRouter& loop;
   ServerMetrics& metrics;
   Admission admission;
   CompletionContext ctx;
@@ -80,7 +80,9 @@ void HttpServer::Impl::configure() {
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(loop.metrics()), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = metrics.render(loop.metrics());
+    if (loop.size() > 1) text += loop.render_replica_metrics();  // data parallel: per replica too
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
 }
 
@@ -118,7 +120,7 @@ void HttpServer::Impl::models(httplib::Response& res) const {
   send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
 }
 
-HttpServer::HttpServer(EngineLoop& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt)
+HttpServer::HttpServer(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt)
     : impl_(std::make_unique<Impl>(loop, chat, metrics, std::move(opt))) {
   impl_->configure();
 }

@@ -1,4 +1,5 @@
-// `twofold serve`'s HTTP front: an OpenAI-compatible API over the engine thread.
+// `twofold serve`'s HTTP front: an OpenAI-compatible API over the engine thread (or, with
+// data parallelism, the engine replicas behind a ReplicaRouter; one replica otherwise).
 //
 //   POST /v1/completions, POST /v1/chat/completions   (streamed as Server-Sent Events or not)
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
@@ -24,7 +25,7 @@ class ChatTemplate;
 
 namespace tf::serve {
 
-class EngineLoop;
+class ReplicaRouter;
 class ServerMetrics;
 
 struct ServerOptions {
@@ -41,7 +42,7 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(EngineLoop& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt);
+  HttpServer(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

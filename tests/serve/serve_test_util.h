@@ -15,6 +15,7 @@
 #include "chat/chat_template.h"
 #include "serve/engine_loop.h"
 #include "serve/http_server.h"
+#include "serve/replica_router.h"
 #include "serve/metrics.h"
 #include "test_util.h"
 #include "twofold/engine.h"
@@ -23,19 +24,22 @@ namespace tf::test {
 
 inline const std::string kTinyModel = model_dir("tiny-main");
 
-// An engine thread and HTTP server running in this process until destroyed (which drains
-// it as SIGTERM would, with the given grace period).
+// An engine thread (or `replicas` of them, data parallel) and HTTP server running in this
+// process until destroyed (which drains it as SIGTERM would, with the given grace period).
 class TestServer {
  public:
-  explicit TestServer(serve::ServerOptions opt = {}, EngineOptions eng = {})
+  explicit TestServer(serve::ServerOptions opt = {}, EngineOptions eng = {}, int replicas = 1)
       : chat_(ChatTemplate::from_model_dir(kTinyModel)) {
     eng.model_dir = kTinyModel;
     opt.host = "127.0.0.1";
     opt.port = 0;
     if (opt.served_model_name.empty()) opt.served_model_name = "tiny-main";
-    opt.max_running = eng.max_seqs;
-    loop_ = std::make_unique<serve::EngineLoop>(std::make_unique<Engine>(eng), metrics_);
-    server_ = std::make_unique<serve::HttpServer>(*loop_, chat_, metrics_, opt);
+    opt.max_running = eng.max_seqs * replicas;
+    std::vector<std::unique_ptr<serve::EngineLoop>> loops;
+    for (int i = 0; i < replicas; ++i)
+      loops.push_back(std::make_unique<serve::EngineLoop>(std::make_unique<Engine>(eng), metrics_));
+    router_ = std::make_unique<serve::ReplicaRouter>(std::move(loops));
+    server_ = std::make_unique<serve::HttpServer>(*router_, chat_, metrics_, opt);
     port_ = server_->bind();
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -57,11 +61,12 @@ class TestServer {
     return c;
   }
   serve::HttpServer& server() { return *server_; }
+  serve::ReplicaRouter& router() { return *router_; }
 
  private:
   ChatTemplate chat_;
   serve::ServerMetrics metrics_;
-  std::unique_ptr<serve::EngineLoop> loop_;
+  std::unique_ptr<serve::ReplicaRouter> router_;
   std::unique_ptr<serve::HttpServer> server_;
   std::thread thread_;
   int port_ = 0;

@@ -103,7 +103,7 @@ std::string stream_long(int port, std::promise<void>& started) {
 TEST(ServeBinary, HelpListsTheOptions) {
   const CliResult r = run_twofold("serve --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const char* opt : {"--port", "--api-key", "--max-waiting", "--max-body-bytes", "--served-model-name",
+  for (const char* opt : {"--port", "--dp", "--tp", "--api-key", "--max-waiting", "--max-body-bytes", "--served-model-name",
                           "--grace-period", "--max-connections", "--model"})
     EXPECT_CONTAINS(r.out, opt);
 }
@@ -118,6 +118,33 @@ TEST(ServeBinary, StartupSaysAddressModelBackendAndKvCapacity) {
   EXPECT_CONTAINS(p.banner(), "backend cpu");
   EXPECT_CONTAINS(p.banner(), "KV cache: ");
   EXPECT_CONTAINS(p.banner(), " tokens (f32, ");
+}
+
+// --dp 2 (two engine replicas, each sharded --tp 2): concurrent requests all complete and
+// both replicas took some.
+TEST(ServeBinary, DataParallelReplicasShareTheRequests) {
+  ServeProcess p({"--dp", "2", "--tp", "2", "--max-seqs", "4"});
+  ASSERT_GT(p.port(), 0) << p.banner();
+  std::vector<std::future<int>> replies;
+  for (int i = 0; i < 6; ++i)
+    replies.push_back(std::async(std::launch::async, [&p, i] {
+      httplib::Client c("127.0.0.1", p.port());
+      c.set_read_timeout(120, 0);
+      const HttpReply r = post(c, "/v1/completions",
+                               json{{"prompt", "Request number " + std::to_string(i)}, {"max_tokens", 6}, {"ignore_eos", true}});
+      return r.status == 200 && r.body["usage"]["completion_tokens"] == 6 ? 200 : r.status;
+    }));
+  for (auto& r : replies) EXPECT_EQ(r.get(), 200);
+  httplib::Client c("127.0.0.1", p.port());
+  auto res = c.Get("/metrics");
+  ASSERT_TRUE(res);
+  const double r0 = metric(res->body, "twofold_replica_requests_routed_total{replica=\"0\"}");
+  const double r1 = metric(res->body, "twofold_replica_requests_routed_total{replica=\"1\"}");
+  EXPECT_GE(r0, 1);
+  EXPECT_GE(r1, 1);
+  EXPECT_EQ(r0 + r1, 6);
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
 }
 
 TEST(ServeBinary, SigtermFinishesTheInFlightStreamAndExitsZero) {

@@ -12,6 +12,11 @@
 //
 // Q/K/V and gate/up are concatenated at load time so each is one matmul (one pass over the
 // activations, one kernel launch on a GPU).
+//
+// Tensor parallelism (LoadOptions::tp_size > 1): the model loads only its rank's shard
+// (tp_shard.h) and adds one all-reduce after o_proj and one after down_proj; every other
+// op runs unchanged on the shard's narrower matrices. Unsharded, the shard is the whole
+// model and there is no communicator, so the ops and buffers are the same as before.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +25,8 @@
 #include "core/progress.h"
 #include "model/arch/model.h"
 #include "model/arch/rope.h"
+#include "model/arch/tp_shard.h"
+#include "dist/communicator.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -42,14 +49,16 @@ class LlamaModel final : public Model {
       : cfg_(std::move(cfg)), ckpt_(std::move(ckpt)), be_(backend) {}
 
   void load(const LoadOptions& opt);
-  const ModelConfig& config() const override { return cfg_; }
+  const ModelConfig& config() const override { return cfg_; }  // the whole model's, also when sharded
   TensorView forward(const Batch& batch) override;
   int64_t weight_bytes() const override { return weight_bytes_; }
   int64_t n_params() const override { return n_params_; }
 
  private:
   TensorView upload(const TensorView& host, const LoadOptions& opt);
-  TensorView upload_concat(const std::vector<const TensorInfo*>& parts, const LoadOptions& opt);
+  TensorView upload_concat(const std::vector<TensorView>& parts, const LoadOptions& opt);
+  // Columns [col0, col0 + n) of a row-parallel weight (the whole tensor when unsharded).
+  TensorView upload_cols(const TensorView& host, int64_t col0, int64_t n, const LoadOptions& opt);
   void ensure_scratch(int64_t n_tokens, int64_t n_out);
   // The ops of one forward over the first n rows of the scratch buffers (set_batch done).
   void run_layers(int64_t n, int64_t n_out);
@@ -65,6 +74,8 @@ class LlamaModel final : public Model {
   TensorView embed_, final_norm_, lm_head_, inv_freq_;
   std::vector<LayerWeights> layers_;
   AttentionParams attn_;
+  TpShard shard_;                 // this rank's heads, d_ff and vocabulary (all when unsharded)
+  Communicator* comm_ = nullptr;  // set when sharded
   Scratch s_;
   int64_t weight_bytes_ = 0, n_params_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> host_tmp_;  // concatenated weights kept for zero-copy backends
@@ -80,20 +91,19 @@ TensorView LlamaModel::upload(const TensorView& host, const LoadOptions& opt) {
 
 // Concatenates tensors along dim 0 in host memory (converting to F32 if their dtypes differ),
 // then uploads the result.
-TensorView LlamaModel::upload_concat(const std::vector<const TensorInfo*>& parts, const LoadOptions& opt) {
-  DType dt = parts[0]->dtype;
-  for (const TensorInfo* p : parts) if (p->dtype != dt) dt = DType::F32;
+TensorView LlamaModel::upload_concat(const std::vector<TensorView>& parts, const LoadOptions& opt) {
+  DType dt = parts[0].dtype;
+  for (const TensorView& p : parts) if (p.dtype != dt) dt = DType::F32;
   int64_t rows = 0;
-  const int64_t cols = parts[0]->shape.size() > 1 ? parts[0]->shape[1] : 1;
-  for (const TensorInfo* p : parts) rows += p->shape[0];
+  const int64_t cols = parts[0].n_dims > 1 ? parts[0].shape[1] : 1;
+  for (const TensorView& p : parts) rows += p.shape[0];
   auto buf = std::make_unique<uint8_t[]>(size_t(rows * cols) * dtype_size(dt));
   int64_t at = 0;
-  for (const TensorInfo* p : parts) {
-    const int64_t n = p->shape[0] * cols;
-    if (p->dtype == dt) {
-      std::memcpy(buf.get() + size_t(at) * dtype_size(dt), p->data, p->nbytes);
+  for (const TensorView& src : parts) {
+    const int64_t n = src.shape[0] * cols;
+    if (src.dtype == dt) {
+      std::memcpy(buf.get() + size_t(at) * dtype_size(dt), src.data, src.nbytes());
     } else {
-      const TensorView src = p->view();
       float* dst = reinterpret_cast<float*>(buf.get()) + at;
       for (int64_t i = 0; i < n; ++i) {
         dst[i] = src.dtype == DType::BF16 ? bf16_to_f32(src.as<uint16_t>()[i])
@@ -103,9 +113,17 @@ TensorView LlamaModel::upload_concat(const std::vector<const TensorInfo*>& parts
     }
     at += n;
   }
-  TensorView host = parts[0]->shape.size() > 1 ? make_view(buf.get(), dt, {rows, cols})
+  TensorView host = parts[0].n_dims > 1 ? make_view(buf.get(), dt, {rows, cols})
                                                : make_view(buf.get(), dt, {rows});
   TensorView v = upload(host, opt);
+  if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // backend kept our buffer
+  return v;
+}
+
+TensorView LlamaModel::upload_cols(const TensorView& host, int64_t col0, int64_t n, const LoadOptions& opt) {
+  if (col0 == 0 && n == host.shape[1]) return upload(host, opt);
+  std::unique_ptr<uint8_t[]> buf;
+  TensorView v = upload(copy_cols(host, col0, n, buf), opt);
   if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // backend kept our buffer
   return v;
 }
@@ -113,30 +131,40 @@ TensorView LlamaModel::upload_concat(const std::vector<const TensorInfo*>& parts
 void LlamaModel::load(const LoadOptions& opt) {
   const Checkpoint& ckpt = ckpt_;
   validate_checkpoint(cfg_, ckpt);
+  shard_ = tp_shard(cfg_, opt.tp_rank, opt.tp_size);
+  comm_ = opt.comm;
+  if (shard_.size > 1 && (!comm_ || comm_->size() != shard_.size || comm_->rank() != shard_.rank))
+    fail("tensor parallel rank {} of {} needs a communicator of that rank and size", shard_.rank, shard_.size);
+  const TpShard& sh = shard_;
+  const int64_t hd = cfg_.head_dim;
   auto get = [&](const std::string& name) { return &ckpt.get(name); };
+  auto rows = [&](const std::string& name, int64_t row0, int64_t n) { return slice_rows(get(name)->view(), row0, n); };
   ProgressBar bar("loading weights", cfg_.n_layers);
   embed_ = upload(get("model.embed_tokens.weight")->view(), opt);
   final_norm_ = upload(get("model.norm.weight")->view(), opt);
   const TensorInfo* head = ckpt.find("lm_head.weight");
-  if (cfg_.tie_word_embeddings || !head) {
+  if ((cfg_.tie_word_embeddings || !head) && sh.size == 1) {
     lm_head_ = embed_;
-  } else {
-    lm_head_ = upload(head->view(), opt);
+  } else {  // vocabulary-parallel: this rank's rows of the head (or of the tied embedding)
+    const TensorView h = cfg_.tie_word_embeddings || !head ? get("model.embed_tokens.weight")->view() : head->view();
+    lm_head_ = upload(slice_rows(h, sh.vocab0, sh.n_vocab), opt);
   }
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".";
     LayerWeights lw;
     lw.attn_norm = upload(get(p + "input_layernorm.weight")->view(), opt);
-    lw.wqkv = upload_concat({get(p + "self_attn.q_proj.weight"), get(p + "self_attn.k_proj.weight"),
-                             get(p + "self_attn.v_proj.weight")}, opt);
+    const int64_t q0 = sh.head0 * hd, nq = sh.n_heads * hd, kv0 = sh.kv_head0 * hd, nkv = sh.n_kv_heads * hd;
+    lw.wqkv = upload_concat({rows(p + "self_attn.q_proj.weight", q0, nq), rows(p + "self_attn.k_proj.weight", kv0, nkv),
+                             rows(p + "self_attn.v_proj.weight", kv0, nkv)}, opt);
     if (cfg_.attention_bias)
-      lw.bqkv = upload_concat({get(p + "self_attn.q_proj.bias"), get(p + "self_attn.k_proj.bias"),
-                               get(p + "self_attn.v_proj.bias")}, opt);
-    lw.wo = upload(get(p + "self_attn.o_proj.weight")->view(), opt);
-    if (const TensorInfo* bo = ckpt.find(p + "self_attn.o_proj.bias")) lw.bo = upload(bo->view(), opt);  // llama attention_bias
+      lw.bqkv = upload_concat({rows(p + "self_attn.q_proj.bias", q0, nq), rows(p + "self_attn.k_proj.bias", kv0, nkv),
+                               rows(p + "self_attn.v_proj.bias", kv0, nkv)}, opt);
+    lw.wo = upload_cols(get(p + "self_attn.o_proj.weight")->view(), q0, nq, opt);
+    if (const TensorInfo* bo = ckpt.find(p + "self_attn.o_proj.bias"); bo && sh.rank == 0)
+      lw.bo = upload(bo->view(), opt);  // llama attention_bias; added once, before the all-reduce
     lw.mlp_norm = upload(get(p + "post_attention_layernorm.weight")->view(), opt);
-    lw.wgate_up = upload_concat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, opt);
-    lw.wdown = upload(get(p + "mlp.down_proj.weight")->view(), opt);
+    lw.wgate_up = upload_concat({rows(p + "mlp.gate_proj.weight", sh.ff0, sh.d_ff), rows(p + "mlp.up_proj.weight", sh.ff0, sh.d_ff)}, opt);
+    lw.wdown = upload_cols(get(p + "mlp.down_proj.weight")->view(), sh.ff0, sh.d_ff, opt);
     layers_.push_back(lw);
     bar.update(il + 1);
   }
@@ -145,8 +173,8 @@ void LlamaModel::load(const LoadOptions& opt) {
   const std::vector<float> inv = rope_inv_freq(cfg_);
   inv_freq_ = be_.alloc(DType::F32, {int64_t(inv.size())});
   be_.copy_from_host(inv.data(), inv_freq_);
-  attn_ = AttentionParams{.n_heads = cfg_.n_heads,
-                          .n_kv_heads = cfg_.n_kv_heads,
+  attn_ = AttentionParams{.n_heads = sh.n_heads,
+                          .n_kv_heads = sh.n_kv_heads,
                           .head_dim = cfg_.head_dim,
                           .scale = float(1.0 / std::sqrt(double(cfg_.head_dim))),
                           .sliding_window = cfg_.sliding_window};
@@ -159,16 +187,16 @@ void LlamaModel::ensure_scratch(int64_t n_tokens, int64_t n_out) {
     if (t->data) be_.release(*t);
   const int64_t n = std::max(n_tokens, s_.cap_tokens), o = std::max(n_out, s_.cap_out);
   const DType a = be_.act_dtype();
-  const int64_t qkv_dim = (cfg_.n_heads + 2 * cfg_.n_kv_heads) * cfg_.head_dim;
+  const int64_t qkv_dim = (shard_.n_heads + 2 * shard_.n_kv_heads) * cfg_.head_dim;
   s_.x = be_.alloc(a, {n, cfg_.d_model});
   s_.h = be_.alloc(a, {n, cfg_.d_model});
   s_.qkv = be_.alloc(a, {n, qkv_dim});
-  s_.attn = be_.alloc(a, {n, cfg_.n_heads * cfg_.head_dim});
+  s_.attn = be_.alloc(a, {n, shard_.n_heads * cfg_.head_dim});
   s_.delta = be_.alloc(a, {n, cfg_.d_model});
-  s_.gate_up = be_.alloc(a, {n, 2 * cfg_.d_ff});
-  s_.act = be_.alloc(a, {n, cfg_.d_ff});
+  s_.gate_up = be_.alloc(a, {n, 2 * shard_.d_ff});
+  s_.act = be_.alloc(a, {n, shard_.d_ff});
   s_.out_rows = be_.alloc(a, {o, cfg_.d_model});
-  s_.logits = be_.alloc(DType::F32, {o, cfg_.n_vocab});
+  s_.logits = be_.alloc(DType::F32, {o, shard_.n_vocab});
   s_.cap_tokens = n;
   s_.cap_out = o;
   be_.graph_reset();  // recordings refer to the old buffers
@@ -232,10 +260,12 @@ void LlamaModel::run_layers(int64_t n, int64_t n_out) {
     be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
     be_.attention(int(il), qkv, attn_, attn);
     be_.matmul(attn, lw.wo, lw.bo, delta);
+    if (comm_) comm_->all_reduce_sum(delta);  // row-parallel o_proj: sum the ranks' partial outputs
     be_.add_rms_norm(x, delta, lw.mlp_norm, cfg_.rms_norm_eps, h);  // x += attention out
     be_.matmul(h, lw.wgate_up, none, gate_up);
     be_.swiglu(gate_up, act);
     be_.matmul(act, lw.wdown, none, delta);
+    if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj
   }
   if (n_out == 0) return;
   // Only the rows that need logits go through the final norm and the LM head.
