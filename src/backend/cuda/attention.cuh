@@ -34,7 +34,6 @@ struct PagedAttentionArgs {
   // them.
   int32_t n_splits = 1;
   float* workspace = nullptr;
-  int32_t* split_counters = nullptr;  // [n_decode, n_kv_heads], zero between launches
 };
 
 // out[t, h] = softmax over keys kp in [first, positions[t]] of scale * q[t, h] . K[kp] applied

@@ -476,24 +476,10 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
   // stays valid while contexts grow.
   const int64_t max_keys = int64_t(batch_.max_blocks) * kv_spec_.block_size;
   a.n_splits = int32_t(std::min(decode_want_splits(dev_batch_.n_decode), (max_keys + 31) / 32));
-  if (a.n_splits > 1) {
+  if (a.n_splits > 1)
     a.workspace = attention_workspace(size_t(dev_batch_.n_decode) * size_t(p.n_heads) * size_t(a.n_splits) *
                                       size_t(p.head_dim + 2));
-    a.split_counters = split_counters(size_t(dev_batch_.n_decode) * size_t(p.n_kv_heads));
-  }
   launch_decode_attention(a, stream_);
-}
-
-// Zeroed once; the decode kernel leaves them zero. Grows like the workspace.
-int32_t* CudaBackend::split_counters(size_t n) {
-  if (n <= split_counters_n_) return split_counters_;
-  TF_ASSERT(!capturing_, "split counters grow while recording a CUDA Graph");
-  graph_reset();
-  if (split_counters_) release(make_view(split_counters_, DType::I32, {int64_t(split_counters_n_)}, Device::Cuda));
-  split_counters_n_ = std::max(n, 2 * split_counters_n_);
-  split_counters_ = static_cast<int32_t*>(alloc_bytes(split_counters_n_ * sizeof(int32_t)));
-  TF_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, split_counters_n_ * sizeof(int32_t), stream_));
-  return split_counters_;
 }
 
 int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {

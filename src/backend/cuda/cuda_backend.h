@@ -110,7 +110,6 @@ class CudaBackend final : public Backend {
   void check_layer(int layer, const AttentionParams& p) const;
   bool use_gemv(const struct GemmArgs& g);
   float* attention_workspace(size_t floats);
-  int32_t* split_counters(size_t n);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
 
@@ -127,8 +126,6 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   float* attn_ws_ = nullptr;
   size_t attn_ws_floats_ = 0;
-  int32_t* split_counters_ = nullptr;
-  size_t split_counters_n_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, GemvChoice> gemv_;  // rows, k, m, f32 out, bias
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;

@@ -10,8 +10,7 @@
 // 4 x kKeysPerWarp states are merged in shared memory:
 //   M = max m_i,  L = sum l_i exp(m_i - M),  A[d] = sum acc_i[d] exp(m_i - M),  out = A / L.
 // With one split the block writes out; otherwise it writes (M, L, A) to the workspace and
-// the last of the (sequence, kv head)'s split blocks to finish (an atomic counter) merges
-// the splits the same way, in the same kernel. FP32 throughout; one BF16 rounding on the
+// combine_kernel merges the splits the same way. FP32 throughout; one BF16 rounding on the
 // output.
 //
 // Invariants: a state that saw no key has m = -inf, l = 0, acc = 0 and contributes nothing
@@ -80,156 +79,145 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   const int32_t split_keys = *a.batch.split_keys;
   const int32_t k_begin = first + split * split_keys;
   const int32_t k_end = min(qpos + 1, k_begin + split_keys);
-  const bool empty = k_begin >= k_end;  // past this sequence's keys (uniform over the block)
-  if (empty && a.n_splits == 1) return;  // cannot happen: one split holds every key
-  const int64_t group = a.n_heads / a.n_kv_heads;
-  if (!empty) {
-    const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
-    const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
-    const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
-
-    float q[kGroup][kDims], acc[kGroup][kDims], m[kGroup], l[kGroup];
-    const bf16* qrow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * hd + kvh * group * hd;
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      m[g] = -INFINITY;
-      l[g] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kDims; ++i) {
-        q[g][i] = g < group ? to_float(qrow[g * hd + kl * kDims + i]) * a.scale : 0.0f;
-        acc[g][i] = 0.0f;
-      }
+  if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
+    if (a.n_splits > 1 && threadIdx.x < a.n_heads / a.n_kv_heads) {
+      const int64_t h = kvh * (a.n_heads / a.n_kv_heads) + threadIdx.x;
+      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (kHeadDim + 2);
+      ws[0] = -INFINITY;
+      ws[1] = 0.0f;
     }
-
-    // The block ids of the split's keys, staged in shared memory when they fit (one dependent
-    // global load fewer per key).
-    const int32_t b_first = k_begin / int32_t(a.block_size), b_last = (k_end - 1) / int32_t(a.block_size);
-    const bool staged = b_last - b_first < kStagedBlocks;
-    if (staged)
-      for (int32_t i = threadIdx.x; i <= b_last - b_first; i += kWarps * 32) blocks_s[i] = table[b_first + i];
-    __syncthreads();
-
-    // K/V of key kp (this lane's dims) and the row scales; false when the key is masked or
-    // past the split.
-    auto load = [&](int32_t kp, float (&kf)[kDims], float (&vf)[kDims], float& ks, float& vs) {
-      if (kp >= k_end) return false;
-      const int32_t block = staged ? blocks_s[kp / a.block_size - b_first] : table[kp / a.block_size];
-      if (block < 0) return false;
-      const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-      load_dims<KvT, kDims>(k_pool + row * hd + kl * kDims, kf);
-      load_dims<KvT, kDims>(v_pool + row * hd + kl * kDims, vf);
-      if (a.k_scale) {
-        ks = a.k_scale[row];
-        vs = a.v_scale[row];
-      }
-      return true;
-    };
-
-    // Software-pipelined: the next key's K/V loads are issued before this key's arithmetic.
-    constexpr int32_t kStride = kWarps * kKeysPerWarp;
-    float kf[kDims], vf[kDims], ks = 1.0f, vs = 1.0f;
-    bool valid = load(k_begin + warp * kKeysPerWarp + kg, kf, vf, ks, vs);
-    for (int32_t kp0 = k_begin + warp * kKeysPerWarp; kp0 < k_end; kp0 += kStride) {
-      float kn[kDims], vn[kDims], ks_n = 1.0f, vs_n = 1.0f;
-      const bool valid_n = load(kp0 + kStride + kg, kn, vn, ks_n, vs_n);
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) dot += q[g][i] * kf[i];
-#pragma unroll
-        for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (!valid) continue;  // uniform within the lane group (after the shuffles)
-        dot *= ks;
-        const float m_new = fmaxf(m[g], dot);
-        const float corr = expf(m[g] - m_new), p = expf(dot - m_new);
-        l[g] = l[g] * corr + p;
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) acc[g][i] = acc[g][i] * corr + p * (vf[i] * vs);
-        m[g] = m_new;
-      }
-#pragma unroll
-      for (int i = 0; i < kDims; ++i) {
-        kf[i] = kn[i];
-        vf[i] = vn[i];
-      }
-      ks = ks_n;
-      vs = vs_n;
-      valid = valid_n;
-    }
-
-    // ---- merge the block's states
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      if (kl == 0) {
-        m_s[state][g] = m[g];
-        l_s[state][g] = l[g];
-      }
-#pragma unroll
-      for (int i = 0; i < kDims; ++i) acc_s[state][g][kl * kDims + i] = acc[g][i];
-    }
-    __syncthreads();
-    for (int t = threadIdx.x; t < group * kHeadDim; t += kWarps * 32) {
-      const int g = t / kHeadDim, d = t % kHeadDim;
-      float mx = -INFINITY;
-      for (int st = 0; st < kStates; ++st) mx = fmaxf(mx, m_s[st][g]);
-      float sum_l = 0.0f, sum_a = 0.0f;
-      if (mx != -INFINITY) {
-        for (int st = 0; st < kStates; ++st) {
-          const float w = expf(m_s[st][g] - mx);
-          sum_l += l_s[st][g] * w;
-          sum_a += acc_s[st][g][d] * w;
-        }
-      }
-      const int64_t h = kvh * group + g;
-      if (a.n_splits == 1) {
-        a.out[int64_t(it) * a.n_heads * hd + h * hd + d] = from_float<bf16>(sum_a / sum_l);
-      } else {
-        float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (hd + 2);
-        ws[2 + d] = sum_a;
-        if (d == 0) {
-          ws[0] = mx;
-          ws[1] = sum_l;
-        }
-      }
-    }
-  } else if (threadIdx.x < group) {  // an unused split: mark it empty
-    float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + kvh * group + threadIdx.x) * a.n_splits + split) *
-                                  (hd + 2);
-    ws[0] = -INFINITY;
-    ws[1] = 0.0f;
+    return;
   }
-  if (a.n_splits == 1) return;
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
+  const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
+  const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
 
-  // ---- the last split block of this (sequence, kv head) to finish merges all splits
-  // (threadfence reduction: every writer fences before the count; the counter is reset for
-  // the next launch, so recorded graphs can replay it).
-  __shared__ bool is_last;
-  __threadfence();
+  float q[kGroup][kDims], acc[kGroup][kDims], m[kGroup], l[kGroup];
+  const bf16* qrow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * hd + kvh * group * hd;
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) {
+      q[g][i] = g < group ? to_float(qrow[g * hd + kl * kDims + i]) * a.scale : 0.0f;
+      acc[g][i] = 0.0f;
+    }
+  }
+
+  // The block ids of the split's keys, staged in shared memory when they fit (one dependent
+  // global load fewer per key).
+  const int32_t b_first = k_begin / int32_t(a.block_size), b_last = (k_end - 1) / int32_t(a.block_size);
+  const bool staged = b_last - b_first < kStagedBlocks;
+  if (staged)
+    for (int32_t i = threadIdx.x; i <= b_last - b_first; i += kWarps * 32) blocks_s[i] = table[b_first + i];
   __syncthreads();
-  int32_t* counter = a.split_counters + int64_t(blockIdx.x) * a.n_kv_heads + kvh;
-  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1) == a.n_splits - 1;
+
+  // K/V of key kp (this lane's dims) and the row scales; false when the key is masked or
+  // past the split.
+  auto load = [&](int32_t kp, float (&kf)[kDims], float (&vf)[kDims], float& ks, float& vs) {
+    if (kp >= k_end) return false;
+    const int32_t block = staged ? blocks_s[kp / a.block_size - b_first] : table[kp / a.block_size];
+    if (block < 0) return false;
+    const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+    load_dims<KvT, kDims>(k_pool + row * hd + kl * kDims, kf);
+    load_dims<KvT, kDims>(v_pool + row * hd + kl * kDims, vf);
+    if (a.k_scale) {
+      ks = a.k_scale[row];
+      vs = a.v_scale[row];
+    }
+    return true;
+  };
+
+  // Software-pipelined: the next key's K/V loads are issued before this key's arithmetic.
+  constexpr int32_t kStride = kWarps * kKeysPerWarp;
+  float kf[kDims], vf[kDims], ks = 1.0f, vs = 1.0f;
+  bool valid = load(k_begin + warp * kKeysPerWarp + kg, kf, vf, ks, vs);
+  for (int32_t kp0 = k_begin + warp * kKeysPerWarp; kp0 < k_end; kp0 += kStride) {
+    float kn[kDims], vn[kDims], ks_n = 1.0f, vs_n = 1.0f;
+    const bool valid_n = load(kp0 + kStride + kg, kn, vn, ks_n, vs_n);
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) dot += q[g][i] * kf[i];
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (!valid) continue;  // uniform within the lane group (after the shuffles)
+      dot *= ks;
+      const float m_new = fmaxf(m[g], dot);
+      const float corr = expf(m[g] - m_new), p = expf(dot - m_new);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) acc[g][i] = acc[g][i] * corr + p * (vf[i] * vs);
+      m[g] = m_new;
+    }
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) {
+      kf[i] = kn[i];
+      vf[i] = vn[i];
+    }
+    ks = ks_n;
+    vs = vs_n;
+    valid = valid_n;
+  }
+
+  // ---- merge the block's states
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    if (kl == 0) {
+      m_s[state][g] = m[g];
+      l_s[state][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc_s[state][g][kl * kDims + i] = acc[g][i];
+  }
   __syncthreads();
-  if (!is_last) return;
-  __threadfence();
   for (int t = threadIdx.x; t < group * kHeadDim; t += kWarps * 32) {
     const int g = t / kHeadDim, d = t % kHeadDim;
-    const int64_t h = kvh * group + g;
-    const float* ws = a.workspace + (int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits * (hd + 2);
     float mx = -INFINITY;
-    for (int sp = 0; sp < a.n_splits; ++sp) mx = fmaxf(mx, __ldcg(ws + sp * (hd + 2)));
+    for (int st = 0; st < kStates; ++st) mx = fmaxf(mx, m_s[st][g]);
+    float sum_l = 0.0f, sum_a = 0.0f;
+    if (mx != -INFINITY) {
+      for (int st = 0; st < kStates; ++st) {
+        const float w = expf(m_s[st][g] - mx);
+        sum_l += l_s[st][g] * w;
+        sum_a += acc_s[st][g][d] * w;
+      }
+    }
+    const int64_t h = kvh * group + g;
+    if (a.n_splits == 1) {
+      a.out[int64_t(it) * a.n_heads * hd + h * hd + d] = from_float<bf16>(sum_a / sum_l);
+    } else {
+      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (hd + 2);
+      ws[2 + d] = sum_a;
+      if (d == 0) {
+        ws[0] = mx;
+        ws[1] = sum_l;
+      }
+    }
+  }
+}
+
+// Grid (decode sequence, head), head_dim threads: merges the n_splits partial states.
+__global__ void combine_kernel(PagedAttentionArgs a) {
+  const int64_t hd = a.head_dim, h = blockIdx.y;
+  const int32_t it = a.batch.seq_starts[a.batch.decode_seqs[blockIdx.x]];
+  const float* ws = a.workspace + (int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits * (hd + 2);
+  float mx = -INFINITY;
+  for (int sp = 0; sp < a.n_splits; ++sp) mx = fmaxf(mx, ws[sp * (hd + 2)]);
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float sum_l = 0.0f, sum_a = 0.0f;
     for (int sp = 0; sp < a.n_splits; ++sp) {
       const float* part = ws + sp * (hd + 2);
-      const float pm = __ldcg(part);
-      if (pm == -INFINITY) continue;
-      const float w = expf(pm - mx);
-      sum_l += __ldcg(part + 1) * w;
-      sum_a += __ldcg(part + 2 + d) * w;
+      if (part[0] == -INFINITY) continue;
+      const float w = expf(part[0] - mx);
+      sum_l += part[1] * w;
+      sum_a += part[2 + d] * w;
     }
     a.out[int64_t(it) * a.n_heads * hd + h * hd + d] = from_float<bf16>(sum_a / sum_l);
   }
-  if (threadIdx.x == 0) *counter = 0;
 }
 
 template <typename KvT, int kHeadDim>
@@ -269,6 +257,10 @@ void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     default: launch_kv<float>(a, grid, stream); break;
   }
   TF_CUDA_CHECK_LAUNCH("decode_attention_kernel");
+  if (a.n_splits > 1) {
+    combine_kernel<<<dim3(unsigned(a.batch.n_decode), unsigned(a.n_heads)), unsigned(a.head_dim), 0, stream>>>(a);
+    TF_CUDA_CHECK_LAUNCH("combine_kernel");
+  }
 }
 
 }  // namespace tf::cuda
