@@ -121,6 +121,21 @@ class Backend {
   // ids[i] = argmax_j logits[i, j], ties to the lowest j (greedy sampling where the logits
   // live, so only ids travel to the host).              logits [n, n_vocab] F32, ids [n] I32
   virtual void argmax_rows(const TensorView& logits, const TensorView& ids) = 0;
+  // One token per row drawn where the logits live: temperature (0: greedy), top-k, top-p and
+  // min-p of params[i], with the uniform u in [0, 1) the caller drew from the request's RNG.
+  // The logits are overwritten. Returns false when the backend has no such kernel (the caller
+  // then samples on the host).                           logits [n, n_vocab] F32, ids [n] I32
+  struct SampleParams {
+    float temperature = 0.0f;
+    int32_t top_k = 0;
+    float top_p = 1.0f;
+    float min_p = 0.0f;
+    float u = 0.0f;
+  };
+  virtual bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) {
+    (void)logits, (void)params, (void)ids;
+    return false;
+  }
 
   // ---- recorded forwards (CUDA Graphs) ----------------------------------------------------------
   // A KV block outside the pool that padding rows of a recorded batch may write to, or -1

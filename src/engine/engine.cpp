@@ -160,20 +160,50 @@ std::vector<RequestOutput> Engine::Impl::step() {
   // Greedy rows need only the argmax: when every row of the step is plain greedy, it is
   // taken where the logits live and only the ids come back (4 bytes per sequence instead of
   // n_vocab floats); the same ids as the host sampler's (both: lowest id among equal maxima).
-  bool all_plain_greedy = true;
-  for (const ScheduledSeq& q : so.seqs)
-    if (q.samples && !plain_greedy(state(q.id).params)) all_plain_greedy = false;
-  if (all_plain_greedy && logits.shape[0] > 0) {
+  // Rows that need nothing from the host but a uniform (temperature, top-k/p, min-p; no
+  // penalty, no logprobs) are drawn there too when the backend can (sample_rows); the
+  // uniform comes from the request's own RNG, as the host sampler would draw it.
+  bool all_plain_greedy = true, all_device = logits.shape[0] > 0;
+  for (const ScheduledSeq& q : so.seqs) {
+    if (!q.samples) continue;
+    const SamplingParams& p = state(q.id).params;
+    all_plain_greedy &= plain_greedy(p);
+    all_device &= p.repetition_penalty == 1.0f && p.logprobs < 0;
+  }
+  auto ids_view = [&] {
     if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
       if (ids_dev.data) backend->release(ids_dev);
       ids_dev = backend->alloc(DType::I32, {std::max<int64_t>(logits.shape[0], opt.max_seqs)});
     }
     TensorView ids = ids_dev;
     ids.shape[0] = logits.shape[0];
+    return ids;
+  };
+  bool ids_ready = false;
+  if (all_plain_greedy && logits.shape[0] > 0) {
+    const TensorView ids = ids_view();
     backend->argmax_rows(logits, ids);
     ids_host.resize(size_t(logits.shape[0]));
     backend->copy_to_host(ids, ids_host.data());
-  } else {
+    ids_ready = true;
+  } else if (all_device && backend->device() != Device::Host) {
+    std::vector<Backend::SampleParams> sp;
+    std::vector<RequestState*> rows;
+    for (const ScheduledSeq& q : so.seqs) {
+      if (!q.samples) continue;
+      RequestState& r = state(q.id);
+      const SamplingParams& p = r.params;
+      sp.push_back({.temperature = p.greedy() ? 0.0f : p.temperature, .top_k = p.top_k, .top_p = p.top_p,
+                    .min_p = p.min_p, .u = p.greedy() ? 0.0f : float(r.sampler->draw_uniform())});
+    }
+    const TensorView ids = ids_view();
+    const bool sampled = backend->sample_rows(logits, sp, ids);
+    TF_ASSERT(sampled, "device backend {} has no sampling kernel", backend->name());
+    ids_host.resize(size_t(logits.shape[0]));
+    backend->copy_to_host(ids, ids_host.data());
+    ids_ready = true;
+  }
+  if (!ids_ready) {
     logits_host.resize(size_t(logits.numel()));
     backend->copy_to_host(logits, logits_host.data());
   }
@@ -184,7 +214,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   for (const ScheduledSeq& q : so.seqs) {
     if (!q.samples) continue;
     RequestState& r = state(q.id);
-    if (all_plain_greedy) {
+    if (ids_ready) {
       RequestOutput o;
       o.id = r.id;
       on_token(r, ids_host[size_t(row++)], o);

@@ -60,6 +60,9 @@ class Sampler {
   // Preconditions: n_vocab > 0 and a finite maximum logit (asserted); no NaN (asserted where
   // one reaches the weights). -inf masks a token.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+  // The uniform that sample() would draw next (advancing the RNG the same way), for a caller
+  // that draws the token elsewhere (the GPU sampler).
+  double draw_uniform() { return rng_.uniform(); }
 
   // The probability of every token after penalties, temperature and truncation, as `sample`
   // draws from it (zero outside the kept set). For tests and logprobs. logits not modified.

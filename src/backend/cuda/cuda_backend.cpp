@@ -534,6 +534,32 @@ void CudaBackend::argmax_rows(const TensorView& logits, const TensorView& ids) {
   launch_argmax_rows(logits.as<const float>(), logits.shape[0], logits.shape[1], ids.as<int32_t>(), stream_);
 }
 
+bool CudaBackend::sample_rows(const TensorView& logits, const std::vector<SampleParams>& params,
+                              const TensorView& ids) {
+  OpScope scope(prof(), "sample_rows", stream_);
+  check_dev(logits, DType::F32, "sample_rows logits");
+  check_dev(ids, DType::I32, "sample_rows ids");
+  TF_ASSERT(logits.n_dims == 2 && ids.numel() == logits.shape[0] && int64_t(params.size()) == logits.shape[0],
+            "sample_rows: logits {}, ids {}, {} parameter rows", logits.shape_str(), ids.shape_str(), params.size());
+  static_assert(sizeof(SampleParams) == sizeof(SampleRowArgs), "SampleParams and SampleRowArgs differ");
+  if (params.size() > sample_args_n_) {
+    if (sample_args_) release(make_view(sample_args_, DType::U8, {int64_t(sample_args_n_ * sizeof(SampleRowArgs))},
+                                        Device::Cuda));
+    sample_args_n_ = std::max<size_t>(params.size(), 64);
+    sample_args_ = alloc_bytes(sample_args_n_ * sizeof(SampleRowArgs));
+  }
+  std::vector<SampleRowArgs> args(params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    args[i] = SampleRowArgs{.temperature = params[i].temperature, .top_k = params[i].top_k, .top_p = params[i].top_p,
+                            .min_p = params[i].min_p, .u = params[i].u};
+  TF_CUDA_CHECK(cudaMemcpyAsync(sample_args_, args.data(), args.size() * sizeof(SampleRowArgs),
+                                cudaMemcpyHostToDevice, stream_));
+  launch_sample_rows(logits.as<float>(), logits.shape[0], logits.shape[1], static_cast<SampleRowArgs*>(sample_args_),
+                     ids.as<int32_t>(), stream_);
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `args` is pageable host memory
+  return true;
+}
+
 // ---- CUDA Graphs ------------------------------------------------------------------------------
 
 int32_t CudaBackend::pad_kv_block() const {

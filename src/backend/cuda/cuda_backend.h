@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
+  bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override;
 
   int32_t pad_kv_block() const override;
   GraphStep graph_begin(uint64_t key) override;
@@ -126,6 +127,8 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   float* attn_ws_ = nullptr;
   size_t attn_ws_floats_ = 0;
+  void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
+  size_t sample_args_n_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, GemvChoice> gemv_;  // rows, k, m, f32 out, bias
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;

@@ -281,10 +281,90 @@ TEST(CudaOps, ArgmaxRows) {
       std::vector<int32_t> got(want.size());
       be.cuda->copy_to_host(ids, got.data());
       EXPECT_EQ(got, want) << "n_vocab=" << n_vocab << " rows=" << rows;
-      if (n_vocab > 10 && rows > 3) EXPECT_EQ(got[3], 7) << "ties go to the lowest id";
+      if (n_vocab > 10 && rows > 3) {
+        EXPECT_EQ(got[3], 7) << "ties go to the lowest id";
+      }
       test::record("argmax_rows", "wrong ids", got != want, 0, got == want);
     }
   }
+}
+
+// sample_rows against the host Sampler's distribution. One logits row (N(0, 2) logits, 5,000
+// ids) is repeated kDraws times with stratified uniforms u_j = (j + 0.5) / kDraws; an inverse
+// CDF then picks token i for a share of the u_j equal to its probability, so its count must
+// be kDraws * p_i within 1 (plus 1 for FP32 mass sums), for every token at once. The one
+// token on the top-p boundary may be in or out where the host and the GPU sum the mass in a
+// different order; it is exempt. Greedy rows (temperature 0) must give the argmax.
+TEST(CudaOps, SampleRowsMatchesHostDistribution) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  constexpr int64_t kVocab = 5000, kDraws = 4000;
+  struct Case {
+    SamplingParams p;
+    const char* name;
+  };
+  const Case cases[] = {
+      {{.temperature = 1.0f}, "T=1"},
+      {{.temperature = 0.7f, .top_k = 50}, "T=0.7 top_k=50"},
+      {{.temperature = 1.3f, .top_p = 0.9f}, "T=1.3 top_p=0.9"},
+      {{.temperature = 1.0f, .min_p = 0.05f}, "T=1 min_p=0.05"},
+      {{.temperature = 0.8f, .top_k = 200, .top_p = 0.8f, .min_p = 0.01f}, "T=0.8 top_k=200 top_p=0.8 min_p=0.01"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Rng rng(test::seed_of({11, c.p.top_k, int64_t(c.p.top_p * 100)}));
+    const std::vector<float> row = test::randn(rng, kVocab, 2.0);
+    const std::vector<float> want = Sampler(c.p).distribution(row, {});
+    std::vector<float> all(static_cast<size_t>(kDraws * kVocab));
+    std::vector<Backend::SampleParams> sp(static_cast<size_t>(kDraws));
+    for (int64_t j = 0; j < kDraws; ++j) {
+      std::copy(row.begin(), row.end(), all.begin() + j * kVocab);
+      sp[size_t(j)] = {.temperature = c.p.temperature, .top_k = c.p.top_k, .top_p = c.p.top_p, .min_p = c.p.min_p,
+                       .u = float((double(j) + 0.5) / double(kDraws))};
+    }
+    TensorView lg = be.cuda->alloc(DType::F32, {kDraws, kVocab});
+    be.cuda->copy_from_host(all.data(), lg);
+    TensorView ids = be.cuda->alloc(DType::I32, {kDraws});
+    ASSERT_TRUE(be.cuda->sample_rows(lg, sp, ids));
+    std::vector<int32_t> got(static_cast<size_t>(kDraws));
+    be.cuda->copy_to_host(ids, got.data());
+    std::vector<int64_t> count(static_cast<size_t>(kVocab), 0);
+    for (int32_t id : got) {
+      ASSERT_TRUE(id >= 0 && id < kVocab);
+      ++count[size_t(id)];
+    }
+    // the kept token with the smallest probability: the top-p boundary
+    int32_t boundary = -1;
+    for (int32_t i = 0; i < kVocab; ++i)
+      if (want[size_t(i)] > 0 && (boundary < 0 || want[size_t(i)] < want[size_t(boundary)])) boundary = i;
+    int64_t worst = 0;
+    bool ok = true;
+    for (int32_t i = 0; i < kVocab; ++i) {
+      const double expected = double(kDraws) * want[size_t(i)];
+      const double dev = std::abs(double(count[size_t(i)]) - expected);
+      if (i == boundary && c.p.top_p < 1.0f) continue;
+      worst = std::max<int64_t>(worst, int64_t(std::ceil(dev)));
+      if (dev > 2.0) {
+        ok = false;
+        ADD_FAILURE() << "token " << i << ": " << count[size_t(i)] << " draws, expected " << expected;
+      }
+    }
+    test::record("sample_rows (stratified)", "max count dev", double(worst), 2, ok);
+  }
+  // greedy rows next to sampled ones
+  Rng rng(test::seed_of({12}));
+  const std::vector<float> x = test::randn(rng, 3 * kVocab);
+  TensorView lg = be.cuda->alloc(DType::F32, {3, kVocab});
+  be.cuda->copy_from_host(x.data(), lg);
+  TensorView ids = be.cuda->alloc(DType::I32, {3});
+  ASSERT_TRUE(be.cuda->sample_rows(lg, {{}, {.temperature = 1.0f, .u = 0.5f}, {}}, ids));
+  std::vector<int32_t> got(3);
+  be.cuda->copy_to_host(ids, got.data());
+  EXPECT_EQ(got[0], argmax({x.data(), size_t(kVocab)}));
+  EXPECT_EQ(got[2], argmax({x.data() + 2 * kVocab, size_t(kVocab)}));
+  test::record("sample_rows (greedy rows)", "wrong ids",
+               (got[0] != argmax({x.data(), size_t(kVocab)})) + (got[2] != argmax({x.data() + 2 * kVocab, size_t(kVocab)})),
+               0, got[0] == argmax({x.data(), size_t(kVocab)}) && got[2] == argmax({x.data() + 2 * kVocab, size_t(kVocab)}));
 }
 
 // ---- rope_kv_write + paged attention --------------------------------------------------------
