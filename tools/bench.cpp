@@ -21,6 +21,7 @@ struct Args {
   std::string prompt_lens = "128";  // comma-separated
   int gen_len = 128;
   int max_batch_tokens = 512;
+  int64_t kv_memory_mb = 2048;
   bool membw = true;
   bool sequential = false;
   bool json = false;
@@ -123,8 +124,8 @@ int run_bench(const Args& a) {
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
-                              .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
-                              .max_seqs = max_batch});
+                              .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
+                              .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
   nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
                      {"gen_len", a.gen_len}};
@@ -224,6 +225,8 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--gen", a->gen_len, "New tokens per request")->capture_default_str();
   c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV pool (MiB); large batches of long sequences need more")
+      ->capture_default_str();
   c->add_flag("!--no-membw", a->membw, "Skip the memory-bandwidth copy test");
   c->add_flag("--sequential", a->sequential, "Also run each batch's requests one after another, for the speedup");
   c->add_flag("--json", a->json, "Print one JSON object");

@@ -1,0 +1,116 @@
+// The CUDA backend's attention ops: the fused RoPE + KV write, and attention dispatched over the
+// work lists set_batch made (plain, split-K decode and tiled kernels), with the decode
+// workspace they need.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_backend_util.h"
+#include "backend/cuda/cuda_check.h"
+#include <algorithm>
+
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/rope_kv.cuh"
+#include "backend/shape_checks.h"
+
+namespace tf::cuda {
+
+using namespace detail;
+
+void CudaBackend::check_layer(int layer, const AttentionParams& p) const {
+  TF_ASSERT(!k_cache_.empty(), "the KV cache is not initialized (init_kv_cache)");
+  TF_ASSERT(layer >= 0 && layer < int(kv_spec_.n_layers), "layer {} of a {}-layer KV cache", layer,
+            kv_spec_.n_layers);
+  TF_ASSERT(p.n_kv_heads == kv_spec_.n_kv_heads && p.head_dim == kv_spec_.head_dim,
+            "attention params ({} kv heads, head_dim {}) vs KV cache ({}, {})", p.n_kv_heads, p.head_dim,
+            kv_spec_.n_kv_heads, kv_spec_.head_dim);
+  TF_ASSERT(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0, "{} heads over {} kv heads",
+            p.n_heads, p.n_kv_heads);
+  TF_ASSERT(p.head_dim % 2 == 0 && p.head_dim <= kAttnMaxHeadDim, "head_dim {}: the CUDA kernels take even "
+            "head_dim <= {}", p.head_dim, kAttnMaxHeadDim);
+}
+
+void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                                const AttentionParams& p) {
+  OpScope scope(prof(), "rope_kv_write", stream_);
+  check_layer(layer, p);
+  check_dev(qkv, DType::BF16, "rope_kv_write qkv");
+  check_dev(inv_freq, DType::F32, "rope_kv_write inv_freq");
+  check_2d(qkv, batch_.n_tokens(), (p.n_heads + 2 * p.n_kv_heads) * p.head_dim, "rope_kv_write qkv");
+  TF_ASSERT(inv_freq.numel() == p.head_dim / 2, "inv_freq: shape {} for head_dim {}", inv_freq.shape_str(),
+            p.head_dim);
+  launch_rope_kv_write(RopeKvArgs{.qkv = bf_mut(qkv),
+                                  .inv_freq = inv_freq.as<const float>(),
+                                  .k_pool = k_cache_[size_t(layer)].data,
+                                  .v_pool = v_cache_[size_t(layer)].data,
+                                  .kv_dtype = kv_spec_.dtype,
+                                  .k_scale = k_scale_.empty() ? nullptr : k_scale_[size_t(layer)].as<float>(),
+                                  .v_scale = v_scale_.empty() ? nullptr : v_scale_[size_t(layer)].as<float>(),
+                                  .batch = dev_batch_,
+                                  .n_heads = p.n_heads,
+                                  .n_kv_heads = p.n_kv_heads,
+                                  .head_dim = p.head_dim,
+                                  .block_size = kv_spec_.block_size,
+                                  .fused = opt_.fusion},
+                       stream_);
+}
+
+void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {
+  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_seqs() ? "attention (decode)" : "attention (prefill/mixed)", stream_);
+  check_layer(layer, p);
+  check_dev(qkv, DType::BF16, "attention qkv");
+  check_dev(out, DType::BF16, "attention out");
+  check_2d(qkv, batch_.n_tokens(), (p.n_heads + 2 * p.n_kv_heads) * p.head_dim, "attention qkv");
+  check_2d(out, batch_.n_tokens(), p.n_heads * p.head_dim, "attention out");
+  PagedAttentionArgs a{.qkv = bf(qkv),
+                       .k_pool = k_cache_[size_t(layer)].data,
+                       .v_pool = v_cache_[size_t(layer)].data,
+                       .kv_dtype = kv_spec_.dtype,
+                       .k_scale = k_scale_.empty() ? nullptr : k_scale_[size_t(layer)].as<const float>(),
+                       .v_scale = v_scale_.empty() ? nullptr : v_scale_[size_t(layer)].as<const float>(),
+                       .out = bf_mut(out),
+                       .batch = dev_batch_,
+                       .n_heads = p.n_heads,
+                       .n_kv_heads = p.n_kv_heads,
+                       .head_dim = p.head_dim,
+                       .block_size = kv_spec_.block_size,
+                       .scale = p.scale,
+                       .sliding_window = p.sliding_window};
+  // Prefill chunks: the plain kernel over their tokens.
+  a.tokens = dev_batch_.plain_tokens;
+  a.n_list = dev_batch_.n_plain;
+  launch_paged_attention(a, stream_);
+  launch_flash_attention(a, stream_);
+  if (dev_batch_.n_decode == 0) return;
+  if (!decode_supported(p.head_dim, p.n_heads / p.n_kv_heads)) {
+    a.tokens = dev_batch_.decode_tokens;
+    a.n_list = dev_batch_.n_decode;
+    launch_paged_attention(a, stream_);
+    return;
+  }
+  // Decode: the grid holds as many splits as set_batch may ask for (the split size itself
+  // is read from device memory), a number fixed by the batch shape, so a recorded step
+  // stays valid while contexts grow.
+  const int64_t max_keys = int64_t(batch_.max_blocks) * kv_spec_.block_size;
+  a.n_splits = int32_t(std::min(decode_want_splits(dev_batch_.n_decode), (max_keys + 31) / 32));
+  if (a.n_splits > 1)
+    a.workspace = attention_workspace(size_t(dev_batch_.n_decode) * size_t(p.n_heads) * size_t(a.n_splits) *
+                                      size_t(p.head_dim + 2));
+  launch_decode_attention(a, stream_);
+}
+
+int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {
+  const int64_t units = std::max<int64_t>(1, n_decode * std::max<int64_t>(1, kv_spec_.n_kv_heads));
+  return std::max<int64_t>(1, (4 * int64_t(n_sms_) + units - 1) / units);
+}
+
+// Grows only; growing drops the recordings (they hold the old address). Never during a
+// recording: the model runs every key eagerly first, with the same sizes.
+float* CudaBackend::attention_workspace(size_t floats) {
+  if (floats <= attn_ws_floats_) return attn_ws_;
+  TF_ASSERT(!capturing_, "attention workspace grows while recording a CUDA Graph");
+  graph_reset();
+  if (attn_ws_) release(make_view(attn_ws_, DType::F32, {int64_t(attn_ws_floats_)}, Device::Cuda));
+  attn_ws_floats_ = std::max(floats, 2 * attn_ws_floats_);
+  attn_ws_ = static_cast<float*>(alloc_bytes(attn_ws_floats_ * sizeof(float)));
+  return attn_ws_;
+}
+
+}  // namespace tf::cuda

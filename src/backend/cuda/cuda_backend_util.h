@@ -1,0 +1,37 @@
+// Helpers shared by the front-half files of the CUDA backend (cuda_backend.cpp, cuda_ops.cpp,
+// cuda_matmul.cpp, cuda_attention.cpp, cuda_graphs.cpp): dtype and residency checks and typed
+// pointers. Internal to src/backend/cuda.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace tf::cuda::detail {
+
+using bf16 = __nv_bfloat16;
+
+inline bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+// A tensor an op reads or writes: on the GPU, of the expected dtype.
+inline void check_dev(const TensorView& t, DType dtype, const char* what) {
+  TF_ASSERT(t.data && t.device == Device::Cuda, "{}: not a CUDA tensor (allocate it with the CUDA backend)", what);
+  TF_ASSERT(t.dtype == dtype, "{}: dtype {}, the CUDA backend wants {}", what, dtype_name(t.dtype),
+            dtype_name(dtype));
+}
+
+inline const bf16* bf(const TensorView& t) { return static_cast<const bf16*>(t.data); }
+inline bf16* bf_mut(const TensorView& t) { return static_cast<bf16*>(t.data); }
+
+// Element i of a host float tensor (F32, BF16 or F16) as float.
+inline float host_load(const TensorView& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::F32: return t.as<const float>()[i];
+    case DType::BF16: return bf16_to_f32(t.as<const uint16_t>()[i]);
+    default: return f16_to_f32(t.as<const uint16_t>()[i]);
+  }
+}
+
+}  // namespace tf::cuda::detail

@@ -1,0 +1,124 @@
+// Front halves of the CUDA backend's row-wise ops: shape and dtype checks, then one launcher
+// call each (kernels in elementwise.cu, norm.cu, sample.cu, sample_topp.cu).
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_backend_util.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/norm.cuh"
+#include "backend/cuda/sample.cuh"
+#include "backend/shape_checks.h"
+
+namespace tf::cuda {
+
+using namespace detail;
+
+void CudaBackend::embedding(const TensorView& table, const TensorView& out) {
+  OpScope scope(prof(), "embedding", stream_);
+  check_dev(table, DType::BF16, "embedding table");
+  check_dev(out, DType::BF16, "embedding out");
+  TF_ASSERT(table.n_dims == 2, "embedding table: shape {}", table.shape_str());
+  const int64_t d = table.shape[1];
+  check_2d(out, batch_.n_tokens(), d, "embedding out");
+  for (int32_t id : batch_.token_ids)
+    TF_ASSERT(id >= 0 && id < table.shape[0], "token id {} out of range", id);
+  launch_embedding(bf(table), dev_batch_.token_ids, batch_.n_tokens(), d, bf_mut(out), stream_);
+}
+
+void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) {
+  OpScope scope(prof(), "rms_norm", stream_);
+  check_dev(x, DType::BF16, "rms_norm x");
+  check_dev(w, DType::BF16, "rms_norm w");
+  check_dev(out, DType::BF16, "rms_norm out");
+  const int64_t d = x.row_size();
+  check_2d(out, x.n_rows(), d, "rms_norm out");
+  TF_ASSERT(w.numel() == d, "rms_norm w: shape {} for rows of {}", w.shape_str(), d);
+  launch_rms_norm(RmsNormArgs{.x = bf_mut(x), .w = bf(w), .out = bf_mut(out), .rows = x.n_rows(), .d = d, .eps = eps},
+                  stream_);
+}
+
+void CudaBackend::add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w, float eps,
+                               const TensorView& out) {
+  OpScope scope(prof(), "add_rms_norm", stream_);
+  check_dev(residual, DType::BF16, "add_rms_norm residual");
+  check_dev(delta, DType::BF16, "add_rms_norm delta");
+  check_dev(w, DType::BF16, "add_rms_norm w");
+  check_dev(out, DType::BF16, "add_rms_norm out");
+  const int64_t d = residual.row_size(), rows = residual.n_rows();
+  check_2d(delta, rows, d, "add_rms_norm delta");
+  check_2d(out, rows, d, "add_rms_norm out");
+  TF_ASSERT(w.numel() == d, "add_rms_norm w: shape {} for rows of {}", w.shape_str(), d);
+  if (!opt_.fusion) {  // the same result as two kernels: the add, then the norm
+    launch_add(bf_mut(residual), bf(delta), rows * d, stream_);
+    launch_rms_norm(RmsNormArgs{.x = bf_mut(residual), .w = bf(w), .out = bf_mut(out), .rows = rows, .d = d,
+                                .eps = eps},
+                    stream_);
+    return;
+  }
+  launch_rms_norm(RmsNormArgs{.x = bf_mut(residual), .delta = bf(delta), .w = bf(w), .out = bf_mut(out),
+                              .rows = rows, .d = d, .eps = eps},
+                  stream_);
+}
+
+
+void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+  OpScope scope(prof(), "swiglu", stream_);
+  check_dev(gate_up, DType::BF16, "swiglu gate_up");
+  check_dev(out, DType::BF16, "swiglu out");
+  TF_ASSERT(out.n_dims == 2, "swiglu out: shape {}", out.shape_str());
+  const int64_t rows = out.shape[0], d_ff = out.shape[1];
+  check_2d(gate_up, rows, 2 * d_ff, "swiglu gate_up");
+  if (opt_.fusion)
+    launch_swiglu(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
+  else
+    launch_swiglu_unfused(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
+}
+
+void CudaBackend::gather_logit_rows(const TensorView& x, const TensorView& out) {
+  OpScope scope(prof(), "gather_logit_rows", stream_);
+  check_dev(x, x.dtype, "gather_logit_rows x");
+  check_dev(out, x.dtype, "gather_logit_rows out");
+  TF_ASSERT(x.n_dims == 2, "gather_logit_rows x: shape {}", x.shape_str());
+  const int64_t d = x.shape[1];
+  check_2d(out, batch_.n_out(), d, "gather_logit_rows out");
+  for (int32_t r : batch_.logits_rows) TF_ASSERT(r >= 0 && r < x.shape[0], "logits row {} of {}", r, x.shape[0]);
+  TF_ASSERT(dtype_size(x.dtype) % 2 == 0, "gather_logit_rows: dtype {}", dtype_name(x.dtype));
+  launch_gather_rows(x.data, dev_batch_.logits_rows, batch_.n_out(), d * int64_t(dtype_size(x.dtype)), out.data,
+                     stream_);
+}
+
+void CudaBackend::argmax_rows(const TensorView& logits, const TensorView& ids) {
+  OpScope scope(prof(), "argmax_rows", stream_);
+  check_dev(logits, DType::F32, "argmax_rows logits");
+  check_dev(ids, DType::I32, "argmax_rows ids");
+  TF_ASSERT(logits.n_dims == 2 && ids.numel() == logits.shape[0], "argmax_rows: logits {}, ids {}",
+            logits.shape_str(), ids.shape_str());
+  launch_argmax_rows(logits.as<const float>(), logits.shape[0], logits.shape[1], ids.as<int32_t>(), stream_);
+}
+
+bool CudaBackend::sample_rows(const TensorView& logits, const std::vector<SampleParams>& params,
+                              const TensorView& ids) {
+  OpScope scope(prof(), "sample_rows", stream_);
+  check_dev(logits, DType::F32, "sample_rows logits");
+  check_dev(ids, DType::I32, "sample_rows ids");
+  TF_ASSERT(logits.n_dims == 2 && ids.numel() == logits.shape[0] && int64_t(params.size()) == logits.shape[0],
+            "sample_rows: logits {}, ids {}, {} parameter rows", logits.shape_str(), ids.shape_str(), params.size());
+  static_assert(sizeof(SampleParams) == sizeof(SampleRowArgs), "SampleParams and SampleRowArgs differ");
+  if (params.size() > sample_args_n_) {
+    if (sample_args_) release(make_view(sample_args_, DType::U8, {int64_t(sample_args_n_ * sizeof(SampleRowArgs))},
+                                        Device::Cuda));
+    sample_args_n_ = std::max<size_t>(params.size(), 64);
+    sample_args_ = alloc_bytes(sample_args_n_ * sizeof(SampleRowArgs));
+  }
+  std::vector<SampleRowArgs> args(params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    args[i] = SampleRowArgs{.temperature = params[i].temperature, .top_k = params[i].top_k, .top_p = params[i].top_p,
+                            .min_p = params[i].min_p, .u = params[i].u};
+  TF_CUDA_CHECK(cudaMemcpyAsync(sample_args_, args.data(), args.size() * sizeof(SampleRowArgs),
+                                cudaMemcpyHostToDevice, stream_));
+  launch_sample_rows(logits.as<float>(), logits.shape[0], logits.shape[1], static_cast<SampleRowArgs*>(sample_args_),
+                     ids.as<int32_t>(), stream_);
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `args` is pageable host memory
+  return true;
+}
+
+}  // namespace tf::cuda
