@@ -76,6 +76,7 @@ int run_single(const GenerateArgs& a) {
   } else {
     std::printf("\n");
   }
+  std::fflush(stdout);  // the text's last line before the stats line on stderr
   std::fprintf(stderr, "prefill: %d tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s | finish: %s\n",
                st.n_prompt_tokens, st.ttft_s > 0 ? st.n_prompt_tokens / st.ttft_s : 0.0,
                st.n_output_tokens, st.decode_tokens_per_s, finish_reason_name(why));
