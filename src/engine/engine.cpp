@@ -23,11 +23,12 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
-// True when sampling needs nothing but the argmax of the raw logits. Everything that reads
-// the logits row on the host (penalties, temperature, logprobs) must make this false.
-bool plain_greedy(const SamplingParams& p) {
-  return p.greedy() && p.repetition_penalty == 1.0f && p.logprobs < 0;
-}
+// True when a request's row must come to the host: the repetition penalty reads its history
+// and logprobs read the raw row. Everything else is sampled where the logits live.
+bool needs_host_row(const SamplingParams& p) { return p.repetition_penalty != 1.0f || p.logprobs >= 0; }
+
+// True when sampling needs nothing but the argmax of the raw logits.
+bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_row(p); }
 
 BackendOptions backend_options(const KernelOptions& k) {
   return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
@@ -163,47 +164,39 @@ std::vector<RequestOutput> Engine::Impl::step() {
   // Rows that need nothing from the host but a uniform (temperature, top-k/p, min-p; no
   // penalty, no logprobs) are drawn there too when the backend can (sample_rows); the
   // uniform comes from the request's own RNG, as the host sampler would draw it.
-  bool all_plain_greedy = true, all_device = logits.shape[0] > 0;
+  bool all_plain_greedy = true, all_device = true;
   for (const ScheduledSeq& q : so.seqs) {
     if (!q.samples) continue;
     const SamplingParams& p = state(q.id).params;
     all_plain_greedy &= plain_greedy(p);
-    all_device &= p.repetition_penalty == 1.0f && p.logprobs < 0;
+    all_device &= !needs_host_row(p);
   }
-  auto ids_view = [&] {
+  const bool ids_ready =
+      logits.shape[0] > 0 && (all_plain_greedy || (all_device && backend->device() != Device::Host));
+  if (ids_ready) {
     if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
       if (ids_dev.data) backend->release(ids_dev);
       ids_dev = backend->alloc(DType::I32, {std::max<int64_t>(logits.shape[0], opt.max_seqs)});
     }
     TensorView ids = ids_dev;
     ids.shape[0] = logits.shape[0];
-    return ids;
-  };
-  bool ids_ready = false;
-  if (all_plain_greedy && logits.shape[0] > 0) {
-    const TensorView ids = ids_view();
-    backend->argmax_rows(logits, ids);
-    ids_host.resize(size_t(logits.shape[0]));
-    backend->copy_to_host(ids, ids_host.data());
-    ids_ready = true;
-  } else if (all_device && backend->device() != Device::Host) {
-    std::vector<Backend::SampleParams> sp;
-    std::vector<RequestState*> rows;
-    for (const ScheduledSeq& q : so.seqs) {
-      if (!q.samples) continue;
-      RequestState& r = state(q.id);
-      const SamplingParams& p = r.params;
-      sp.push_back({.temperature = p.greedy() ? 0.0f : p.temperature, .top_k = p.top_k, .top_p = p.top_p,
-                    .min_p = p.min_p, .u = p.greedy() ? 0.0f : float(r.sampler->draw_uniform())});
+    if (all_plain_greedy) {
+      backend->argmax_rows(logits, ids);
+    } else {
+      std::vector<Backend::SampleParams> sp;
+      for (const ScheduledSeq& q : so.seqs) {
+        if (!q.samples) continue;
+        RequestState& r = state(q.id);
+        const SamplingParams& p = r.params;
+        sp.push_back({.temperature = p.greedy() ? 0.0f : p.temperature, .top_k = p.top_k, .top_p = p.top_p,
+                      .min_p = p.min_p, .u = p.greedy() ? 0.0f : float(r.sampler->draw_uniform())});
+      }
+      const bool sampled = backend->sample_rows(logits, sp, ids);
+      TF_ASSERT(sampled, "device backend {} has no sampling kernel", backend->name());
     }
-    const TensorView ids = ids_view();
-    const bool sampled = backend->sample_rows(logits, sp, ids);
-    TF_ASSERT(sampled, "device backend {} has no sampling kernel", backend->name());
     ids_host.resize(size_t(logits.shape[0]));
     backend->copy_to_host(ids, ids_host.data());
-    ids_ready = true;
-  }
-  if (!ids_ready) {
+  } else {
     logits_host.resize(size_t(logits.numel()));
     backend->copy_to_host(logits, logits_host.data());
   }
