@@ -4,20 +4,10 @@
 #include <chrono>
 #include <map>
 
+#include "bench/bench_util.h"
 #include "model/config.h"
-#include "sample/sampler.h"
 
 namespace tf::bench {
-namespace {
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
-  return v[i];
-}
-
-}  // namespace
 
 ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   using Clock = std::chrono::steady_clock;
@@ -27,9 +17,7 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   std::vector<GenerateRequest> reqs;
   for (int32_t b = 0; b < p.batch; ++b) {
     GenerateRequest r;
-    // Random ids (no shared prefixes) away from the special tokens at the start.
-    for (int32_t i = 0; i < p.prompt_len; ++i)
-      r.prompt_ids.push_back(int32_t(16 + rng.next_u64() % uint64_t(n_vocab - 16)));
+    r.prompt_ids = random_prompt(rng, n_vocab, p.prompt_len);
     r.sampling = SamplingParams{.temperature = 0, .max_tokens = p.gen_len, .ignore_eos = true};
     reqs.push_back(std::move(r));
   }

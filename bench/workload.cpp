@@ -5,19 +5,13 @@
 #include <cmath>
 #include <map>
 
+#include "bench/bench_util.h"
 #include "model/config.h"
-#include "sample/sampler.h"
 
 namespace tf::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
-}
 
 // Standard normal from two uniforms (Box-Muller); our own Rng keeps it platform-independent.
 double normal(Rng& rng) {
@@ -47,11 +41,6 @@ WorkloadResult run_workload(Engine& engine, const std::vector<WorkloadRequest>& 
                             bool static_batching, uint64_t seed) {
   const int64_t n_vocab = engine.config().n_vocab;
   Rng rng(seed);
-  auto prompt = [&](int32_t len) {
-    std::vector<int32_t> ids;
-    for (int32_t i = 0; i < len; ++i) ids.push_back(int32_t(16 + rng.next_u64() % uint64_t(n_vocab - 16)));
-    return ids;
-  };
   struct Live {
     int32_t want = 0;        // real output tokens
     int32_t got = 0;
@@ -92,7 +81,7 @@ WorkloadResult run_workload(Engine& engine, const std::vector<WorkloadRequest>& 
   if (!static_batching) {
     for (size_t i = 0; i < reqs.size(); ++i) {
       GenerateRequest g;
-      g.prompt_ids = prompt(reqs[i].prompt_len);
+      g.prompt_ids = random_prompt(rng, n_vocab, reqs[i].prompt_len);
       g.sampling = SamplingParams{.temperature = 0, .max_tokens = reqs[i].output_len, .ignore_eos = true};
       live[engine.add_request(std::move(g))] = Live{.want = reqs[i].output_len, .index = i};
     }
@@ -107,7 +96,7 @@ WorkloadResult run_workload(Engine& engine, const std::vector<WorkloadRequest>& 
       }
       for (size_t i = g0; i < g1; ++i) {
         GenerateRequest g;
-        g.prompt_ids = prompt(pad_prompt);  // padded to the group's longest prompt
+        g.prompt_ids = random_prompt(rng, n_vocab, pad_prompt);  // padded to the group's longest prompt
         g.sampling = SamplingParams{.temperature = 0, .max_tokens = pad_output, .ignore_eos = true};
         live[engine.add_request(std::move(g))] = Live{.want = reqs[i].output_len, .index = i};
       }
