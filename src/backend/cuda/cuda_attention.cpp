@@ -2,11 +2,12 @@
 // work lists set_batch made (plain, split-K decode and tiled kernels), with the decode
 // workspace they need.
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_backend_util.h"
-#include "backend/cuda/cuda_check.h"
+
 #include <algorithm>
 
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/cuda_backend_util.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/rope_kv.cuh"
 #include "backend/shape_checks.h"
 
@@ -41,8 +42,8 @@ void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVi
                                   .k_pool = k_cache_[size_t(layer)].data,
                                   .v_pool = v_cache_[size_t(layer)].data,
                                   .kv_dtype = kv_spec_.dtype,
-                                  .k_scale = k_scale_.empty() ? nullptr : k_scale_[size_t(layer)].as<float>(),
-                                  .v_scale = v_scale_.empty() ? nullptr : v_scale_[size_t(layer)].as<float>(),
+                                  .k_scale = scales_of(k_scale_, layer),
+                                  .v_scale = scales_of(v_scale_, layer),
                                   .batch = dev_batch_,
                                   .n_heads = p.n_heads,
                                   .n_kv_heads = p.n_kv_heads,
@@ -53,7 +54,8 @@ void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVi
 }
 
 void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {
-  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_seqs() ? "attention (decode)" : "attention (prefill/mixed)", stream_);
+  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_seqs() ? "attention (decode)" : "attention (prefill/mixed)",
+                stream_);
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "attention qkv");
   check_dev(out, DType::BF16, "attention out");
@@ -63,8 +65,8 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
                        .k_pool = k_cache_[size_t(layer)].data,
                        .v_pool = v_cache_[size_t(layer)].data,
                        .kv_dtype = kv_spec_.dtype,
-                       .k_scale = k_scale_.empty() ? nullptr : k_scale_[size_t(layer)].as<const float>(),
-                       .v_scale = v_scale_.empty() ? nullptr : v_scale_[size_t(layer)].as<const float>(),
+                       .k_scale = scales_of(k_scale_, layer),
+                       .v_scale = scales_of(v_scale_, layer),
                        .out = bf_mut(out),
                        .batch = dev_batch_,
                        .n_heads = p.n_heads,

@@ -35,12 +35,8 @@ static void check_options(const BackendOptions& o) {
     fail("unknown gemv choice '{}' (expected auto, cublas or custom)", o.gemv);
 }
 
-CudaBackend::CudaBackend(const BackendOptions& opt) : opt_(opt) {
-  check_options(opt_);
-  if (opt_.profile) {
-    opt_.graphs = false;  // events between ops cannot be timed inside a recording
-    profiler_ = std::make_unique<OpProfiler>();
-  }
+CudaBackend::CudaBackend(const BackendOptions& opt) {
+  set_options(opt);
   int n_devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&n_devices);
   if (e != cudaSuccess || n_devices == 0)
@@ -114,9 +110,8 @@ TensorView CudaBackend::upload(const TensorView& host, DType dtype) {
     std::vector<uint16_t> tmp(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) tmp[size_t(i)] = f32_to_bf16(host_load(host, i));
     TF_CUDA_CHECK(cudaMemcpyAsync(out.data, tmp.data(), out.nbytes(), cudaMemcpyHostToDevice, stream_));
-    TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // before tmp goes away
   }
-  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // before tmp (or the caller's host view) goes away
   return out;
 }
 
@@ -203,8 +198,8 @@ void CudaBackend::set_batch(const Batch& b) {
     }
   }
   // Decode split size: enough splits of the longest context that about four thread blocks
-  // per SM are busy (the grid, decode_grid_splits(), is fixed by the batch shape), at least
-  // 32 keys each.
+  // per SM are busy (decode_want_splits; attention() sizes the grid from the same count, so
+  // it is fixed by the batch shape), at least 32 keys each.
   int32_t max_ctx = 1;
   for (int32_t s : decode_seqs_) max_ctx = std::max(max_ctx, b.context_lens[size_t(s)]);
   const int64_t want = decode_want_splits(int64_t(decode_seqs_.size()));
@@ -292,7 +287,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
   graph_reset();  // recordings were made with the old kernels
   opt_ = opt;
   if (opt_.profile) {
-    opt_.graphs = false;
+    opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();
   }
 }

@@ -5,6 +5,8 @@
 
 #include <cuda_bf16.h>
 
+#include <vector>
+
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -20,6 +22,11 @@ inline void check_dev(const TensorView& t, DType dtype, const char* what) {
   TF_ASSERT(t.data && t.device == Device::Cuda, "{}: not a CUDA tensor (allocate it with the CUDA backend)", what);
   TF_ASSERT(t.dtype == dtype, "{}: dtype {}, the CUDA backend wants {}", what, dtype_name(t.dtype),
             dtype_name(dtype));
+}
+
+// The row scales of a layer's I8 pool (k_scale_ / v_scale_), or nullptr for float storage.
+inline float* scales_of(const std::vector<TensorView>& scales, int layer) {
+  return scales.empty() ? nullptr : scales[size_t(layer)].as<float>();
 }
 
 inline const bf16* bf(const TensorView& t) { return static_cast<const bf16*>(t.data); }

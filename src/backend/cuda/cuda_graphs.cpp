@@ -1,6 +1,7 @@
 // CUDA Graphs for the CUDA backend: recording a decode forward on the second sight of its
 // shape key, replaying it afterwards, and dropping every recording when a buffer moves.
 #include "backend/cuda/cuda_backend.h"
+
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/cuda_check.h"
 

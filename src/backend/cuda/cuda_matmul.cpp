@@ -1,11 +1,12 @@
 // The CUDA backend's matmul: cuBLAS, or the GEMV kernel for a few rows, chosen per shape by
 // timing both once (gemm.cu, gemv.cu).
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_backend_util.h"
-#include "backend/cuda/cuda_check.h"
+
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
+#include "backend/cuda/cuda_backend_util.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/shape_checks.h"

@@ -1,6 +1,7 @@
 // Front halves of the CUDA backend's row-wise ops: shape and dtype checks, then one launcher
 // call each (kernels in elementwise.cu, norm.cu, sample.cu, sample_topp.cu).
 #include "backend/cuda/cuda_backend.h"
+
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.cuh"
@@ -58,7 +59,6 @@ void CudaBackend::add_rms_norm(const TensorView& residual, const TensorView& del
                               .rows = rows, .d = d, .eps = eps},
                   stream_);
 }
-
 
 void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
   OpScope scope(prof(), "swiglu", stream_);
