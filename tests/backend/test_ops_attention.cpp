@@ -27,6 +27,7 @@
 #include <string>
 #include <tuple>
 
+#include "attention_history.h"
 #include "core/batch.h"
 #include "op_test_util.h"
 
@@ -34,16 +35,21 @@ namespace tf {
 namespace {
 
 using test::BackendPair;
+using test::Chunk;
 using test::GuardedOut;
 using test::Rng;
+using test::Steps;
+using test::Tables;
+using test::ceil_div;
+using test::kLongSteps;
+using test::make_inv_freq;
+using test::make_tables;
+using test::nan_bytes;
+using test::num_seqs;
+using test::seq_lengths;
 
 // ---- the serving history ------------------------------------------------------------------
 
-struct Chunk {
-  int seq;    // sequence id
-  int32_t n;  // tokens of that sequence in this batch
-};
-using Steps = std::vector<std::vector<Chunk>>;
 const Steps kSteps = {
     // prefill: four sequences start; sequence 3 with a single-token prompt
     {{0, 7}, {1, 13}, {3, 1}, {5, 4}},
@@ -53,75 +59,8 @@ const Steps kSteps = {
     {{4, 1}, {0, 1}, {1, 1}, {2, 1}, {3, 1}, {5, 1}},
     {{2, 1}, {3, 1}, {5, 1}, {4, 1}, {1, 1}, {0, 1}},
 };
-// Long contexts: a 150-token prefill beside a 40-token one, chunks of 100 and 70 after them
-// (320 and 110 tokens of context), then decodes.
-const Steps kLongSteps = {
-    {{0, 150}, {1, 40}},
-    {{1, 70}, {0, 100}},
-    {{0, 1}, {1, 1}},
-    {{1, 1}, {0, 1}},
-};
-
-int num_seqs(const Steps& steps) {
-  int n = 0;
-  for (const auto& step : steps)
-    for (const Chunk& c : step) n = std::max(n, c.seq + 1);
-  return n;
-}
-
-std::vector<int32_t> seq_lengths(const Steps& steps) {
-  std::vector<int32_t> len(size_t(num_seqs(steps)), 0);
-  for (const auto& step : steps)
-    for (const Chunk& c : step) len[size_t(c.seq)] += c.n;
-  return len;
-}
-
-int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
-
-// Block tables: sequence s gets ceil(len_s / block_size) blocks, consecutive entries of a
-// shuffled permutation of [0, n_blocks) that includes `spare` blocks nobody owns.
-struct Tables {
-  int64_t n_blocks = 0;
-  int32_t max_blocks = 0;
-  std::vector<std::vector<int32_t>> blocks;  // [n_seqs][blocks of that sequence]
-};
-
-Tables make_tables(Rng& rng, int32_t block_size, const std::vector<int32_t>& lens, int32_t spare) {
-  Tables t;
-  for (int32_t len : lens) t.n_blocks += ceil_div(len, block_size);
-  t.n_blocks += spare;
-  std::vector<int32_t> perm(size_t(t.n_blocks));
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i);
-  rng.shuffle(perm);
-  size_t next = 0;
-  for (int32_t len : lens) {
-    const int32_t nb = ceil_div(len, block_size);
-    t.blocks.emplace_back(perm.begin() + int64_t(next), perm.begin() + int64_t(next + size_t(nb)));
-    next += size_t(nb);
-    t.max_blocks = std::max(t.max_blocks, nb);
-  }
-  return t;
-}
 
 // ---- the KV pool ----------------------------------------------------------------------------
-
-// A quiet NaN with a payload, in each KV dtype; for I8 (no NaN) -128, which quantization
-// never writes.
-std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
-  std::vector<uint8_t> out(size_t(n) * dtype_size(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::I8) {
-      out[size_t(i)] = 0x80;
-    } else if (dtype == DType::F32) {
-      const uint32_t bits = 0x7fc0beefu;
-      std::memcpy(out.data() + i * 4, &bits, 4);
-    } else {
-      const uint16_t bits = dtype == DType::BF16 ? 0x7fc1 : 0x7e01;
-      std::memcpy(out.data() + i * 2, &bits, 2);
-    }
-  }
-  return out;
-}
 
 // Elements of one block (all kv heads) in a layer's K or V pool.
 int64_t block_numel(const KvCacheSpec& s) { return s.n_kv_heads * s.block_size * s.head_dim; }
@@ -277,14 +216,6 @@ constexpr double kRopeTol = 1e-6;
 // the same int8 values and scales with the same F32 product) and for the long history (sums
 // over up to 320 keys: ~2^-24 * sqrt(320) ~ 1e-6; measured worst 3.6e-7).
 constexpr double kAttnTol = 1e-5;
-
-// inv_freq[i] = theta^(-2i / head_dim), theta = 10000 (Llama), as F32.
-std::vector<float> make_inv_freq(int64_t head_dim) {
-  std::vector<float> f(size_t(head_dim / 2));
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(head_dim)));
-  return f;
-}
 
 // ---- CPU against the reference --------------------------------------------------------------
 

@@ -13,19 +13,17 @@
 #include <cstdio>
 #include <string>
 
+#include "attention_history.h"
 #include "core/batch.h"
 #include "op_test_util.h"
 
 namespace tf {
 namespace {
 
+using test::Chunk;
 using test::Rng;
-
-struct Chunk {
-  int seq;    // sequence id
-  int32_t n;  // tokens of that sequence in this batch
-};
-using Steps = std::vector<std::vector<Chunk>>;
+using test::Steps;
+using test::make_inv_freq;
 
 // A serving history over a small pool: block tables fixed per sequence, steps of chunks.
 struct Scenario {
@@ -71,13 +69,6 @@ struct Scenario {
     return builder.take();
   }
 };
-
-std::vector<float> make_inv_freq(int64_t head_dim) {
-  std::vector<float> f(size_t(head_dim / 2));
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(head_dim)));
-  return f;
-}
 
 // The quantization by its definition (written here, not taken from src/quant): scale =
 // max|x| / 127 in F32, q = round-half-even(x / scale) clamped to [-127, 127], zeros for scale 0.

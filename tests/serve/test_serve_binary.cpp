@@ -147,9 +147,14 @@ TEST(ServeBinary, DataParallelReplicasShareTheRequests) {
   EXPECT_EQ(p.wait(), 0);
 }
 
-TEST(ServeBinary, SigtermFinishesTheInFlightStreamAndExitsZero) {
-  ServeProcess p({"--grace-period", "60"});
-  ASSERT_GT(p.port(), 0);
+// Starts a long stream on a server with `grace_period` seconds of grace, sends SIGTERM once
+// the stream runs, and returns the stream's events (asserting the exit code and [DONE]).
+std::vector<json> events_of_stream_cut_by_sigterm(const std::string& grace_period) {
+  ServeProcess p({"--grace-period", grace_period});
+  if (p.port() <= 0) {
+    ADD_FAILURE() << "the server did not start";
+    return {};
+  }
   std::promise<void> started;
   auto reply = std::async(std::launch::async, [&] { return stream_long(p.port(), started); });
   started.get_future().wait();
@@ -157,25 +162,20 @@ TEST(ServeBinary, SigtermFinishesTheInFlightStreamAndExitsZero) {
   const std::string text = reply.get();
   EXPECT_EQ(p.wait(), 0);
   bool done = false;
-  const std::vector<json> events = parse_sse(text, &done);
+  std::vector<json> events = parse_sse(text, &done);
   EXPECT_TRUE(done);
+  return events;
+}
+
+TEST(ServeBinary, SigtermFinishesTheInFlightStreamAndExitsZero) {
+  const std::vector<json> events = events_of_stream_cut_by_sigterm("60");
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 800);
 }
 
 TEST(ServeBinary, PastTheGracePeriodInFlightRequestsAreAborted) {
-  ServeProcess p({"--grace-period", "0"});
-  ASSERT_GT(p.port(), 0);
-  std::promise<void> started;
-  auto reply = std::async(std::launch::async, [&] { return stream_long(p.port(), started); });
-  started.get_future().wait();
-  p.signal(SIGTERM);
-  const std::string text = reply.get();
-  EXPECT_EQ(p.wait(), 0);
-  bool done = false;
-  const std::vector<json> events = parse_sse(text, &done);
-  EXPECT_TRUE(done);
+  const std::vector<json> events = events_of_stream_cut_by_sigterm("0");
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "abort");
   EXPECT_LT(events.back()["usage"]["completion_tokens"].get<int>(), 800);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "attention_history.h"
 #include "cuda_test_report.h"
 #include "op_test_util.h"
 
@@ -117,12 +118,9 @@ class KvPools {
     const KvCacheSpec& s = be_->kv_spec();
     for (int il = 0; il < int(s.n_layers); ++il)
       for (int kv = 0; kv < 2; ++kv) {
-        if (s.dtype == DType::I8) {
-          set_bytes(il, kv, std::vector<uint8_t>(size_t(pool_(il, kv).numel()), 0x80));
+        set_bytes(il, kv, nan_bytes(s.dtype, pool_(il, kv).numel()));
+        if (s.dtype == DType::I8)
           set_scales(il, kv, std::vector<float>(size_t(scale_(il, kv).numel()), std::nanf("")));
-        } else {
-          set_bytes(il, kv, nan_bytes(s.dtype, pool_(il, kv).numel()));
-        }
       }
   }
   // Block `block` of every layer NaN (a dropped block handed to someone else).
@@ -146,20 +144,6 @@ class KvPools {
   }
 
  private:
-  static std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
-    std::vector<uint8_t> out(size_t(n) * dtype_size(dtype));
-    for (int64_t i = 0; i < n; ++i) {
-      if (dtype == DType::F32) {
-        const uint32_t bits = 0x7fc0beefu;
-        std::memcpy(out.data() + i * 4, &bits, 4);
-      } else {
-        const uint16_t bits = dtype == DType::BF16 ? 0x7fc1 : 0x7e01;
-        std::memcpy(out.data() + i * 2, &bits, 2);
-      }
-    }
-    return out;
-  }
-
   Backend* be_;
   std::function<const TensorView&(int, int)> pool_, scale_;
 };

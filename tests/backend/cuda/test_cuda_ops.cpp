@@ -31,13 +31,22 @@
 #include "model/arch/model.h"
 #include "sample/sampler.h"
 #include "cuda_test_report.h"
+#include "attention_history.h"
 #include "cuda_test_util.h"
 #include "op_test_util.h"
 
 namespace tf {
 namespace {
 
+using test::Chunk;
 using test::Rng;
+using test::Steps;
+using test::Tables;
+using test::ceil_div;
+using test::kLongSteps;
+using test::make_inv_freq;
+using test::make_tables;
+using test::seq_lengths;
 
 // ---- elementwise, norms, gather -----------------------------------------------------------
 
@@ -369,13 +378,8 @@ TEST(CudaOps, SampleRowsMatchesHostDistribution) {
 
 // ---- rope_kv_write + paged attention --------------------------------------------------------
 
-struct Chunk {
-  int seq;
-  int32_t n;
-};
-using Steps = std::vector<std::vector<Chunk>>;
-
-// As in tests/backend/test_ops_attention.cpp.
+// The shape of tests/backend/test_ops_attention.cpp's history (other lengths); kLongSteps
+// (attention_history.h) reaches past one key tile of every kernel.
 const Steps kSteps = {
     // prefill of four sequences (one of a single token)
     {{0, 9}, {1, 16}, {2, 1}, {3, 4}},
@@ -385,54 +389,6 @@ const Steps kSteps = {
     {{4, 1}, {0, 1}, {1, 1}, {2, 1}, {3, 1}, {5, 1}},
     {{2, 1}, {3, 1}, {5, 1}, {4, 1}, {1, 1}, {0, 1}},
 };
-// Contexts past one key tile of the kernel (128 keys): up to 322 keys, in chunks and decodes.
-const Steps kLongSteps = {
-    {{0, 150}, {1, 40}},
-    {{1, 70}, {0, 100}},
-    {{0, 1}, {1, 1}},
-    {{1, 1}, {0, 1}},
-};
-
-int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
-
-struct Tables {
-  int64_t n_blocks = 0;
-  int32_t max_blocks = 0;
-  std::vector<std::vector<int32_t>> blocks;
-};
-
-// Sequence s gets ceil(len_s / block_size) consecutive entries of a shuffled permutation of
-// [0, n_blocks) that includes 5 spare blocks nobody owns.
-Tables make_tables(Rng& rng, int32_t block_size, const Steps& steps) {
-  std::vector<int32_t> lens;
-  for (const auto& step : steps)
-    for (const Chunk& c : step) {
-      if (size_t(c.seq) >= lens.size()) lens.resize(size_t(c.seq) + 1, 0);
-      lens[size_t(c.seq)] += c.n;
-    }
-  Tables t;
-  for (int32_t len : lens) t.n_blocks += ceil_div(len, block_size);
-  t.n_blocks += 5;
-  std::vector<int32_t> perm(size_t(t.n_blocks));
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i);
-  rng.shuffle(perm);
-  size_t next = 0;
-  for (int32_t len : lens) {
-    const int32_t nb = ceil_div(len, block_size);
-    t.blocks.emplace_back(perm.begin() + int64_t(next), perm.begin() + int64_t(next + size_t(nb)));
-    next += size_t(nb);
-    t.max_blocks = std::max(t.max_blocks, nb);
-  }
-  return t;
-}
-
-std::vector<float> make_inv_freq(int64_t head_dim) {
-  std::vector<float> f(size_t(head_dim / 2));
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(head_dim)));
-  return f;
-}
-
 struct AttnCase {
   const Steps* steps = &kSteps;
   int32_t block_size = 16;
@@ -521,7 +477,7 @@ void run_attn_case(const AttnCase& c) {
   Rng rng(test::seed_of({6, c.block_size, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
                          int64_t(c.kv_dtype), c.layer, c.steps == &kLongSteps}));
   const Steps& steps = *c.steps;
-  const Tables tables = make_tables(rng, c.block_size, steps);
+  const Tables tables = make_tables(rng, c.block_size, seq_lengths(steps), /*spare=*/5);
   const KvCacheSpec spec{.n_layers = 2, .n_blocks = tables.n_blocks, .block_size = c.block_size,
                          .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim, .dtype = c.kv_dtype};
   const AttentionParams p{.n_heads = c.n_heads, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim,
