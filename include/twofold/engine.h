@@ -29,6 +29,7 @@ struct KernelOptions {
   std::string attention_kernel = "auto";  // prefill attention: auto | plain | flash
   std::string gemv = "auto";              // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;                     // off: fused ops run as separate kernels
+  bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 

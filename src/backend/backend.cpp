@@ -14,6 +14,26 @@ BackendKind parse_backend_kind(const std::string& name) {
   fail("unknown backend '{}' (expected cpu, ref or cuda)", name);
 }
 
+void Backend::matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out,
+                           const MatmulFusion& f) {
+  TensorView in = x;
+  if (f.norm_w.data) {
+    rms_norm(x, f.norm_w, f.eps, f.h);
+    in = f.h;
+  }
+  switch (f.epilogue) {
+    case MatmulFusion::Epilogue::Store: matmul(in, w, bias, out); return;
+    case MatmulFusion::Epilogue::AddTo:
+      matmul(in, w, bias, f.y);
+      add(out, f.y);
+      return;
+    case MatmulFusion::Epilogue::Swiglu:
+      matmul(in, w, bias, f.y);
+      swiglu(f.y, out);
+      return;
+  }
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& opt) {
   switch (kind) {
     case BackendKind::Cpu: return std::make_unique<CpuBackend>();

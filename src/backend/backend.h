@@ -58,7 +58,25 @@ struct BackendOptions {
   std::string attention = "auto";  // prefill attention: auto | plain | flash
   std::string gemv = "auto";       // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;              // off: each fused op runs as separate kernels
+  bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
   bool profile = false;            // time every op (CUDA events; forces graphs off)
+};
+
+// What Backend::matmul_fused does around the product y = in @ w^T (+ bias), rounded to the
+// activation dtype. Backends fuse the steps where one kernel pays (the CUDA decode GEMV) and
+// otherwise run them apart, through the scratch views named here.
+struct MatmulFusion {
+  // Prologue: with norm_w set, in = rms_norm(x) * norm_w (eps); else in = x. `h` [rows, k]
+  // takes the normalized rows when the steps run apart (untouched when fused).
+  TensorView norm_w;
+  float eps = 0.0f;
+  TensorView h;
+  // Epilogue. Store: out = y. AddTo: out += y (out is the residual stream, y rounded before
+  // the add). Swiglu: out = silu(y[:, :m/2]) * y[:, m/2:] (w holds the gate rows, then the up
+  // rows). `y` [rows, m] takes y when the steps run apart (AddTo, Swiglu).
+  enum class Epilogue : uint8_t { Store, AddTo, Swiglu };
+  Epilogue epilogue = Epilogue::Store;
+  TensorView y;
 };
 
 // What graph_begin() asks the caller to do.
@@ -102,9 +120,15 @@ class Backend {
   // Fused: residual += delta; out = rms_norm(residual) * w.      residual, delta, out [rows, d]
   virtual void add_rms_norm(const TensorView& residual, const TensorView& delta,
                             const TensorView& w, float eps, const TensorView& out) = 0;
+  // residual += delta, rounded once.                          residual, delta [rows, d]
+  virtual void add(const TensorView& residual, const TensorView& delta) = 0;
   // out = x @ w^T (+ bias).            x [rows, k], w [m, k], bias [m] or empty, out [rows, m]
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                       const TensorView& out) = 0;
+  // matmul with an RMSNorm prologue and/or a residual-add or SwiGLU epilogue (MatmulFusion).
+  // The default runs the plain ops one after the other.
+  virtual void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias,
+                            const TensorView& out, const MatmulFusion& f);
   // Fused QKV epilogue: rotates q and k of qkv in place with RoPE at the batch positions,
   // then writes k and v to the layer's KV slots (slot_mapping).
   //   qkv [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim], inv_freq [head_dim / 2] F32

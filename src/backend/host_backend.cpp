@@ -129,6 +129,17 @@ void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
   }
 }
 
+void HostBackend::add(const TensorView& residual, const TensorView& delta) {
+  TF_ASSERT(residual.dtype == DType::F32 && delta.dtype == DType::F32 && residual.numel() == delta.numel(),
+            "add: residual {} {}, delta {} {}", dtype_name(residual.dtype), residual.shape_str(),
+            dtype_name(delta.dtype), delta.shape_str());
+  float* x = residual.as<float>();
+  const float* d = delta.as<const float>();
+  const int64_t n = residual.numel();
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] += d[i];
+}
+
 void HostBackend::argmax_rows(const TensorView& logits, const TensorView& ids) {
   TF_ASSERT(logits.n_dims == 2 && logits.dtype == DType::F32, "argmax_rows logits: {} {}", dtype_name(logits.dtype),
             logits.shape_str());

@@ -24,6 +24,7 @@ class HostBackend : public Backend {
   void init_kv_cache(const KvCacheSpec& spec) override;
   const KvCacheSpec& kv_spec() const override { return kv_spec_; }
   void set_batch(const Batch& batch) override { batch_ = batch; }
+  void add(const TensorView& residual, const TensorView& delta) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
 
   // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype

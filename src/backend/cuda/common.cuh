@@ -42,6 +42,34 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return r;
 }
 
+// Eight BF16 values of a 16-byte chunk as float, and back (round to nearest even).
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
+  f[0] = bf16_lo(u.x); f[1] = bf16_hi(u.x); f[2] = bf16_lo(u.y); f[3] = bf16_hi(u.y);
+  f[4] = bf16_lo(u.z); f[5] = bf16_hi(u.z); f[6] = bf16_lo(u.w); f[7] = bf16_hi(u.w);
+}
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint4 u;
+  uint32_t* w = reinterpret_cast<uint32_t*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const bf16 lo = from_float<bf16>(f[2 * i]), hi = from_float<bf16>(f[2 * i + 1]);
+    w[i] = uint32_t(*reinterpret_cast<const uint16_t*>(&lo)) | uint32_t(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
+  }
+  return u;
+}
+
+// Programmatic dependent launch (Hopper; launch_pdl in launch.cuh). A kernel launched with it
+// may start while the previous kernel of the stream is still running, so before it reads
+// anything an earlier kernel wrote, and before it writes anything, it calls pdl_wait(): that
+// returns once the previous kernel has finished and its writes are visible (at once when the
+// kernel was launched without PDL). Reads of data no kernel writes (weights) may go first,
+// which is the point: a GEMV starts streaming its weights while the previous op drains.
+// Every kernel launched with PDL calls pdl_wait() on every path, so completion stays ordered
+// down the stream. pdl_launch_dependents() lets the next kernel launch early (once every
+// block of this one has called it or exited).
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

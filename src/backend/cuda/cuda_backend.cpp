@@ -13,6 +13,7 @@
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda_factory.h"
 
 namespace tf {
@@ -286,6 +287,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
   check_options(opt);
   graph_reset();  // recordings were made with the old kernels
   opt_ = opt;
+  pdl_enabled() = opt_.pdl;
   if (opt_.profile) {
     opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();

@@ -70,7 +70,10 @@ class CudaBackend final : public Backend {
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
   void add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w, float eps,
                     const TensorView& out) override;
+  void add(const TensorView& residual, const TensorView& delta) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) override;
+  void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out,
+                    const MatmulFusion& f) override;
   void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
                      const AttentionParams& p) override;
   void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override;
@@ -110,6 +113,7 @@ class CudaBackend final : public Backend {
   void free_kv_cache();
   void check_layer(int layer, const AttentionParams& p) const;
   bool use_gemv(const struct GemmArgs& g);
+  bool fused_gemv_pays(const struct GemmArgs& g, const struct GemvFusion& f);
   float* attention_workspace(size_t floats);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;

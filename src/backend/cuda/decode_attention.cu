@@ -20,6 +20,7 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -67,6 +68,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   __shared__ float acc_s[kStates][kGroup][kHeadDim];
   __shared__ int32_t blocks_s[kStagedBlocks];
 
+  pdl_wait();
+  pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kg = lane / kLanes, kl = lane % kLanes;  // key group within the warp, lane within it
   const int state = warp * kKeysPerWarp + kg;
@@ -202,6 +205,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
 
 // Grid (decode sequence, head), head_dim threads: merges the n_splits partial states.
 __global__ void combine_kernel(PagedAttentionArgs a) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t hd = a.head_dim, h = blockIdx.y;
   const int32_t it = a.batch.seq_starts[a.batch.decode_seqs[blockIdx.x]];
   const float* ws = a.workspace + (int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits * (hd + 2);
@@ -224,13 +229,13 @@ template <typename KvT, int kHeadDim>
 void launch_group(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
   const int64_t group = a.n_heads / a.n_kv_heads;
   if (group == 1)
-    decode_attention_kernel<KvT, kHeadDim, 1><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 1>, grid, dim3(kWarps * 32), 0, stream, a);
   else if (group == 2)
-    decode_attention_kernel<KvT, kHeadDim, 2><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 2>, grid, dim3(kWarps * 32), 0, stream, a);
   else if (group <= 4)
-    decode_attention_kernel<KvT, kHeadDim, 4><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 4>, grid, dim3(kWarps * 32), 0, stream, a);
   else
-    decode_attention_kernel<KvT, kHeadDim, 8><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 8>, grid, dim3(kWarps * 32), 0, stream, a);
 }
 
 template <typename KvT>
@@ -258,7 +263,8 @@ void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   }
   TF_CUDA_CHECK_LAUNCH("decode_attention_kernel");
   if (a.n_splits > 1) {
-    combine_kernel<<<dim3(unsigned(a.batch.n_decode), unsigned(a.n_heads)), unsigned(a.head_dim), 0, stream>>>(a);
+    launch_pdl(combine_kernel, dim3(unsigned(a.batch.n_decode), unsigned(a.n_heads)), dim3(unsigned(a.head_dim)), 0,
+               stream, a);
     TF_CUDA_CHECK_LAUNCH("combine_kernel");
   }
 }

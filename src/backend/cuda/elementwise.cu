@@ -1,5 +1,6 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/elementwise.cuh"
 
 namespace tf::cuda {
@@ -9,6 +10,8 @@ constexpr int kThreads = 256;
 
 // One block per token row; threads stride over the row, 16 bytes at a time when rows allow.
 __global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, int64_t d, bf16* out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t it = blockIdx.x;
   const bf16* src = table + int64_t(token_ids[it]) * d;
   if (d % 8 == 0) {
@@ -22,6 +25,8 @@ __global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, in
 
 // Grid-stride over all rows * d_ff outputs.
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t n = rows * d_ff;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / d_ff, j = i % d_ff;
@@ -46,12 +51,16 @@ __global__ void mul_up_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, b
 
 // x += y elementwise, rounded once.
 __global__ void add_kernel(bf16* x, const bf16* y, int64_t n) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] = from_float<bf16>(to_float(x[i]) + to_float(y[i]));
 }
 
 // One block per output row, copying 16-bit units.
 __global__ void gather_rows_kernel(const uint16_t* x, const int32_t* rows, int64_t row_units, uint16_t* out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t i = blockIdx.x;
   const uint16_t* src = x + int64_t(rows[i]) * row_units;
   for (int64_t j = threadIdx.x; j < row_units; j += blockDim.x) out[i * row_units + j] = src[j];
@@ -67,13 +76,13 @@ int grid_for(int64_t n) {
 void launch_embedding(const bf16* table, const int32_t* token_ids, int64_t n_tokens, int64_t d, bf16* out,
                       cudaStream_t stream) {
   if (n_tokens == 0) return;
-  embedding_kernel<<<unsigned(n_tokens), kThreads, 0, stream>>>(table, token_ids, d, out);
+  launch_pdl(embedding_kernel, dim3(unsigned(n_tokens)), dim3(kThreads), 0, stream, table, token_ids, d, out);
   TF_CUDA_CHECK_LAUNCH("embedding_kernel");
 }
 
 void launch_swiglu(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {
   if (rows * d_ff == 0) return;
-  swiglu_kernel<<<grid_for(rows * d_ff), kThreads, 0, stream>>>(gate_up, rows, d_ff, out);
+  launch_pdl(swiglu_kernel, dim3(grid_for(rows * d_ff)), dim3(kThreads), 0, stream, gate_up, rows, d_ff, out);
   TF_CUDA_CHECK_LAUNCH("swiglu_kernel");
 }
 
@@ -86,15 +95,15 @@ void launch_swiglu_unfused(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16
 
 void launch_add(bf16* x, const bf16* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+  launch_pdl(add_kernel, dim3(grid_for(n)), dim3(kThreads), 0, stream, x, y, n);
   TF_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 void launch_gather_rows(const void* x, const int32_t* rows, int64_t n_out, int64_t row_bytes, void* out,
                         cudaStream_t stream) {
   if (n_out == 0) return;
-  gather_rows_kernel<<<unsigned(n_out), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), rows,
-                                                               row_bytes / 2, static_cast<uint16_t*>(out));
+  launch_pdl(gather_rows_kernel, dim3(unsigned(n_out)), dim3(kThreads), 0, stream, static_cast<const uint16_t*>(x),
+             rows, row_bytes / 2, static_cast<uint16_t*>(out));
   TF_CUDA_CHECK_LAUNCH("gather_rows_kernel");
 }
 

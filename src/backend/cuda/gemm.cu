@@ -11,6 +11,8 @@
 // Bias: broadcast into out first and run the GEMM with beta = 1, so cuBLAS computes
 // x.w + bias in FP32 and rounds once (an epilogue kernel adding bias to a BF16 output would
 // round twice). Costs one extra write + read of out, only for layers that have a bias.
+// Accumulate (the residual add of a projection): beta = 1 with out as C, so out + x.w is
+// summed in FP32 and rounded once (callers with a bias add apart instead).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -35,8 +37,8 @@ __global__ void broadcast_bias_kernel(const bf16* bias, int64_t rows, int64_t m,
 
 void launch_gemm(cublasHandle_t handle, const GemmArgs& g, cudaStream_t stream) {
   if (g.rows == 0 || g.m == 0) return;
-  float beta = 0.0f;
-  if (g.bias) {
+  float beta = g.accumulate ? 1.0f : 0.0f;
+  if (g.bias && !g.accumulate) {
     const int64_t n = g.rows * g.m;
     const int blocks = int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536));
     if (g.out_f32)

@@ -15,6 +15,7 @@ struct GemmArgs {
   const __nv_bfloat16* bias = nullptr;  // [m] or nullptr
   void* out = nullptr;                  // [rows, m] row-major, BF16 or F32
   bool out_f32 = false;
+  bool accumulate = false;              // out += x @ w^T (beta = 1; no bias)
   int64_t rows = 0, k = 0, m = 0;
 };
 

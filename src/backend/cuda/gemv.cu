@@ -8,9 +8,21 @@
 // accumulators, one warp reduction per input row at the end, bias added in FP32, one
 // rounding on the store. Weights are read with L1::no_allocate: read once, they would only
 // evict x from L1.
+//
+// Launched with programmatic dependent launch: each warp issues its first four weight loads
+// before pdl_wait(), so the weight stream starts while the previous op is still finishing.
+//
+// Fusions (GemvFusion), each saving one kernel and one round trip of the activations:
+//   norm prologue: every block computes the inverse RMS of the R input rows itself (they are
+//     a few KB, read from L2) and keeps the normalized rows in shared memory;
+//   AddTo epilogue: the warp owning output j adds it into the residual out[:, j] (each
+//     element is read and written by that warp alone, so in place is race-free);
+//   Swiglu epilogue: warp j streams two weight rows, gate j and up j, and writes
+//     silu(gate) * up, so the [rows, 2 d_ff] product never exists.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -18,76 +30,196 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kUnroll = 4;
 
-template <int R>
-__device__ __forceinline__ void fma_chunk(const uint4& wv, const bf16* x, int64_t k, int64_t i, float (&acc)[R]) {
-  const float w[8] = {bf16_lo(wv.x), bf16_hi(wv.x), bf16_lo(wv.y), bf16_hi(wv.y),
-                      bf16_lo(wv.z), bf16_hi(wv.z), bf16_lo(wv.w), bf16_hi(wv.w)};
+// Chunk i of input row r: from global memory through the read-only path, or from the block's
+// normalized copy in shared memory.
+template <bool kShared>
+__device__ __forceinline__ uint4 x_chunk(const uint4* x, int64_t n_chunks, int r, int64_t i) {
+  if constexpr (kShared)
+    return x[r * n_chunks + i];
+  else
+    return __ldg(x + r * n_chunks + i);
+}
+
+template <int R, bool kShared>
+__device__ __forceinline__ void fma_chunk(const uint4& wv, const uint4* x, int64_t n_chunks, int64_t i,
+                                          float (&acc)[R]) {
+  float w[8];
+  unpack8(wv, w);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + r * k) + i);
+    const uint4 xv = x_chunk<kShared>(x, n_chunks, r, i);
     acc[r] += w[0] * bf16_lo(xv.x) + w[1] * bf16_hi(xv.x) + w[2] * bf16_lo(xv.y) + w[3] * bf16_hi(xv.y) +
               w[4] * bf16_lo(xv.z) + w[5] * bf16_hi(xv.z) + w[6] * bf16_lo(xv.w) + w[7] * bf16_hi(xv.w);
   }
 }
 
-template <int R, typename OutT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g) {
-  const int lane = threadIdx.x % 32;
-  const int64_t j = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (j >= g.m) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(g.w + j * g.k);
+// xs[r] = BF16(x[r] * inv_rms(x[r]) * norm_w) for the R rows, by the whole block (the same
+// arithmetic as norm.cu; only the order of the sum of squares differs).
+template <int R>
+__device__ void normalize_rows(const GemmArgs& g, const GemvFusion& f, uint4* xs) {
+  __shared__ float partial[kWarps][R];
   const int64_t n_chunks = g.k / 8;
-  float acc[R];
+  const uint4* x = reinterpret_cast<const uint4*>(g.x);
+  const uint4* nw = reinterpret_cast<const uint4*>(f.norm_w);
+  float ss[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int r = 0; r < R; ++r) ss[r] = 0.0f;
+  for (int64_t c = threadIdx.x; c < n_chunks; c += kWarps * 32) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v[8];
+      unpack8(__ldg(x + r * n_chunks + c), v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss[r] += v[e] * v[e];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    ss[r] = warp_sum(ss[r]);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32][r] = ss[r];
+  }
+  __syncthreads();
+  float inv[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) t += partial[w][r];
+    inv[r] = 1.0f / sqrtf(t / float(g.k) + f.eps);
+  }
+  for (int64_t c = threadIdx.x; c < n_chunks; c += kWarps * 32) {
+    float wv[8];
+    unpack8(__ldg(nw + c), wv);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v[8];
+      unpack8(__ldg(x + r * n_chunks + c), v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = v[e] * inv[r] * wv[e];
+      xs[r * n_chunks + c] = pack8(v);
+    }
+  }
+  __syncthreads();
+}
+
+template <int R, bool kNorm, GemvEpilogue kEpi, typename OutT>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusion f) {
+  constexpr int kRowsW = kEpi == GemvEpilogue::Swiglu ? 2 : 1;  // weight rows per warp
+  extern __shared__ uint4 xs[];                                  // kNorm: normalized x [R][k / 8]
+  const int lane = threadIdx.x % 32;
+  const int64_t m_out = kEpi == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
+  const int64_t j = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const bool active = j < m_out;
+  const int64_t n_chunks = g.k / 8;
+  const uint4* wr[kRowsW];
+#pragma unroll
+  for (int u = 0; u < kRowsW; ++u) wr[u] = reinterpret_cast<const uint4*>(g.w + (j + u * m_out) * g.k);
+  auto load_group = [&](int64_t i, uint4 (&wv)[kRowsW][kUnroll]) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int q = 0; q < kRowsW; ++q) wv[q][u] = load_stream(wr[q] + i + 32 * u);
+  };
+  // The first group of weight chunks: weights are never written, so they load before the
+  // previous kernel is known to be done.
+  uint4 wv[kRowsW][kUnroll];
+  if (active && lane + 32 * (kUnroll - 1) < n_chunks) load_group(lane, wv);
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const uint4* x = reinterpret_cast<const uint4*>(g.x);
+  if constexpr (kNorm) {
+    normalize_rows<R>(g, f, xs);
+    x = xs;
+  }
+  if (!active) return;
+  float acc[kRowsW][R];
+#pragma unroll
+  for (int q = 0; q < kRowsW; ++q)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[q][r] = 0.0f;
   int64_t i = lane;
   for (; i + 32 * (kUnroll - 1) < n_chunks; i += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+    if (i != lane) load_group(i, wv);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = load_stream(wr + i + 32 * u);
+    for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma_chunk<R>(wv[u], g.x, g.k, i + 32 * u, acc);
+      for (int q = 0; q < kRowsW; ++q) fma_chunk<R, kNorm>(wv[q][u], x, n_chunks, i + 32 * u, acc[q]);
   }
-  for (; i < n_chunks; i += 32) fma_chunk<R>(load_stream(wr + i), g.x, g.k, i, acc);
+  for (; i < n_chunks; i += 32)
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
-  if (lane == 0) {
-    const float b = g.bias ? to_float(g.bias[j]) : 0.0f;
-    OutT* out = static_cast<OutT*>(g.out);
+    for (int q = 0; q < kRowsW; ++q) fma_chunk<R, kNorm>(load_stream(wr[q] + i), x, n_chunks, i, acc[q]);
 #pragma unroll
-    for (int r = 0; r < R; ++r) out[r * g.m + j] = from_float<OutT>(acc[r] + b);
+  for (int q = 0; q < kRowsW; ++q)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[q][r] = warp_sum(acc[q][r]);
+  if (lane != 0) return;
+  OutT* out = static_cast<OutT*>(g.out);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if constexpr (kEpi == GemvEpilogue::Swiglu) {
+      const float gb = g.bias ? to_float(g.bias[j]) : 0.0f, ub = g.bias ? to_float(g.bias[j + m_out]) : 0.0f;
+      const float gate = to_float(from_float<bf16>(acc[0][r] + gb));
+      const float up = to_float(from_float<bf16>(acc[1][r] + ub));
+      out[r * m_out + j] = from_float<OutT>(gate / (1.0f + expf(-gate)) * up);
+    } else {
+      const float y = acc[0][r] + (g.bias ? to_float(g.bias[j]) : 0.0f);
+      if constexpr (kEpi == GemvEpilogue::AddTo)
+        out[r * m_out + j] = from_float<OutT>(to_float(out[r * m_out + j]) + to_float(from_float<bf16>(y)));
+      else
+        out[r * m_out + j] = from_float<OutT>(y);
+    }
   }
 }
 
 template <int R>
-void launch_rows(const GemmArgs& g, cudaStream_t stream) {
-  const unsigned grid = unsigned((g.m + kWarps - 1) / kWarps);
-  if (g.out_f32)
-    gemv_kernel<R, float><<<grid, kWarps * 32, 0, stream>>>(g);
-  else
-    gemv_kernel<R, bf16><<<grid, kWarps * 32, 0, stream>>>(g);
+void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
+  const int64_t m_out = f.epilogue == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
+  const dim3 grid(unsigned((m_out + kWarps - 1) / kWarps)), block(kWarps * 32);
+  const size_t smem = f.norm_w ? size_t(R) * size_t(g.k) * 2 : 0;
+  auto go = [&](void (*kernel)(GemmArgs, GemvFusion)) { launch_pdl(kernel, grid, block, smem, stream, g, f); };
+  using E = GemvEpilogue;
+  if (f.norm_w) {
+    if constexpr (R <= kGemvNormMaxRows) {
+      if (f.epilogue == E::Swiglu)
+        go(gemv_kernel<R, true, E::Swiglu, bf16>);
+      else
+        go(gemv_kernel<R, true, E::Store, bf16>);
+    }
+    return;
+  }
+  switch (f.epilogue) {
+    case E::Store: go(g.out_f32 ? gemv_kernel<R, false, E::Store, float> : gemv_kernel<R, false, E::Store, bf16>); break;
+    case E::AddTo: go(gemv_kernel<R, false, E::AddTo, bf16>); break;
+    case E::Swiglu: go(gemv_kernel<R, false, E::Swiglu, bf16>); break;
+  }
 }
 
 }  // namespace
 
-bool gemv_supported(const GemmArgs& g) {
-  return g.rows >= 1 && g.rows <= kGemvMaxRows && g.k % 8 == 0 && reinterpret_cast<uintptr_t>(g.x) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(g.w) % 16 == 0;
+bool gemv_supported(const GemmArgs& g, const GemvFusion& f) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (g.rows < 1 || g.rows > kGemvMaxRows || g.k % 8 != 0 || !aligned(g.x) || !aligned(g.w)) return false;
+  if (f.epilogue != GemvEpilogue::Store && g.out_f32) return false;
+  if (f.epilogue == GemvEpilogue::Swiglu && g.m % 2 != 0) return false;
+  if (f.norm_w)
+    return g.rows <= kGemvNormMaxRows && g.rows * g.k * 2 <= kGemvNormMaxBytes && aligned(f.norm_w) &&
+           f.epilogue != GemvEpilogue::AddTo && !g.out_f32;
+  return true;
 }
 
-void launch_gemv(const GemmArgs& g, cudaStream_t stream) {
+void launch_gemv(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f) {
   if (g.m == 0) return;
   switch (g.rows) {
-    case 1: launch_rows<1>(g, stream); break;
-    case 2: launch_rows<2>(g, stream); break;
-    case 3: launch_rows<3>(g, stream); break;
-    case 4: launch_rows<4>(g, stream); break;
-    case 5: launch_rows<5>(g, stream); break;
-    case 6: launch_rows<6>(g, stream); break;
-    case 7: launch_rows<7>(g, stream); break;
-    default: launch_rows<8>(g, stream); break;
+    case 1: launch_rows<1>(g, f, stream); break;
+    case 2: launch_rows<2>(g, f, stream); break;
+    case 3: launch_rows<3>(g, f, stream); break;
+    case 4: launch_rows<4>(g, f, stream); break;
+    case 5: launch_rows<5>(g, f, stream); break;
+    case 6: launch_rows<6>(g, f, stream); break;
+    case 7: launch_rows<7>(g, f, stream); break;
+    default: launch_rows<8>(g, f, stream); break;
   }
-  TF_CUDA_CHECK_LAUNCH("gemv_kernel");
 }
 
 }  // namespace tf::cuda

@@ -1,19 +1,44 @@
 // The small-batch matmul (decode): out = x @ w^T (+ bias) for a few rows, reading every weight
-// once with 16-byte loads. cuBLAS serves the same call; CudaBackend::matmul times both on
-// each shape and keeps the faster (see gemv.cu).
+// once with 16-byte loads, optionally with the neighbouring ops of a decode step folded in:
+// an RMSNorm of the input rows (prologue), a residual add or SwiGLU on the output
+// (epilogue). cuBLAS serves the plain call; CudaBackend::matmul times both on each shape and
+// keeps the faster (see gemv.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "backend/cuda/gemm.cuh"
 
 namespace tf::cuda {
 
 constexpr int64_t kGemvMaxRows = 8;
+// The norm prologue keeps the normalized rows in shared memory: at most this many rows and
+// bytes.
+constexpr int64_t kGemvNormMaxRows = 4;
+constexpr int64_t kGemvNormMaxBytes = 48 * 1024;
 
-// True when launch_gemv can run `g`: rows <= kGemvMaxRows, k a multiple of 8 (16-byte rows),
-// 16-byte aligned x and w.
-bool gemv_supported(const GemmArgs& g);
-void launch_gemv(const GemmArgs& g, cudaStream_t stream);
+enum class GemvEpilogue : uint8_t {
+  Store,   // out = y (BF16 or F32)
+  AddTo,   // out += y, y rounded to BF16 first (out is the residual stream)
+  Swiglu,  // w is [gate; up] (2 * m_out rows): out[:, j] = silu(y_gate[j]) * y_up[j], each y rounded first
+};
+
+struct GemvFusion {
+  const __nv_bfloat16* norm_w = nullptr;  // set: x rows become rms_norm(x) * norm_w (eps) first
+  float eps = 0.0f;
+  GemvEpilogue epilogue = GemvEpilogue::Store;
+};
+
+// True when launch_gemv can run `g` with `f`: rows <= kGemvMaxRows (kGemvNormMaxRows and
+// rows * k * 2 <= kGemvNormMaxBytes with a norm, which pairs with Store or Swiglu), k a
+// multiple of 8 (16-byte rows), 16-byte aligned x, w and norm_w; F32 output only for Store;
+// Swiglu needs an even m.
+bool gemv_supported(const GemmArgs& g, const GemvFusion& f = {});
+// Rounding matches the separate kernels: y = BF16(x . w + bias) (norm: x = BF16(x * inv_rms
+// * norm_w) as norm.cu), then AddTo stores BF16(out + y) as the add kernel, Swiglu
+// BF16(silu(y_gate) * y_up) as the swiglu kernel. Launched with PDL (launch.cuh).
+void launch_gemv(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {});
 
 }  // namespace tf::cuda

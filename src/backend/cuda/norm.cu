@@ -1,5 +1,6 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm.cuh"
 
 namespace tf::cuda {
@@ -14,6 +15,8 @@ constexpr int kThreads = 256;
 template <bool kAdd>
 __global__ void rms_norm_kernel(RmsNormArgs a) {
   __shared__ float scratch[32];
+  pdl_wait();
+  pdl_launch_dependents();
   bf16* xr = a.x + int64_t(blockIdx.x) * a.d;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < a.d; i += blockDim.x) {
@@ -39,24 +42,11 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
 // narrow dependent ones).
 constexpr int kVecThreads = 256, kMaxChunks = 4;
 
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
-  f[0] = bf16_lo(u.x); f[1] = bf16_hi(u.x); f[2] = bf16_lo(u.y); f[3] = bf16_hi(u.y);
-  f[4] = bf16_lo(u.z); f[5] = bf16_hi(u.z); f[6] = bf16_lo(u.w); f[7] = bf16_hi(u.w);
-}
-__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-  uint4 u;
-  uint32_t* w = reinterpret_cast<uint32_t*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const bf16 lo = from_float<bf16>(f[2 * i]), hi = from_float<bf16>(f[2 * i + 1]);
-    w[i] = uint32_t(*reinterpret_cast<const uint16_t*>(&lo)) | uint32_t(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
-  }
-  return u;
-}
-
 template <bool kAdd>
 __global__ void __launch_bounds__(kVecThreads) rms_norm_vec_kernel(RmsNormArgs a) {
   __shared__ float scratch[32];
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t row = blockIdx.x, n_chunks = a.d / 8;
   uint4* xr = reinterpret_cast<uint4*>(a.x + row * a.d);
   float v[kMaxChunks][8];
@@ -99,17 +89,17 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
                         reinterpret_cast<uintptr_t>(a.w) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
   if (aligned && a.d % 8 == 0 && a.d <= 8 * kVecThreads * kMaxChunks) {
     if (a.delta)
-      rms_norm_vec_kernel<true><<<unsigned(a.rows), kVecThreads, 0, stream>>>(a);
+      launch_pdl(rms_norm_vec_kernel<true>, dim3(unsigned(a.rows)), dim3(kVecThreads), 0, stream, a);
     else
-      rms_norm_vec_kernel<false><<<unsigned(a.rows), kVecThreads, 0, stream>>>(a);
+      launch_pdl(rms_norm_vec_kernel<false>, dim3(unsigned(a.rows)), dim3(kVecThreads), 0, stream, a);
     TF_CUDA_CHECK_LAUNCH("rms_norm_vec_kernel");
     return;
   }
   if (a.delta) {
-    rms_norm_kernel<true><<<unsigned(a.rows), kThreads, 0, stream>>>(a);
+    launch_pdl(rms_norm_kernel<true>, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);
     TF_CUDA_CHECK_LAUNCH("rms_norm_kernel<add>");
   } else {
-    rms_norm_kernel<false><<<unsigned(a.rows), kThreads, 0, stream>>>(a);
+    launch_pdl(rms_norm_kernel<false>, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);
     TF_CUDA_CHECK_LAUNCH("rms_norm_kernel");
   }
 }

@@ -1,5 +1,6 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/rope_kv.cuh"
 
 #include <type_traits>
@@ -15,6 +16,8 @@ namespace {
 template <typename KvT, bool kRotate, bool kWrite>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   __shared__ float scratch[32];
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t it = blockIdx.x, head = blockIdx.y, hd = a.head_dim, half = hd / 2;
   const int64_t i = threadIdx.x;
   const bool active = i < half;
@@ -68,10 +71,10 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
 template <typename KvT>
 void launch_kv(const RopeKvArgs& a, dim3 grid, int threads, cudaStream_t stream) {
   if (a.fused) {
-    rope_kv_write_kernel<KvT, true, true><<<grid, threads, 0, stream>>>(a);
+    launch_pdl(rope_kv_write_kernel<KvT, true, true>, grid, dim3(threads), 0, stream, a);
   } else {
-    rope_kv_write_kernel<KvT, true, false><<<grid, threads, 0, stream>>>(a);
-    rope_kv_write_kernel<KvT, false, true><<<grid, threads, 0, stream>>>(a);
+    launch_pdl(rope_kv_write_kernel<KvT, true, false>, grid, dim3(threads), 0, stream, a);
+    launch_pdl(rope_kv_write_kernel<KvT, false, true>, grid, dim3(threads), 0, stream, a);
   }
 }
 

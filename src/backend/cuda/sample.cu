@@ -3,6 +3,7 @@
 // a warp and a block reduction that prefer the larger value and, on equal values, the lower id.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/sample.cuh"
 
 namespace tf::cuda {
@@ -20,6 +21,8 @@ __device__ __forceinline__ void better(float& v, int32_t& id, float v2, int32_t 
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, int64_t n_vocab, int32_t* ids) {
   __shared__ float vs[32];
   __shared__ int32_t is[32];
+  pdl_wait();
+  pdl_launch_dependents();
   const float* row = logits + int64_t(blockIdx.x) * n_vocab;
   float v = -INFINITY;
   int32_t id = INT32_MAX;
@@ -64,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, i
 
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids, cudaStream_t stream) {
   if (rows == 0) return;
-  argmax_kernel<<<unsigned(rows), kThreads, 0, stream>>>(logits, n_vocab, ids);
+  launch_pdl(argmax_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, stream, logits, n_vocab, ids);
   TF_CUDA_CHECK_LAUNCH("argmax_kernel");
 }
 

@@ -2,12 +2,14 @@
 //
 //   x = embed(ids)                                   [n_tokens, d_model]
 //   for each layer:
-//     h   = rms_norm(x) (fused with x += delta from the previous sub-block)
-//     qkv = h @ Wqkv^T (+ bias for qwen2)            [n_tokens, (n_heads + 2 n_kv_heads) head_dim]
+//     qkv = rms_norm(x) @ Wqkv^T (+ bias for qwen2)  [n_tokens, (n_heads + 2 n_kv_heads) head_dim]
 //     rope on q, k; k, v -> KV pool slots            (fused op)
 //     a   = paged causal attention                   [n_tokens, n_heads head_dim]
-//     x  += a @ Wo^T;  h = rms_norm(x)               (fused)
-//     x  += down(silu(gate(h)) * up(h))              (gate|up one matmul, SwiGLU fused)
+//     x  += a @ Wo^T
+//     x  += down(silu(gate(h)) * up(h)),  h = rms_norm(x)   (gate|up one matmul)
+// Each matmul goes through Backend::matmul_fused with its norm prologue and its residual-add
+// or SwiGLU epilogue, so a backend may run each line as one kernel (the CUDA decode GEMV)
+// or as the plain ops in turn.
 //   logits = lm_head(final_norm(x[logits_rows]))     [n_out, n_vocab]
 //
 // Q/K/V and gate/up are concatenated at load time so each is one matmul (one pass over the
@@ -249,28 +251,30 @@ void LlamaModel::run_layers(int64_t n, int64_t n_out) {
   const TensorView none{};
 
   be_.embedding(embed_, x);
+  using Epi = MatmulFusion::Epilogue;
+  // x += y @ w^T: fused into the matmul, or (tensor parallel) the ranks' partial products
+  // summed first.
+  auto project_add = [&](const TensorView& y, const TensorView& w, const TensorView& b) {
+    if (!comm_) return be_.matmul_fused(y, w, b, x, MatmulFusion{.epilogue = Epi::AddTo, .y = delta});
+    be_.matmul(y, w, b, delta);
+    comm_->all_reduce_sum(delta);  // row-parallel projection: sum the ranks' partial outputs
+    be_.add(x, delta);
+  };
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     const LayerWeights& lw = layers_[size_t(il)];
-    if (il == 0) {
-      be_.rms_norm(x, lw.attn_norm, cfg_.rms_norm_eps, h);
-    } else {
-      be_.add_rms_norm(x, delta, lw.attn_norm, cfg_.rms_norm_eps, h);  // x += mlp out
-    }
-    be_.matmul(h, lw.wqkv, lw.bqkv, qkv);
+    be_.matmul_fused(x, lw.wqkv, lw.bqkv, qkv, MatmulFusion{.norm_w = lw.attn_norm, .eps = cfg_.rms_norm_eps, .h = h});
     be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
     be_.attention(int(il), qkv, attn_, attn);
-    be_.matmul(attn, lw.wo, lw.bo, delta);
-    if (comm_) comm_->all_reduce_sum(delta);  // row-parallel o_proj: sum the ranks' partial outputs
-    be_.add_rms_norm(x, delta, lw.mlp_norm, cfg_.rms_norm_eps, h);  // x += attention out
-    be_.matmul(h, lw.wgate_up, none, gate_up);
-    be_.swiglu(gate_up, act);
-    be_.matmul(act, lw.wdown, none, delta);
-    if (comm_) comm_->all_reduce_sum(delta);  // row-parallel down_proj
+    project_add(attn, lw.wo, lw.bo);
+    be_.matmul_fused(x, lw.wgate_up, none, act,
+                     MatmulFusion{.norm_w = lw.mlp_norm, .eps = cfg_.rms_norm_eps, .h = h, .epilogue = Epi::Swiglu,
+                                  .y = gate_up});
+    project_add(act, lw.wdown, none);
   }
   if (n_out == 0) return;
   // Only the rows that need logits go through the final norm and the LM head.
   const TensorView logits = rows(s_.logits, n_out);
-  be_.add_rms_norm(x, delta, final_norm_, cfg_.rms_norm_eps, h);
+  be_.rms_norm(x, final_norm_, cfg_.rms_norm_eps, h);
   const TensorView out_rows = rows(s_.out_rows, n_out);
   be_.gather_logit_rows(h, out_rows);
   be_.matmul(out_rows, lm_head_, none, logits);

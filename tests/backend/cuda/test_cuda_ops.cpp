@@ -163,6 +163,87 @@ TEST(CudaOps, Swiglu) {
   }
 }
 
+// matmul_fused (the decode GEMV with its norm prologue and add / SwiGLU epilogue in one
+// kernel, or the plain kernels in turn) against the reference backend's plain ops in turn.
+// x ~ N(0, 4) and norm weights 1 + N(0, 0.01) as in the norm test, w ~ N(0, 1/k), bias N(0, 1).
+// Each BF16 rounding on the way adds ~2^-9 / sqrt(3) ~ 1.1e-3 rms relative error:
+//   norm + product (Store): the normalized input and the output are rounded: tol 8e-3, as
+//     add_rms_norm's two roundings;
+//   AddTo: the product and the sum are rounded (relative to the residual's scale): tol 8e-3;
+//   SwiGLU: gate and up are rounded, then the output (and the normalized input with a
+//     norm): up to four roundings, tol 1.2e-2.
+// "custom" forces the fused kernel wherever it applies (rows <= 8; the norm prologue up to 4
+// rows), "cublas" the kernels in turn (cuBLAS summing into the residual for AddTo), "auto"
+// whichever the per-shape timing picks.
+class CudaMatmulFused : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaMatmulFused, MatchesRefOpsInTurn) {
+  TF_REQUIRE_CUDA_DEVICE();
+  using Epi = MatmulFusion::Epilogue;
+  const std::string mode = GetParam();
+  test::Backends be(BackendOptions{.gemv = mode});
+  struct Kind {
+    const char* name;
+    bool norm;
+    Epi epi;
+    bool bias;
+    double tol;
+  };
+  const Kind kinds[] = {{"norm+matmul", true, Epi::Store, true, 8e-3},
+                        {"matmul+add", false, Epi::AddTo, false, 8e-3},
+                        {"matmul+add (bias)", false, Epi::AddTo, true, 8e-3},
+                        {"norm+matmul+swiglu", true, Epi::Swiglu, false, 1.2e-2},
+                        {"matmul+swiglu", false, Epi::Swiglu, false, 1.2e-2}};
+  for (int32_t rows : {1, 2, 3, 4, 8, 16}) {
+    for (int64_t k : {256, 1024}) {
+      for (int64_t m : {64, 576}) {
+        for (const Kind& kind : kinds) {
+          SCOPED_TRACE(std::string(kind.name) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k) +
+                       " m=" + std::to_string(m));
+          Rng rng(test::seed_of({11, rows, k, m, int64_t(kind.epi), kind.norm, kind.bias}));
+          const int64_t m_out = kind.epi == Epi::Swiglu ? m / 2 : m;
+          const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
+          std::vector<float> nwv = test::randn(rng, k, 0.1);
+          for (float& v : nwv) v += 1.0f;
+          const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
+          const test::HostTensor w =
+              test::make_host(test::randn(rng, m * k, 1.0 / std::sqrt(double(k))), DType::BF16, {m, k});
+          const test::HostTensor bias = test::make_host(test::randn(rng, m), DType::BF16, {m});
+          const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
+          const TensorView none{};
+          auto fusion = [&](Backend& b, const TensorView& norm_w) {
+            return MatmulFusion{.norm_w = kind.norm ? norm_w : none,
+                                .eps = 1e-5f,
+                                .h = kind.norm ? b.alloc(b.act_dtype(), {rows, k}) : none,
+                                .epilogue = kind.epi,
+                                .y = kind.epi != Epi::Store ? b.alloc(b.act_dtype(), {rows, m}) : none};
+          };
+          // reference: the plain ops in turn (Backend::matmul_fused's default)
+          TensorView out_ref = kind.epi == Epi::AddTo ? test::to_device(*be.ref, resid, rows, m_out)
+                                                      : be.ref->alloc(DType::F32, {rows, m_out});
+          be.ref->matmul_fused(test::to_device(*be.ref, x, rows, k), be.ref->upload(w.view(), DType::BF16),
+                               kind.bias ? be.ref->upload(bias.view(), DType::BF16) : none, out_ref,
+                               fusion(*be.ref, be.ref->upload(nw.view(), DType::BF16)));
+          const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
+          test::GuardedBf16 got(*be.cuda, rows, m_out);
+          if (kind.epi == Epi::AddTo) {
+            std::vector<uint16_t> h(resid.size());
+            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
+            be.cuda->copy_from_host(h.data(), got.view());
+          }
+          be.cuda->matmul_fused(test::to_cuda_bf16(*be.cuda, x, rows, k), be.cuda->upload(w.view(), DType::BF16),
+                                kind.bias ? be.cuda->upload(bias.view(), DType::BF16) : none, got.view(),
+                                fusion(*be.cuda, be.cuda->upload(nw.view(), DType::BF16)));
+          test::expect_close(std::string("matmul_fused ") + kind.name + " (" + mode + ")", got.values(), want,
+                             kind.tol, got.guard_intact());
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaMatmulFused, ::testing::Values("cublas", "custom", "auto"));
+
 // A copy of whole rows: bit-exact.
 TEST(CudaOps, GatherLogitRows) {
   TF_REQUIRE_CUDA_DEVICE();

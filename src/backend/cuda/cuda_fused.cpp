@@ -1,0 +1,131 @@
+// The CUDA backend's residual add and fused matmul (Backend::matmul_fused): the decode GEMV
+// with its RMSNorm prologue and residual-add / SwiGLU epilogue as one kernel where that pays
+// (gemv.cu), otherwise the plain kernels in turn, with cuBLAS adding into the residual itself.
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_backend_util.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/gemm.cuh"
+#include "backend/cuda/gemv.cuh"
+
+namespace tf::cuda {
+
+using namespace detail;
+
+namespace {
+
+// What one small kernel between two matmuls costs in a recorded batch-1 decode step: its
+// launch gap plus a few microseconds of work (docs/PERF.md profiles: add+RMSNorm and SwiGLU
+// took 6 us each with events around them).
+constexpr double kSmallKernelUs = 3.0;
+
+const char* epilogue_name(MatmulFusion::Epilogue e) {
+  switch (e) {
+    case MatmulFusion::Epilogue::Store: return "";
+    case MatmulFusion::Epilogue::AddTo: return "+add";
+    case MatmulFusion::Epilogue::Swiglu: return "+swiglu";
+  }
+  return "";
+}
+
+}  // namespace
+
+void CudaBackend::add(const TensorView& residual, const TensorView& delta) {
+  OpScope scope(prof(), "add", stream_);
+  check_dev(residual, DType::BF16, "add residual");
+  check_dev(delta, DType::BF16, "add delta");
+  TF_ASSERT(residual.numel() == delta.numel(), "add: residual {} vs delta {}", residual.shape_str(),
+            delta.shape_str());
+  launch_add(bf_mut(residual), bf(delta), residual.numel(), stream_);
+}
+
+// The fused kernel streams the same weights as the plain product, so its time is the plain
+// GEMV's; it wins when the GEMV is the pick for the plain shape, or is slower than cuBLAS by
+// less than the small kernels the fusion saves (the norm, the SwiGLU). `plain` is the plain
+// product with its output in scratch (use_gemv times it on first sight, writing there).
+bool CudaBackend::fused_gemv_pays(const GemmArgs& plain, const GemvFusion& f) {
+  if (!opt_.fusion || opt_.gemv == "cublas" || !gemv_supported(plain, f)) return false;
+  if (opt_.gemv == "custom" || use_gemv(plain)) return true;
+  const auto it = gemv_.find(std::make_tuple(plain.rows, plain.k, plain.m, plain.out_f32, plain.bias != nullptr));
+  if (it == gemv_.end()) return false;  // first seen while recording: cuBLAS, as use_gemv decided
+  const int saved = (f.norm_w ? 1 : 0) + (f.epilogue == GemvEpilogue::Swiglu ? 1 : 0);
+  return it->second.custom_us <= it->second.cublas_us + saved * kSmallKernelUs;
+}
+
+void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias,
+                               const TensorView& out, const MatmulFusion& f) {
+  using Epi = MatmulFusion::Epilogue;
+  check_dev(x, DType::BF16, "matmul_fused x");
+  check_dev(w, DType::BF16, "matmul_fused w");
+  check_dev(out, DType::BF16, "matmul_fused out");
+  if (bias.data) check_dev(bias, DType::BF16, "matmul_fused bias");
+  TF_ASSERT(x.n_dims == 2 && w.n_dims == 2 && out.n_dims == 2 && x.shape[1] == w.shape[1],
+            "matmul_fused: x {} w {} out {}", x.shape_str(), w.shape_str(), out.shape_str());
+  const int64_t rows = x.shape[0], k = x.shape[1], m = w.shape[0];
+  const int64_t m_out = f.epilogue == Epi::Swiglu ? m / 2 : m;
+  TF_ASSERT(f.epilogue != Epi::Swiglu || m % 2 == 0, "matmul_fused: SwiGLU over {} weight rows (odd)", m);
+  TF_ASSERT(out.shape[0] == rows && out.shape[1] == m_out, "matmul_fused: out {} for x {} w {}", out.shape_str(),
+            x.shape_str(), w.shape_str());
+  TF_ASSERT(!bias.data || bias.numel() == m, "matmul_fused: bias {} for w {}", bias.shape_str(), w.shape_str());
+  if (f.norm_w.data) {
+    check_dev(f.norm_w, DType::BF16, "matmul_fused norm_w");
+    TF_ASSERT(f.norm_w.numel() == k, "matmul_fused: norm_w {} for rows of {}", f.norm_w.shape_str(), k);
+    check_dev(f.h, DType::BF16, "matmul_fused h");
+  }
+  if (f.epilogue != Epi::Store) {
+    check_dev(f.y, DType::BF16, "matmul_fused y");
+    TF_ASSERT(f.y.numel() >= rows * m, "matmul_fused: y {} for {} x {}", f.y.shape_str(), rows, m);
+  }
+
+  GemmArgs plain{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr,
+                 .out = f.epilogue == Epi::Store ? out.data : f.y.data, .rows = rows, .k = k, .m = m};
+  const GemvFusion gf{.norm_w = f.norm_w.data ? bf(f.norm_w) : nullptr,
+                      .eps = f.eps,
+                      .epilogue = f.epilogue == Epi::AddTo    ? GemvEpilogue::AddTo
+                                  : f.epilogue == Epi::Swiglu ? GemvEpilogue::Swiglu
+                                                              : GemvEpilogue::Store};
+  if (fused_gemv_pays(plain, gf)) {
+    OpScope scope(prof(),
+                  profiler_ ? fmt::format("matmul{}{} (GEMV) rows={} k={} m={}", f.norm_w.data ? "+norm" : "",
+                                          epilogue_name(f.epilogue), rows, k, m)
+                            : "",
+                  stream_);
+    GemmArgs g = plain;
+    g.out = out.data;
+    launch_gemv(g, stream_, gf);
+    return;
+  }
+  // Apart: the norm kernel, then the product with its epilogue.
+  TensorView in = x;
+  if (f.norm_w.data) {
+    rms_norm(x, f.norm_w, f.eps, f.h);
+    in = f.h;
+  }
+  switch (f.epilogue) {
+    case Epi::Store: matmul(in, w, bias, out); return;
+    case Epi::AddTo: {
+      plain.x = bf(in);
+      if (opt_.fusion && !bias.data && !use_gemv(plain)) {  // cuBLAS sums into the residual (beta = 1)
+        OpScope scope(prof(), profiler_ ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
+        GemmArgs g = plain;
+        g.out = out.data;
+        g.accumulate = true;
+        launch_gemm(cublas_, g, stream_);
+        return;
+      }
+      const TensorView y = make_view(f.y.data, DType::BF16, {rows, m}, Device::Cuda);
+      matmul(in, w, bias, y);
+      add(out, y);
+      return;
+    }
+    case Epi::Swiglu: {
+      const TensorView y = make_view(f.y.data, DType::BF16, {rows, m}, Device::Cuda);
+      matmul(in, w, bias, y);
+      swiglu(y, out);
+      return;
+    }
+  }
+}
+
+}  // namespace tf::cuda

@@ -1,0 +1,40 @@
+// Kernel launches with programmatic dependent launch (PDL): the launched kernel may begin
+// while the previous kernel of the stream finishes, overlapping one op's tail and launch
+// latency with the next op's start (the next GEMV issues its weight loads early). Kernels
+// launched this way call pdl_wait() before touching anything an earlier kernel wrote
+// (common.cuh). Stream capture keeps the relation in a CUDA Graph as a programmatic edge.
+// BackendOptions::pdl turns it off (plain stream order) to measure its gain.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace tf::cuda {
+
+// Process-wide switch (set by CudaBackend::set_options; every backend of a process shares
+// it, which is what a benchmark toggle needs).
+inline std::atomic<bool>& pdl_enabled() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled().load(std::memory_order_relaxed) ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace tf::cuda
