@@ -138,13 +138,6 @@ class Backend {
   //   qkv as above (only q is read), out [n_tokens, n_heads * head_dim]
   virtual void attention(int layer, const TensorView& qkv, const AttentionParams& p,
                          const TensorView& out) = 0;
-  // rope_kv_write, then attention, as one call so a backend may fold the rotation and the KV
-  // write into its attention kernel (then q and k in qkv may stay unrotated).
-  virtual void rope_attention(int layer, const TensorView& qkv, const TensorView& inv_freq, const AttentionParams& p,
-                              const TensorView& out) {
-    rope_kv_write(layer, qkv, inv_freq, p);
-    attention(layer, qkv, p, out);
-  }
   // out = silu(gate) * up.              gate_up [rows, 2 * d_ff] (gate first), out [rows, d_ff]
   virtual void swiglu(const TensorView& gate_up, const TensorView& out) = 0;
   // out[i] = x[batch.logits_rows[i]].                         x [n_tokens, d], out [n_out, d]

@@ -34,11 +34,6 @@ struct PagedAttentionArgs {
   // them.
   int32_t n_splits = 1;
   float* workspace = nullptr;
-  // Decode kernel with RoPE folded in (decode_rope_supported): qkv holds q and k unrotated;
-  // each block rotates its q heads (angle positions[t] * rope_inv_freq[i], as rope_kv.cu, q
-  // rounded to BF16), and the block whose split holds the new key rotates k and writes K and
-  // V of slot_mapping[t] to the pool before reading keys, so no RoPE/KV-write kernel runs.
-  const float* rope_inv_freq = nullptr;
 };
 
 // out[t, h] = softmax over keys kp in [first, positions[t]] of scale * q[t, h] . K[kp] applied
@@ -53,8 +48,6 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 // (decode_attention.cu). decode_supported() says whether the shape has a specialisation
 // (head_dim 64 or 128, up to 8 query heads per kv head); the plain kernel serves the rest.
 bool decode_supported(int64_t head_dim, int64_t group);
-// The RoPE + KV write variant: BF16 or F16 pools (I8 rows need a scale over the whole row).
-bool decode_rope_supported(int64_t head_dim, int64_t group, DType kv_dtype);
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):

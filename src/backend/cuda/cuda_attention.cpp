@@ -53,32 +53,8 @@ void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVi
                        stream_);
 }
 
-// Decode-only batches with fusion on: the decode kernel rotates q and k and writes K/V itself
-// (attention.cuh, rope_inv_freq); otherwise the RoPE/KV-write kernel, then attention.
-void CudaBackend::rope_attention(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                                 const AttentionParams& p, const TensorView& out) {
-  const bool decode_only = dev_batch_.n_decode == batch_.n_tokens();
-  if (!opt_.fusion || !decode_only ||
-      !decode_rope_supported(p.head_dim, p.n_heads / std::max<int64_t>(1, p.n_kv_heads), kv_spec_.dtype)) {
-    rope_kv_write(layer, qkv, inv_freq, p);
-    attention(layer, qkv, p, out);
-    return;
-  }
-  check_dev(inv_freq, DType::F32, "rope_attention inv_freq");
-  TF_ASSERT(inv_freq.numel() == p.head_dim / 2, "inv_freq: shape {} for head_dim {}", inv_freq.shape_str(),
-            p.head_dim);
-  run_attention(layer, qkv, p, out, inv_freq.as<const float>());
-}
-
 void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {
-  run_attention(layer, qkv, p, out, nullptr);
-}
-
-void CudaBackend::run_attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out,
-                                const float* rope_inv_freq) {
-  OpScope scope(prof(),
-                dev_batch_.n_decode == batch_.n_seqs() ? (rope_inv_freq ? "rope+attention (decode)" : "attention (decode)")
-                                                       : "attention (prefill/mixed)",
+  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_seqs() ? "attention (decode)" : "attention (prefill/mixed)",
                 stream_);
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "attention qkv");
@@ -116,7 +92,6 @@ void CudaBackend::run_attention(int layer, const TensorView& qkv, const Attentio
   // stays valid while contexts grow.
   const int64_t max_keys = int64_t(batch_.max_blocks) * kv_spec_.block_size;
   a.n_splits = int32_t(std::min(decode_want_splits(dev_batch_.n_decode), (max_keys + 31) / 32));
-  a.rope_inv_freq = rope_inv_freq;
   if (a.n_splits > 1)
     a.workspace = attention_workspace(size_t(dev_batch_.n_decode) * size_t(p.n_heads) * size_t(a.n_splits) *
                                       size_t(p.head_dim + 2));

@@ -77,8 +77,6 @@ class CudaBackend final : public Backend {
   void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
                      const AttentionParams& p) override;
   void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override;
-  void rope_attention(int layer, const TensorView& qkv, const TensorView& inv_freq, const AttentionParams& p,
-                      const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
@@ -114,9 +112,6 @@ class CudaBackend final : public Backend {
   void* alloc_bytes(size_t bytes);
   void free_kv_cache();
   void check_layer(int layer, const AttentionParams& p) const;
-  // attention(), with RoPE and the KV write of the decode tokens folded in when rope_inv_freq is set.
-  void run_attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out,
-                     const float* rope_inv_freq);
   bool use_gemv(const struct GemmArgs& g);
   bool fused_gemv_pays(const struct GemmArgs& g, const struct GemvFusion& f);
   float* attention_workspace(size_t floats);

@@ -17,13 +17,6 @@
 // (its weight exp(-inf - M) is 0 once M is finite); a split with no key at all writes
 // m = -inf, l = 0. The key qpos itself is always in the last non-empty split, so L > 0.
 // Keys whose block-table entry is -1 (outside a sliding window) are skipped.
-//
-// kRope (a.rope_inv_freq set, decode-only batches): the RoPE/KV-write kernel is skipped and
-// its work done here: every block rotates its q heads, and the block whose split holds the
-// new key rotates that k and stores K and V to the pool, then reads it like any other key
-// (after the barrier below the staging of block ids). No other block reads that slot.
-#include <type_traits>
-
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -63,23 +56,7 @@ __device__ __forceinline__ void load_dims(const KvT* p, float (&out)[kDims]) {
   }
 }
 
-// RoPE of the kDims consecutive dims v a lane holds (dims kl * kDims + i of a head): the
-// partner dim d +- head_dim / 2 sits in lane kl ^ (kLanes / 2) at the same i, since
-// kLanes * kDims = head_dim. Returns the rotated values in float (rope_kv.cu's arithmetic).
-template <int kLanes, int kDims>
-__device__ __forceinline__ void rotate(float (&v)[kDims], int kl, const float* inv_freq, int32_t pos) {
-  constexpr int kHalf = kLanes * kDims / 2;
-  const bool first = kl < kLanes / 2;
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) {
-    const float other = __shfl_xor_sync(0xffffffffu, v[i], kLanes / 2);
-    float s, c;
-    sincosf(float(pos) * inv_freq[(kl * kDims + i) % kHalf], &s, &c);
-    v[i] = first ? v[i] * c - other * s : v[i] * c + other * s;
-  }
-}
-
-template <typename KvT, int kHeadDim, int kGroup, bool kRope>
+template <typename KvT, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAttentionArgs a) {
   // Lanes per key: enough that a lane holds at most 32 / kGroup dims of q and of acc (about
   // 120 registers, four blocks per SM), at least 8 (16-byte loads of BF16 rows).
@@ -127,38 +104,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
     l[g] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kDims; ++i) {
-      q[g][i] = g < group ? to_float(qrow[g * hd + kl * kDims + i]) : 0.0f;
+      q[g][i] = g < group ? to_float(qrow[g * hd + kl * kDims + i]) * a.scale : 0.0f;
       acc[g][i] = 0.0f;
-    }
-    if constexpr (kRope) {
-      rotate<kLanes, kDims>(q[g], kl, a.rope_inv_freq, qpos);
-#pragma unroll
-      for (int i = 0; i < kDims; ++i) q[g][i] = to_float(from_float<bf16>(q[g][i]));  // as stored in qkv
-    }
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) q[g][i] *= a.scale;
-  }
-
-  // The new key's K (rotated) and V go to the pool first, by the block that will read them.
-  if constexpr (kRope) {
-    if (k_begin <= qpos && qpos < k_end && warp == 0) {  // the whole warp (shuffles); lane group 0 stores
-      const bf16* krow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * hd + (a.n_heads + kvh) * hd;
-      const bf16* vrow = krow + a.n_kv_heads * hd;
-      float kv[kDims];
-#pragma unroll
-      for (int i = 0; i < kDims; ++i) kv[i] = to_float(krow[kl * kDims + i]);
-      rotate<kLanes, kDims>(kv, kl, a.rope_inv_freq, qpos);
-      const int64_t slot = a.batch.slot_mapping[it];
-      const int64_t row = (slot / a.block_size * a.n_kv_heads + kvh) * a.block_size + slot % a.block_size;
-      KvT* kd = const_cast<KvT*>(static_cast<const KvT*>(a.k_pool)) + row * hd + kl * kDims;
-      KvT* vd = const_cast<KvT*>(static_cast<const KvT*>(a.v_pool)) + row * hd + kl * kDims;
-      if (kg == 0) {
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) {
-          kd[i] = from_float<KvT>(kv[i]);
-          vd[i] = from_float<KvT>(to_float(vrow[kl * kDims + i]));
-        }
-      }
     }
   }
 
@@ -278,25 +225,17 @@ __global__ void combine_kernel(PagedAttentionArgs a) {
   }
 }
 
-template <typename KvT, int kHeadDim, bool kRope>
+template <typename KvT, int kHeadDim>
 void launch_group(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
   const int64_t group = a.n_heads / a.n_kv_heads;
   if (group == 1)
-    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 1, kRope>, grid, dim3(kWarps * 32), 0, stream, a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 1>, grid, dim3(kWarps * 32), 0, stream, a);
   else if (group == 2)
-    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 2, kRope>, grid, dim3(kWarps * 32), 0, stream, a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 2>, grid, dim3(kWarps * 32), 0, stream, a);
   else if (group <= 4)
-    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 4, kRope>, grid, dim3(kWarps * 32), 0, stream, a);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 4>, grid, dim3(kWarps * 32), 0, stream, a);
   else
-    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 8, kRope>, grid, dim3(kWarps * 32), 0, stream, a);
-}
-
-template <typename KvT, int kHeadDim>
-void launch_group(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
-  if constexpr (std::is_same_v<KvT, bf16> || std::is_same_v<KvT, __half>) {
-    if (a.rope_inv_freq) return launch_group<KvT, kHeadDim, true>(a, grid, stream);
-  }
-  launch_group<KvT, kHeadDim, false>(a, grid, stream);
+    launch_pdl(decode_attention_kernel<KvT, kHeadDim, 8>, grid, dim3(kWarps * 32), 0, stream, a);
 }
 
 template <typename KvT>
@@ -311,10 +250,6 @@ void launch_kv(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
 
 bool decode_supported(int64_t head_dim, int64_t group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
-}
-
-bool decode_rope_supported(int64_t head_dim, int64_t group, DType kv_dtype) {
-  return decode_supported(head_dim, group) && (kv_dtype == DType::BF16 || kv_dtype == DType::F16);
 }
 
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {

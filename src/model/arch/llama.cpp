@@ -3,7 +3,8 @@
 //   x = embed(ids)                                   [n_tokens, d_model]
 //   for each layer:
 //     qkv = rms_norm(x) @ Wqkv^T (+ bias for qwen2)  [n_tokens, (n_heads + 2 n_kv_heads) head_dim]
-//     rope on q, k; k, v -> KV pool slots; a = paged causal attention   [n_tokens, n_heads head_dim]
+//     rope on q, k; k, v -> KV pool slots            (fused op)
+//     a   = paged causal attention                   [n_tokens, n_heads head_dim]
 //     x  += a @ Wo^T
 //     x  += down(silu(gate(h)) * up(h)),  h = rms_norm(x)   (gate|up one matmul)
 // Each matmul goes through Backend::matmul_fused with its norm prologue and its residual-add
@@ -262,7 +263,8 @@ void LlamaModel::run_layers(int64_t n, int64_t n_out) {
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     const LayerWeights& lw = layers_[size_t(il)];
     be_.matmul_fused(x, lw.wqkv, lw.bqkv, qkv, MatmulFusion{.norm_w = lw.attn_norm, .eps = cfg_.rms_norm_eps, .h = h});
-    be_.rope_attention(int(il), qkv, inv_freq_, attn_, attn);
+    be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
+    be_.attention(int(il), qkv, attn_, attn);
     project_add(attn, lw.wo, lw.bo);
     be_.matmul_fused(x, lw.wgate_up, none, act,
                      MatmulFusion{.norm_w = lw.mlp_norm, .eps = cfg_.rms_norm_eps, .h = h, .epilogue = Epi::Swiglu,
