@@ -30,7 +30,6 @@ struct KernelOptions {
   std::string gemv = "auto";              // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;                     // off: fused ops run as separate kernels
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
-  bool prefetch = true;                   // L2 prefetch of o_proj's weights during attention
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 

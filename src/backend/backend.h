@@ -59,7 +59,6 @@ struct BackendOptions {
   std::string gemv = "auto";       // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;              // off: each fused op runs as separate kernels
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
-  bool prefetch = true;            // honour prefetch() hints (L2 prefetch of the next weights)
   bool profile = false;            // time every op (CUDA events; forces graphs off)
 };
 
@@ -135,9 +134,6 @@ class Backend {
   //   qkv [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim], inv_freq [head_dim / 2] F32
   virtual void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
                              const AttentionParams& p) = 0;
-  // Hint: `w` is read soon (by the op after next); a backend may start loading it into a
-  // cache now, behind ops that leave memory bandwidth idle. No effect on results.
-  virtual void prefetch(const TensorView& w) { (void)w; }
   // Paged causal attention of every batch token over its sequence's cache.
   //   qkv as above (only q is read), out [n_tokens, n_heads * head_dim]
   virtual void attention(int layer, const TensorView& qkv, const AttentionParams& p,

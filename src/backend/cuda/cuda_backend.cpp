@@ -50,9 +50,6 @@ CudaBackend::CudaBackend(const BackendOptions& opt) {
   int device = 0;
   TF_CUDA_CHECK(cudaGetDevice(&device));
   TF_CUDA_CHECK(cudaDeviceGetAttribute(&n_sms_, cudaDevAttrMultiProcessorCount, device));
-  int l2 = 0;
-  TF_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  l2_bytes_ = l2;
   cublas_workspace_ = alloc_bytes(kCublasWorkspaceBytes);
   TF_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
 }

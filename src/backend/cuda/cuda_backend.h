@@ -78,7 +78,6 @@ class CudaBackend final : public Backend {
                      const AttentionParams& p) override;
   void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
-  void prefetch(const TensorView& w) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
   bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override;
@@ -123,7 +122,6 @@ class CudaBackend final : public Backend {
   std::unique_ptr<OpProfiler> profiler_;  // when opt_.profile
   OpProfiler* prof() const { return profiler_.get(); }
   int n_sms_ = 0;
-  int64_t l2_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
   std::unordered_set<void*> buffers_;  // everything alloc()/upload() handed out, freed at the end

@@ -1,4 +1,4 @@
-// The CUDA backend's residual add, weight prefetch and fused matmul (Backend::matmul_fused): the decode GEMV
+// The CUDA backend's residual add and fused matmul (Backend::matmul_fused): the decode GEMV
 // with its RMSNorm prologue and residual-add / SwiGLU epilogue as one kernel where that pays
 // (gemv.cu), otherwise the plain kernels in turn, with cuBLAS adding into the residual itself.
 #include <fmt/format.h>
@@ -8,7 +8,6 @@
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemv.cuh"
-#include "backend/cuda/prefetch.cuh"
 
 namespace tf::cuda {
 
@@ -39,13 +38,6 @@ void CudaBackend::add(const TensorView& residual, const TensorView& delta) {
   TF_ASSERT(residual.numel() == delta.numel(), "add: residual {} vs delta {}", residual.shape_str(),
             delta.shape_str());
   launch_add(bf_mut(residual), bf(delta), residual.numel(), stream_);
-}
-
-// Only what fits in L2 with room to spare: a larger matrix would evict its own head.
-void CudaBackend::prefetch(const TensorView& w) {
-  if (!opt_.prefetch || !w.data || w.device != Device::Cuda || int64_t(w.nbytes()) > l2_bytes_ * 3 / 4) return;
-  OpScope scope(prof(), "prefetch", stream_);
-  launch_prefetch_l2(w.data, int64_t(w.nbytes()), stream_);
 }
 
 // The fused kernel streams the same weights as the plain product, so its time is the plain

@@ -264,7 +264,6 @@ void LlamaModel::run_layers(int64_t n, int64_t n_out) {
     const LayerWeights& lw = layers_[size_t(il)];
     be_.matmul_fused(x, lw.wqkv, lw.bqkv, qkv, MatmulFusion{.norm_w = lw.attn_norm, .eps = cfg_.rms_norm_eps, .h = h});
     be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
-    be_.prefetch(lw.wo);  // loads behind the latency-bound attention
     be_.attention(int(il), qkv, attn_, attn);
     project_add(attn, lw.wo, lw.bo);
     be_.matmul_fused(x, lw.wgate_up, none, act,
