@@ -225,6 +225,10 @@ TEST_P(CudaEngine, SampledOnGpuIsReproducible) {
   for (auto& out : runs) {
     EngineOptions opt = options(dir);
     opt.max_seqs = 8;
+    // Each engine times cuBLAS against its own kernels per shape; near-equal timings may pick
+    // differently in the two engines and round differently. Pinned here: this test is about
+    // the sampler's RNG, not the kernel choice.
+    opt.kernels.gemv = "custom";
     Engine e(opt);
     std::vector<RequestId> ids;
     for (size_t i = 0; i < golden.size(); ++i)
