@@ -124,6 +124,60 @@ TEST(OpsMatmul, RefMatchesDirectFormula) {
   EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*ref, out), want, 1e-7));
 }
 
+// matmul_fused on the host backends (the default: the plain ops in turn, with add() for the
+// residual) against its definition computed directly in double: in = rms_norm(x) * g or x,
+// y = in @ w^T + bias, then out = y, out += y, or out = silu(y_gate) * y_up. F32 throughout,
+// so the only differences are summation order: rel L2 1e-5.
+TEST(OpsMatmulFused, EveryPrologueAndEpilogueMatchesItsDefinition) {
+  using Epi = MatmulFusion::Epilogue;
+  const int64_t n = 3, k = 64, m = 6;
+  for (BackendKind kind : {BackendKind::Ref, BackendKind::Cpu}) {
+    for (bool norm : {false, true}) {
+      for (Epi epi : {Epi::Store, Epi::AddTo, Epi::Swiglu}) {
+        SCOPED_TRACE(std::string(kind == BackendKind::Ref ? "ref" : "cpu") + (norm ? " norm" : "") + " epilogue " +
+                     std::to_string(int(epi)));
+        Rng rng(test::seed_of({21, norm, int64_t(epi)}));
+        const std::vector<float> x = test::randn(rng, n * k, 2.0), g = test::randn(rng, k, 0.1),
+                                 w = test::randn(rng, m * k, 0.125), bias = test::randn(rng, m);
+        const int64_t m_out = epi == Epi::Swiglu ? m / 2 : m;
+        const std::vector<float> resid = test::randn(rng, n * m_out);
+        std::vector<float> gain(g);
+        for (float& v : gain) v += 1.0f;
+        // the definition
+        std::vector<float> want(size_t(n * m_out));
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<double> in(static_cast<size_t>(k)), y(static_cast<size_t>(m));
+          double ss = 0;
+          for (int64_t i = 0; i < k; ++i) ss += double(x[size_t(r * k + i)]) * x[size_t(r * k + i)];
+          const double inv = norm ? 1.0 / std::sqrt(ss / double(k) + 1e-5) : 1.0;
+          for (int64_t i = 0; i < k; ++i) in[size_t(i)] = x[size_t(r * k + i)] * inv * (norm ? gain[size_t(i)] : 1.0);
+          for (int64_t j = 0; j < m; ++j) {
+            double acc = bias[size_t(j)];
+            for (int64_t i = 0; i < k; ++i) acc += in[size_t(i)] * w[size_t(j * k + i)];
+            y[size_t(j)] = acc;
+          }
+          for (int64_t j = 0; j < m_out; ++j) {
+            const double v = epi == Epi::Swiglu ? y[size_t(j)] / (1.0 + std::exp(-y[size_t(j)])) * y[size_t(j + m_out)]
+                                                : y[size_t(j)];
+            want[size_t(r * m_out + j)] = float(epi == Epi::AddTo ? resid[size_t(r * m_out + j)] + v : v);
+          }
+        }
+        auto be = make_backend(kind);
+        TensorView out = epi == Epi::AddTo ? test::to_device(*be, resid, n, m_out) : be->alloc(DType::F32, {n, m_out});
+        TensorView bd = be->alloc(DType::F32, {m});
+        be->copy_from_host(bias.data(), bd);
+        TensorView gd = be->alloc(DType::F32, {k});
+        be->copy_from_host(gain.data(), gd);
+        be->matmul_fused(test::to_device(*be, x, n, k), test::to_device(*be, w, m, k), bd, out,
+                         MatmulFusion{.norm_w = norm ? gd : TensorView{}, .eps = 1e-5f,
+                                      .h = be->alloc(DType::F32, {n, k}), .epilogue = epi,
+                                      .y = be->alloc(DType::F32, {n, m})});
+        EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*be, out), want, 1e-5));
+      }
+    }
+  }
+}
+
 std::string matmul_name(const ::testing::TestParamInfo<std::tuple<DType, BiasKind>>& info) {
   const auto [w, b] = info.param;
   const char* bias = b == BiasKind::None ? "NoBias" : b == BiasKind::F32 ? "BiasF32" : "BiasBF16";
