@@ -179,7 +179,7 @@ void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
   const size_t smem = f.norm_w ? size_t(R) * size_t(g.k) * 2 : 0;
   auto go = [&](void (*kernel)(GemmArgs, GemvFusion)) { launch_pdl(kernel, grid, block, smem, stream, g, f); };
   using E = GemvEpilogue;
-  if (f.norm_w) {
+  if (f.norm_w) {  // rows <= kGemvNormMaxRows: callers check gemv_supported()
     if constexpr (R <= kGemvNormMaxRows) {
       if (f.epilogue == E::Swiglu)
         go(gemv_kernel<R, true, E::Swiglu, bf16>);
