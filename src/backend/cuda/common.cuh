@@ -60,15 +60,17 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
 
 // Programmatic dependent launch (Hopper; launch_pdl in launch.cuh). A kernel launched with it
 // may start while the previous kernel of the stream is still running, so before it reads
-// anything an earlier kernel wrote, and before it writes anything, it calls pdl_wait(): that
+// anything an earlier kernel wrote, and before it writes anything, it calls pdl_begin(): that
 // returns once the previous kernel has finished and its writes are visible (at once when the
-// kernel was launched without PDL). Reads of data no kernel writes (weights) may go first,
-// which is the point: a GEMV starts streaming its weights while the previous op drains.
-// Every kernel launched with PDL calls pdl_wait() on every path, so completion stays ordered
-// down the stream. pdl_launch_dependents() lets the next kernel launch early (once every
-// block of this one has called it or exited).
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+// kernel was launched without PDL), then lets the next kernel launch early (once every block
+// of this one has got there or exited). Reads of data no kernel writes (weights) may go
+// first, which is the point: a GEMV starts streaming its weights while the previous op
+// drains. Every kernel launched with PDL calls pdl_begin() on every path, so completion stays
+// ordered down the stream.
+__device__ __forceinline__ void pdl_begin() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

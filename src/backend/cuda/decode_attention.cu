@@ -68,8 +68,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   __shared__ float acc_s[kStates][kGroup][kHeadDim];
   __shared__ int32_t blocks_s[kStagedBlocks];
 
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kg = lane / kLanes, kl = lane % kLanes;  // key group within the warp, lane within it
   const int state = warp * kKeysPerWarp + kg;
@@ -205,8 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
 
 // Grid (decode sequence, head), head_dim threads: merges the n_splits partial states.
 __global__ void combine_kernel(PagedAttentionArgs a) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t hd = a.head_dim, h = blockIdx.y;
   const int32_t it = a.batch.seq_starts[a.batch.decode_seqs[blockIdx.x]];
   const float* ws = a.workspace + (int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits * (hd + 2);

@@ -10,8 +10,7 @@ constexpr int kThreads = 256;
 
 // One block per token row; threads stride over the row, 16 bytes at a time when rows allow.
 __global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, int64_t d, bf16* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t it = blockIdx.x;
   const bf16* src = table + int64_t(token_ids[it]) * d;
   if (d % 8 == 0) {
@@ -25,8 +24,7 @@ __global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, in
 
 // Grid-stride over all rows * d_ff outputs.
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t n = rows * d_ff;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / d_ff, j = i % d_ff;
@@ -51,16 +49,14 @@ __global__ void mul_up_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, b
 
 // x += y elementwise, rounded once.
 __global__ void add_kernel(bf16* x, const bf16* y, int64_t n) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] = from_float<bf16>(to_float(x[i]) + to_float(y[i]));
 }
 
 // One block per output row, copying 16-bit units.
 __global__ void gather_rows_kernel(const uint16_t* x, const int32_t* rows, int64_t row_units, uint16_t* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t i = blockIdx.x;
   const uint16_t* src = x + int64_t(rows[i]) * row_units;
   for (int64_t j = threadIdx.x; j < row_units; j += blockDim.x) out[i * row_units + j] = src[j];

@@ -10,7 +10,7 @@
 // evict x from L1.
 //
 // Launched with programmatic dependent launch: each warp issues its first four weight loads
-// before pdl_wait(), so the weight stream starts while the previous op is still finishing.
+// before pdl_begin(), so the weight stream starts while the previous op is still finishing.
 //
 // Fusions (GemvFusion), each saving one kernel and one round trip of the activations:
 //   norm prologue: every block computes the inverse RMS of the R input rows itself (they are
@@ -124,8 +124,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusio
   // previous kernel is known to be done.
   uint4 wv[kRowsW][kUnroll];
   if (active && lane + 32 * (kUnroll - 1) < n_chunks) load_group(lane, wv);
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
 
   const uint4* x = reinterpret_cast<const uint4*>(g.x);
   if constexpr (kNorm) {

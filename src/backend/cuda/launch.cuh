@@ -1,7 +1,7 @@
 // Kernel launches with programmatic dependent launch (PDL): the launched kernel may begin
 // while the previous kernel of the stream finishes, overlapping one op's tail and launch
 // latency with the next op's start (the next GEMV issues its weight loads early). Kernels
-// launched this way call pdl_wait() before touching anything an earlier kernel wrote
+// launched this way call pdl_begin() before touching anything an earlier kernel wrote
 // (common.cuh). Stream capture keeps the relation in a CUDA Graph as a programmatic edge.
 // BackendOptions::pdl turns it off (plain stream order) to measure its gain.
 #pragma once

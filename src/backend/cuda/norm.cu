@@ -15,8 +15,7 @@ constexpr int kThreads = 256;
 template <bool kAdd>
 __global__ void rms_norm_kernel(RmsNormArgs a) {
   __shared__ float scratch[32];
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   bf16* xr = a.x + int64_t(blockIdx.x) * a.d;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < a.d; i += blockDim.x) {
@@ -45,8 +44,7 @@ constexpr int kVecThreads = 256, kMaxChunks = 4;
 template <bool kAdd>
 __global__ void __launch_bounds__(kVecThreads) rms_norm_vec_kernel(RmsNormArgs a) {
   __shared__ float scratch[32];
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t row = blockIdx.x, n_chunks = a.d / 8;
   uint4* xr = reinterpret_cast<uint4*>(a.x + row * a.d);
   float v[kMaxChunks][8];

@@ -16,8 +16,7 @@ namespace {
 template <typename KvT, bool kRotate, bool kWrite>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   __shared__ float scratch[32];
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t it = blockIdx.x, head = blockIdx.y, hd = a.head_dim, half = hd / 2;
   const int64_t i = threadIdx.x;
   const bool active = i < half;

@@ -21,8 +21,7 @@ __device__ __forceinline__ void better(float& v, int32_t& id, float v2, int32_t 
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, int64_t n_vocab, int32_t* ids) {
   __shared__ float vs[32];
   __shared__ int32_t is[32];
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const float* row = logits + int64_t(blockIdx.x) * n_vocab;
   float v = -INFINITY;
   int32_t id = INT32_MAX;
