@@ -133,7 +133,9 @@ class CudaBackend final : public Backend {
   size_t attn_ws_floats_ = 0;
   void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
   size_t sample_args_n_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, GemvChoice> gemv_;  // rows, k, m, f32 out, bias
+  using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias
+  static GemvKey gemv_key(const struct GemmArgs& g);
+  std::map<GemvKey, GemvChoice> gemv_;
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;

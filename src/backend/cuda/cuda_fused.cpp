@@ -8,6 +8,7 @@
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemv.cuh"
+#include "backend/shape_checks.h"
 
 namespace tf::cuda {
 
@@ -47,7 +48,7 @@ void CudaBackend::add(const TensorView& residual, const TensorView& delta) {
 bool CudaBackend::fused_gemv_pays(const GemmArgs& plain, const GemvFusion& f) {
   if (!opt_.fusion || opt_.gemv == "cublas" || !gemv_supported(plain, f)) return false;
   if (opt_.gemv == "custom" || use_gemv(plain)) return true;
-  const auto it = gemv_.find(std::make_tuple(plain.rows, plain.k, plain.m, plain.out_f32, plain.bias != nullptr));
+  const auto it = gemv_.find(gemv_key(plain));
   if (it == gemv_.end()) return false;  // first seen while recording: cuBLAS, as use_gemv decided
   const int saved = (f.norm_w ? 1 : 0) + (f.epilogue == GemvEpilogue::Swiglu ? 1 : 0);
   return it->second.custom_us <= it->second.cublas_us + saved * kSmallKernelUs;
@@ -75,7 +76,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
   }
   if (f.epilogue != Epi::Store) {
     check_dev(f.y, DType::BF16, "matmul_fused y");
-    TF_ASSERT(f.y.numel() >= rows * m, "matmul_fused: y {} for {} x {}", f.y.shape_str(), rows, m);
+    check_2d(f.y, rows, m, "matmul_fused y");
   }
 
   GemmArgs plain{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr,
@@ -96,36 +97,25 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
     launch_gemv(g, stream_, gf);
     return;
   }
-  // Apart: the norm kernel, then the product with its epilogue.
+  // Apart: the plain ops in turn (Backend::matmul_fused), except that on the cuBLAS path a
+  // residual add is cuBLAS summing into the residual (beta = 1).
   TensorView in = x;
+  MatmulFusion rest = f;
   if (f.norm_w.data) {
     rms_norm(x, f.norm_w, f.eps, f.h);
     in = f.h;
+    rest.norm_w = {};
   }
-  switch (f.epilogue) {
-    case Epi::Store: matmul(in, w, bias, out); return;
-    case Epi::AddTo: {
-      plain.x = bf(in);
-      if (opt_.fusion && !bias.data && !use_gemv(plain)) {  // cuBLAS sums into the residual (beta = 1)
-        OpScope scope(prof(), profiler_ ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
-        GemmArgs g = plain;
-        g.out = out.data;
-        g.accumulate = true;
-        launch_gemm(cublas_, g, stream_);
-        return;
-      }
-      const TensorView y = make_view(f.y.data, DType::BF16, {rows, m}, Device::Cuda);
-      matmul(in, w, bias, y);
-      add(out, y);
-      return;
-    }
-    case Epi::Swiglu: {
-      const TensorView y = make_view(f.y.data, DType::BF16, {rows, m}, Device::Cuda);
-      matmul(in, w, bias, y);
-      swiglu(y, out);
-      return;
-    }
+  plain.x = bf(in);
+  if (f.epilogue == Epi::AddTo && opt_.fusion && !bias.data && !use_gemv(plain)) {
+    OpScope scope(prof(), profiler_ ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
+    GemmArgs g = plain;
+    g.out = out.data;
+    g.accumulate = true;
+    launch_gemm(cublas_, g, stream_);
+    return;
   }
+  Backend::matmul_fused(in, w, bias, out, rest);
 }
 
 }  // namespace tf::cuda

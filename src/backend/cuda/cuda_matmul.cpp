@@ -34,6 +34,10 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
     launch_gemm(cublas_, g, stream_);
 }
 
+CudaBackend::GemvKey CudaBackend::gemv_key(const GemmArgs& g) {
+  return std::make_tuple(g.rows, g.k, g.m, g.out_f32, g.bias != nullptr);
+}
+
 // cuBLAS or the GEMV kernel for a small-batch shape: as asked (BackendOptions::gemv), or in
 // auto mode the one that was faster when the shape was first seen: each timed over 5 runs
 // after a warm-up, with CUDA events on this stream. A shape first seen while a graph is being
@@ -41,7 +45,7 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
 bool CudaBackend::use_gemv(const GemmArgs& g) {
   if (!gemv_supported(g) || opt_.gemv == "cublas") return false;
   if (opt_.gemv == "custom") return true;
-  const auto key = std::make_tuple(g.rows, g.k, g.m, g.out_f32, g.bias != nullptr);
+  const auto key = gemv_key(g);
   if (auto it = gemv_.find(key); it != gemv_.end()) return it->second.custom;
   if (capturing_) return false;
   cudaEvent_t ev[3];
