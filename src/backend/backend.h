@@ -117,9 +117,6 @@ class Backend {
   // out = x / sqrt(mean(x^2) + eps) * w, row-wise.               x, out [rows, d], w [d]
   virtual void rms_norm(const TensorView& x, const TensorView& w, float eps,
                         const TensorView& out) = 0;
-  // Fused: residual += delta; out = rms_norm(residual) * w.      residual, delta, out [rows, d]
-  virtual void add_rms_norm(const TensorView& residual, const TensorView& delta,
-                            const TensorView& w, float eps, const TensorView& out) = 0;
   // residual += delta, rounded once.                          residual, delta [rows, d]
   virtual void add(const TensorView& residual, const TensorView& delta) = 0;
   // out = x @ w^T (+ bias).            x [rows, k], w [m, k], bias [m] or empty, out [rows, m]

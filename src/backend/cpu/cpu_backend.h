@@ -12,8 +12,6 @@ class CpuBackend : public HostBackend {
   std::string name() const override { return "cpu"; }
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
-  void add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w,
-                    float eps, const TensorView& out) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
               const TensorView& out) override;
   void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,

@@ -48,20 +48,6 @@ void CpuBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
   for (int64_t r = 0; r < rows; ++r) norm_row(x.as<float>() + r * d, wf.data(), d, eps, out.as<float>() + r * d);
 }
 
-void CpuBackend::add_rms_norm(const TensorView& residual, const TensorView& delta,
-                              const TensorView& w, float eps, const TensorView& out) {
-  const int64_t d = residual.row_size(), rows = residual.n_rows();
-  const std::vector<float> wf = weight_f32(w);
-#pragma omp parallel for schedule(static) if (rows > 8)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* x = residual.as<float>() + r * d;
-    const float* dl = delta.as<float>() + r * d;
-#pragma omp simd
-    for (int64_t i = 0; i < d; ++i) x[i] += dl[i];
-    norm_row(x, wf.data(), d, eps, out.as<float>() + r * d);
-  }
-}
-
 void CpuBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
   const int64_t d_ff = out.shape[1], rows = out.shape[0];
   check_2d(gate_up, rows, 2 * d_ff, "swiglu gate_up");

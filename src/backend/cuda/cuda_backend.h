@@ -68,8 +68,6 @@ class CudaBackend final : public Backend {
 
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
-  void add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w, float eps,
-                    const TensorView& out) override;
   void add(const TensorView& residual, const TensorView& delta) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) override;
   void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out,

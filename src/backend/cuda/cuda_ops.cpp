@@ -33,30 +33,7 @@ void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, 
   const int64_t d = x.row_size();
   check_2d(out, x.n_rows(), d, "rms_norm out");
   TF_ASSERT(w.numel() == d, "rms_norm w: shape {} for rows of {}", w.shape_str(), d);
-  launch_rms_norm(RmsNormArgs{.x = bf_mut(x), .w = bf(w), .out = bf_mut(out), .rows = x.n_rows(), .d = d, .eps = eps},
-                  stream_);
-}
-
-void CudaBackend::add_rms_norm(const TensorView& residual, const TensorView& delta, const TensorView& w, float eps,
-                               const TensorView& out) {
-  OpScope scope(prof(), "add_rms_norm", stream_);
-  check_dev(residual, DType::BF16, "add_rms_norm residual");
-  check_dev(delta, DType::BF16, "add_rms_norm delta");
-  check_dev(w, DType::BF16, "add_rms_norm w");
-  check_dev(out, DType::BF16, "add_rms_norm out");
-  const int64_t d = residual.row_size(), rows = residual.n_rows();
-  check_2d(delta, rows, d, "add_rms_norm delta");
-  check_2d(out, rows, d, "add_rms_norm out");
-  TF_ASSERT(w.numel() == d, "add_rms_norm w: shape {} for rows of {}", w.shape_str(), d);
-  if (!opt_.fusion) {  // the same result as two kernels: the add, then the norm
-    launch_add(bf_mut(residual), bf(delta), rows * d, stream_);
-    launch_rms_norm(RmsNormArgs{.x = bf_mut(residual), .w = bf(w), .out = bf_mut(out), .rows = rows, .d = d,
-                                .eps = eps},
-                    stream_);
-    return;
-  }
-  launch_rms_norm(RmsNormArgs{.x = bf_mut(residual), .delta = bf(delta), .w = bf(w), .out = bf_mut(out),
-                              .rows = rows, .d = d, .eps = eps},
+  launch_rms_norm(RmsNormArgs{.x = bf(x), .w = bf(w), .out = bf_mut(out), .rows = x.n_rows(), .d = d, .eps = eps},
                   stream_);
 }
 

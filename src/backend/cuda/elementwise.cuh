@@ -21,7 +21,7 @@ void launch_swiglu(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __n
 // Fusion off: the same as two kernels (silu, then the product), rounding in between.
 void launch_swiglu_unfused(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,
                            cudaStream_t stream);
-// x += y over n elements (the residual add of an unfused add_rms_norm).
+// x += y over n elements, rounded once (the residual add).
 void launch_add(__nv_bfloat16* x, const __nv_bfloat16* y, int64_t n, cudaStream_t stream);
 // out[i] = x[rows[i]] for rows of `row_bytes` bytes (a multiple of 2) of any dtype.
 //   rows [n_out] (device, in range), out [n_out, row]

@@ -8,23 +8,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One block per row. Phase 1: (residual add and store,) sum of squares in float. Phase 2:
-// block reduction. Phase 3: scale by the inverse RMS and the weight, round once to BF16.
-// Each thread re-reads in phase 3 only the elements it wrote in phase 1, so no barrier is
-// needed between them beyond the reduction's.
-template <bool kAdd>
+// One block per row. Phase 1: sum of squares in float. Phase 2: block reduction. Phase 3:
+// scale by the inverse RMS and the weight, round once to BF16.
 __global__ void rms_norm_kernel(RmsNormArgs a) {
   __shared__ float scratch[32];
   pdl_begin();
-  bf16* xr = a.x + int64_t(blockIdx.x) * a.d;
+  const bf16* xr = a.x + int64_t(blockIdx.x) * a.d;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < a.d; i += blockDim.x) {
-    float v = to_float(xr[i]);
-    if constexpr (kAdd) {
-      const bf16 sum = from_float<bf16>(v + to_float(a.delta[int64_t(blockIdx.x) * a.d + i]));
-      xr[i] = sum;
-      v = to_float(sum);
-    }
+    const float v = to_float(xr[i]);
     ss += v * v;
   }
   ss = block_sum(ss, scratch);
@@ -36,17 +28,16 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
 
 // The same with 16-byte accesses, for d a multiple of 8 and at most 8 * kVecThreads * kMaxChunks:
 // thread t owns the 8-element chunks t, t + kVecThreads, ... and keeps them in registers
-// between the sum of squares and the scaling, so each element is read once and written once
-// (one row per block is latency-bound at decode: a few wide loads per thread instead of 16
-// narrow dependent ones).
+// between the sum of squares and the scaling, so each element is read once (one row per
+// block is latency-bound at decode: a few wide loads per thread instead of 16 narrow
+// dependent ones).
 constexpr int kVecThreads = 256, kMaxChunks = 4;
 
-template <bool kAdd>
 __global__ void __launch_bounds__(kVecThreads) rms_norm_vec_kernel(RmsNormArgs a) {
   __shared__ float scratch[32];
   pdl_begin();
   const int64_t row = blockIdx.x, n_chunks = a.d / 8;
-  uint4* xr = reinterpret_cast<uint4*>(a.x + row * a.d);
+  const uint4* xr = reinterpret_cast<const uint4*>(a.x + row * a.d);
   float v[kMaxChunks][8];
   float ss = 0;
 #pragma unroll
@@ -54,13 +45,6 @@ __global__ void __launch_bounds__(kVecThreads) rms_norm_vec_kernel(RmsNormArgs a
     const int64_t i = threadIdx.x + int64_t(c) * kVecThreads;
     if (i >= n_chunks) break;
     unpack8(xr[i], v[c]);
-    if constexpr (kAdd) {
-      float dv[8];
-      unpack8(reinterpret_cast<const uint4*>(a.delta + row * a.d)[i], dv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[c][e] = to_float(from_float<bf16>(v[c][e] + dv[e]));  // the stored sum
-      xr[i] = pack8(v[c]);
-    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += v[c][e] * v[c][e];
   }
@@ -83,23 +67,16 @@ __global__ void __launch_bounds__(kVecThreads) rms_norm_vec_kernel(RmsNormArgs a
 
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;
-  const bool aligned = (reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.delta) |
-                        reinterpret_cast<uintptr_t>(a.w) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0;
+  const uintptr_t addresses =
+      reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.w) | reinterpret_cast<uintptr_t>(a.out);
+  const bool aligned = addresses % 16 == 0;
   if (aligned && a.d % 8 == 0 && a.d <= 8 * kVecThreads * kMaxChunks) {
-    if (a.delta)
-      launch_pdl(rms_norm_vec_kernel<true>, dim3(unsigned(a.rows)), dim3(kVecThreads), 0, stream, a);
-    else
-      launch_pdl(rms_norm_vec_kernel<false>, dim3(unsigned(a.rows)), dim3(kVecThreads), 0, stream, a);
+    launch_pdl(rms_norm_vec_kernel, dim3(unsigned(a.rows)), dim3(kVecThreads), 0, stream, a);
     TF_CUDA_CHECK_LAUNCH("rms_norm_vec_kernel");
     return;
   }
-  if (a.delta) {
-    launch_pdl(rms_norm_kernel<true>, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);
-    TF_CUDA_CHECK_LAUNCH("rms_norm_kernel<add>");
-  } else {
-    launch_pdl(rms_norm_kernel<false>, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);
-    TF_CUDA_CHECK_LAUNCH("rms_norm_kernel");
-  }
+  launch_pdl(rms_norm_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);
+  TF_CUDA_CHECK_LAUNCH("rms_norm_kernel");
 }
 
 }  // namespace tf::cuda

@@ -32,12 +32,6 @@ void RefBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
   }
 }
 
-void RefBackend::add_rms_norm(const TensorView& residual, const TensorView& delta,
-                              const TensorView& w, float eps, const TensorView& out) {
-  for (int64_t i = 0; i < residual.numel(); ++i) residual.as<float>()[i] += delta.as<float>()[i];
-  rms_norm(residual, w, eps, out);
-}
-
 void RefBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                         const TensorView& out) {
   check_matmul(x, w, bias, out);
