@@ -30,6 +30,7 @@ struct KernelOptions {
   std::string gemv = "auto";              // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;                     // off: fused ops run as separate kernels
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
+  bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 

@@ -59,6 +59,7 @@ struct BackendOptions {
   std::string gemv = "auto";       // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;              // off: each fused op runs as separate kernels
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
+  bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool profile = false;            // time every op (CUDA events; forces graphs off)
 };
 

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda_factory.h"
 
@@ -27,7 +28,6 @@ namespace cuda {
 using namespace detail;
 
 // cuBLAS gets a fixed workspace so that GEMMs recorded into a CUDA Graph never allocate.
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 
 static void check_options(const BackendOptions& o) {
   if (o.attention != "auto" && o.attention != "plain" && o.attention != "flash")

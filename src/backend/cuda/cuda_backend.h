@@ -44,6 +44,9 @@ struct cublasContext;
 
 namespace tf::cuda {
 
+class LtGemm;
+struct LtAlgo;
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const BackendOptions& opt = {});  // on the current device; tf::Error if none
@@ -99,9 +102,13 @@ class CudaBackend final : public Backend {
   int64_t n_graphs() const;  // recordings held (tests)
 
  private:
+  // What the per-shape timing found (auto mode): cublasGemmEx, the GEMV (custom_us < 0 where
+  // it cannot run) and the best cuBLASLt candidate (lt set when it won).
   struct GemvChoice {
-    double cublas_us = 0, custom_us = 0;
+    double cublas_us = 0, custom_us = -1, lt_us = -1;
+    int lt_tried = 0;
     bool custom = false;
+    std::shared_ptr<const LtAlgo> lt;
   };
   struct Recording {
     bool seen = false;
@@ -111,6 +118,10 @@ class CudaBackend final : public Backend {
   void free_kv_cache();
   void check_layer(int layer, const AttentionParams& p) const;
   bool use_gemv(const struct GemmArgs& g);
+  // The timing of g's shape (auto mode, small batches), measured on first sight; nullptr when
+  // nothing is timed (other modes, large batches, first seen while recording).
+  const GemvChoice* tuned(const struct GemmArgs& g);
+  const LtAlgo* lt_pick(const struct GemmArgs& g);
   bool fused_gemv_pays(const struct GemmArgs& g, const struct GemvFusion& f);
   float* attention_workspace(size_t floats);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
@@ -122,6 +133,7 @@ class CudaBackend final : public Backend {
   int n_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
+  std::unique_ptr<LtGemm> lt_;
   std::unordered_set<void*> buffers_;  // everything alloc()/upload() handed out, freed at the end
   KvCacheSpec kv_spec_;
   std::vector<TensorView> k_cache_, v_cache_;  // per layer (views of n_blocks; the padding block follows)

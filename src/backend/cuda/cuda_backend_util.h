@@ -15,6 +15,9 @@ namespace tf::cuda::detail {
 
 using bf16 = __nv_bfloat16;
 
+// cuBLAS's workspace, shared by cublasGemmEx and the cuBLASLt algorithms (one stream).
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
 inline bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 // A tensor an op reads or writes: on the GPU, of the expected dtype.

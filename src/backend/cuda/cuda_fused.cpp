@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gemm.cuh"
+#include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemv.cuh"
 #include "backend/shape_checks.h"
 
@@ -48,10 +49,11 @@ void CudaBackend::add(const TensorView& residual, const TensorView& delta) {
 bool CudaBackend::fused_gemv_pays(const GemmArgs& plain, const GemvFusion& f) {
   if (!opt_.fusion || opt_.gemv == "cublas" || !gemv_supported(plain, f)) return false;
   if (opt_.gemv == "custom" || use_gemv(plain)) return true;
-  const auto it = gemv_.find(gemv_key(plain));
-  if (it == gemv_.end()) return false;  // first seen while recording: cuBLAS, as use_gemv decided
+  const GemvChoice* c = tuned(plain);
+  if (!c || c->custom_us < 0) return false;  // first seen while recording: cuBLAS, as use_gemv decided
+  const double other_us = c->lt ? c->lt_us : c->cublas_us;
   const int saved = (f.norm_w ? 1 : 0) + (f.epilogue == GemvEpilogue::Swiglu ? 1 : 0);
-  return it->second.custom_us <= it->second.cublas_us + saved * kSmallKernelUs;
+  return c->custom_us <= other_us + saved * kSmallKernelUs;
 }
 
 void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias,
@@ -109,10 +111,14 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
   plain.x = bf(in);
   if (f.epilogue == Epi::AddTo && opt_.fusion && !bias.data && !use_gemv(plain)) {
     OpScope scope(prof(), profiler_ ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
+    const LtAlgo* lt = lt_pick(plain);  // times the plain product into y on first sight
     GemmArgs g = plain;
     g.out = out.data;
     g.accumulate = true;
-    launch_gemm(cublas_, g, stream_);
+    if (lt)
+      lt_->run(g, *lt, cublas_workspace_, stream_);
+    else
+      launch_gemm(cublas_, g, stream_);
     return;
   }
   Backend::matmul_fused(in, w, bias, out, rest);

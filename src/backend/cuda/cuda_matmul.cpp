@@ -1,5 +1,5 @@
-// The CUDA backend's matmul: cuBLAS, or the GEMV kernel for a few rows, chosen per shape by
-// timing both once (gemm.cu, gemv.cu).
+// The CUDA backend's matmul: cuBLAS, the GEMV kernel for a few rows, or a cuBLASLt algorithm
+// for small batches, chosen per shape by timing them once (gemm.cu, gemv.cu, gemm_lt.cpp).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.cuh"
+#include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemv.cuh"
 #include "backend/shape_checks.h"
 
@@ -30,6 +31,8 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
                    .out_f32 = out.dtype == DType::F32, .rows = x.shape[0], .k = x.shape[1], .m = w.shape[0]};
   if (use_gemv(g))
     launch_gemv(g, stream_);
+  else if (const LtAlgo* a = lt_pick(g))
+    lt_->run(g, *a, cublas_workspace_, stream_);
   else
     launch_gemm(cublas_, g, stream_);
 }
@@ -39,34 +42,69 @@ CudaBackend::GemvKey CudaBackend::gemv_key(const GemmArgs& g) {
 }
 
 // cuBLAS or the GEMV kernel for a small-batch shape: as asked (BackendOptions::gemv), or in
-// auto mode the one that was faster when the shape was first seen: each timed over 5 runs
-// after a warm-up, with CUDA events on this stream. A shape first seen while a graph is being
-// recorded (never, when the model runs a key eagerly before recording it) gets cuBLAS.
+// auto mode the faster when the shape was first seen (tuned()).
 bool CudaBackend::use_gemv(const GemmArgs& g) {
   if (!gemv_supported(g) || opt_.gemv == "cublas") return false;
   if (opt_.gemv == "custom") return true;
+  const GemvChoice* c = tuned(g);
+  return c && c->custom;
+}
+
+// The cuBLASLt algorithm that beat cublasGemmEx and the GEMV on g's shape, if one did.
+const LtAlgo* CudaBackend::lt_pick(const GemmArgs& g) {
+  const GemvChoice* c = tuned(g);
+  return c && c->lt ? c->lt.get() : nullptr;
+}
+
+// Auto mode, up to kLtMaxRows rows: cublasGemmEx, the GEMV (where it runs) and the first
+// kLtCandidates algorithms of cuBLASLt's heuristic (unbiased matmuls) are each timed over
+// kReps runs after a warm-up, with CUDA events on this stream, and the fastest is kept. A
+// shape first seen while a graph is being recorded (never, when the model runs a key eagerly
+// before recording it) gets cublasGemmEx. Timing writes g.out.
+const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
+  constexpr int64_t kLtMaxRows = 64;
+  constexpr int kLtCandidates = 8, kReps = 5;
+  if (opt_.gemv != "auto" || g.accumulate) return nullptr;
+  const bool gemv_ok = gemv_supported(g), lt_ok = opt_.cublaslt && g.rows <= kLtMaxRows && !g.bias;
+  if (!gemv_ok && !lt_ok) return nullptr;
   const auto key = gemv_key(g);
-  if (auto it = gemv_.find(key); it != gemv_.end()) return it->second.custom;
-  if (capturing_) return false;
-  cudaEvent_t ev[3];
+  if (auto it = gemv_.find(key); it != gemv_.end()) return &it->second;
+  if (capturing_) return nullptr;
+  cudaEvent_t ev[2];
   for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
-  constexpr int kReps = 5;
-  launch_gemm(cublas_, g, stream_);
-  launch_gemv(g, stream_);
-  TF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
-  for (int i = 0; i < kReps; ++i) launch_gemm(cublas_, g, stream_);
-  TF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
-  for (int i = 0; i < kReps; ++i) launch_gemv(g, stream_);
-  TF_CUDA_CHECK(cudaEventRecord(ev[2], stream_));
-  TF_CUDA_CHECK(cudaEventSynchronize(ev[2]));
-  float ms_cublas = 0, ms_custom = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms_cublas, ev[0], ev[1]));
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms_custom, ev[1], ev[2]));
+  auto time_us = [&](auto&& launch) {
+    launch();  // warm-up
+    TF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
+    for (int i = 0; i < kReps; ++i) launch();
+    TF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
+    TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+    float ms = 0;
+    TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    return 1e3 * double(ms) / kReps;
+  };
+  GemvChoice c;
+  c.cublas_us = time_us([&] { launch_gemm(cublas_, g, stream_); });
+  double best = c.cublas_us;
+  if (gemv_ok) {
+    c.custom_us = time_us([&] { launch_gemv(g, stream_); });
+    c.custom = c.custom_us < best;
+    best = std::min(best, c.custom_us);
+  }
+  if (lt_ok) {
+    if (!lt_) lt_ = std::make_unique<LtGemm>();
+    for (const LtAlgo& a : lt_->candidates(g, kLtCandidates, kCublasWorkspaceBytes)) {
+      const double us = time_us([&] { lt_->run(g, a, cublas_workspace_, stream_); });
+      ++c.lt_tried;
+      if (c.lt_us < 0 || us < c.lt_us) c.lt_us = us;
+      if (us < best) {
+        best = us;
+        c.custom = false;
+        c.lt = std::make_shared<const LtAlgo>(a);
+      }
+    }
+  }
   for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventDestroy(e));
-  GemvChoice c{.cublas_us = 1e3 * ms_cublas / kReps, .custom_us = 1e3 * ms_custom / kReps};
-  c.custom = c.custom_us < c.cublas_us;
-  gemv_[key] = c;
-  return c.custom;
+  return &(gemv_[key] = c);
 }
 
 std::vector<std::string> CudaBackend::tuning_report() const {
@@ -74,9 +112,11 @@ std::vector<std::string> CudaBackend::tuning_report() const {
   if (profiler_) lines = profiler_->report();
   for (const auto& [key, c] : gemv_) {
     const auto& [rows, k, m, f32, bias] = key;
-    lines.push_back(fmt::format("matmul rows={} k={} m={}{}{}: cublas {:.1f} us, gemv {:.1f} us -> {}", rows, k, m,
-                                f32 ? " f32-out" : "", bias ? " bias" : "", c.cublas_us, c.custom_us,
-                                c.custom ? "gemv" : "cublas"));
+    std::string times = fmt::format("cublas {:.1f} us", c.cublas_us);
+    if (c.custom_us >= 0) times += fmt::format(", gemv {:.1f} us", c.custom_us);
+    if (c.lt_tried > 0) times += fmt::format(", best of {} cublasLt {:.1f} us", c.lt_tried, c.lt_us);
+    lines.push_back(fmt::format("matmul rows={} k={} m={}{}{}: {} -> {}", rows, k, m, f32 ? " f32-out" : "",
+                                bias ? " bias" : "", times, c.custom ? "gemv" : c.lt ? "cublasLt" : "cublas"));
   }
   return lines;
 }
