@@ -1,7 +1,8 @@
 // Paged decode attention (one new token per sequence), flash-decoding style.
 //
 // Grid (decode sequence, kv head, split). A block of 4 warps walks the keys of its split;
-// each warp takes kKeysPerWarp keys at a time, one group of kLanes = 32 / kKeysPerWarp lanes
+// each warp takes kKeysPerWarp keys at a time (a step; the loads of the next kDepth steps
+// are in flight in a register ring), one group of kLanes = 32 / kKeysPerWarp lanes
 // per key, each lane holding kDims = head_dim / kLanes consecutive dims. A lane group reads
 // its key's K row once (16-byte loads) and scores it against every query head of the kv
 // head (GQA: the `group` heads h = kvh * group + g share K/V, which is read once for all of
@@ -28,33 +29,40 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int32_t kStagedBlocks = 64;  // block-table entries of one split kept in shared memory
 
-// kDims consecutive elements of a KV row as float (vector loads where the width allows).
+// kDims consecutive elements of a KV row as loaded (raw words: 16-, 8- or 4-byte loads, as
+// the width allows), and as float. Loads are kept raw while in flight so that a deeper
+// prefetch ring costs a quarter (INT8) to half (BF16) the registers of converted floats.
 template <typename KvT, int kDims>
-__device__ __forceinline__ void load_dims(const KvT* p, float (&out)[kDims]) {
-  constexpr int kBytes = kDims * int(sizeof(KvT));
-  if constexpr (kBytes % 16 == 0) {
-    constexpr int kVec = kBytes / 16, kPer = 16 / int(sizeof(KvT));
+struct RawDims {
+  static constexpr int kBytes = kDims * int(sizeof(KvT));
+  static_assert(kBytes % 4 == 0, "a lane's slice of a KV row is whole 32-bit words");
+  static constexpr int kWords = kBytes / 4;
+  uint32_t w[kWords];
+
+  __device__ __forceinline__ void load(const KvT* p) {
+    if constexpr (kBytes % 16 == 0) {
 #pragma unroll
-    for (int v = 0; v < kVec; ++v) {
-      const uint4 u = *reinterpret_cast<const uint4*>(p + v * kPer);
-      const KvT* e = reinterpret_cast<const KvT*>(&u);
+      for (int v = 0; v < kWords / 4; ++v) {
+        const uint4 u = reinterpret_cast<const uint4*>(p)[v];
+        w[4 * v] = u.x, w[4 * v + 1] = u.y, w[4 * v + 2] = u.z, w[4 * v + 3] = u.w;
+      }
+    } else if constexpr (kBytes % 8 == 0) {
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) out[v * kPer + i] = to_float(e[i]);
+      for (int v = 0; v < kWords / 2; ++v) {
+        const uint2 u = reinterpret_cast<const uint2*>(p)[v];
+        w[2 * v] = u.x, w[2 * v + 1] = u.y;
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < kWords; ++v) w[v] = reinterpret_cast<const uint32_t*>(p)[v];
     }
-  } else if constexpr (kBytes % 8 == 0) {
-    constexpr int kVec = kBytes / 8, kPer = 8 / int(sizeof(KvT));
-#pragma unroll
-    for (int v = 0; v < kVec; ++v) {
-      const uint2 u = *reinterpret_cast<const uint2*>(p + v * kPer);
-      const KvT* e = reinterpret_cast<const KvT*>(&u);
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) out[v * kPer + i] = to_float(e[i]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) out[i] = to_float(p[i]);
   }
-}
+  __device__ __forceinline__ void to_floats(float (&out)[kDims]) const {
+    const KvT* e = reinterpret_cast<const KvT*>(w);
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) out[i] = to_float(e[i]);
+  }
+};
 
 template <typename KvT, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAttentionArgs a) {
@@ -116,15 +124,16 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
     for (int32_t i = threadIdx.x; i <= b_last - b_first; i += kWarps * 32) blocks_s[i] = table[b_first + i];
   __syncthreads();
 
-  // K/V of key kp (this lane's dims) and the row scales; false when the key is masked or
-  // past the split.
-  auto load = [&](int32_t kp, float (&kf)[kDims], float (&vf)[kDims], float& ks, float& vs) {
+  // K/V of key kp (this lane's dims, raw) and the row scales; false when the key is masked
+  // or past the split.
+  using Raw = RawDims<KvT, kDims>;
+  auto load = [&](int32_t kp, Raw& kr, Raw& vr, float& ks, float& vs) {
     if (kp >= k_end) return false;
     const int32_t block = staged ? blocks_s[kp / a.block_size - b_first] : table[kp / a.block_size];
     if (block < 0) return false;
     const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-    load_dims<KvT, kDims>(k_pool + row * hd + kl * kDims, kf);
-    load_dims<KvT, kDims>(v_pool + row * hd + kl * kDims, vf);
+    kr.load(k_pool + row * hd + kl * kDims);
+    vr.load(v_pool + row * hd + kl * kDims);
     if (a.k_scale) {
       ks = a.k_scale[row];
       vs = a.v_scale[row];
@@ -132,37 +141,49 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
     return true;
   };
 
-  // Software-pipelined: the next key's K/V loads are issued before this key's arithmetic.
+  // Software-pipelined over a ring of kDepth key steps: the loads of step i + kDepth are
+  // issued when step i is consumed, so kDepth steps of K/V are in flight per lane group
+  // (one step in flight left the kernel waiting a full memory latency per step: ~60 us per
+  // layer at batch 32 on the H200). kDepth is sized so the ring stays <= 32 registers.
+  constexpr int kDepth = Raw::kWords >= 16 ? 1 : (Raw::kWords >= 8 ? 2 : 4);
   constexpr int32_t kStride = kWarps * kKeysPerWarp;
-  float kf[kDims], vf[kDims], ks = 1.0f, vs = 1.0f;
-  bool valid = load(k_begin + warp * kKeysPerWarp + kg, kf, vf, ks, vs);
-  for (int32_t kp0 = k_begin + warp * kKeysPerWarp; kp0 < k_end; kp0 += kStride) {
-    float kn[kDims], vn[kDims], ks_n = 1.0f, vs_n = 1.0f;
-    const bool valid_n = load(kp0 + kStride + kg, kn, vn, ks_n, vs_n);
+  const int32_t kp_first = k_begin + warp * kKeysPerWarp;  // this warp's first step (uniform)
+  Raw kr[kDepth], vr[kDepth];
+  float ks_r[kDepth], vs_r[kDepth];
+  bool valid_r[kDepth];
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      float dot = 0.0f;
+  for (int d = 0; d < kDepth; ++d) {
+    ks_r[d] = vs_r[d] = 1.0f;
+    valid_r[d] = load(kp_first + d * kStride + kg, kr[d], vr[d], ks_r[d], vs_r[d]);
+  }
+  for (int32_t kp0 = kp_first; kp0 < k_end; kp0 += kDepth * kStride) {
 #pragma unroll
-      for (int i = 0; i < kDims; ++i) dot += q[g][i] * kf[i];
+    for (int d = 0; d < kDepth; ++d) {
+      const int32_t kp = kp0 + d * kStride;
+      if (kp >= k_end) break;  // uniform over the warp
+      float kf[kDims], vf[kDims];
+      kr[d].to_floats(kf);
+      vr[d].to_floats(vf);
+      const bool valid = valid_r[d];
+      const float ks = ks_r[d], vs = vs_r[d];
+      valid_r[d] = load(kp + kDepth * kStride + kg, kr[d], vr[d], ks_r[d], vs_r[d]);
 #pragma unroll
-      for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (!valid) continue;  // uniform within the lane group (after the shuffles)
-      dot *= ks;
-      const float m_new = fmaxf(m[g], dot);
-      const float corr = expf(m[g] - m_new), p = expf(dot - m_new);
-      l[g] = l[g] * corr + p;
+      for (int g = 0; g < kGroup; ++g) {
+        float dot = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kDims; ++i) acc[g][i] = acc[g][i] * corr + p * (vf[i] * vs);
-      m[g] = m_new;
+        for (int i = 0; i < kDims; ++i) dot += q[g][i] * kf[i];
+#pragma unroll
+        for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (!valid) continue;  // uniform within the lane group (after the shuffles)
+        dot *= ks;
+        const float m_new = fmaxf(m[g], dot);
+        const float corr = expf(m[g] - m_new), p = expf(dot - m_new);
+        l[g] = l[g] * corr + p;
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) acc[g][i] = acc[g][i] * corr + p * (vf[i] * vs);
+        m[g] = m_new;
+      }
     }
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) {
-      kf[i] = kn[i];
-      vf[i] = vn[i];
-    }
-    ks = ks_n;
-    vs = vs_n;
-    valid = valid_n;
   }
 
   // ---- merge the block's states
