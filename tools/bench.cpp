@@ -38,14 +38,15 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "no-fusion") k.fusion = false;
   else if (name == "no-pdl") k.pdl = false;
   else if (name == "no-cublaslt") k.cublaslt = false;
+  else if (name == "no-decode-mma") k.decode_mma = false;
   else if (name == "cublas") k.gemv = "cublas";
   else if (name == "gemv") k.gemv = "custom";
   else if (name == "plain-attention") k.attention_kernel = "plain";
   else if (name == "flash-attention") k.attention_kernel = "flash";
   else if (name == "profile") k.profile = true;
   else
-    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, cublas, gemv, "
-         "plain-attention, flash-attention, profile)", name);
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, no-decode-mma, "
+         "cublas, gemv, plain-attention, flash-attention, profile)", name);
   return k;
 }
 
@@ -240,7 +241,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-pdl, "
-                "no-cublaslt, cublas, gemv, plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
+                "no-cublaslt, no-decode-mma, cublas, gemv, plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager)")
       ->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_bench(*a); }; });

@@ -31,6 +31,7 @@ struct KernelOptions {
   bool fusion = true;                     // off: fused ops run as separate kernels
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
+  bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 

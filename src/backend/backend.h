@@ -60,6 +60,8 @@ struct BackendOptions {
   bool fusion = true;              // off: each fused op runs as separate kernels
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
+  bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores
+  int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
   bool profile = false;            // time every op (CUDA events; forces graphs off)
 };
 

@@ -32,7 +32,8 @@ bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_ro
 
 BackendOptions backend_options(const KernelOptions& k) {
   return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
-                        .fusion = k.fusion, .pdl = k.pdl, .cublaslt = k.cublaslt, .profile = k.profile};
+                        .fusion = k.fusion, .pdl = k.pdl, .cublaslt = k.cublaslt,
+                        .decode_mma = k.decode_mma, .profile = k.profile};
 }
 
 DType parse_kv_dtype(const std::string& s) {

@@ -34,6 +34,7 @@ struct PagedAttentionArgs {
   // them.
   int32_t n_splits = 1;
   float* workspace = nullptr;
+  bool decode_mma = true;  // BF16 pools: the tensor-core decode kernel where it applies
 };
 
 // out[t, h] = softmax over keys kp in [first, positions[t]] of scale * q[t, h] . K[kp] applied
@@ -49,6 +50,12 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 // (head_dim 64 or 128, up to 8 query heads per kv head); the plain kernel serves the rest.
 bool decode_supported(int64_t head_dim, int64_t group);
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+// launch_decode_attention's tensor-core kernel (decode_attention_mma.cu), taken when
+// a.decode_mma is set and decode_mma_supported(): BF16 pools, head_dim 64 or 128, groups up
+// to 8. Same splits and workspace format (the combine kernel is shared).
+bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
+void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
 // head_dim 64 or 128, any KV dtype (read into shared memory as BF16).

@@ -74,7 +74,8 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
                        .head_dim = p.head_dim,
                        .block_size = kv_spec_.block_size,
                        .scale = p.scale,
-                       .sliding_window = p.sliding_window};
+                       .sliding_window = p.sliding_window,
+                       .decode_mma = opt_.decode_mma};
   // Prefill chunks: the plain kernel over their tokens.
   a.tokens = dev_batch_.plain_tokens;
   a.n_list = dev_batch_.n_plain;
@@ -99,6 +100,7 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
 }
 
 int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {
+  if (opt_.decode_splits > 0) return opt_.decode_splits;
   const int64_t units = std::max<int64_t>(1, n_decode * std::max<int64_t>(1, kv_spec_.n_kv_heads));
   return std::max<int64_t>(1, (4 * int64_t(n_sms_) + units - 1) / units);
 }

@@ -472,8 +472,12 @@ struct AttnCase {
   DType kv_dtype = DType::BF16;
   int layer = 0;
   std::string attention = "auto";  // prefill chunks: plain or tiled (flash) kernel
+  bool decode_mma = true;          // decodes: tensor-core kernel (BF16 pools) or the CUDA-core one
+  int decode_splits = 0;           // key splits per decoded sequence (0: the backend's choice)
   std::string str() const {
     return std::string(steps == &kLongSteps ? "long " : "") + "attention=" + attention +
+           (decode_mma ? "" : " decode=cuda-cores") +
+           (decode_splits ? " splits=" + std::to_string(decode_splits) : "") +
            " block_size=" + std::to_string(block_size) +
            " heads=" + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
            " head_dim=" + std::to_string(head_dim) + " window=" + std::to_string(sliding_window) +
@@ -561,7 +565,7 @@ void run_attn_case(const AttnCase& c) {
   const int64_t row = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
   const std::vector<float> inv_freq_host = make_inv_freq(c.head_dim);
 
-  test::Backends be(BackendOptions{.attention = c.attention});
+  test::Backends be(BackendOptions{.attention = c.attention, .decode_mma = c.decode_mma, .decode_splits = c.decode_splits});
   test::KvPools pools[2] = {test::KvPools(*be.ref, test::as_host(*be.ref)),
                             test::KvPools(*be.cuda, dynamic_cast<cuda::CudaBackend&>(*be.cuda))};
   TensorView inv_freq[2];
@@ -653,9 +657,15 @@ TEST_P(CudaAttention, MatchesRef) {
     for (int32_t block_size : {1, 16}) {
       for (int64_t head_dim : {64, 128}) {
         for (int64_t window : {0, 5}) {
-          run_attn_case(AttnCase{.block_size = block_size, .n_heads = heads.first, .n_kv_heads = heads.second,
-                                 .head_dim = head_dim, .sliding_window = window, .kv_dtype = kv_dtype,
-                                 .layer = int((block_size + head_dim / 64 + window) % 2), .attention = attention});
+          // BF16 pools: decodes on the tensor-core kernel, and (with the plain prefill) on the
+          // CUDA-core kernel as well; the other pools always take the CUDA-core kernel.
+          for (bool mma : {true, false}) {
+            if (!mma && (kv_dtype != DType::BF16 || std::string(attention) != "plain")) continue;
+            run_attn_case(AttnCase{.block_size = block_size, .n_heads = heads.first, .n_kv_heads = heads.second,
+                                   .head_dim = head_dim, .sliding_window = window, .kv_dtype = kv_dtype,
+                                   .layer = int((block_size + head_dim / 64 + window) % 2), .attention = attention,
+                                   .decode_mma = mma});
+          }
         }
       }
     }
@@ -668,10 +678,21 @@ TEST_P(CudaAttention, MatchesRefLongContext) {
   const auto [kv_dtype, heads] = GetParam();
   for (const char* attention : {"plain", "flash"}) {
     for (int64_t window : {0, 100}) {
-      run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
-                             .n_kv_heads = heads.second, .head_dim = 128, .sliding_window = window,
-                             .kv_dtype = kv_dtype, .layer = int(window / 100), .attention = attention});
+      for (bool mma : {true, false}) {
+        if (!mma && (kv_dtype != DType::BF16 || std::string(attention) != "plain")) continue;
+        run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
+                               .n_kv_heads = heads.second, .head_dim = 128, .sliding_window = window,
+                               .kv_dtype = kv_dtype, .layer = int(window / 100), .attention = attention,
+                               .decode_mma = mma});
+      }
     }
+  }
+  // Few splits, so one split holds many key tiles (up to 322 keys: six tiles of the
+  // tensor-core kernel, double-buffered) and a split starts mid-block.
+  for (int splits : {1, 3}) {
+    run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first, .n_kv_heads = heads.second,
+                           .head_dim = 128, .sliding_window = splits == 3 ? 100 : 0, .kv_dtype = kv_dtype,
+                           .layer = 1, .decode_splits = splits});
   }
 }
 

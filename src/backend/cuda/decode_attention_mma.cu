@@ -1,0 +1,287 @@
+// Paged decode attention on tensor cores, for BF16 KV pools (head_dim 64 or 128, up to 8
+// query heads per kv head): the same contract and split/workspace format as the CUDA-core
+// kernel of decode_attention.cu, which serves the other pools and groups.
+//
+// Why: the CUDA-core kernel scores one key at a time per lane group (a shuffle reduction and
+// two exponentials per key and head); at batch 32 it ran at ~11% of the DRAM bandwidth (ncu:
+// 35 us per layer for 10 MB of K/V). Here the query heads of one kv head are the rows of an
+// m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest zero), so a key tile
+// costs a handful of mma instructions and the kernel streams K/V.
+//
+// Grid (decode sequence, kv head, split), 4 warps. The split's keys go through shared memory
+// in tiles of kTileKeys = 64 (cp.async, 16-byte copies, double-buffered: tile j + 1 loads
+// while tile j is used); warp w owns keys 16w..16w+15 of every tile and keeps its own online
+// softmax state (m, l, O for the 16 rows) in registers:
+//   S = Q K^T (scores of its 16 keys, FP32), masked keys -inf, scaled by scale * log2(e);
+//   m' = max(m, rowmax S), p = 2^(S - m'), l' = l 2^(m - m') + rowsum p, O = O 2^(m - m') + P V
+// with P rounded to BF16 for the product (l sums the FP32 p, as FlashAttention does). At the
+// end the four warps' states are merged in shared memory:
+//   M = max m_w, L = sum l_w 2^(m_w - M), A = sum O_w 2^(m_w - M), out = A / L,
+// written to `out` (one split) or, with M in natural-log units, to the workspace for
+// combine_kernel (decode_attention.cu).
+//
+// Invariants: a row whose keys are all masked so far keeps m = -inf, l = 0, O = 0 (the
+// exponent's base is 0 while m' = -inf, so no NaN); masked or missing keys (past the split,
+// block-table entry -1) are zero-filled in shared memory and score -inf. Padding rows
+// (>= group) have zero queries and are never written.
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma.cuh"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kWarps = 4, kTileKeys = 64, kWarpKeys = kTileKeys / kWarps;
+constexpr int32_t kStagedBlocks = 64;  // block-table entries of one split kept in shared memory
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+static_assert(kWarpKeys == 16, "a warp's keys are one k16 step of the P V product");
+
+template <int kD>
+struct DecodeSmem {
+  static constexpr int kLd = kD + 8;  // BF16 row stride: 8 consecutive rows start in distinct banks
+  bf16 q[16 * kLd];
+  union {
+    struct {
+      bf16 k[2][kTileKeys * kLd];
+      bf16 v[2][kTileKeys * kLd];
+    } tiles;
+    float o[kWarps][8][kD];  // the warps' O rows for the merge (after the last tile)
+  };
+  float m[kWarps][8], l[kWarps][8];
+  int32_t blocks[kStagedBlocks];
+  uint8_t valid[2][kTileKeys];
+};
+
+template <int kD>
+__global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(PagedAttentionArgs a) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  DecodeSmem<kD>& sm = *reinterpret_cast<DecodeSmem<kD>*>(smem_raw);
+  constexpr int kLd = DecodeSmem<kD>::kLd, kChunks = kD / 8;
+
+  pdl_begin();
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int32_t s = a.batch.decode_seqs[blockIdx.x];
+  const int64_t kvh = blockIdx.y;
+  const int32_t split = int32_t(blockIdx.z);
+  const int group = int(a.n_heads / a.n_kv_heads);
+  const int32_t it = a.batch.seq_starts[s];
+  const int32_t qpos = a.batch.positions[it];
+  const int32_t first = a.sliding_window > 0 ? max(0, qpos - int32_t(a.sliding_window) + 1) : 0;
+  const int32_t split_keys = *a.batch.split_keys;
+  const int32_t k_begin = first + split * split_keys;
+  const int32_t k_end = min(qpos + 1, k_begin + split_keys);
+  if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
+    if (a.n_splits > 1 && tid < group) {
+      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + kvh * group + tid) * a.n_splits + split) * (kD + 2);
+      ws[0] = -INFINITY;
+      ws[1] = 0.0f;
+    }
+    return;
+  }
+  const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
+  const bf16* k_pool = static_cast<const bf16*>(a.k_pool);
+  const bf16* v_pool = static_cast<const bf16*>(a.v_pool);
+  const int32_t bs = int32_t(a.block_size);
+
+  // ---- Q rows (the group's heads; zero padding rows) and the split's block ids
+  const bf16* qrow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * kD + kvh * group * kD;
+  for (int i = tid; i < 16 * kChunks; i += kWarps * 32) {
+    const int r = i / kChunks, c = i % kChunks;
+    const uint4 z{0, 0, 0, 0};
+    *reinterpret_cast<uint4*>(sm.q + r * kLd + c * 8) =
+        r < group ? *reinterpret_cast<const uint4*>(qrow + r * kD + c * 8) : z;
+  }
+  const int32_t b_first = k_begin / bs, b_last = (k_end - 1) / bs;
+  const bool staged = b_last - b_first < kStagedBlocks;
+  if (staged)
+    for (int32_t i = tid; i <= b_last - b_first; i += kWarps * 32) sm.blocks[i] = table[b_first + i];
+  __syncthreads();
+
+  // Tile `t` of the split into buffer `buf`: thread tid copies chunk tid % kChunks of keys
+  // tid / kChunks + j * (threads / kChunks).
+  auto issue = [&](int32_t t, int buf) {
+    constexpr int kKeyStep = kWarps * 32 / kChunks;
+    const int c = tid % kChunks;
+    for (int j = tid / kChunks; j < kTileKeys; j += kKeyStep) {
+      const int32_t kp = k_begin + t * kTileKeys + j;
+      int32_t block = -1;
+      if (kp < k_end) block = staged ? sm.blocks[kp / bs - b_first] : table[kp / bs];
+      const bool ok = block >= 0;
+      const int64_t row = ok ? (int64_t(block) * a.n_kv_heads + kvh) * bs + kp % bs : 0;
+      cp_async_16(smem_addr(sm.tiles.k[buf] + j * kLd + c * 8), k_pool + row * kD + c * 8, ok);
+      cp_async_16(smem_addr(sm.tiles.v[buf] + j * kLd + c * 8), v_pool + row * kD + c * 8, ok);
+      if (c == 0) sm.valid[buf][j] = ok;
+    }
+    cp_async_commit();
+  };
+  const int32_t n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
+  issue(0, 0);
+
+  // Q as A fragments (ldmatrix: matrix m holds rows (m % 2) * 8.., dims (m / 2) * 8..).
+  const int mi = lane / 8, mr = lane % 8;
+  uint32_t qa[kD / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk)
+    ldsm_x4(qa[kk], smem_addr(sm.q + ((mi % 2) * 8 + mr) * kLd + kk * 16 + (mi / 2) * 8));
+
+  const float scale2 = a.scale * kLog2e;
+  float o[kD / 8][4];
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8
+  const int key0 = warp * kWarpKeys;
+
+  for (int32_t t = 0; t < n_tiles; ++t) {
+    const int buf = t & 1;
+    if (t + 1 < n_tiles) {
+      issue(t + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const bf16* kt = sm.tiles.k[buf];
+    const bf16* vt = sm.tiles.v[buf];
+
+    // S = Q K^T for keys key0..key0+15: two n8 tiles (ldmatrix: matrix m holds keys
+    // (m / 2) * 8.., dims (m % 2) * 8..).
+    float sc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t b[4];
+      ldsm_x4(b, smem_addr(kt + (key0 + (mi / 2) * 8 + mr) * kLd + kk * 16 + (mi % 2) * 8));
+      mma_bf16(sc[0], qa[kk], b[0], b[1]);
+      mma_bf16(sc[1], qa[kk], b[2], b[3]);
+    }
+
+    // Online softmax of this warp's 16 keys; lane holds keys key0 + n * 8 + 2 (lane % 4) + e
+    // of rows lane / 4 (sc[n][e]) and lane / 4 + 8 (sc[n][2 + e]).
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool ok = sm.valid[buf][key0 + n * 8 + 2 * (lane % 4) + e];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float& x = sc[n][2 * r + e];
+          x = ok ? x * scale2 : -INFINITY;
+          mx[r] = fmaxf(mx[r], x);
+        }
+      }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m_run[r], mx[r]);
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: p = 0, no NaN
+      corr[r] = exp2f(m_run[r] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = sc[n][2 * r + e];
+          x = exp2f(x - base);
+          sum += x;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l_run[r] = l_run[r] * corr[r] + sum;
+      m_run[r] = m_new;
+    }
+
+    // O = O * corr + P V: P (16 rows x these 16 keys) is one A fragment; V B fragments via
+    // transposed ldmatrix (matrix m holds keys (m % 2) * 8.., dims (m / 2) * 8..).
+    const uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]),
+                            pack_bf16(sc[1][0], sc[1][1]), pack_bf16(sc[1][2], sc[1][3])};
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+#pragma unroll
+    for (int n = 0; n < kD / 16; ++n) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, smem_addr(vt + (key0 + (mi % 2) * 8 + mr) * kLd + n * 16 + (mi / 2) * 8));
+      mma_bf16(o[2 * n], pa, b[0], b[1]);
+      mma_bf16(o[2 * n + 1], pa, b[2], b[3]);
+    }
+    __syncthreads();  // the buffer is refilled by the next iteration's issue
+  }
+
+  // ---- merge the warps' states (rows < group live in lanes 0..4 * group - 1, row lane / 4)
+  const int row = lane / 4;
+  if (row < group) {
+    if (lane % 4 == 0) {
+      sm.m[warp][row] = m_run[0];
+      sm.l[warp][row] = l_run[0];
+    }
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+      sm.o[warp][row][n * 8 + 2 * (lane % 4)] = o[n][0];
+      sm.o[warp][row][n * 8 + 2 * (lane % 4) + 1] = o[n][1];
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < group * kD; i += kWarps * 32) {
+    const int g = i / kD, d = i % kD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm.m[w][g]);
+    float sum_l = 0.0f, sum_a = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float wt = exp2f(sm.m[w][g] - mx);
+        sum_l += sm.l[w][g] * wt;
+        sum_a += sm.o[w][g][d] * wt;
+      }
+    }
+    const int64_t h = kvh * group + g;
+    if (a.n_splits == 1) {
+      a.out[int64_t(it) * a.n_heads * kD + h * kD + d] = from_float<bf16>(sum_a / sum_l);
+    } else {
+      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (kD + 2);
+      ws[2 + d] = sum_a;
+      if (d == 0) {
+        ws[0] = mx * kLn2;  // combine_kernel weighs splits by exp(m - M): natural-log units
+        ws[1] = sum_l;
+      }
+    }
+  }
+}
+
+template <int kD>
+void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
+  const size_t smem = sizeof(DecodeSmem<kD>);
+  static bool configured = false;  // the attribute is per kernel, set once
+  if (!configured) {
+    TF_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_mma_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(smem)));
+    configured = true;
+  }
+  const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
+  launch_pdl(decode_attention_mma_kernel<kD>, grid, dim3(kWarps * 32), smem, stream, a);
+}
+
+}  // namespace
+
+bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group) {
+  return kv_dtype == DType::BF16 && (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
+}
+
+void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (a.head_dim == 64)
+    launch_typed<64>(a, stream);
+  else
+    launch_typed<128>(a, stream);
+  TF_CUDA_CHECK_LAUNCH("decode_attention_mma_kernel");
+}
+
+}  // namespace tf::cuda
