@@ -58,9 +58,12 @@ bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
-// head_dim 64 or 128, any KV dtype (read into shared memory as BF16).
+// head_dim 64 or 128, any KV dtype (read into shared memory as BF16). A BF16 pool takes
+// launch_flash_attention_bf16 (flash_attention_bf16.cu: FlashAttention-2 with scores and
+// output in registers), the other dtypes a WMMA kernel that converts while loading.
 bool flash_supported(int64_t head_dim);
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+void launch_flash_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // Prefill chunks of at least this many tokens take the tiled kernel in "auto" mode, shorter
 // ones the plain kernel. Measured on the H200 (docs/PERF.md, "attention crossover"): the

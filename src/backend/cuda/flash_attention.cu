@@ -1,12 +1,15 @@
 // Paged prefill attention on tensor cores, FlashAttention-style (online softmax over key
 // tiles, never materialising the score matrix), for the prefill chunks of a batch.
+// launch_flash_attention sends BF16 pools to the register-resident FlashAttention-2 kernel
+// of flash_attention_bf16.cu; this file's WMMA kernel serves the F16, F32 and INT8 pools,
+// whose values must be converted to BF16 on the way into shared memory anyway.
 //
 // Work item: a tile of up to kRows = 64 consecutive query rows of one sequence (set_batch
 // lists them as (sequence, first row, rows)) and one query head; grid (tiles, heads), four
 // warps, each owning 16 query rows. Per key tile of kKeys = 64 keys:
 //   1. the block loads the tile's K and V rows from the paged pool into shared memory as
-//      BF16 (any pool dtype: F16/F32 rounded to BF16, INT8 dequantized with its row scale;
-//      masked or missing keys are zeros); GQA reads the kv head h / group in place;
+//      BF16 (F16/F32 rounded to BF16, INT8 dequantized with its row scale; masked or
+//      missing keys are zeros); GQA reads the kv head h / group in place;
 //   2. S = Q K^T with WMMA 16x16x16 BF16 fragments, FP32 accumulation, into shared memory;
 //   3. each warp runs the online softmax on its 16 rows (two lanes per row): scale, causal
 //      and sliding-window mask, new running max m', p = exp(s - m') rounded to BF16 for the
@@ -23,8 +26,6 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
-
-#include <type_traits>
 
 namespace tf::cuda {
 namespace {
@@ -87,35 +88,19 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(PagedAtten
   const int32_t first_key = a.sliding_window > 0 ? max(0, sm.pos[0] - int32_t(a.sliding_window) + 1) : 0;
 
   for (int32_t kt = first_key / kKeys * kKeys; kt <= last_pos; kt += kKeys) {
-    // ---- 1. K and V tiles (BF16 pools: 16-byte copies; others converted element-wise)
-    if constexpr (std::is_same_v<KvT, bf16>) {
-      for (int i = tid; i < kKeys * kChunks; i += kWarps * 32) {
-        const int j = i / kChunks, c = i % kChunks;
-        const int32_t kp = kt + j;
-        const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
-        uint4 kv{0, 0, 0, 0}, vv{0, 0, 0, 0};
-        if (block >= 0) {
-          const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-          kv = *reinterpret_cast<const uint4*>(k_pool + row * kD + c * 8);
-          vv = *reinterpret_cast<const uint4*>(v_pool + row * kD + c * 8);
-        }
-        *reinterpret_cast<uint4*>(sm.k + j * kLd + c * 8) = kv;
-        *reinterpret_cast<uint4*>(sm.v + j * kLd + c * 8) = vv;
+    // ---- 1. K and V tiles, converted element-wise
+    for (int i = tid; i < kKeys * kD; i += kWarps * 32) {
+      const int j = i / kD, d = i % kD;
+      const int32_t kp = kt + j;
+      float kv = 0.0f, vv = 0.0f;
+      const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
+      if (block >= 0) {
+        const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+        kv = kv_value(k_pool, row * kD + d, a.k_scale ? a.k_scale[row] : 1.0f);
+        vv = kv_value(v_pool, row * kD + d, a.v_scale ? a.v_scale[row] : 1.0f);
       }
-    } else {
-      for (int i = tid; i < kKeys * kD; i += kWarps * 32) {
-        const int j = i / kD, d = i % kD;
-        const int32_t kp = kt + j;
-        float kv = 0.0f, vv = 0.0f;
-        const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
-        if (block >= 0) {
-          const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-          kv = kv_value(k_pool, row * kD + d, a.k_scale ? a.k_scale[row] : 1.0f);
-          vv = kv_value(v_pool, row * kD + d, a.v_scale ? a.v_scale[row] : 1.0f);
-        }
-        sm.k[j * kLd + d] = from_float<bf16>(kv);
-        sm.v[j * kLd + d] = from_float<bf16>(vv);
-      }
+      sm.k[j * kLd + d] = from_float<bf16>(kv);
+      sm.v[j * kLd + d] = from_float<bf16>(vv);
     }
     __syncthreads();
 
@@ -230,7 +215,7 @@ bool flash_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 12
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.batch.n_flash == 0) return;
   switch (a.kv_dtype) {
-    case DType::BF16: launch_kv<bf16>(a, stream); break;
+    case DType::BF16: launch_flash_attention_bf16(a, stream); break;
     case DType::F16: launch_kv<__half>(a, stream); break;
     case DType::I8: launch_kv<int8_t>(a, stream); break;
     default: launch_kv<float>(a, stream); break;
