@@ -39,6 +39,9 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "no-pdl") k.pdl = false;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
+  else if (name.rfind("splits-", 0) == 0 && name.size() > 7 && name.size() <= 10 &&
+           name.find_first_not_of("0123456789", 7) == std::string::npos && std::stoi(name.substr(7)) > 0)
+    k.decode_splits = std::stoi(name.substr(7));
   else if (name == "cublas") k.gemv = "cublas";
   else if (name == "gemv") k.gemv = "custom";
   else if (name == "plain-attention") k.attention_kernel = "plain";
@@ -46,7 +49,7 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "profile") k.profile = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, no-decode-mma, "
-         "cublas, gemv, plain-attention, flash-attention, profile)", name);
+         "splits-N, cublas, gemv, plain-attention, flash-attention, profile)", name);
   return k;
 }
 
@@ -241,7 +244,8 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-pdl, "
-                "no-cublaslt, no-decode-mma, cublas, gemv, plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
+                "no-cublaslt, no-decode-mma, splits-N (N key splits per decoded sequence), cublas, gemv, "
+                "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager)")
       ->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_bench(*a); }; });

@@ -32,6 +32,7 @@ struct KernelOptions {
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
+  int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 

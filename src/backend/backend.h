@@ -76,10 +76,14 @@ struct MatmulFusion {
   TensorView h;
   // Epilogue. Store: out = y. AddTo: out += y (out is the residual stream, y rounded before
   // the add). Swiglu: out = silu(y[:, :m/2]) * y[:, m/2:] (w holds the gate rows, then the up
-  // rows). `y` [rows, m] takes y when the steps run apart (AddTo, Swiglu).
-  enum class Epilogue : uint8_t { Store, AddTo, Swiglu };
+  // rows). `y` [rows, m] takes y when the steps run apart (AddTo, Swiglu). RopeKv: out = y
+  // (the batch's qkv rows), then rope_kv_write(rope_layer, out, inv_freq, attn).
+  enum class Epilogue : uint8_t { Store, AddTo, Swiglu, RopeKv };
   Epilogue epilogue = Epilogue::Store;
   TensorView y;
+  int rope_layer = -1;  // RopeKv: the layer whose KV slots are written
+  TensorView inv_freq;  // RopeKv: [head_dim / 2] F32
+  AttentionParams attn;  // RopeKv: the head layout of the qkv rows
 };
 
 // What graph_begin() asks the caller to do.

@@ -33,7 +33,7 @@ bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_ro
 BackendOptions backend_options(const KernelOptions& k) {
   return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
                         .fusion = k.fusion, .pdl = k.pdl, .cublaslt = k.cublaslt,
-                        .decode_mma = k.decode_mma, .profile = k.profile};
+                        .decode_mma = k.decode_mma, .decode_splits = k.decode_splits, .profile = k.profile};
 }
 
 DType parse_kv_dtype(const std::string& s) {

@@ -31,26 +31,30 @@ void CudaBackend::check_layer(int layer, const AttentionParams& p) const {
 void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
                                 const AttentionParams& p) {
   OpScope scope(prof(), "rope_kv_write", stream_);
+  launch_rope_kv_write(rope_args(layer, qkv, inv_freq, p), stream_);
+}
+
+RopeKvArgs CudaBackend::rope_args(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                                  const AttentionParams& p) const {
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "rope_kv_write qkv");
   check_dev(inv_freq, DType::F32, "rope_kv_write inv_freq");
   check_2d(qkv, batch_.n_tokens(), (p.n_heads + 2 * p.n_kv_heads) * p.head_dim, "rope_kv_write qkv");
   TF_ASSERT(inv_freq.numel() == p.head_dim / 2, "inv_freq: shape {} for head_dim {}", inv_freq.shape_str(),
             p.head_dim);
-  launch_rope_kv_write(RopeKvArgs{.qkv = bf_mut(qkv),
-                                  .inv_freq = inv_freq.as<const float>(),
-                                  .k_pool = k_cache_[size_t(layer)].data,
-                                  .v_pool = v_cache_[size_t(layer)].data,
-                                  .kv_dtype = kv_spec_.dtype,
-                                  .k_scale = scales_of(k_scale_, layer),
-                                  .v_scale = scales_of(v_scale_, layer),
-                                  .batch = dev_batch_,
-                                  .n_heads = p.n_heads,
-                                  .n_kv_heads = p.n_kv_heads,
-                                  .head_dim = p.head_dim,
-                                  .block_size = kv_spec_.block_size,
-                                  .fused = opt_.fusion},
-                       stream_);
+  return RopeKvArgs{.qkv = bf_mut(qkv),
+                    .inv_freq = inv_freq.as<const float>(),
+                    .k_pool = k_cache_[size_t(layer)].data,
+                    .v_pool = v_cache_[size_t(layer)].data,
+                    .kv_dtype = kv_spec_.dtype,
+                    .k_scale = scales_of(k_scale_, layer),
+                    .v_scale = scales_of(v_scale_, layer),
+                    .batch = dev_batch_,
+                    .n_heads = p.n_heads,
+                    .n_kv_heads = p.n_kv_heads,
+                    .head_dim = p.head_dim,
+                    .block_size = kv_spec_.block_size,
+                    .fused = opt_.fusion};
 }
 
 void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {

@@ -123,6 +123,9 @@ class CudaBackend final : public Backend {
   const GemvChoice* tuned(const struct GemmArgs& g);
   const LtAlgo* lt_pick(const struct GemmArgs& g);
   bool fused_gemv_pays(const struct GemmArgs& g, const struct GemvFusion& f);
+  // rope_kv_write's kernel arguments for `qkv` (checked against the batch and the KV cache).
+  struct RopeKvArgs rope_args(int layer, const TensorView& qkv, const TensorView& inv_freq,
+                              const AttentionParams& p) const;
   float* attention_workspace(size_t floats);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;

@@ -27,6 +27,7 @@ const char* epilogue_name(MatmulFusion::Epilogue e) {
     case MatmulFusion::Epilogue::Store: return "";
     case MatmulFusion::Epilogue::AddTo: return "+add";
     case MatmulFusion::Epilogue::Swiglu: return "+swiglu";
+    case MatmulFusion::Epilogue::RopeKv: return "+rope/kv";
   }
   return "";
 }
@@ -52,7 +53,7 @@ bool CudaBackend::fused_gemv_pays(const GemmArgs& plain, const GemvFusion& f) {
   const GemvChoice* c = tuned(plain);
   if (!c || c->custom_us < 0) return false;  // first seen while recording: cuBLAS, as use_gemv decided
   const double other_us = c->lt ? c->lt_us : c->cublas_us;
-  const int saved = (f.norm_w ? 1 : 0) + (f.epilogue == GemvEpilogue::Swiglu ? 1 : 0);
+  const int saved = (f.norm_w ? 1 : 0) + (f.epilogue != GemvEpilogue::Store && f.epilogue != GemvEpilogue::AddTo ? 1 : 0);
   return c->custom_us <= other_us + saved * kSmallKernelUs;
 }
 
@@ -76,18 +77,21 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
     TF_ASSERT(f.norm_w.numel() == k, "matmul_fused: norm_w {} for rows of {}", f.norm_w.shape_str(), k);
     check_dev(f.h, DType::BF16, "matmul_fused h");
   }
-  if (f.epilogue != Epi::Store) {
+  const bool out_is_y = f.epilogue == Epi::Store || f.epilogue == Epi::RopeKv;
+  if (!out_is_y) {
     check_dev(f.y, DType::BF16, "matmul_fused y");
     check_2d(f.y, rows, m, "matmul_fused y");
   }
 
   GemmArgs plain{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr,
-                 .out = f.epilogue == Epi::Store ? out.data : f.y.data, .rows = rows, .k = k, .m = m};
-  const GemvFusion gf{.norm_w = f.norm_w.data ? bf(f.norm_w) : nullptr,
-                      .eps = f.eps,
-                      .epilogue = f.epilogue == Epi::AddTo    ? GemvEpilogue::AddTo
-                                  : f.epilogue == Epi::Swiglu ? GemvEpilogue::Swiglu
-                                                              : GemvEpilogue::Store};
+                 .out = out_is_y ? out.data : f.y.data, .rows = rows, .k = k, .m = m};
+  GemvFusion gf{.norm_w = f.norm_w.data ? bf(f.norm_w) : nullptr,
+                .eps = f.eps,
+                .epilogue = f.epilogue == Epi::AddTo    ? GemvEpilogue::AddTo
+                            : f.epilogue == Epi::Swiglu ? GemvEpilogue::Swiglu
+                            : f.epilogue == Epi::RopeKv ? GemvEpilogue::RopeKv
+                                                        : GemvEpilogue::Store};
+  if (f.epilogue == Epi::RopeKv) gf.rope = rope_args(f.rope_layer, out, f.inv_freq, f.attn);
   if (fused_gemv_pays(plain, gf)) {
     OpScope scope(prof(),
                   profiler_ ? fmt::format("matmul{}{} (GEMV) rows={} k={} m={}", f.norm_w.data ? "+norm" : "",

@@ -18,7 +18,11 @@
 //   AddTo epilogue: the warp owning output j adds it into the residual out[:, j] (each
 //     element is read and written by that warp alone, so in place is race-free);
 //   Swiglu epilogue: warp j streams two weight rows, gate j and up j, and writes
-//     silu(gate) * up, so the [rows, 2 d_ff] product never exists.
+//     silu(gate) * up, so the [rows, 2 d_ff] product never exists;
+//   RopeKv epilogue (the QKV projection): a block's 8 warps own the RoPE pairs (i, i + d/2)
+//     of 4 consecutive i of one head (warps w and w + 4), so after the reduction the block
+//     rotates its pairs (shared memory) and writes q/k/v to the qkv rows and k/v to the
+//     paged pool, as the separate rope_kv kernel would (rope_kv.cu, fused variant).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.cuh"
@@ -102,13 +106,53 @@ __device__ void normalize_rows(const GemmArgs& g, const GemvFusion& f, uint4* xs
   __syncthreads();
 }
 
+// RopeKv: the output feature of warp `warp` of block `blk`: head blk / (d / 8), pair index
+// i = 4 (blk % (d / 8)) + warp % 4, first (warp < 4) or second element of the pair.
+__device__ __forceinline__ int64_t rope_feature(const RopeKvArgs& r, int64_t blk, int warp) {
+  const int64_t half = r.head_dim / 2, quads = half / 4;
+  return blk / quads * r.head_dim + (warp / 4) * half + blk % quads * 4 + warp % 4;
+}
+
+// RopeKv epilogue: ys[w][r] holds BF16(y) of warp w's feature for token r. Thread t < 4 R
+// rotates pair t % 4 of token t / 4 and stores it (the arithmetic of rope_kv.cu).
+template <int R, typename KvT>
+__device__ void rope_kv_store(const RopeKvArgs& a, bf16* out, const float (&ys)[kWarps][R]) {
+  const int t = threadIdx.x;
+  if (t >= 4 * R) return;
+  const int p = t % 4, r = t / 4;
+  const int64_t hd = a.head_dim, half = hd / 2, quads = half / 4;
+  const int64_t head = blockIdx.x / quads, i = blockIdx.x % quads * 4 + p;
+  const bool is_q = head < a.n_heads, is_v = head >= a.n_heads + a.n_kv_heads;
+  float y0 = ys[p][r], y1 = ys[4 + p][r];
+  if (!is_v) {
+    const float angle = float(a.batch.positions[r]) * a.inv_freq[i];
+    float s, c;
+    sincosf(angle, &s, &c);
+    const float x0 = y0, x1 = y1;
+    y0 = x0 * c - x1 * s;
+    y1 = x1 * c + x0 * s;
+  }
+  bf16* row = out + int64_t(r) * (a.n_heads + 2 * a.n_kv_heads) * hd + head * hd;
+  row[i] = from_float<bf16>(y0);
+  row[i + half] = from_float<bf16>(y1);
+  if (is_q) return;
+  const int64_t slot = a.batch.slot_mapping[r];
+  const int64_t kvh = is_v ? head - a.n_heads - a.n_kv_heads : head - a.n_heads;
+  const int64_t prow = (slot / a.block_size * a.n_kv_heads + kvh) * a.block_size + slot % a.block_size;
+  KvT* dst = static_cast<KvT*>(is_v ? a.v_pool : a.k_pool) + prow * hd;
+  dst[i] = from_float<KvT>(y0);
+  dst[i + half] = from_float<KvT>(y1);
+}
+
 template <int R, bool kNorm, GemvEpilogue kEpi, typename OutT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusion f) {
   constexpr int kRowsW = kEpi == GemvEpilogue::Swiglu ? 2 : 1;  // weight rows per warp
+  constexpr bool kRope = kEpi == GemvEpilogue::RopeKv;
   extern __shared__ uint4 xs[];                                  // kNorm: normalized x [R][k / 8]
   const int lane = threadIdx.x % 32;
   const int64_t m_out = kEpi == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
-  const int64_t j = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t j = kRope ? rope_feature(f.rope, blockIdx.x, int(threadIdx.x / 32))
+                          : int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const bool active = j < m_out;
   const int64_t n_chunks = g.k / 8;
   const uint4* wr[kRowsW];
@@ -152,6 +196,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusio
   for (int q = 0; q < kRowsW; ++q)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[q][r] = warp_sum(acc[q][r]);
+  if constexpr (kRope) {  // every warp of the block is active (m = heads x head_dim, 8 | head_dim)
+    __shared__ float ys[kWarps][R];
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        ys[threadIdx.x / 32][r] = to_float(from_float<bf16>(acc[0][r] + (g.bias ? to_float(g.bias[j]) : 0.0f)));
+    __syncthreads();
+    bf16* out = static_cast<bf16*>(g.out);
+    switch (f.rope.kv_dtype) {
+      case DType::BF16: rope_kv_store<R, bf16>(f.rope, out, ys); break;
+      case DType::F16: rope_kv_store<R, __half>(f.rope, out, ys); break;
+      default: rope_kv_store<R, float>(f.rope, out, ys); break;
+    }
+    return;
+  }
   if (lane != 0) return;
   OutT* out = static_cast<OutT*>(g.out);
 #pragma unroll
@@ -182,6 +241,8 @@ void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
     if constexpr (R <= kGemvNormMaxRows) {
       if (f.epilogue == E::Swiglu)
         go(gemv_kernel<R, true, E::Swiglu, bf16>);
+      else if (f.epilogue == E::RopeKv)
+        go(gemv_kernel<R, true, E::RopeKv, bf16>);
       else
         go(gemv_kernel<R, true, E::Store, bf16>);
     }
@@ -191,6 +252,7 @@ void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
     case E::Store: go(g.out_f32 ? gemv_kernel<R, false, E::Store, float> : gemv_kernel<R, false, E::Store, bf16>); break;
     case E::AddTo: go(gemv_kernel<R, false, E::AddTo, bf16>); break;
     case E::Swiglu: go(gemv_kernel<R, false, E::Swiglu, bf16>); break;
+    case E::RopeKv: go(gemv_kernel<R, false, E::RopeKv, bf16>); break;
   }
 }
 
@@ -201,6 +263,13 @@ bool gemv_supported(const GemmArgs& g, const GemvFusion& f) {
   if (g.rows < 1 || g.rows > kGemvMaxRows || g.k % 8 != 0 || !aligned(g.x) || !aligned(g.w)) return false;
   if (f.epilogue != GemvEpilogue::Store && g.out_f32) return false;
   if (f.epilogue == GemvEpilogue::Swiglu && g.m % 2 != 0) return false;
+  if (f.epilogue == GemvEpilogue::RopeKv) {
+    const RopeKvArgs& r = f.rope;
+    const bool pool_ok = r.kv_dtype == DType::BF16 || r.kv_dtype == DType::F16 || r.kv_dtype == DType::F32;
+    if (!pool_ok || r.head_dim <= 0 || r.head_dim % 8 != 0 || r.n_heads <= 0 || r.n_kv_heads <= 0 ||
+        g.m != (r.n_heads + 2 * r.n_kv_heads) * r.head_dim || r.batch.n_tokens != g.rows)
+      return false;
+  }
   if (f.norm_w)
     return g.rows <= kGemvNormMaxRows && g.rows * g.k * 2 <= kGemvNormMaxBytes && aligned(f.norm_w) &&
            f.epilogue != GemvEpilogue::AddTo && !g.out_f32;

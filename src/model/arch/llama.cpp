@@ -7,9 +7,9 @@
 //     a   = paged causal attention                   [n_tokens, n_heads head_dim]
 //     x  += a @ Wo^T
 //     x  += down(silu(gate(h)) * up(h)),  h = rms_norm(x)   (gate|up one matmul)
-// Each matmul goes through Backend::matmul_fused with its norm prologue and its residual-add
-// or SwiGLU epilogue, so a backend may run each line as one kernel (the CUDA decode GEMV)
-// or as the plain ops in turn.
+// Each matmul goes through Backend::matmul_fused with its norm prologue and its RoPE/KV-write,
+// residual-add or SwiGLU epilogue, so a backend may run each line as one kernel (the CUDA
+// decode GEMV) or as the plain ops in turn.
 //   logits = lm_head(final_norm(x[logits_rows]))     [n_out, n_vocab]
 //
 // Q/K/V and gate/up are concatenated at load time so each is one matmul (one pass over the
@@ -262,8 +262,9 @@ void LlamaModel::run_layers(int64_t n, int64_t n_out) {
   };
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     const LayerWeights& lw = layers_[size_t(il)];
-    be_.matmul_fused(x, lw.wqkv, lw.bqkv, qkv, MatmulFusion{.norm_w = lw.attn_norm, .eps = cfg_.rms_norm_eps, .h = h});
-    be_.rope_kv_write(int(il), qkv, inv_freq_, attn_);
+    be_.matmul_fused(x, lw.wqkv, lw.bqkv, qkv,
+                     MatmulFusion{.norm_w = lw.attn_norm, .eps = cfg_.rms_norm_eps, .h = h, .epilogue = Epi::RopeKv,
+                                  .rope_layer = int(il), .inv_freq = inv_freq_, .attn = attn_});
     be_.attention(int(il), qkv, attn_, attn);
     project_add(attn, lw.wo, lw.bo);
     be_.matmul_fused(x, lw.wgate_up, none, act,

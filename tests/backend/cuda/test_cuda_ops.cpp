@@ -239,6 +239,112 @@ TEST_P(CudaMatmulFused, MatchesRefOpsInTurn) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaMatmulFused, ::testing::Values("cublas", "custom", "auto"));
 
+// matmul_fused with the RoPE/KV epilogue (the decode QKV projection: the GEMV rotates q/k
+// and writes k/v to the paged pools itself where it runs, else matmul then rope_kv_write)
+// against the reference's ops in turn, for one decode token per sequence at scattered
+// positions. Both qkv and the written pool rows are compared: the product and its rounding
+// (as norm+matmul, tol 8e-3) plus the rotation and one more rounding to the pool dtype:
+// tol 1e-2. Pool elements written by one backend only fail.
+class CudaMatmulRopeKv : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaMatmulRopeKv, MatchesRefOpsInTurn) {
+  TF_REQUIRE_CUDA_DEVICE();
+  using Epi = MatmulFusion::Epilogue;
+  const std::string mode = GetParam();
+  constexpr int32_t kBlockSize = 16;
+  constexpr int kLayer = 1;
+  for (DType kv_dtype : {DType::BF16, DType::F16}) {
+    for (int32_t rows : {1, 3, 4, 6}) {
+      for (bool norm : {true, false}) {
+        for (const auto& [nh, nkv] : {std::pair<int64_t, int64_t>{4, 2}, {8, 1}}) {
+          for (int64_t hd : {64, 128}) {
+            const std::string name = std::string(norm ? "norm+" : "") + "matmul+rope/kv (" + mode + ")";
+            SCOPED_TRACE(name + " kv=" + std::string(dtype_name(kv_dtype)) + " rows=" + std::to_string(rows) + " heads=" +
+                         std::to_string(nh) + "/" + std::to_string(nkv) + " head_dim=" + std::to_string(hd));
+            Rng rng(test::seed_of({13, int64_t(kv_dtype), rows, norm, nh, nkv, hd}));
+            const int64_t k = 256, m = (nh + 2 * nkv) * hd;
+            std::vector<int32_t> lens(static_cast<size_t>(rows));
+            for (int32_t& len : lens) len = int32_t(rng.uniform_int(1, 300));
+            const Tables tables = make_tables(rng, kBlockSize, lens, /*spare=*/3);
+            const KvCacheSpec spec{.n_layers = 2, .n_blocks = tables.n_blocks, .block_size = kBlockSize,
+                                   .n_kv_heads = nkv, .head_dim = hd, .dtype = kv_dtype};
+            const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                                    .scale = float(1.0 / std::sqrt(double(hd)))};
+            BatchBuilder builder(kBlockSize, tables.max_blocks);
+            std::vector<int32_t> ids(static_cast<size_t>(rows));
+            for (int32_t r = 0; r < rows; ++r) {
+              ids[size_t(r)] = int32_t(rng.uniform_int(0, 999));
+              builder.add(SeqChunk{.ids = ids.data() + r, .n_ids = 1, .start_pos = lens[size_t(r)] - 1,
+                                   .blocks = tables.blocks[size_t(r)].data(),
+                                   .n_blocks = int32_t(tables.blocks[size_t(r)].size())});
+            }
+            const Batch batch = builder.take();
+            const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
+            std::vector<float> nwv = test::randn(rng, k, 0.1);
+            for (float& v : nwv) v += 1.0f;
+            const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
+            const test::HostTensor w =
+                test::make_host(test::randn(rng, m * k, 1.0 / std::sqrt(double(k))), DType::BF16, {m, k});
+            const test::HostTensor bias = test::make_host(test::randn(rng, m), DType::BF16, {m});
+            const std::vector<float> inv_freq_host = make_inv_freq(hd);
+
+            test::Backends be(BackendOptions{.gemv = mode});
+            test::KvPools pools[2] = {test::KvPools(*be.ref, test::as_host(*be.ref)),
+                                      test::KvPools(*be.cuda, dynamic_cast<cuda::CudaBackend&>(*be.cuda))};
+            Backend* backends[2] = {be.ref.get(), be.cuda.get()};
+            std::vector<float> outs[2];
+            for (int ib = 0; ib < 2; ++ib) {
+              Backend& b = *backends[ib];
+              b.init_kv_cache(spec);
+              pools[ib].poison_all();
+              b.set_batch(batch);
+              TensorView inv_freq = b.alloc(DType::F32, {hd / 2});
+              b.copy_from_host(inv_freq_host.data(), inv_freq);
+              const TensorView none{};
+              const MatmulFusion f{.norm_w = norm ? b.upload(nw.view(), DType::BF16) : none,
+                                   .eps = 1e-5f,
+                                   .h = norm ? b.alloc(b.act_dtype(), {rows, k}) : none,
+                                   .epilogue = Epi::RopeKv,
+                                   .rope_layer = kLayer,
+                                   .inv_freq = inv_freq,
+                                   .attn = p};
+              const TensorView xin = ib == 0 ? test::to_device(b, x, rows, k) : test::to_cuda_bf16(b, x, rows, k);
+              if (ib == 0) {
+                TensorView out = b.alloc(b.act_dtype(), {rows, m});
+                b.matmul_fused(xin, b.upload(w.view(), DType::BF16), b.upload(bias.view(), DType::BF16), out, f);
+                outs[0] = test::to_host_f32(b, out);
+              } else {
+                test::GuardedBf16 out(b, rows, m);
+                b.matmul_fused(xin, b.upload(w.view(), DType::BF16), b.upload(bias.view(), DType::BF16), out.view(), f);
+                EXPECT_TRUE(out.guard_intact()) << "qkv written out of bounds";
+                outs[1] = out.values();
+              }
+            }
+            test::expect_close("matmul_fused " + name + " qkv", outs[1], outs[0], 8e-3, true);
+            for (int kv = 0; kv < 2; ++kv) {
+              const std::vector<uint8_t> want_b = pools[0].bytes(kLayer, kv), got_b = pools[1].bytes(kLayer, kv);
+              std::vector<float> want, got;
+              bool same_rows = true;
+              for (int64_t i = 0; i < int64_t(want_b.size() / dtype_size(kv_dtype)); ++i) {
+                const float wv = load_f32(want_b.data(), kv_dtype, i), gv = load_f32(got_b.data(), kv_dtype, i);
+                if (std::isnan(wv) != std::isnan(gv)) same_rows = false;
+                if (std::isnan(wv)) continue;
+                want.push_back(wv);
+                got.push_back(gv);
+              }
+              EXPECT_TRUE(same_rows) << (kv ? "V" : "K") << " pool: elements written by one backend only";
+              EXPECT_EQ(int64_t(want.size()), rows * nkv * hd) << (kv ? "V" : "K") << " pool: elements written";
+              test::expect_close("matmul_fused " + name + (kv ? " V pool" : " K pool"), got, want, 1e-2, same_rows);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaMatmulRopeKv, ::testing::Values("cublas", "custom", "auto"));
+
 // A copy of whole rows: bit-exact.
 TEST(CudaOps, GatherLogitRows) {
   TF_REQUIRE_CUDA_DEVICE();
