@@ -96,18 +96,32 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
   // is read from device memory), a number fixed by the batch shape, so a recorded step
   // stays valid while contexts grow.
   const int64_t max_keys = int64_t(batch_.max_blocks) * kv_spec_.block_size;
-  a.n_splits = int32_t(std::min(decode_want_splits(dev_batch_.n_decode), (max_keys + 31) / 32));
+  const int64_t quantum = decode_split_quantum();
+  a.n_splits = int32_t(std::min(decode_want_splits(dev_batch_.n_decode), (max_keys + quantum - 1) / quantum));
   if (a.n_splits > 1)
     a.workspace = attention_workspace(size_t(dev_batch_.n_decode) * size_t(p.n_heads) * size_t(a.n_splits) *
                                       size_t(p.head_dim + 2));
   launch_decode_attention(a, stream_);
 }
 
+// The tensor-core kernel streams a split through shared memory in 64-key tiles with the next
+// tile in flight, so one block per SM already keeps the memory busy and every extra split
+// costs partial states and the combine kernel: measured on the H200 (docs/PERF.md), batch 1
+// was fastest with 6 splits of 64 keys at 384 keys (240.5 tokens/s; 12 splits of 32: 236.6,
+// 1: 215.3), batch 32 with one split (6,146; 3: 5,976). The CUDA-core kernel holds one key
+// step per lane group in flight and wants about four blocks per SM.
+bool CudaBackend::decode_on_tensor_cores() const {
+  return opt_.decode_mma && kv_spec_.dtype == DType::BF16 && (kv_spec_.head_dim == 64 || kv_spec_.head_dim == 128);
+}
+
 int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {
   if (opt_.decode_splits > 0) return opt_.decode_splits;
   const int64_t units = std::max<int64_t>(1, n_decode * std::max<int64_t>(1, kv_spec_.n_kv_heads));
-  return std::max<int64_t>(1, (4 * int64_t(n_sms_) + units - 1) / units);
+  const int64_t blocks_per_sm = decode_on_tensor_cores() ? 1 : 4;
+  return std::max<int64_t>(1, (blocks_per_sm * int64_t(n_sms_) + units - 1) / units);
 }
+
+int32_t CudaBackend::decode_split_quantum() const { return decode_on_tensor_cores() ? 64 : 32; }
 
 // Grows only; growing drops the recordings (they hold the old address). Never during a
 // recording: the model runs every key eagerly first, with the same sizes.

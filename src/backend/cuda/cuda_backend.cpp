@@ -198,14 +198,15 @@ void CudaBackend::set_batch(const Batch& b) {
       for (int32_t t = begin; t < end; ++t) plain_tokens_.push_back(t);
     }
   }
-  // Decode split size: enough splits of the longest context that about four thread blocks
-  // per SM are busy (decode_want_splits; attention() sizes the grid from the same count, so
-  // it is fixed by the batch shape), at least 32 keys each.
+  // Decode split size: enough splits of the longest context that the decode kernel's blocks
+  // fill the SMs (decode_want_splits; attention() sizes the grid from the same count, so it
+  // is fixed by the batch shape), a multiple of the kernel's key tile (decode_split_quantum).
   int32_t max_ctx = 1;
   for (int32_t s : decode_seqs_) max_ctx = std::max(max_ctx, b.context_lens[size_t(s)]);
   const int64_t want = decode_want_splits(int64_t(decode_seqs_.size()));
   const int64_t per_split = (max_ctx + want - 1) / want;
-  split_keys_.assign(1, int32_t(std::max<int64_t>(32, (per_split + 31) / 32 * 32)));
+  const int64_t quantum = decode_split_quantum();
+  split_keys_.assign(1, int32_t(std::max<int64_t>(quantum, (per_split + quantum - 1) / quantum * quantum)));
   const std::vector<int32_t>* arrays[] = {&b.token_ids,    &b.positions,    &b.seq_starts,   &b.context_lens,
                                           &b.block_tables, &b.slot_mapping, &b.logits_rows,  &decode_seqs_,
                                           &decode_tokens_, &plain_tokens_,  &split_keys_,   &flash_tiles_};
