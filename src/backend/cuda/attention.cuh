@@ -65,10 +65,16 @@ bool flash_supported(int64_t head_dim);
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 void launch_flash_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream);
 
-// Prefill chunks of at least this many tokens take the tiled kernel in "auto" mode, shorter
-// ones the plain kernel. Measured on the H200 (docs/PERF.md, "attention crossover"): the
-// plain kernel wins at 8, 16 and 32 tokens (by 2-7%), the tiled one from 64 on (8% at 64,
-// 51% at 128, 4.7x at 512, 12x at 4096).
-constexpr int32_t kFlashMinRows = 64;
+// Prefill chunks of at least this many tokens take a tiled kernel in "auto" mode, shorter
+// ones the plain kernel. Measured on the H200 (docs/PERF.md, "attention crossover", batch-1
+// prefill of the 8B shape): the FlashAttention-2 kernel (BF16 pools) beats the plain one at
+// every length measured, 8 tokens being the shortest (+2% at 8, +11% at 32, +35% at 64, 2.1x
+// at 128, 8.1x at 512); the WMMA kernel (other pools) lost at 8-32 tokens (by 2-7%) and won
+// from 64 on (8% at 64, 51% at 128, 4.7x at 512, 12x at 4096).
+constexpr int32_t kFlashMinRowsBf16 = 8;
+constexpr int32_t kFlashMinRowsOther = 64;
+inline int32_t flash_min_rows(DType kv_dtype) {
+  return kv_dtype == DType::BF16 ? kFlashMinRowsBf16 : kFlashMinRowsOther;
+}
 
 }  // namespace tf::cuda

@@ -186,7 +186,7 @@ void CudaBackend::set_batch(const Batch& b) {
   flash_tiles_.clear();
   // Chunks long enough (or any, when asked) go to the tiled kernel in tiles of 64 rows.
   const bool flash_ok = flash_supported(kv_spec_.head_dim) && opt_.attention != "plain";
-  const int32_t flash_min = opt_.attention == "flash" ? 2 : kFlashMinRows;
+  const int32_t flash_min = opt_.attention == "flash" ? 2 : flash_min_rows(kv_spec_.dtype);
   for (int32_t s = 0; s < b.n_seqs(); ++s) {
     const int32_t begin = b.seq_starts[size_t(s)], end = b.seq_starts[size_t(s) + 1];
     if (end - begin == 1) {
