@@ -25,6 +25,7 @@ struct Args {
   bool membw = true;
   bool sequential = false;
   bool json = false;
+  std::string plot;  // SVG of decode tokens/s vs batch
   std::string variants = "default";
   int workload = 0;          // requests of the static-vs-continuous workload (0: skip)
   double kv_budget_gb = 40;  // KV memory for the "max concurrent sequences" figure
@@ -217,6 +218,7 @@ int run_bench(const Args& a) {
   if (!a.json)
     for (const std::string& line : tuning) std::printf("tuning: %s\n", line.c_str());
   if (a.json) std::printf("%s\n", json_dump(out).c_str());
+  if (!a.plot.empty()) write_decode_curve(out, a.plot);
   return 0;
 }
 
@@ -236,6 +238,7 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_flag("!--no-membw", a->membw, "Skip the memory-bandwidth copy test");
   c->add_flag("--sequential", a->sequential, "Also run each batch's requests one after another, for the speedup");
   c->add_flag("--json", a->json, "Print one JSON object");
+  c->add_option("--plot", a->plot, "Also write the decode tokens/s vs batch curve (one line per variant) to this SVG file");
   c->add_option("--workload", a->workload,
                 "Also run N requests with log-normal lengths under static and under continuous batching "
                 "(batch: the largest --batch)")

@@ -35,6 +35,10 @@ void add_info(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 void add_kv_plan(CLI::App& app, Runner& run);
 void add_serve(CLI::App& app, Runner& run);
+void add_plot(CLI::App& app, Runner& run);
+
+// The decode tokens/s vs batch chart of a bench result (bench --json's object) to an SVG file.
+void write_decode_curve(const nlohmann::json& bench_output, const std::string& path);
 
 // JSON text of a string that may hold invalid UTF-8 (replaced, never thrown on).
 std::string json_dump(const nlohmann::json& j);
