@@ -4,11 +4,16 @@
 // absent/F32/BF16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 
+#include "attention_history.h"
+#include "core/batch.h"
 #include "op_test_util.h"
 
 namespace tf {
@@ -175,6 +180,72 @@ TEST(OpsMatmulFused, EveryPrologueAndEpilogueMatchesItsDefinition) {
         EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*be, out), want, 1e-5));
       }
     }
+  }
+}
+
+// RopeKv is the product, then rope_kv_write on it: the same qkv rows and KV pool bytes, bit
+// for bit, as the two ops called in turn on a second backend of the same kind.
+TEST(OpsMatmulFused, RopeKvIsTheProductThenRopeKvWrite) {
+  using Epi = MatmulFusion::Epilogue;
+  constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 16, k = 32, m = (kHeads + 2 * kKvHeads) * kHeadDim;
+  constexpr int kLayer = 1;
+  const KvCacheSpec spec{.n_layers = 2, .n_blocks = 8, .block_size = 4, .n_kv_heads = kKvHeads,
+                         .head_dim = kHeadDim, .dtype = DType::F32};
+  const AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKvHeads, .head_dim = kHeadDim, .scale = 0.25f};
+  // three sequences, one new token each, at positions 5, 9 and 0
+  const std::vector<std::vector<int32_t>> tables = {{5, 1}, {3, 0, 7}, {2}};
+  const int32_t starts[] = {5, 9, 0};
+  BatchBuilder builder(4, 3);
+  const int32_t id = 42;
+  for (size_t s = 0; s < tables.size(); ++s)
+    builder.add(SeqChunk{.ids = &id, .n_ids = 1, .start_pos = starts[s], .blocks = tables[s].data(),
+                         .n_blocks = int32_t(tables[s].size())});
+  const Batch batch = builder.take();
+  const int64_t n = batch.n_tokens();
+  Rng rng(test::seed_of({22}));
+  const std::vector<float> x = test::randn(rng, n * k, 1.0), w = test::randn(rng, m * k, 0.2),
+                           bias = test::randn(rng, m), inv_freq_host = test::make_inv_freq(kHeadDim);
+  for (BackendKind kind : {BackendKind::Ref, BackendKind::Cpu}) {
+    std::unique_ptr<Backend> be[2] = {make_backend(kind), make_backend(kind)};
+    SCOPED_TRACE(be[0]->name());
+    std::vector<float> qkv[2];
+    for (int i = 0; i < 2; ++i) {
+      Backend& b = *be[i];
+      b.init_kv_cache(spec);
+      for (int il = 0; il < 2; ++il)  // known contents, so unwritten slots compare equal too
+        for (const TensorView* pool : {&test::as_host(b).k_cache(il), &test::as_host(b).v_cache(il)}) {
+          const std::vector<float> fill(size_t(pool->numel()), -7.0f);
+          b.copy_from_host(fill.data(), *pool);
+        }
+      b.set_batch(batch);
+      TensorView inv_freq = b.alloc(DType::F32, {kHeadDim / 2});
+      b.copy_from_host(inv_freq_host.data(), inv_freq);
+      TensorView bd = b.alloc(DType::F32, {m});
+      b.copy_from_host(bias.data(), bd);
+      const TensorView xd = test::to_device(b, x, n, k), wd = test::to_device(b, w, m, k);
+      TensorView out = b.alloc(DType::F32, {n, m});
+      if (i == 0) {
+        b.matmul_fused(xd, wd, bd, out,
+                       MatmulFusion{.epilogue = Epi::RopeKv, .rope_layer = kLayer, .inv_freq = inv_freq, .attn = p});
+      } else {
+        b.matmul(xd, wd, bd, out);
+        b.rope_kv_write(kLayer, out, inv_freq, p);
+      }
+      qkv[i] = test::to_host_f32(b, out);
+    }
+    EXPECT_TRUE(test::bitwise_equal(qkv[0], qkv[1])) << "qkv rows";
+    for (int il = 0; il < 2; ++il)
+      for (const bool v : {false, true}) {
+        const TensorView& a = v ? test::as_host(*be[0]).v_cache(il) : test::as_host(*be[0]).k_cache(il);
+        const TensorView& b = v ? test::as_host(*be[1]).v_cache(il) : test::as_host(*be[1]).k_cache(il);
+        std::vector<float> pa(size_t(a.numel())), pb(size_t(b.numel()));
+        be[0]->copy_to_host(a, pa.data());
+        be[1]->copy_to_host(b, pb.data());
+        EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0)
+            << (v ? "V" : "K") << " pool of layer " << il;
+        const int64_t written = std::count_if(pa.begin(), pa.end(), [](float e) { return e != -7.0f; });
+        EXPECT_EQ(written, il == kLayer ? n * kKvHeads * kHeadDim : 0) << (v ? "V" : "K") << " pool of layer " << il;
+      }
   }
 }
 
