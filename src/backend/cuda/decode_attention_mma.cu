@@ -260,12 +260,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
 template <int kD>
 void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(DecodeSmem<kD>);
-  static bool configured = false;  // the attribute is per kernel, set once
-  if (!configured) {
+  static std::atomic<uint64_t> configured{0};
+  once_per_device(configured, [smem] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_mma_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(smem)));
-    configured = true;
-  }
+  });
   const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
   launch_pdl(decode_attention_mma_kernel<kD>, grid, dim3(kWarps * 32), smem, stream, a);
 }

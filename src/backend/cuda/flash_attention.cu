@@ -26,6 +26,7 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -190,12 +191,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(PagedAtten
 template <typename KvT, int kD>
 void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(Smem<kD>);
-  static bool configured = false;  // the attribute is per kernel, set once
-  if (!configured) {
+  static std::atomic<uint64_t> configured{0};
+  once_per_device(configured, [smem] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<KvT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(smem)));
-    configured = true;
-  }
+  });
   const dim3 grid(unsigned(a.batch.n_flash), unsigned(a.n_heads));
   flash_attention_kernel<KvT, kD><<<grid, kWarps * 32, smem, stream>>>(a);
 }

@@ -40,6 +40,7 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace tf::cuda {
@@ -264,13 +265,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
 template <int kD>
 void launch_d(const PagedAttentionArgs& a, cudaStream_t stream) {
   constexpr int smem = 128 + 4 * kKeys * kD * int(sizeof(bf16)) + 2 * kKeys * int(sizeof(int32_t));
-  static bool configured = false;  // the attributes are per kernel, set once
-  if (!configured) {
+  static std::atomic<uint64_t> configured{0};
+  once_per_device(configured, [] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     TF_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        int(cudaSharedmemCarveoutMaxShared)));
-    configured = true;
-  }
+  });
   const dim3 grid(unsigned(a.batch.n_flash), unsigned(a.n_heads));
   flash_bf16_kernel<kD><<<grid, kThreads, smem, stream>>>(a);
 }

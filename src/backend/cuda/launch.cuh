@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -20,6 +21,19 @@ namespace tf::cuda {
 inline std::atomic<bool>& pdl_enabled() {
   static std::atomic<bool> on{true};
   return on;
+}
+
+// Kernel attributes (dynamic shared memory above 48 KB, the carveout) belong to a kernel on
+// one device: `set` runs once per device this process launches on (tensor-parallel ranks may
+// drive several GPUs from one process). `done` is the kernel's own flag word (a static).
+template <typename Set>
+void once_per_device(std::atomic<uint64_t>& done, Set&& set) {
+  int device = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+  if (bit && (done.load(std::memory_order_acquire) & bit)) return;
+  set();
+  done.fetch_or(bit, std::memory_order_release);
 }
 
 template <typename... Params, typename... Args>
