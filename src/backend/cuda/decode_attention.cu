@@ -21,13 +21,14 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_split.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace tf::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int32_t kStagedBlocks = 64;  // block-table entries of one split kept in shared memory
+constexpr int32_t kStagedBlocks = kDecodeStagedBlocks;
 
 // kDims consecutive elements of a KV row as loaded (raw words: 16-, 8- or 4-byte loads, as
 // the width allows), and as float. Loads are kept raw while in flight so that a deeper
@@ -83,19 +84,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   const int32_t s = a.batch.decode_seqs[blockIdx.x];
   const int64_t kvh = blockIdx.y, hd = kHeadDim;
   const int32_t split = int32_t(blockIdx.z);
-  const int32_t it = a.batch.seq_starts[s];
-  const int32_t qpos = a.batch.positions[it];
-  const int32_t first = a.sliding_window > 0 ? max(0, qpos - int32_t(a.sliding_window) + 1) : 0;
-  const int32_t split_keys = *a.batch.split_keys;
-  const int32_t k_begin = first + split * split_keys;
-  const int32_t k_end = min(qpos + 1, k_begin + split_keys);
+  const DecodeKeys keys = decode_keys(a, s, split);
+  const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
-    if (a.n_splits > 1 && threadIdx.x < a.n_heads / a.n_kv_heads) {
-      const int64_t h = kvh * (a.n_heads / a.n_kv_heads) + threadIdx.x;
-      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (kHeadDim + 2);
-      ws[0] = -INFINITY;
-      ws[1] = 0.0f;
-    }
+    mark_split_empty(a, kvh, split);
     return;
   }
   const int64_t group = a.n_heads / a.n_kv_heads;
@@ -209,17 +201,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
         sum_a += acc_s[st][g][d] * w;
       }
     }
-    const int64_t h = kvh * group + g;
-    if (a.n_splits == 1) {
-      a.out[int64_t(it) * a.n_heads * hd + h * hd + d] = from_float<bf16>(sum_a / sum_l);
-    } else {
-      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (hd + 2);
-      ws[2 + d] = sum_a;
-      if (d == 0) {
-        ws[0] = mx;
-        ws[1] = sum_l;
-      }
-    }
+    store_split(a, it, kvh * group + g, split, d, mx, sum_l, sum_a);
   }
 }
 
@@ -228,7 +210,7 @@ __global__ void combine_kernel(PagedAttentionArgs a) {
   pdl_begin();
   const int64_t hd = a.head_dim, h = blockIdx.y;
   const int32_t it = a.batch.seq_starts[a.batch.decode_seqs[blockIdx.x]];
-  const float* ws = a.workspace + (int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits * (hd + 2);
+  const float* ws = split_state(a, h, 0);
   float mx = -INFINITY;
   for (int sp = 0; sp < a.n_splits; ++sp) mx = fmaxf(mx, ws[sp * (hd + 2)]);
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {

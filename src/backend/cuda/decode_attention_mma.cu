@@ -27,6 +27,7 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_split.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
 
@@ -34,7 +35,7 @@ namespace tf::cuda {
 namespace {
 
 constexpr int kWarps = 4, kTileKeys = 64, kWarpKeys = kTileKeys / kWarps;
-constexpr int32_t kStagedBlocks = 64;  // block-table entries of one split kept in shared memory
+constexpr int32_t kStagedBlocks = kDecodeStagedBlocks;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 static_assert(kWarpKeys == 16, "a warp's keys are one k16 step of the P V product");
 
@@ -66,18 +67,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   const int64_t kvh = blockIdx.y;
   const int32_t split = int32_t(blockIdx.z);
   const int group = int(a.n_heads / a.n_kv_heads);
-  const int32_t it = a.batch.seq_starts[s];
-  const int32_t qpos = a.batch.positions[it];
-  const int32_t first = a.sliding_window > 0 ? max(0, qpos - int32_t(a.sliding_window) + 1) : 0;
-  const int32_t split_keys = *a.batch.split_keys;
-  const int32_t k_begin = first + split * split_keys;
-  const int32_t k_end = min(qpos + 1, k_begin + split_keys);
+  const DecodeKeys keys = decode_keys(a, s, split);
+  const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
-    if (a.n_splits > 1 && tid < group) {
-      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + kvh * group + tid) * a.n_splits + split) * (kD + 2);
-      ws[0] = -INFINITY;
-      ws[1] = 0.0f;
-    }
+    mark_split_empty(a, kvh, split);
     return;
   }
   const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
@@ -243,17 +236,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
         sum_a += sm.o[w][g][d] * wt;
       }
     }
-    const int64_t h = kvh * group + g;
-    if (a.n_splits == 1) {
-      a.out[int64_t(it) * a.n_heads * kD + h * kD + d] = from_float<bf16>(sum_a / sum_l);
-    } else {
-      float* ws = a.workspace + ((int64_t(blockIdx.x) * a.n_heads + h) * a.n_splits + split) * (kD + 2);
-      ws[2 + d] = sum_a;
-      if (d == 0) {
-        ws[0] = mx * kLn2;  // combine_kernel weighs splits by exp(m - M): natural-log units
-        ws[1] = sum_l;
-      }
-    }
+    // m in log2 units here; combine_kernel weighs splits by exp(m - M)
+    store_split(a, it, kvh * group + g, split, d, mx * kLn2, sum_l, sum_a);
   }
 }
 
