@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rope_device.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -124,21 +125,14 @@ __device__ void rope_kv_store(const RopeKvArgs& a, bf16* out, const float (&ys)[
   const int64_t head = blockIdx.x / quads, i = blockIdx.x % quads * 4 + p;
   const bool is_q = head < a.n_heads, is_v = head >= a.n_heads + a.n_kv_heads;
   float y0 = ys[p][r], y1 = ys[4 + p][r];
-  if (!is_v) {
-    const float angle = float(a.batch.positions[r]) * a.inv_freq[i];
-    float s, c;
-    sincosf(angle, &s, &c);
-    const float x0 = y0, x1 = y1;
-    y0 = x0 * c - x1 * s;
-    y1 = x1 * c + x0 * s;
-  }
+  if (!is_v) rope_rotate(y0, y1, a.batch.positions[r], a.inv_freq[i]);
   bf16* row = out + int64_t(r) * (a.n_heads + 2 * a.n_kv_heads) * hd + head * hd;
   row[i] = from_float<bf16>(y0);
   row[i + half] = from_float<bf16>(y1);
   if (is_q) return;
   const int64_t slot = a.batch.slot_mapping[r];
   const int64_t kvh = is_v ? head - a.n_heads - a.n_kv_heads : head - a.n_heads;
-  const int64_t prow = (slot / a.block_size * a.n_kv_heads + kvh) * a.block_size + slot % a.block_size;
+  const int64_t prow = kv_slot_row(slot, a.n_kv_heads, kvh, a.block_size);
   KvT* dst = static_cast<KvT*>(is_v ? a.v_pool : a.k_pool) + prow * hd;
   dst[i] = from_float<KvT>(y0);
   dst[i + half] = from_float<KvT>(y1);

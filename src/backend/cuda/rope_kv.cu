@@ -1,6 +1,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rope_device.cuh"
 #include "backend/cuda/rope_kv.cuh"
 
 #include <type_traits>
@@ -27,12 +28,7 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
     y0 = to_float(r[i]);
     y1 = to_float(r[i + half]);
     if (kRotate && !is_v) {
-      const float angle = float(a.batch.positions[it]) * a.inv_freq[i];
-      float s, c;
-      sincosf(angle, &s, &c);
-      const float x0 = y0, x1 = y1;
-      y0 = x0 * c - x1 * s;
-      y1 = x1 * c + x0 * s;
+      rope_rotate(y0, y1, a.batch.positions[it], a.inv_freq[i]);
       r[i] = from_float<bf16>(y0);
       r[i + half] = from_float<bf16>(y1);
     }
@@ -41,8 +37,7 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
 
   const int64_t slot = a.batch.slot_mapping[it];
   const int64_t kvh = is_v ? head - a.n_heads - a.n_kv_heads : head - a.n_heads;
-  // Row of (slot, kv head) in the pool: [n_blocks, n_kv_heads, block_size] flattened.
-  const int64_t row = (slot / a.block_size * a.n_kv_heads + kvh) * a.block_size + slot % a.block_size;
+  const int64_t row = kv_slot_row(slot, a.n_kv_heads, kvh, a.block_size);
   KvT* dst = static_cast<KvT*>(is_v ? a.v_pool : a.k_pool) + row * hd;
   if constexpr (std::is_same_v<KvT, int8_t>) {
     const bool finite = isfinite(y0) && isfinite(y1);
