@@ -172,6 +172,23 @@ TEST(CudaOps, Swiglu) {
 // whichever the per-shape timing picks.
 class CudaMatmulFused : public ::testing::TestWithParam<std::string> {};
 
+// The inputs of one fused-matmul case, drawn in this order: x ~ N(0, 4) rounded to BF16 [rows,
+// k], norm weights 1 + N(0, 0.01) [k], w ~ N(0, 1/k) [m, k], bias N(0, 1) [m].
+struct FusedInputs {
+  std::vector<float> x;
+  test::HostTensor nw, w, bias;
+};
+FusedInputs fused_inputs(Rng& rng, int64_t rows, int64_t k, int64_t m) {
+  FusedInputs in;
+  in.x = test::round_bf16(test::randn(rng, rows * k, 2.0));
+  std::vector<float> nwv = test::randn(rng, k, 0.1);
+  for (float& v : nwv) v += 1.0f;
+  in.nw = test::make_host(nwv, DType::BF16, {k});
+  in.w = test::make_host(test::randn(rng, m * k, 1.0 / std::sqrt(double(k))), DType::BF16, {m, k});
+  in.bias = test::make_host(test::randn(rng, m), DType::BF16, {m});
+  return in;
+}
+
 TEST_P(CudaMatmulFused, MatchesRefOpsInTurn) {
   TF_REQUIRE_CUDA_DEVICE();
   using Epi = MatmulFusion::Epilogue;
@@ -197,13 +214,7 @@ TEST_P(CudaMatmulFused, MatchesRefOpsInTurn) {
                        " m=" + std::to_string(m));
           Rng rng(test::seed_of({11, rows, k, m, int64_t(kind.epi), kind.norm, kind.bias}));
           const int64_t m_out = kind.epi == Epi::Swiglu ? m / 2 : m;
-          const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
-          std::vector<float> nwv = test::randn(rng, k, 0.1);
-          for (float& v : nwv) v += 1.0f;
-          const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
-          const test::HostTensor w =
-              test::make_host(test::randn(rng, m * k, 1.0 / std::sqrt(double(k))), DType::BF16, {m, k});
-          const test::HostTensor bias = test::make_host(test::randn(rng, m), DType::BF16, {m});
+          const auto [x, nw, w, bias] = fused_inputs(rng, rows, k, m);
           const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
           const TensorView none{};
           auto fusion = [&](Backend& b, const TensorView& norm_w) {
@@ -279,13 +290,7 @@ TEST_P(CudaMatmulRopeKv, MatchesRefOpsInTurn) {
                                    .n_blocks = int32_t(tables.blocks[size_t(r)].size())});
             }
             const Batch batch = builder.take();
-            const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
-            std::vector<float> nwv = test::randn(rng, k, 0.1);
-            for (float& v : nwv) v += 1.0f;
-            const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
-            const test::HostTensor w =
-                test::make_host(test::randn(rng, m * k, 1.0 / std::sqrt(double(k))), DType::BF16, {m, k});
-            const test::HostTensor bias = test::make_host(test::randn(rng, m), DType::BF16, {m});
+            const auto [x, nw, w, bias] = fused_inputs(rng, rows, k, m);
             const std::vector<float> inv_freq_host = make_inv_freq(hd);
 
             test::Backends be(BackendOptions{.gemv = mode});
