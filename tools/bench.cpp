@@ -31,6 +31,14 @@ struct Args {
   double kv_budget_gb = 40;  // KV memory for the "max concurrent sequences" figure
 };
 
+// N of a variant named "splits-N" (1 to 999), else 0.
+int decode_splits_of(const std::string& name) {
+  if (name.rfind("splits-", 0) != 0 || name.size() <= 7 || name.size() > 10 ||
+      name.find_first_not_of("0123456789", 7) != std::string::npos)
+    return 0;
+  return std::stoi(name.substr(7));
+}
+
 // A kernel configuration by name: "default" (everything on) or one optimisation turned off.
 KernelOptions variant_options(const std::string& name) {
   KernelOptions k;
@@ -40,9 +48,7 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "no-pdl") k.pdl = false;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
-  else if (name.rfind("splits-", 0) == 0 && name.size() > 7 && name.size() <= 10 &&
-           name.find_first_not_of("0123456789", 7) == std::string::npos && std::stoi(name.substr(7)) > 0)
-    k.decode_splits = std::stoi(name.substr(7));
+  else if (const int n = decode_splits_of(name); n > 0) k.decode_splits = n;
   else if (name == "cublas") k.gemv = "cublas";
   else if (name == "gemv") k.gemv = "custom";
   else if (name == "plain-attention") k.attention_kernel = "plain";

@@ -108,10 +108,10 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
 // tile in flight, so one block per SM already keeps the memory busy and every extra split
 // costs partial states and the combine kernel: measured on the H200 (docs/PERF.md), batch 1
 // was fastest with 6 splits of 64 keys at 384 keys (240.5 tokens/s; 12 splits of 32: 236.6,
-// 1: 215.3), batch 32 with one split (6,146; 3: 5,976). The CUDA-core kernel holds one key
-// step per lane group in flight and wants about four blocks per SM.
+// 1: 215.3), batch 32 with one split (6,146; 3: 5,976). The CUDA-core kernel holds a few
+// key steps per lane group in flight (its register ring) and keeps about four blocks per SM.
 bool CudaBackend::decode_on_tensor_cores() const {
-  return opt_.decode_mma && kv_spec_.dtype == DType::BF16 && (kv_spec_.head_dim == 64 || kv_spec_.head_dim == 128);
+  return opt_.decode_mma && decode_mma_supported(kv_spec_.dtype, kv_spec_.head_dim, /*group=*/1);
 }
 
 int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {
