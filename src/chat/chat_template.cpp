@@ -6,6 +6,7 @@
 #include "chat/jinja_json.h"
 #include "chat/jinja_template.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/mapped_file.h"
 
 namespace tf {
@@ -25,11 +26,7 @@ constexpr const char* kChatMlTemplate =
 
 json parse_json_file(const std::string& path) {
   const std::string text = read_text_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", path, e.what());
-  }
+  return parse_json_bounded(text, path);
 }
 
 // bos_token / eos_token: a string, an AddedToken object {"content": ...}, null or absent ("").
@@ -87,7 +84,12 @@ Json with_parsed_arguments(const Json& m) {
     Json& fn = call["function"];
     auto args = fn.find("arguments");
     if (args == fn.end() || !args->is_string()) continue;
-    Json parsed = Json::parse(args->template get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    Json parsed;
+    try {
+      parsed = parse_json_bounded<Json>(args->template get_ref<const std::string&>(), "tool call arguments");
+    } catch (const Error&) {
+      continue;
+    }
     if (parsed.is_object()) *args = std::move(parsed);
   }
   return out;

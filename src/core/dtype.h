@@ -8,9 +8,24 @@
 
 namespace tf {
 
-enum class DType : uint8_t { F32, F16, BF16, I8, I32, I64, U8 };
+enum class DType : uint8_t {
+  F32, F16, BF16, I8, I32, I64, U8,
+  // Quantized weights of logical shape [m, k]; src/quant/formats.h defines each layout.
+  W8,   // int8, one F32 scale per row (TensorView::scales)
+  W4,   // uint4 pairs, an F16 scale and a U8 zero per group of TensorView::group_size along k
+  FP8,  // E4M3 bytes, one F32 scale per row
+  Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K,  // GGUF blocks, scales inside the blocks
+};
 
+// Bytes per element of a dense dtype and of W8/FP8; 0 for the packed ones (W4, GGUF blocks),
+// whose size only a row has (dtype_row_bytes).
 size_t dtype_size(DType t);
+bool dtype_is_quantized(DType t);
+// Elements per block along a row: 1 for dense dtypes, W8, FP8; 2 for W4; 32 or 256 for GGUF.
+int64_t dtype_block_elems(DType t);
+// Bytes of one row of k elements (k a multiple of dtype_block_elems), the packed values only:
+// the scale and zero arrays of W8/W4/FP8 are apart.
+size_t dtype_row_bytes(DType t, int64_t k);
 std::string_view dtype_name(DType t);
 // Parses names as they appear in safetensors headers ("F32", "BF16", ...). Returns false if
 // the name is not one we support.

@@ -22,13 +22,20 @@ struct TensorView {
   Device device = Device::Host;
   int n_dims = 0;
   std::array<int64_t, kMaxDims> shape{};  // shape[0] is the slowest dimension
+  // Quantized weights (dtype W8 / W4 / FP8; src/quant/formats.h): the per-row or per-group
+  // parameters beside `data`, on the same device. W8/FP8: scales F32 [m]; W4: scales F16
+  // [m, k / group_size] and zeros U8 [m, k / group_size]. Unused (null, 0) otherwise.
+  void* scales = nullptr;
+  void* zeros = nullptr;
+  int32_t group_size = 0;
 
   int64_t numel() const {
     int64_t n = 1;
     for (int i = 0; i < n_dims; ++i) n *= shape[i];
     return n;
   }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  // Bytes of `data` (for W8/W4/FP8 without their scale and zero arrays).
+  size_t nbytes() const { return size_t(n_rows()) * dtype_row_bytes(dtype, row_size()); }
   int64_t dim(int i) const { return shape[i]; }
   // Elements per row of the last dimension ("inner" size).
   int64_t row_size() const { return n_dims ? shape[n_dims - 1] : 1; }

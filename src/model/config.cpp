@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/mapped_file.h"
 
 namespace tf {
@@ -115,8 +116,7 @@ class Fields {
 };
 
 json parse_json_object(const std::string& text, const std::string& origin) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail("{}: not valid JSON", origin);
+  json j = parse_json_bounded(text, origin);
   if (!j.is_object()) fail("{}: expected a JSON object at the top level", origin);
   return j;
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 
 namespace tf {
 
@@ -82,8 +83,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
     return true;
   };
   const char* text = reinterpret_cast<const char*>(base + 8);
-  json header = json::parse(text, text + n_header, on_event, /*allow_exceptions=*/false);
-  if (header.is_discarded()) fail("{}: the {}-byte header is not valid JSON", path, n_header);
+  json header = parse_json_bounded({text, size_t(n_header)}, fmt::format("{}: the {}-byte header", path, n_header),
+                                   {.callback = on_event});
   if (!header.is_object()) fail("{}: the header is not a JSON object", path);
   if (!duplicate.empty()) fail("{}: tensor '{}' appears twice in the header", path, duplicate);
 
@@ -176,8 +177,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   if (!file_exists(index_path))
     fail("{}: no {} or {} found (a model folder needs safetensors weights)", dir, kSingleName, kIndexName);
 
-  json idx = json::parse(read_text_file(index_path), nullptr, /*allow_exceptions=*/false);
-  if (idx.is_discarded() || !idx.is_object()) fail("{}: not a valid JSON object", index_path);
+  json idx = parse_json_bounded(read_text_file(index_path), index_path);
+  if (!idx.is_object()) fail("{}: not a JSON object", index_path);
   auto wm = idx.find("weight_map");
   if (wm == idx.end() || !wm->is_object() || wm->empty())
     fail("{}: field 'weight_map' is missing or empty (expected {{tensor name: shard file}})", index_path);

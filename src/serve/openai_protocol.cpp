@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "serve/api_error.h"
+#include "core/error.h"
+#include "core/json_bounded.h"
 
 namespace tf::serve {
 namespace {
@@ -76,9 +78,9 @@ class Fields {
 json parse_body(std::string_view body) {
   json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_request_error");
+    j = parse_json_bounded(body, "the request body");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "invalid_request_error");
   }
   if (!j.is_object())
     throw ApiError(400, "the request body must be a JSON object, got " + type_name(j), "invalid_request_error");

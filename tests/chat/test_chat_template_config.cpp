@@ -66,7 +66,7 @@ TEST_F(ChatConfigTest, ErrorsNameFileAndField) {
 
   write_config(R"({"chat_template": "x", )");
   msg = error_of([&] { ChatTemplate::from_model_dir(dir_.string()); });
-  EXPECT_CONTAINS(msg, "malformed JSON");
+  EXPECT_CONTAINS(msg, "not valid JSON");
 }
 
 }  // namespace

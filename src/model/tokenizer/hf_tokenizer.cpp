@@ -1,6 +1,7 @@
 #include "model/tokenizer/hf_tokenizer.h"
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/mapped_file.h"
 #include "model/tokenizer/json_field.h"
 #include "model/tokenizer/utf8.h"
@@ -16,11 +17,7 @@ std::string_view file_text(const MappedFile& file) {
 json parse_json_file(const std::string& path) {
   const MappedFile file(path);
   const std::string_view text = file_text(file);
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", path, e.what());
-  }
+  return parse_json_bounded(text, path);
 }
 
 // tokenizer.json as a DOM, except that the entries of model.vocab (100k+ in real files) go to
@@ -69,12 +66,7 @@ json parse_tokenizer_json(const std::string& path, VocabEntries& vocab, bool& vo
     }
     return true;
   };
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end(), callback);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", path, e.what());
-  }
+  json root = parse_json_bounded(text, path, {.callback = callback});
   if (!bad_key.empty()) fail("{}: model.vocab.{}: expected an integer id", path, bad_key);
   return root;
 }
