@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "model/tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "twofold/engine.h"
@@ -119,11 +120,7 @@ int run_batch(const GenerateArgs& a) {
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      lines.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::parse_error& e) {
-      fail("{}:{}: invalid JSON: {}", a.prompts_file, n, e.what());
-    }
+    lines.push_back(parse_json_bounded(line, fmt::format("{}:{}", a.prompts_file, n)));
   }
   Engine engine(engine_options(a));
   const uint64_t seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();

@@ -159,7 +159,7 @@ TEST(Cli, DummyWeightsFromConfigAlone) {
   std::filesystem::remove_all(dir);
 }
 
-// The validation stream of ../shared/models/README.md: 256 windows of 256 tokens; the figure
+// The validation stream of models/README.md ("Perplexity"): 256 windows of 256 tokens; the figure
 // there (float32 transformers) is 23.1755.
 TEST(Cli, PerplexityMatchesReference) {
   const auto r = run_twofold("perplexity -m " + kTiny + " -f " + test::data_path("valid_tokens_65536.bin") +
