@@ -99,9 +99,11 @@ CONFIGS = {
     # Pre-tokenizers.
     "digits_individual": cfg(pre=pre_tokenizers.Digits(individual_digits=True), dec=bytes_fallback),
     "digits_contiguous": cfg(pre=pre_tokenizers.Digits(individual_digits=False), dec=bytes_fallback),
-    # SmolLM2's own pipeline: digits one by one, then GPT-2's byte-level split.
+    # SmolLM2's own pipeline: digits one by one, then GPT-2's byte-level split; ByteLevel
+    # post-processor and decoder.
     "smollm2_style": cfg(pre=pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]),
-                         dec=decoders.ByteLevel(), byte_level_model=True),
+                         dec=decoders.ByteLevel(), post=processors.ByteLevel(trim_offsets=True),
+                         byte_level_model=True),
     "whitespace": cfg(pre=pre_tokenizers.Whitespace()),  # no decoder: HF joins tokens with spaces
     "whitespace_split": cfg(pre=pre_tokenizers.WhitespaceSplit(), dec=decoders.BPEDecoder(suffix="</w>"), suffix="</w>"),
     "bert_pre_tokenizer": cfg(pre=pre_tokenizers.BertPreTokenizer(), dec=bytes_fallback),
@@ -158,6 +160,9 @@ for scheme in ["always", "first", "never"]:
             dec=decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="\u2581",
                                                                                prepend_scheme=scheme)]),
             post=bos_template if scheme == "first" else None)
+CONFIGS["metaspace_custom_replacement"] = cfg(
+    pre=pre_tokenizers.Metaspace(replacement="\u00b7", prepend_scheme="always", split=True),
+    dec=decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="\u00b7", prepend_scheme="always")]))
 for b in behaviors():
     CONFIGS[f"punctuation_{b}"] = cfg(pre=pre_tokenizers.Punctuation(behavior=b), dec=bytes_fallback)
     CONFIGS[f"split_string_{b}"] = cfg(pre=pre_tokenizers.Split(" ", behavior=b), dec=bytes_fallback)
