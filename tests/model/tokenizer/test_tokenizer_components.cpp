@@ -63,6 +63,12 @@ class CasesEnvironment : public ::testing::Environment {
       std::error_code ec;
       std::filesystem::rename(fresh, cache, ec);  // fails if another process got there first
       std::filesystem::remove_all(fresh);
+      // Cases of earlier versions of the script are not needed any more.
+      for (const auto& e : std::filesystem::directory_iterator(cache.parent_path(), ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("component_cases_", 0) == 0 && name.find(".tmp") == std::string::npos && e.path() != cache)
+          std::filesystem::remove_all(e.path(), ec);
+      }
     }
     dir = cache;
     cases = test::load_json((dir / "cases.json").string());
