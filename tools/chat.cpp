@@ -75,6 +75,7 @@ class ChatSession {
 
  private:
   Answer generate() {
+    const int64_t interrupts_before = n_interrupts();  // a press from here on stops this answer
     Answer out;
     out.prompt = template_.render(messages_, /*add_generation_prompt=*/true);
     const std::vector<int32_t> ids = engine_.tokenizer().encode(out.prompt, /*add_special=*/false);
@@ -84,7 +85,6 @@ class ChatSession {
     } catch (const Error& e) {
       fail("{} (the conversation so far is {} messages; /reset starts over)", e.what(), messages_.size());
     }
-    const int64_t interrupts_before = n_interrupts();
     bool aborted = false;
     while (engine_.has_unfinished()) {
       if (!aborted && n_interrupts() != interrupts_before) {
