@@ -16,12 +16,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The server's tests drive it with the official `openai` Python client (tests/serve).
-if ! python3 -c "import openai" 2>/dev/null; then
+# Python packages the tests use: the official `openai` client drives the server (tests/serve);
+# the `tokenizers` library is the reference for the tokenizer components
+# (tests/model/tokenizer/make_component_cases.py; pinned, as its answers are the expectation).
+PY_PKGS=(openai tokenizers==0.23.3)
+if ! python3 -c "import openai, tokenizers, sys; sys.exit(tokenizers.__version__ != '0.23.3')" 2>/dev/null; then
   if ! python3 -m pip --version >/dev/null 2>&1; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-pip
   fi
   # Debian 12's system Python refuses pip installs without --break-system-packages (PEP 668).
-  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+  python3 -m pip install -q "${PY_PKGS[@]}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${PY_PKGS[@]}"
 fi

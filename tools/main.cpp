@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   tf::cli::add_bench(app, run);
   tf::cli::add_kv_plan(app, run);
   tf::cli::add_serve(app, run);
+  tf::cli::add_chat(app, run);
   tf::cli::add_plot(app, run);
   try {
     app.parse(argc, argv);

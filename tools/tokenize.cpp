@@ -17,12 +17,12 @@ void add_tokenize(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("tokenize", "Print {\"ids\": [...]} for a text");
   c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json)")->required()->check(CLI::ExistingDirectory);
-  c->add_option("-p,--prompt", a->prompt, "Text to tokenize")->required();
+  add_prompt_arg(c, a->prompt, "Text to tokenize")->required();
   c->add_flag("--no-special", a->no_special, "Do not add what the tokenizer adds by default (e.g. BOS)");
   c->callback([a, &run] {
     run = [a] {
       auto tok = Tokenizer::from_dir(a->dir);
-      std::printf("%s\n", json_dump(nlohmann::json{{"ids", tok->encode(a->prompt, !a->no_special)}}).c_str());
+      std::printf("%s\n", json_dump(nlohmann::json{{"ids", tok->encode(prompt_text(a->prompt), !a->no_special)}}).c_str());
       return 0;
     };
   });

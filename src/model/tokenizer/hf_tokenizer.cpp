@@ -197,7 +197,7 @@ const AddedToken* HfTokenizer::added_token(int32_t id) const {
 }
 
 const std::string* HfTokenizer::token_string(int32_t id) const {
-  if (const AddedToken* t = added_token(id)) return &t->content;
+  if (const AddedToken* t = added_token(id)) return &t->decode_text;
   return model_->token(id);
 }
 

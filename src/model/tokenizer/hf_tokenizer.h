@@ -6,7 +6,7 @@
 //   3. each remaining piece is pre-tokenized into words;
 //   4. each word goes through BPE;
 //   5. with add_special, the post-processor's ids go around the result.
-// decode() maps ids to token strings (added tokens' content included) and runs the decoder
+// decode() maps ids to token strings (added tokens' decode_text included) and runs the decoder
 // chain over the whole list, then replaces invalid UTF-8 by U+FFFD.
 #pragma once
 
@@ -44,7 +44,7 @@ class HfTokenizer final : public Tokenizer {
   void load_config(const std::string& path);
   // Steps 3 and 4 for one piece of normalized text.
   void encode_piece(std::string_view piece, bool at_start, std::vector<int32_t>& ids) const;
-  // The string HF's decode starts from: the added token's content, else the vocab entry.
+  // The string HF's decode starts from: the added token's decode_text, else the vocab entry.
   const std::string* token_string(int32_t id) const;
   const AddedToken* added_token(int32_t id) const;
 
