@@ -91,7 +91,11 @@ void HostBackend::release(const TensorView& buf) {
 }
 
 TensorView HostBackend::upload(const TensorView& host, DType dtype) {
-  if (host.dtype == dtype) return host;  // zero copy: use the mapped bytes in place
+  // zero copy: use the mapped bytes in place (a quantized view's scales and zeros with them)
+  if (host.dtype == dtype) return host;
+  TF_ASSERT(!dtype_is_quantized(host.dtype) && !dtype_is_quantized(dtype),
+            "upload {} as {}: quantized weights are uploaded in their own format (quantize them first)",
+            dtype_name(host.dtype), dtype_name(dtype));
   TensorView out = host;
   TensorView buf = alloc(dtype, {host.numel()});
   out.data = buf.data;

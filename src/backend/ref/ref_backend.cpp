@@ -5,6 +5,7 @@
 
 #include "backend/shape_checks.h"
 #include "quant/kv_int8.h"
+#include "quant/quantized_weight.h"
 
 namespace tf {
 
@@ -32,15 +33,23 @@ void RefBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
   }
 }
 
+// Quantized weights (W8/W4/FP8, GGUF Q8_0/Q4_0) are dequantized row by row to F32
+// (quant/quantized_weight.h), then multiplied as float weights are: this defines every
+// quantized kernel's result.
 void RefBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                         const TensorView& out) {
   check_matmul(x, w, bias, out);
+  check_quantized(w);
   const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0];
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < m; ++j) {
+  std::vector<float> wrow(static_cast<size_t>(k));
+  for (int64_t j = 0; j < m; ++j) {
+    if (dtype_is_quantized(w.dtype))
+      dequantize_row(w, j, wrow.data());
+    else
+      for (int64_t i = 0; i < k; ++i) wrow[size_t(i)] = load_f32(w.data, w.dtype, j * k + i);
+    for (int64_t r = 0; r < n; ++r) {
       double acc = bias.data ? load_f32(bias.data, bias.dtype, j) : 0.0;
-      for (int64_t i = 0; i < k; ++i)
-        acc += double(x.as<float>()[r * k + i]) * load_f32(w.data, w.dtype, j * k + i);
+      for (int64_t i = 0; i < k; ++i) acc += double(x.as<float>()[r * k + i]) * wrow[size_t(i)];
       out.as<float>()[r * m + j] = float(acc);
     }
   }
