@@ -1,5 +1,6 @@
 #include "quant/fp8.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -33,6 +34,15 @@ float e4m3_to_f32(uint8_t b) {
   else
     v = std::ldexp(float(8 + m), e - 10);
   return (b & 0x80) ? -v : v;
+}
+
+const float* e4m3_table() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> v{};
+    for (int b = 0; b < 256; ++b) v[size_t(b)] = e4m3_to_f32(uint8_t(b));
+    return v;
+  }();
+  return t.data();
 }
 
 }  // namespace tf

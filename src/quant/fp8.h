@@ -19,5 +19,7 @@ constexpr uint8_t kFp8E4m3Nan = 0x7f;
 
 uint8_t f32_to_e4m3(float x);
 float e4m3_to_f32(uint8_t b);
+// e4m3_to_f32 of every byte, [256], for inner loops (a load instead of the bit arithmetic).
+const float* e4m3_table();
 
 }  // namespace tf

@@ -77,7 +77,9 @@ inline std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
   std::vector<uint8_t> out(size_t(n) * dtype_size(dtype));
   for (int64_t i = 0; i < n; ++i) {
     if (dtype == DType::I8) {
-      out[size_t(i)] = 0x80;
+      out[size_t(i)] = 0x80;  // -128, which quantization never produces
+    } else if (dtype == DType::FP8) {
+      out[size_t(i)] = 0x7f;  // E4M3 NaN, which quantization never produces
     } else if (dtype == DType::F32) {
       const uint32_t bits = 0x7fc0beefu;
       std::memcpy(out.data() + i * 4, &bits, 4);

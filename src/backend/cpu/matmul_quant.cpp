@@ -13,7 +13,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -26,15 +25,6 @@ namespace {
 using namespace cpu_tile;
 
 constexpr int64_t kSlice = 512;  // k elements per dequantized slice (even: W4 bytes stay whole)
-
-const std::array<float, 256>& e4m3_table() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> v{};
-    for (int b = 0; b < 256; ++b) v[size_t(b)] = e4m3_to_f32(uint8_t(b));
-    return v;
-  }();
-  return t;
-}
 
 // Elements [k0, k0 + len) of row i of w, dequantized into out[len].
 void dequant_slice(const TensorView& w, int64_t i, int64_t k0, int64_t len, float* out) {
@@ -50,7 +40,7 @@ void dequant_slice(const TensorView& w, int64_t i, int64_t k0, int64_t len, floa
     case DType::FP8: {
       const uint8_t* q = static_cast<const uint8_t*>(w.data) + i * k + k0;
       const float s = static_cast<const float*>(w.scales)[i];
-      const float* table = e4m3_table().data();
+      const float* table = e4m3_table();
       for (int64_t j = 0; j < len; ++j) out[j] = s * table[q[j]];
       return;
     }

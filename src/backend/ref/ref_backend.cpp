@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/shape_checks.h"
+#include "quant/kv_fp8.h"
 #include "quant/kv_int8.h"
 #include "quant/quantized_weight.h"
 
@@ -68,21 +69,28 @@ static void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_
 }
 
 // Writes one row of K or V (head_dim values) to row `row` of a layer's pool in the storage
-// dtype: rounded to F32/BF16/F16, or quantized to I8 with the row's scale (src/quant/kv_int8.h).
+// dtype: rounded to F32/BF16/F16, or quantized to I8 / FP8 with the row's scale
+// (src/quant/kv_int8.h, kv_fp8.h).
 static void store_kv_row(const TensorView& pool, const TensorView& scales, int64_t row,
                          const float* x, int64_t hd) {
   if (pool.dtype == DType::I8) {
     scales.as<float>()[row] = quantize_row_kv_int8(x, hd, pool.as<int8_t>() + row * hd);
     return;
   }
+  if (pool.dtype == DType::FP8) {
+    scales.as<float>()[row] = quantize_row_kv_fp8(x, hd, pool.as<uint8_t>() + row * hd);
+    return;
+  }
   for (int64_t i = 0; i < hd; ++i) store_f32(pool.data, pool.dtype, row * hd + i, x[i]);
 }
 
-// Element i of row `row` of a layer's pool as F32 (I8: q * scale).
+// Element i of row `row` of a layer's pool as F32 (I8, FP8: the stored value times the scale).
 static float load_kv(const TensorView& pool, const TensorView& scales, int64_t row, int64_t hd,
                      int64_t i) {
   if (pool.dtype == DType::I8)
     return dequantize_kv_int8(pool.as<int8_t>()[row * hd + i], scales.as<float>()[row]);
+  if (pool.dtype == DType::FP8)
+    return dequantize_kv_fp8(pool.as<uint8_t>()[row * hd + i], scales.as<float>()[row]);
   return load_f32(pool.data, pool.dtype, row * hd + i);
 }
 
