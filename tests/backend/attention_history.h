@@ -91,6 +91,14 @@ inline std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
   return out;
 }
 
+// A stored I8 / FP8 KV code as an ordinal in which neighbouring values differ by one: I8 the
+// integer; FP8 the E4M3 magnitude bits with the sign (+0 and -0 both 0). nan_bytes' poison
+// maps to -128 (I8) and 127 (FP8).
+inline int kv_code_ordinal(DType dtype, uint8_t b) {
+  if (dtype == DType::I8) return int8_t(b);
+  return (b & 0x80) ? -int(b & 0x7f) : int(b & 0x7f);
+}
+
 // inv_freq[i] = theta^(-2i / head_dim), theta = 10000 (Llama), as F32.
 inline std::vector<float> make_inv_freq(int64_t head_dim) {
   std::vector<float> f(size_t(head_dim / 2));

@@ -160,14 +160,6 @@ constexpr double kRopeTol = 1e-6;
   return ::testing::AssertionSuccess();
 }
 
-// A stored I8 / FP8 code as an ordinal in which neighbouring values differ by one: I8 the
-// integer; FP8 the E4M3 magnitude bits with the sign (+0 and -0 both 0). The poison of an
-// unwritten element (nan_bytes: I8 -128, FP8 the NaN 0x7f) maps to -128 and 127.
-int code_ordinal(DType dtype, uint8_t b) {
-  if (dtype == DType::I8) return int8_t(b);
-  return (b & 0x80) ? -int(b & 0x7f) : int(b & 0x7f);
-}
-
 // The same for I8 and FP8 storage, whose rows are codes q and a scale each. Written rows
 // (scale not NaN) and unwritten ones (scale NaN, q the poison) must coincide. A written row's
 // scale is max|row| / 127 (I8) or / 448 (FP8) of values that differ between the backends by
@@ -190,10 +182,10 @@ int code_ordinal(DType dtype, uint8_t b) {
       return ::testing::AssertionFailure() << (std::isnan(ws) ? "row written only by the backend under test"
                                                                : "row not written by the backend under test")
                                            << " at " << where << ": scale got " << gs << " want " << ws;
-    const int poison = code_ordinal(s.dtype, nan_bytes(s.dtype, 1)[0]);
+    const int poison = test::kv_code_ordinal(s.dtype, nan_bytes(s.dtype, 1)[0]);
     for (int64_t i = 0; i < s.head_dim; ++i) {
       const size_t at = row * size_t(s.head_dim) + size_t(i);
-      const int gq = code_ordinal(s.dtype, got_q[at]), wq = code_ordinal(s.dtype, want_q[at]);
+      const int gq = test::kv_code_ordinal(s.dtype, got_q[at]), wq = test::kv_code_ordinal(s.dtype, want_q[at]);
       if (std::isnan(ws)) {
         if (gq != poison || wq != poison)
           return ::testing::AssertionFailure() << "unwritten row with a written value at " << where << " dim "
