@@ -46,10 +46,7 @@ std::vector<float> scales_for(const std::vector<float>& x_mean, float alpha) {
 
 AwqResult quantize_awq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                        std::string_view name, const AwqParams& params) {
-  check_quant_spec(spec, k, name);
-  check_finite(w, m, k, name);
-  TF_ASSERT(calib.n > 0 && calib.x, "quantize_awq {}: no calibration rows", name);
-  check_finite(calib.x, calib.n, k, name);
+  check_quantizer_inputs(w, m, k, &calib, spec, name);
   const Eigen::Map<const RowMat> W(w, m, k), X(calib.x, calib.n, k);
   const RowMat Y = X * W.transpose();  // [n, m], the layer's output to preserve
   std::vector<float> x_mean(static_cast<size_t>(k));

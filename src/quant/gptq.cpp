@@ -46,10 +46,7 @@ ColMat inverse_hessian_factor(CalibRows calib, int64_t k, double damp, std::vect
 
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                               std::string_view name, const GptqParams& params) {
-  check_quant_spec(spec, k, name);
-  check_finite(w, m, k, name);
-  TF_ASSERT(calib.n > 0 && calib.x, "quantize_gptq {}: no calibration rows", name);
-  check_finite(calib.x, calib.n, k, name);
+  check_quantizer_inputs(w, m, k, &calib, spec, name);
   std::vector<bool> dead;
   const ColMat U = inverse_hessian_factor(calib, k, params.damp, dead, name);
   ColMat W = Eigen::Map<const RowMat>(w, m, k);

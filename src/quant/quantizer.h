@@ -56,6 +56,11 @@ struct GptqParams {
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                               std::string_view name, const GptqParams& params = {});
 
+// The checks every quantizer runs first: spec against k, finite weights, and with `calib`
+// at least one finite calibration row of k features. tf::Error naming `name`.
+void check_quantizer_inputs(const float* w, int64_t m, int64_t k, const CalibRows* calib, const QuantSpec& spec,
+                            std::string_view name);
+
 // ||x a^T - x b^T||_F / ||x a^T||_F over the calibration rows: the relative output error of
 // using weights b [m, k] in place of a [m, k].
 double relative_output_error(const float* a, const float* b, int64_t m, int64_t k, CalibRows calib);

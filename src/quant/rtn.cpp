@@ -2,13 +2,22 @@
 // judged by.
 #include <Eigen/Dense>
 
+#include "core/error.h"
 #include "quant/quantizer.h"
 
 namespace tf {
 
-QuantizedWeight quantize_rtn(const float* w, int64_t m, int64_t k, const QuantSpec& spec, std::string_view name) {
+void check_quantizer_inputs(const float* w, int64_t m, int64_t k, const CalibRows* calib, const QuantSpec& spec,
+                            std::string_view name) {
   check_quant_spec(spec, k, name);
   check_finite(w, m, k, name);
+  if (!calib) return;
+  if (calib->n <= 0 || !calib->x) fail("{}: no calibration rows", name);
+  check_finite(calib->x, calib->n, k, name);
+}
+
+QuantizedWeight quantize_rtn(const float* w, int64_t m, int64_t k, const QuantSpec& spec, std::string_view name) {
+  check_quantizer_inputs(w, m, k, nullptr, spec, name);
   QuantizedWeight q = QuantizedWeight::zeros_like(spec.format, m, k, spec.group_size);
   const int64_t len = group_len(spec, k);
   for (int64_t i = 0; i < m; ++i) {

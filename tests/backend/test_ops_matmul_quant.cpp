@@ -1,4 +1,4 @@
-// matmul on quantized weights (W8, W4 asymmetric and symmetric at group sizes 32 and 128,
+// matmul on quantized weights (W8, W4 asymmetric at group sizes 32 and 128 and symmetric,
 // FP8): the reference backend (dequantize, then the float matmul: the ground truth) against
 // its definition, and the CPU backend (dequantization fused into the GEMM, matmul_quant.cpp)
 // against the reference, over shapes with every tail: rows 1..17 (the 4-token micro-tile, its
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "op_test_util.h"
+#include "quant_test_util.h"
 #include "quant/quantized_weight.h"
 #include "quant/quantizer.h"
 
@@ -20,32 +21,16 @@ namespace {
 
 using test::Rng;
 
-struct Format {
-  const char* name;
-  QuantSpec spec;
-};
-const Format kFormats[] = {
-    {"W8", QuantSpec{.format = DType::W8}},
-    {"W4g32", QuantSpec{.format = DType::W4, .group_size = 32}},
-    {"W4g128", QuantSpec{.format = DType::W4, .group_size = 128}},
-    {"W4g32sym", QuantSpec{.format = DType::W4, .group_size = 32, .symmetric = true}},
-    {"FP8", QuantSpec{.format = DType::FP8}},
-};
-
-QuantizedWeight random_weight(Rng& rng, int64_t m, int64_t k, const QuantSpec& spec) {
-  std::vector<float> w = test::randn(rng, m * k, 1.0 / std::sqrt(double(k)));
-  return quantize_rtn(w.data(), m, k, spec, "w");
-}
 
 // x = the identity [k, k]: row t of the output is column t of the weight, one product and
 // k - 1 exact zeros, so out^T must equal the dequantized weight bit for bit on both backends
 // (the CPU kernel's dequantization is the reference's).
 TEST(OpsMatmulQuant, IdentityInputGivesTheDequantizedWeightExactly) {
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     SCOPED_TRACE(f.name);
     const int64_t m = 5, k = 256;
     Rng rng(test::seed_of({31, int64_t(f.spec.format), f.spec.group_size}));
-    const QuantizedWeight q = random_weight(rng, m, k, f.spec);
+    const QuantizedWeight q = test::random_quantized(rng, m, k, f.spec);
     const std::vector<float> want = dequantize(q.view());
     std::vector<float> eye(static_cast<size_t>(k * k), 0.0f);
     for (int64_t i = 0; i < k; ++i) eye[size_t(i * k + i)] = 1.0f;
@@ -64,11 +49,11 @@ TEST(OpsMatmulQuant, IdentityInputGivesTheDequantizedWeightExactly) {
 
 // The reference's result against out = x @ dequant(w)^T + bias computed here in double.
 TEST(OpsMatmulQuant, RefIsDequantizeThenMatmul) {
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     SCOPED_TRACE(f.name);
     const int64_t n = 3, m = 7, k = 256;
     Rng rng(test::seed_of({32, int64_t(f.spec.format), f.spec.group_size}));
-    const QuantizedWeight q = random_weight(rng, m, k, f.spec);
+    const QuantizedWeight q = test::random_quantized(rng, m, k, f.spec);
     const std::vector<float> x = test::randn(rng, n * k), bias = test::randn(rng, m), wd = dequantize(q.view());
     std::vector<float> want(static_cast<size_t>(n * m));
     for (int64_t t = 0; t < n; ++t)
@@ -92,7 +77,7 @@ TEST(OpsMatmulQuant, CpuMatchesRefOverEveryTail) {
   const int64_t kKs[] = {32, 96, 128, 160, 544, 1056};  // group boundaries; 544, 1056 cross 512-wide slices
   const int64_t kMs[] = {1, 3, 13};
   const int64_t kNs[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17};
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     double worst = 0;
     for (int64_t k : kKs) {
       if (f.spec.format == DType::W4 && k % f.spec.group_size != 0) continue;
@@ -103,7 +88,7 @@ TEST(OpsMatmulQuant, CpuMatchesRefOverEveryTail) {
             SCOPED_TRACE(std::string(f.name) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                          " m=" + std::to_string(m) + (with_bias ? " bias" : ""));
             Rng rng(test::seed_of({33, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric, k, m, n}));
-            const QuantizedWeight q = random_weight(rng, m, k, f.spec);
+            const QuantizedWeight q = test::random_quantized(rng, m, k, f.spec);
             const std::vector<float> x = test::randn(rng, n * k), bias = test::randn(rng, m);
             test::BackendPair be;
             std::vector<float> outs[2];

@@ -1,5 +1,5 @@
-// The CUDA backend on quantized weights (W8, W4 asymmetric and symmetric at group sizes 32
-// and 128, FP8) against the reference backend's matmul on the same weights (dequantize,
+// The CUDA backend on quantized weights (W8, W4 asymmetric at group sizes 32 and 128 and
+// symmetric, FP8) against the reference backend's matmul on the same weights (dequantize,
 // then multiply in double: src/backend/ref), with BF16-rounded activations on both sides as
 // in test_cuda_ops.cpp. Shapes cover every tail: rows 1..17 and beyond (the GEMV's R rows,
 // the tensor-core kernel's 16-row tiles), odd m (the 8-feature tiles, features past m), k at
@@ -33,6 +33,7 @@
 #include "cuda_test_report.h"
 #include "cuda_test_util.h"
 #include "op_test_util.h"
+#include "quant_test_util.h"
 #include "quant/kv_fp8.h"
 #include "quant/quantized_weight.h"
 #include "quant/quantizer.h"
@@ -42,22 +43,6 @@ namespace {
 
 using test::Rng;
 
-struct Format {
-  const char* name;
-  QuantSpec spec;
-};
-const Format kFormats[] = {
-    {"W8", QuantSpec{.format = DType::W8}},
-    {"W4g32", QuantSpec{.format = DType::W4, .group_size = 32}},
-    {"W4g128", QuantSpec{.format = DType::W4, .group_size = 128}},
-    {"W4g128sym", QuantSpec{.format = DType::W4, .group_size = 128, .symmetric = true}},
-    {"FP8", QuantSpec{.format = DType::FP8}},
-};
-
-QuantizedWeight random_weight(Rng& rng, int64_t m, int64_t k, const QuantSpec& spec) {
-  const std::vector<float> w = test::randn(rng, m * k, 1.0 / std::sqrt(double(k)));
-  return quantize_rtn(w.data(), m, k, spec, "w");
-}
 
 // The activations an FP8 W8A8 GEMM sees: each row quantized to E4M3 with its own scale, back
 // to F32.
@@ -92,7 +77,7 @@ std::string path_of(DType dtype, int64_t rows, int64_t k, int64_t m, int32_t gro
 TEST(CudaQuant, MatmulMatchesRef) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     for (int64_t rows : {1, 2, 3, 5, 8, 9, 16, 17, 33, 64, 256}) {
       for (int64_t k : {128, 1024, 96, 160}) {
         if (f.spec.format == DType::W4 && k % f.spec.group_size != 0) continue;
@@ -102,7 +87,7 @@ TEST(CudaQuant, MatmulMatchesRef) {
           SCOPED_TRACE(std::string(f.name) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k) +
                        " m=" + std::to_string(m) + " " + path);
           Rng rng(test::seed_of({40, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric, rows, k, m}));
-          const QuantizedWeight w = random_weight(rng, m, k, f.spec);
+          const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
           const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k));
           const std::vector<float> bias = test::round_bf16(test::randn(rng, m));
           const std::vector<float> want = ref_matmul(*be.ref, path == "fp8 w8a8" ? fp8_rows(x, rows, k) : x, w,
@@ -131,13 +116,13 @@ TEST(CudaQuant, KernelsMatchRef) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
   cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     for (int64_t rows = 1; rows <= 17; ++rows) {
       for (int64_t k : {128, 256}) {
         const int64_t m = 45;
         SCOPED_TRACE(std::string(f.name) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k));
         Rng rng(test::seed_of({41, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric, rows, k}));
-        const QuantizedWeight w = random_weight(rng, m, k, f.spec);
+        const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
         const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k));
         const std::vector<float> want = ref_matmul(*be.ref, x, w, nullptr, rows);
         const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
@@ -168,10 +153,10 @@ TEST(CudaQuant, DequantizeIsExact) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
   cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     const int64_t m = 7, k = 256;
     Rng rng(test::seed_of({42, int64_t(f.spec.format), f.spec.group_size}));
-    const QuantizedWeight w = random_weight(rng, m, k, f.spec);
+    const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
     const TensorView wd = be.cuda->upload(w.view(), w.dtype);
     TensorView out = be.cuda->alloc(DType::BF16, {m, k});
     cuda::launch_dequantize(cuda::detail::quant_args(wd), m, k, static_cast<__nv_bfloat16*>(out.data), stream);
@@ -227,7 +212,7 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
   const Kind kinds[] = {{"norm+matmul", true, Epi::Store, 8e-3},
                         {"matmul+add", false, Epi::AddTo, 8e-3},
                         {"norm+matmul+swiglu", true, Epi::Swiglu, 1.2e-2}};
-  for (const Format& f : kFormats) {
+  for (const test::QuantFormat& f : test::kQuantFormats) {
     for (int64_t rows : {1, 3, 4, 8, 16}) {
       for (const Kind& kind : kinds) {
         const int64_t k = 256, m = 96, m_out = kind.epi == Epi::Swiglu ? m / 2 : m;
@@ -237,7 +222,7 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
         std::vector<float> nwv = test::randn(rng, k, 0.1);
         for (float& v : nwv) v += 1.0f;
         const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
-        const QuantizedWeight w = random_weight(rng, m, k, f.spec);
+        const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
         const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
         const TensorView none{};
         auto fusion = [&](Backend& b, const TensorView& norm_w) {
