@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -68,6 +69,43 @@ TEST(OpsMatmulQuant, RefIsDequantizeThenMatmul) {
                 out);
     EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*ref, out), want, 1e-7));
   }
+}
+
+// GGUF blocks on the reference backend: Q4_0 gives bit for bit what its exact W4 repack gives
+// (the same dequantized values, the same sums), Q8_0 what d * q multiplied out here in double.
+TEST(OpsMatmulQuant, RefTakesGgufQ4_0AndQ8_0) {
+  const int64_t n = 3, m = 4, k = 96;
+  Rng rng(34);
+  std::vector<uint8_t> q4(size_t(m * (k / 32) * 18)), q8(size_t(m * (k / 32) * 34));
+  std::vector<float> d8(size_t(m * (k / 32)));
+  for (size_t b = 0; b < d8.size(); ++b) {
+    const uint16_t d4 = f32_to_f16(float(0.01 + 0.1 * rng.uniform())), d = f32_to_f16(float(0.01 + 0.1 * rng.uniform()));
+    d8[b] = f16_to_f32(d);
+    std::memcpy(&q4[18 * b], &d4, 2);
+    std::memcpy(&q8[34 * b], &d, 2);
+    for (int e = 0; e < 16; ++e) q4[18 * b + 2 + size_t(e)] = uint8_t(rng.uniform_int(0, 255));
+    for (int e = 0; e < 32; ++e) q8[34 * b + 2 + size_t(e)] = uint8_t(rng.uniform_int(0, 255));
+  }
+  const TensorView w4_0 = make_view(q4.data(), DType::Q4_0, {m, k}), w8_0 = make_view(q8.data(), DType::Q8_0, {m, k});
+  const QuantizedWeight repacked = repack_q4_0_to_w4(w4_0);
+  const std::vector<float> x = test::randn(rng, n * k);
+  auto ref = make_backend(BackendKind::Ref);
+  auto run = [&](const TensorView& w) {
+    TensorView out = ref->alloc(DType::F32, {n, m});
+    ref->matmul(test::to_device(*ref, x, n, k), w, TensorView{}, out);
+    return test::to_host_f32(*ref, out);
+  };
+  EXPECT_TRUE(test::bitwise_equal(run(w4_0), run(repacked.view())));
+  std::vector<float> want(size_t(n * m));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i)
+        acc += double(x[size_t(t * k + i)]) * double(d8[size_t(j * (k / 32) + i / 32)] *
+                                                      float(int8_t(q8[size_t((j * (k / 32) + i / 32) * 34 + 2 + i % 32)])));
+      want[size_t(t * m + j)] = float(acc);
+    }
+  EXPECT_TRUE(test::close_rel_l2(run(w8_0), want, 1e-7));
 }
 
 // Tolerance: both backends multiply the same F32 activations by the same dequantized F32
