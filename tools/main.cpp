@@ -19,7 +19,7 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_option("--load-format", args.load_format,
                   "auto (safetensors) or dummy (random weights from config.json, for speed work)")
       ->capture_default_str();
-  app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8")->capture_default_str();
+  app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8, fp8 (E4M3)")->capture_default_str();
 }
 
 void add_tp_arg(CLI::App* app, int& tp) {
