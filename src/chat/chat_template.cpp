@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/mapped_file.h"
+#include "model/gguf/gguf_file.h"
 
 namespace tf {
 
@@ -163,6 +164,27 @@ ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
     source = read_text_file(jinja_path);
     source_origin = jinja_path;
   }
+  return from_found_source(std::move(source), source_origin, std::move(bos), std::move(eos));
+}
+
+// A GGUF file keeps the template in tokenizer.chat_template and the special tokens as ids.
+ChatTemplate ChatTemplate::from_model(const std::string& path) {
+  const std::optional<std::string> gguf = find_gguf_model(path);
+  if (!gguf) return from_model_dir(path);
+  const GgufFile f(*gguf);
+  auto token_text = [&](const char* key) -> std::string {
+    const std::optional<uint64_t> id = f.opt_uint(key);
+    if (!id || !f.has("tokenizer.ggml.tokens")) return "";
+    const std::span<const std::string_view> tokens = f.get_strings("tokenizer.ggml.tokens");
+    return *id < tokens.size() ? std::string(tokens[*id]) : "";
+  };
+  return from_found_source(std::string(f.opt_string("tokenizer.chat_template").value_or("")),
+                           *gguf + ": tokenizer.chat_template", token_text("tokenizer.ggml.bos_token_id"),
+                           token_text("tokenizer.ggml.eos_token_id"));
+}
+
+ChatTemplate ChatTemplate::from_found_source(std::string source, const std::string& origin, std::string bos,
+                                             std::string eos) {
   if (source.empty()) {
     ChatTemplate t = from_source(kChatMlTemplate, std::move(bos), std::move(eos));
     t.is_default_ = true;
@@ -175,7 +197,7 @@ ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
     std::string what = e.what();
     constexpr std::string_view kPrefix = "chat template: ";
     if (what.rfind(kPrefix, 0) == 0) what.erase(0, kPrefix.size());
-    fail("{}: {}", source_origin, what);
+    fail("{}: {}", origin, what);
   }
 }
 

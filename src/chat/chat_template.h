@@ -25,6 +25,9 @@ class ChatTemplate {
   // No tokenizer_config.json or no chat_template: the ChatML default. Errors name the file and field.
   // A <dir>/chat_template.jinja (where transformers >= 4.43 saves templates) takes precedence.
   static ChatTemplate from_model_dir(const std::string& dir);
+  // The template of a model path: a GGUF file's tokenizer.chat_template (or a folder holding
+  // one GGUF file), else from_model_dir. No template: the ChatML default.
+  static ChatTemplate from_model(const std::string& path);
   static ChatTemplate from_source(std::string source, std::string bos_token, std::string eos_token);
 
   // messages: JSON array of OpenAI-style messages ({"role", "content", ...}; content a string, or an
@@ -52,6 +55,9 @@ class ChatTemplate {
  private:
   ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
                std::string eos_token, bool is_default);
+  // `source` read from `origin` (errors name it); the ChatML default when it is empty.
+  static ChatTemplate from_found_source(std::string source, const std::string& origin, std::string bos,
+                                       std::string eos);
   template <typename Json>
   std::string render_any(const Json& messages, bool add_generation_prompt, const Json& tools,
                          const Json& extra) const;
