@@ -1,5 +1,6 @@
 #include "model/gguf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

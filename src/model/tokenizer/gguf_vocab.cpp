@@ -11,6 +11,8 @@
 namespace tf {
 namespace tok {
 
+using json = nlohmann::json;
+
 namespace {
 
 // The word-splitting regexes of the tokenizer.json files these names stand for (llama.cpp
