@@ -9,8 +9,14 @@ independent implementation.
                                        that the mutation tests patch sit in it
   make_gguf_cases.py dequant OUT_DIR   for each type, TYPE.blocks (random blocks) and
                                        TYPE.f32 (gguf.quants.dequantize of them, float32 LE)
+  make_gguf_cases.py tokenizers OUT_DIR SOURCE_DIR
+                                       NAME.gguf (tokenizer metadata only) from real
+                                       tokenizer.json files, written the way llama.cpp's
+                                       converter writes them, and NAME.json: texts and the ids
+                                       and decoded text the `tokenizers` library gives for them
 """
 import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -128,9 +134,97 @@ def write_dequant_cases(out: Path) -> None:
     (out / "dequant.json").write_text(json.dumps(manifest))
 
 
+# Texts beyond each tokenizer's golden cases: digits, special tokens, chat markup.
+EXTRA_TEXTS = [
+    "In 2024, 3 cats ate 1234567 fish; pi = 3.14159.",
+    "<|im_start|>user\nWhat is 12 + 30?<|im_end|>\n<|im_start|>assistant\n",
+    "<s>[INST] Hello [/INST] 42</s>",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi 99<|eot_id|>",
+    "a<|eos|>b  c\n\n d",
+]
+
+
+def tokenizer_gguf(tok_json: dict, out: Path, name: str, model: str, pre: str | None, add_bos: bool) -> None:
+    """Writes the tokenizer of tok_json as llama.cpp's convert_hf_to_gguf.py would: every id up
+    to the largest (gaps as UNUSED "[PADn]"), added tokens CONTROL (special) or USER_DEFINED,
+    SentencePiece byte tokens BYTE and unk UNKNOWN. A SentencePiece model's scores rank its
+    pieces in merge order (Hugging Face's merges were derived from them), so here a piece's
+    score is minus the rank of the first merge that makes it; pieces no merge makes (single
+    characters) score below all of those; special and byte pieces 0."""
+    m = tok_json["model"]
+    vocab = dict(m["vocab"])
+    pairs = [mm.split(" ") if isinstance(mm, str) else mm for mm in m["merges"]]
+    first_rank = {}
+    for rank, (left, right) in enumerate(pairs):
+        first_rank.setdefault(left + right, rank)
+    added = {a["id"]: a for a in tok_json["added_tokens"]}
+    for i, a in added.items():
+        vocab.setdefault(a["content"], i)
+    by_id = {i: t for t, i in vocab.items()}
+    n = max(by_id) + 1
+    tokens, types, scores = [], [], []
+    for i in range(n):
+        t = by_id.get(i)
+        if t is None:
+            tokens.append(f"[PAD{i}]"); types.append(5); scores.append(0.0)
+        elif i in added:
+            tokens.append(t); types.append(2 if t == m.get("unk_token") else (3 if added[i]["special"] else 4)); scores.append(0.0)
+        elif model == "llama" and t.startswith("<0x") and len(t) == 6:
+            tokens.append(t); types.append(6); scores.append(0.0)
+        else:
+            tokens.append(t); types.append(1); scores.append(float(-first_rank.get(t, len(pairs) + i)))
+    w = gguf.GGUFWriter(str(out / f"{name}.gguf"), arch="llama")
+    w.add_tokenizer_model(model)
+    if pre is not None:
+        w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    if model == "llama":
+        w.add_token_scores(scores)
+        w.add_unk_token_id(vocab[m["unk_token"]])
+        w.add_bos_token_id(vocab["<s>"]); w.add_eos_token_id(vocab["</s>"])
+    else:
+        w.add_token_merges([" ".join(p) for p in pairs])
+    w.add_add_bos_token(add_bos)
+    if add_bos and model != "llama":
+        w.add_bos_token_id(vocab["<|begin_of_text|>"])
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+
+def write_tokenizer_cases(out: Path, src: Path) -> None:
+    from tokenizers import Tokenizer
+    data = src / "tests/data/tokenizers"
+    cases = [  # name, tokenizer.json, tokenizer.ggml.model, tokenizer.ggml.pre, golden texts
+        ("spm-mistral-32k", data / "spm-mistral-32k/tokenizer.json.xz", "llama", None, data / "spm-mistral-32k/golden.json"),
+        ("llama3-128k", data / "llama3-128k/tokenizer.json.xz", "gpt2", "llama-bpe", data / "llama3-128k/golden.json"),
+        ("qwen3-151k", data / "qwen3-151k/tokenizer.json.xz", "gpt2", "qwen2", data / "qwen3-151k/golden.json"),
+        ("tiny-gpt2", src / "models/tiny-main/tokenizer.json", "gpt2", "gpt-2", data / "llama3-128k/golden.json"),
+    ]
+    for name, path, model, pre, golden in cases:
+        raw = lzma.open(path).read() if path.suffix == ".xz" else path.read_bytes()
+        tj = json.loads(raw)
+        # What GGUF cannot carry: a normalizer (Qwen3's NFC; llama.cpp applies none for these
+        # names). tiny-gpt2 is tiny-main's vocabulary under GPT-2's byte-level split.
+        if model == "gpt2":
+            tj["normalizer"] = None
+        if name == "tiny-gpt2":
+            tj["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+        tok = Tokenizer.from_str(json.dumps(tj))
+        # add_bos_token: whether the post-processor puts a token in front
+        add_bos = len(tok.encode("x", add_special_tokens=True).ids) > len(tok.encode("x", add_special_tokens=False).ids)
+        tokenizer_gguf(tj, out, name, model, pre, add_bos)
+        texts = [c["text"] for c in json.loads(golden.read_text())["cases"]] + EXTRA_TEXTS
+        ids = [tok.encode(t, add_special_tokens=True).ids for t in texts]
+        decoded = [tok.decode(i, skip_special_tokens=False) for i in ids]
+        (out / f"{name}.json").write_text(json.dumps({"texts": texts, "ids": ids, "decoded": decoded}))
+
+
 def main() -> None:
     what, out = sys.argv[1], Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
+    if what == "tokenizers":
+        write_tokenizer_cases(out, Path(sys.argv[3]))
+        return
     {"reader": write_reader_case, "dequant": write_dequant_cases}[what](out)
 
 
