@@ -81,26 +81,31 @@ class Model:
     def rms(self, x, w):
         return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps)) * w
 
-    def rope(self, x, n_heads):  # ggml's rope, mode 0: pairs (2i, 2i + 1) of each head
+    def rope(self, x, n_heads, pos0):  # ggml's rope, mode 0: pairs (2i, 2i + 1) of each head
         n = x.shape[0]
         x = x.reshape(n, n_heads, self.hd // 2, 2)
         inv = self.theta ** (-np.arange(0, self.hd, 2, dtype=np.float64) / self.hd)
-        ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+        ang = np.arange(pos0, pos0 + n, dtype=np.float64)[:, None] * inv[None, :]
         cos, sin = np.cos(ang).astype(np.float32)[:, None, :], np.sin(ang).astype(np.float32)[:, None, :]
         x0, x1 = x[..., 0], x[..., 1]
         return np.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], axis=-1).reshape(n, n_heads * self.hd)
 
-    def logits(self, ids):  # [len(ids), n_vocab]
+    def logits(self, ids, cache):
+        """Logits [n_vocab] of the last of `ids`, which follow the len(cache[0][0]) tokens whose
+        keys and values `cache` holds (one [k, v] per layer; extended here)."""
         x = self.w["token_embd.weight"][ids]
         n = len(ids)
-        mask = np.triu(np.full((n, n), -np.inf, dtype=np.float32), 1)
+        pos0 = cache[0][0].shape[0]
+        mask = np.triu(np.full((n, pos0 + n), -np.inf, dtype=np.float32), pos0 + 1)
         group = self.n_heads // self.n_kv
         for il in range(self.n_layers):
             p = f"blk.{il}."
             h = self.rms(x, self.w[p + "attn_norm.weight"])
-            q = self.rope(h @ self.w[p + "attn_q.weight"].T, self.n_heads).reshape(n, self.n_heads, self.hd)
-            k = self.rope(h @ self.w[p + "attn_k.weight"].T, self.n_kv).reshape(n, self.n_kv, self.hd)
-            v = (h @ self.w[p + "attn_v.weight"].T).reshape(n, self.n_kv, self.hd)
+            q = self.rope(h @ self.w[p + "attn_q.weight"].T, self.n_heads, pos0).reshape(n, self.n_heads, self.hd)
+            k_new = self.rope(h @ self.w[p + "attn_k.weight"].T, self.n_kv, pos0).reshape(n, self.n_kv, self.hd)
+            v_new = (h @ self.w[p + "attn_v.weight"].T).reshape(n, self.n_kv, self.hd)
+            cache[il][0] = k = np.concatenate([cache[il][0], k_new])
+            cache[il][1] = v = np.concatenate([cache[il][1], v_new])
             att = np.empty((n, self.n_heads, self.hd), dtype=np.float32)
             for hh in range(self.n_heads):
                 s = (q[:, hh] @ k[:, hh // group].T) / np.float32(np.sqrt(self.hd)) + mask
@@ -110,7 +115,11 @@ class Model:
             h = self.rms(x, self.w[p + "ffn_norm.weight"])
             g = h @ self.w[p + "ffn_gate.weight"].T
             x = x + ((g / (1 + np.exp(-g))) * (h @ self.w[p + "ffn_up.weight"].T)) @ self.w[p + "ffn_down.weight"].T
-        return self.rms(x, self.w["output_norm.weight"]) @ self.out.T
+        return self.rms(x[-1], self.w["output_norm.weight"]) @ self.out.T
+
+    def empty_cache(self):
+        z = np.zeros((0, self.n_kv, self.hd), dtype=np.float32)
+        return [[z, z] for _ in range(self.n_layers)]
 
 
 def main():
@@ -122,21 +131,21 @@ def main():
     r = gguf.GGUFReader(str(path))
     tok = tokenizer(r)
     model = Model(r)
-    result = {"gguf_sha256": digest, "prompts": []}
+    result = {"gguf": str(path.resolve()), "gguf_sha256": digest, "prompts": []}
     for name, text, run in PROMPTS:
         ids = tok.encode(text, add_special_tokens=False).ids
         entry = {"name": name, "text": text, "ids": ids}
         if run:
-            last = model.logits(ids)[-1].astype(np.float32)
+            cache = model.empty_cache()
+            last = model.logits(ids, cache).astype(np.float32)
             (out / f"{name}.logits.f32").write_bytes(last.astype("<f4").tobytes())
-            seq, greedy, margins = list(ids), [], []
+            greedy, margins = [], []
             row = last
             for _ in range(GREEDY_STEPS):
                 top2 = np.argsort(row)[-2:]
                 greedy.append(int(top2[1]))
                 margins.append(float(row[top2[1]] - row[top2[0]]))
-                seq.append(int(top2[1]))
-                row = model.logits(seq)[-1]
+                row = model.logits([greedy[-1]], cache)
             entry.update({"greedy_ids": greedy, "greedy_margins": margins, "greedy_text": tok.decode(greedy)})
         result["prompts"].append(entry)
     (out / "smollm2.json").write_text(json.dumps(result, indent=1))
