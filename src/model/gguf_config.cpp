@@ -12,6 +12,11 @@ namespace tf {
 namespace {
 
 constexpr uint64_t kMaxSize = std::numeric_limits<int32_t>::max();
+// Upper bounds on the sizes, checked before anything is sized from them (the weight table, KV
+// pools, dummy weights): far above any real model, far below what would exhaust memory.
+constexpr int64_t kMaxLayers = 1024, kMaxHidden = int64_t(1) << 17, kMaxIntermediate = int64_t(1) << 20,
+                  kMaxHeads = 1024, kMaxHeadDim = 1024, kMaxVocab = int64_t(1) << 24,
+                  kMaxPositions = int64_t(1) << 26;
 
 // Reads <arch>.<name> keys with errors naming the full key.
 class ArchKeys {
@@ -20,13 +25,15 @@ class ArchKeys {
   std::string key(std::string_view name) const { return arch_ + "." + std::string(name); }
   bool has(std::string_view name) const { return f_.has(key(name)); }
 
-  int64_t positive(std::string_view name) const {
+  int64_t positive(std::string_view name, int64_t max) const {
     const std::string k = key(name);
     const uint64_t v = f_.get_uint(k);
-    if (v == 0 || v > kMaxSize) f_.fail_key(k, "is {} (expected a positive integer no larger than {})", v, kMaxSize);
+    if (v == 0 || v > uint64_t(max)) f_.fail_key(k, "is {} (expected a positive integer no larger than {})", v, max);
     return int64_t(v);
   }
-  int64_t positive_or(std::string_view name, int64_t fallback) const { return has(name) ? positive(name) : fallback; }
+  int64_t positive_or(std::string_view name, int64_t max, int64_t fallback) const {
+    return has(name) ? positive(name, max) : fallback;
+  }
 
   double positive_number(std::string_view name) const {
     const std::string k = key(name);
@@ -50,22 +57,25 @@ class ArchKeys {
 
 // Heads and head_dim, with the checks parse_model_config makes on a config.json.
 void read_attention(const GgufFile& f, const ArchKeys& k, ModelConfig& c) {
-  c.n_heads = k.positive("attention.head_count");
-  c.n_kv_heads = k.positive_or("attention.head_count_kv", c.n_heads);
+  c.n_heads = k.positive("attention.head_count", kMaxHeads);
+  c.n_kv_heads = k.positive_or("attention.head_count_kv", kMaxHeads, c.n_heads);
   if (c.n_heads % c.n_kv_heads != 0)
     k.fail("attention.head_count_kv", "is {}, which does not divide {} ({})", c.n_kv_heads, k.key("attention.head_count"),
            c.n_heads);
   if (k.has("attention.key_length")) {
-    c.head_dim = k.positive("attention.key_length");
+    c.head_dim = k.positive("attention.key_length", kMaxHeadDim);
   } else {
     if (c.d_model % c.n_heads != 0)
       k.fail("attention.head_count", "is {}, which does not divide {} ({}), and {} is absent", c.n_heads,
              k.key("embedding_length"), c.d_model, k.key("attention.key_length"));
     c.head_dim = c.d_model / c.n_heads;
+    if (c.head_dim > kMaxHeadDim)
+      k.fail("embedding_length", "/ {} = {} exceeds the largest supported head size {}", k.key("attention.head_count"),
+             c.head_dim, kMaxHeadDim);
   }
-  if (k.positive_or("attention.value_length", c.head_dim) != c.head_dim)
+  if (k.positive_or("attention.value_length", kMaxHeadDim, c.head_dim) != c.head_dim)
     k.fail("attention.value_length", "differs from the key length {} (not supported)", c.head_dim);
-  if (k.positive_or("rope.dimension_count", c.head_dim) != c.head_dim)
+  if (k.positive_or("rope.dimension_count", kMaxHeadDim, c.head_dim) != c.head_dim)
     k.fail("rope.dimension_count", "is not the head size {}: partial rotary embeddings are not supported", c.head_dim);
   if (c.head_dim % 2 != 0) k.fail("attention.key_length", "is {} (RoPE needs an even head size)", c.head_dim);
 }
@@ -108,19 +118,19 @@ ModelConfig gguf_model_config(const GgufFile& f) {
                "includes Mistral's models, and qwen2)", c.model_type);
   }
   const ArchKeys k(f, c.model_type);
-  c.d_model = k.positive("embedding_length");
-  c.d_ff = k.positive("feed_forward_length");
-  c.n_layers = k.positive("block_count");
-  c.max_position = k.positive("context_length");
+  c.d_model = k.positive("embedding_length", kMaxHidden);
+  c.d_ff = k.positive("feed_forward_length", kMaxIntermediate);
+  c.n_layers = k.positive("block_count", kMaxLayers);
+  c.max_position = k.positive("context_length", kMaxPositions);
   c.rms_norm_eps = float(k.positive_number("attention.layer_norm_rms_epsilon"));
   read_attention(f, k, c);
   read_rope(f, k, c);
-  c.sliding_window = k.has("attention.sliding_window") ? k.positive("attention.sliding_window") : 0;
+  c.sliding_window = k.positive_or("attention.sliding_window", kMaxPositions, 0);
   if (k.has("vocab_size")) {
-    c.n_vocab = k.positive("vocab_size");
+    c.n_vocab = k.positive("vocab_size", kMaxVocab);
   } else {
     const size_t n = f.get_strings("tokenizer.ggml.tokens").size();
-    if (n == 0 || n > kMaxSize) f.fail_key("tokenizer.ggml.tokens", "holds {} tokens", n);
+    if (n == 0 || n > size_t(kMaxVocab)) f.fail_key("tokenizer.ggml.tokens", "holds {} tokens (expected 1 to {})", n, kMaxVocab);
     c.n_vocab = int64_t(n);
   }
   c.attention_bias = c.arch == Arch::Qwen2 || f.find_tensor("blk.0.attn_q.bias") != nullptr;

@@ -53,25 +53,11 @@ void scale_min_k4(int j, const uint8_t* s, uint8_t* sc, uint8_t* mn) {
   }
 }
 
-void q4_k(const uint8_t* b, float* y) {
+// Q4_K and Q5_K: eight sub-blocks of 32 with 6-bit scales and mins; `qh` (Q5_K only, else
+// null) holds each element's fifth bit.
+void k4_or_k5(const uint8_t* b, const uint8_t* qh, const uint8_t* q, float* y) {
   const float d = half(b), dmin = half(b + 2);
   const uint8_t* scales = b + 4;
-  const uint8_t* q = b + 16;
-  for (int sb = 0; sb < 8; ++sb) {
-    uint8_t sc, mn;
-    scale_min_k4(sb, scales, &sc, &mn);
-    const float dl = d * float(sc), ml = dmin * float(mn);
-    const uint8_t* qs = q + 32 * (sb / 2);
-    const int shift = 4 * (sb % 2);
-    for (int l = 0; l < 32; ++l) y[32 * sb + l] = dl * float((qs[l] >> shift) & 0x0f) - ml;
-  }
-}
-
-void q5_k(const uint8_t* b, float* y) {
-  const float d = half(b), dmin = half(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* q = b + 48;
   for (int sb = 0; sb < 8; ++sb) {
     uint8_t sc, mn;
     scale_min_k4(sb, scales, &sc, &mn);
@@ -79,11 +65,14 @@ void q5_k(const uint8_t* b, float* y) {
     const uint8_t* qs = q + 32 * (sb / 2);
     const int shift = 4 * (sb % 2);
     for (int l = 0; l < 32; ++l) {
-      const int v = ((qs[l] >> shift) & 0x0f) | (((qh[l] >> sb) & 1) << 4);
+      const int v = ((qs[l] >> shift) & 0x0f) | (qh ? ((qh[l] >> sb) & 1) << 4 : 0);
       y[32 * sb + l] = dl * float(v) - ml;
     }
   }
 }
+
+void q4_k(const uint8_t* b, float* y) { k4_or_k5(b, nullptr, b + 16, y); }
+void q5_k(const uint8_t* b, float* y) { k4_or_k5(b, b + 16, b + 48, y); }
 
 // Element e = 128 h + r (h: half of the block): low nibble from byte 64 h + r % 64 (high
 // nibble when r >= 64), two high bits from byte 32 h + r % 32 at bit 2 (r / 32); scale e / 16.

@@ -13,7 +13,9 @@ namespace tf::test {
 class GgufBytes {
  public:
   GgufBytes& raw(std::string_view s) {
-    bytes_.insert(bytes_.end(), s.begin(), s.end());
+    const size_t at = bytes_.size();
+    bytes_.resize(at + s.size());
+    if (!s.empty()) std::memcpy(bytes_.data() + at, s.data(), s.size());
     return *this;
   }
   template <typename T>
