@@ -1,20 +1,43 @@
-// `twofold info`: what a model folder holds, without running it.
+// `twofold info`: what a model folder or GGUF file holds, without running it.
 #include <cstdio>
 #include <map>
 
 #include "model/config.h"
+#include "model/gguf/gguf_file.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
+namespace {
+
+// A GGUF file's tensor types as stored (twofold dequantizes the block types at load).
+void print_gguf_types(const std::string& path) {
+  const GgufFile f(path);
+  struct Count { int64_t tensors = 0, params = 0, bytes = 0; };
+  std::map<std::string, Count> by_type;
+  for (const GgufTensor& t : f.tensors()) {
+    Count& c = by_type[std::string(t.type_name())];
+    ++c.tensors;
+    c.params += t.numel();
+    c.bytes += int64_t(t.nbytes);
+  }
+  std::printf("GGUF file:        %s (version %u, %zu tensors, %zu metadata keys)\n", path.c_str(), f.version(),
+              f.tensors().size(), f.metadata().size());
+  for (const auto& [type, c] : by_type)
+    std::printf("  stored %-8s  %lld tensors, %lld parameters, %lld bytes\n", type.c_str(), (long long)c.tensors,
+                (long long)c.params, (long long)c.bytes);
+}
+
+}  // namespace
 
 void add_info(CLI::App& app, Runner& run) {
   auto dir = std::make_shared<std::string>();
   CLI::App* c = app.add_subcommand("info", "Architecture, parameters, dtypes, weight bytes, KV bytes per token");
-  c->add_option("-m,--model", *dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", *dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->callback([dir, &run] {
     run = [dir] {
+      const std::optional<std::string> gguf = find_gguf_model(*dir);
       const ModelConfig cfg = load_model_config(*dir);
       const Checkpoint ckpt = Checkpoint::open(*dir);
       validate_checkpoint(cfg, ckpt);
@@ -43,7 +66,9 @@ void add_info(CLI::App& app, Runner& run) {
       std::printf("tied embeddings:  %s\n", cfg.tie_word_embeddings ? "yes" : "no");
       std::printf("parameters:       %lld (%.2f M)\n", (long long)params, double(params) / 1e6);
       for (const auto& [dt, n] : by_dtype) std::printf("  %-5s           %lld parameters\n", dt.c_str(), (long long)n);
-      std::printf("weight bytes:     %lld (%.2f MiB)\n", (long long)bytes, double(bytes) / (1 << 20));
+      std::printf("weight bytes:     %lld (%.2f MiB)%s\n", (long long)bytes, double(bytes) / (1 << 20),
+                  gguf ? " after dequantization at load" : "");
+      if (gguf) print_gguf_types(*gguf);
       std::printf("KV bytes/token:   %lld (f32), %lld (bf16/f16), %lld (int8, + scales)\n",
                   (long long)cfg.kv_bytes_per_token(4), (long long)cfg.kv_bytes_per_token(2),
                   (long long)cfg.kv_bytes_per_token(1));

@@ -41,7 +41,7 @@ int64_t weight_elem_bytes(const std::string& dt) {
 }
 
 int run_kv_plan(const Args& a) {
-  // From config.json alone (the weight table gives every shape), so a plan can be made for a
+  // From config.json (or GGUF metadata) alone (the weight table gives every shape), so a plan can be made for a
   // model before its weights are downloaded, or for a `--load-format dummy` shape.
   const ModelConfig cfg = load_model_config(a.dir);
   int64_t params = 0;
@@ -115,7 +115,7 @@ int run_kv_plan(const Args& a) {
 void add_kv_plan(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("kv-plan", "KV-cache bytes per token and sequence, and how many sequences fit");
-  c->add_option("-m,--model", a->dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", a->dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->add_option("--gpu-mem", a->gpu_mem_gb, "Device memory in GB")->capture_default_str();
   c->add_option("--mem-util", a->mem_util, "Fraction of memory the engine may use")->capture_default_str();
   c->add_option("--kv-dtype", a->kv_dtype, "KV element type: int8, bf16, f16, f32")->capture_default_str();

@@ -59,7 +59,7 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.block_size <= 0) fail("block size must be positive, got {}", opt.block_size);
   if (opt.max_batch_tokens <= 0) fail("max batch tokens must be positive, got {}", opt.max_batch_tokens);
   if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
-  tokenizer = Tokenizer::from_dir(opt.model_dir);
+  tokenizer = Tokenizer::from_model(opt.model_dir);
   if (opt.tensor_parallel < 1) fail("tensor parallel size must be at least 1, got {}", opt.tensor_parallel);
   const BackendKind kind = parse_backend_kind(opt.backend);
   backend = make_backend(kind, backend_options(opt.kernels));

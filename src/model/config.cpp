@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/mapped_file.h"
+#include "model/gguf/gguf_file.h"
+#include "model/gguf_config.h"
 
 namespace tf {
 
@@ -285,6 +287,7 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 }
 
 ModelConfig load_model_config(const std::string& dir) {
+  if (const std::optional<std::string> gguf = find_gguf_model(dir)) return gguf_model_config(GgufFile(*gguf));
   const std::string config_path = dir + "/config.json";
   if (!file_exists(config_path)) fail("{}: no such file (a model folder needs config.json)", config_path);
   ModelConfig c = parse_model_config(read_text_file(config_path), config_path);

@@ -1,5 +1,5 @@
 // Model hyper-parameters read from a Hugging Face folder's config.json (and
-// generation_config.json for bos/eos). One struct for the Llama family: llama, mistral, qwen2.
+// generation_config.json for bos/eos), or from a GGUF file's metadata. One struct for the Llama family: llama, mistral, qwen2.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,8 @@ struct ModelConfig {
 };
 
 // Reads DIR/config.json (required) and DIR/generation_config.json (optional, overrides
-// bos/eos). Throws tf::Error naming the file and the field on any missing or bad value,
+// bos/eos); for a GGUF file (or a folder holding one and no safetensors), its metadata
+// (gguf_config.h). Throws tf::Error naming the file and the field on any missing or bad value,
 // and on an unknown model_type or rope_scaling type.
 ModelConfig load_model_config(const std::string& dir);
 // The same from JSON text (for tests); `origin` names the file in error messages.

@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "core/json_bounded.h"
+#include "model/gguf/gguf_file.h"
+#include "model/gguf_weights.h"
 
 namespace tf {
 
@@ -161,10 +163,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
   }
 }
 
-// A single model.safetensors wins over an index, as in transformers. With an index, the
+// A GGUF file (or a folder holding one and no safetensors) is read by gguf_weights.h.
+// Otherwise a single model.safetensors wins over an index, as in transformers. With an index, the
 // weight_map decides which shard each tensor comes from; tensors a shard holds but the index
 // does not list are not part of the checkpoint.
 Checkpoint Checkpoint::open(const std::string& dir) {
+  if (const std::optional<std::string> gguf = find_gguf_model(dir)) return open_gguf_weights(*gguf);
   Checkpoint ck;
   ck.dir_ = dir;
   const std::string single = dir + "/" + kSingleName;
@@ -206,6 +210,19 @@ Checkpoint Checkpoint::open(const std::string& dir) {
            it->second->path());
     ck.index_[name] = &t->second;
   }
+  return ck;
+}
+
+Checkpoint Checkpoint::from_tensors(std::string origin, std::vector<TensorInfo> infos,
+                                    std::shared_ptr<const void> storage) {
+  Checkpoint ck;
+  ck.dir_ = std::move(origin);
+  ck.storage_ = std::move(storage);
+  for (TensorInfo& t : infos) {
+    const std::string name = t.name;
+    if (!ck.owned_infos_.emplace(name, std::move(t)).second) fail("{}: tensor '{}' appears twice", ck.dir_, name);
+  }
+  for (const auto& [name, info] : ck.owned_infos_) ck.index_[name] = &info;
   return ck;
 }
 

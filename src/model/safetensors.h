@@ -39,8 +39,8 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// All tensors of a model folder, from model.safetensors or the shards named in
-// model.safetensors.index.json.
+// All tensors of a model: a folder's model.safetensors or the shards named in
+// model.safetensors.index.json, or a GGUF file (open() takes either path).
 struct WeightSpec;
 
 class Checkpoint {
@@ -50,6 +50,10 @@ class Checkpoint {
   // `--load-format dummy`): speed work on real shapes without the real files. Values are
   // uniform with variance 1/fan_in (norm weights 1), so activations stay finite.
   static Checkpoint random(const std::vector<WeightSpec>& specs, uint64_t seed);
+  // Tensors another reader prepared (a GGUF file's, under Hugging Face names: gguf_weights.h).
+  // Their data stays valid while `storage` lives; `origin` names them in errors.
+  static Checkpoint from_tensors(std::string origin, std::vector<TensorInfo> infos,
+                                 std::shared_ptr<const void> storage);
 
   const TensorInfo* find(const std::string& name) const;  // nullptr if absent
   const TensorInfo& get(const std::string& name) const;   // throws naming the tensor
@@ -60,9 +64,10 @@ class Checkpoint {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
-  // Only for random(): the generated tensors and their bytes.
+  // Only for random() and from_tensors(): the tensors, and what holds their bytes.
   std::map<std::string, TensorInfo> owned_infos_;
   std::vector<std::unique_ptr<uint16_t[]>> owned_data_;
+  std::shared_ptr<const void> storage_;
 };
 
 }  // namespace tf
