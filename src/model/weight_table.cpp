@@ -102,12 +102,19 @@ void check_table(const WeightTable& t) {
       const TensorSpec* s = it == by_name.end() ? nullptr : it->second;
       TF_ASSERT(s && s->component == TensorComponent::Values, "weight {} names tensor '{}', not in the table", role,
                 p.tensor);
-      TF_ASSERT(!p.shape.empty() && p.shape.size() == s->shape.size() && p.row0 >= 0 &&
+      for (const auto& [name, component] : {std::pair{&p.scales, TensorComponent::Scales},
+                                            std::pair{&p.zeros, TensorComponent::Zeros}}) {
+        const auto at = by_name.find(*name);
+        TF_ASSERT(name->empty() || (at != by_name.end() && at->second->component == component),
+                  "weight {} names tensor '{}' for its scales or zeros, not in the table as such", role, *name);
+        TF_ASSERT(name->empty() || w.format != WeightFormat::Dense, "weight {}: dense, but names '{}'", role, *name);
+      }
+      TF_ASSERT(!p.shape.empty() && p.shape.size() == s->shape.size() && p.row0 >= 0 &&  // rows are never packed
                     p.row0 + p.shape[0] <= s->shape[0],
                 "weight {}: rows [{}, {}) of '{}' {}", role, p.row0, p.row0 + p.shape[0], p.tensor, shape_str(s->shape));
-      for (size_t d = 1; d < p.shape.size(); ++d)
-        TF_ASSERT(p.shape[d] == s->shape[d] && p.shape[d] == w.parts[0].shape[d], "weight {}: part '{}' is {}", role,
-                  p.tensor, shape_str(p.shape));
+      for (size_t d = 1; d < p.shape.size(); ++d)  // (a dense part's columns are its tensor's)
+        TF_ASSERT((p.shape[d] == s->shape[d] || w.format != WeightFormat::Dense) && p.shape[d] == w.parts[0].shape[d],
+                  "weight {}: part '{}' is {}", role, p.tensor, shape_str(p.shape));
       if (p.tp.split == TpSplit::Rows)
         TF_ASSERT(p.tp.n_groups * p.tp.group_size == p.shape[0], "weight {}: {} row groups of {} for {} rows", role,
                   p.tp.n_groups, p.tp.group_size, p.shape[0]);

@@ -8,8 +8,8 @@
 // forward's fused q|k|v matrix is three checkpoint tensors concatenated (Llama) or one
 // (Phi-3's qkv_proj, whose rows the parts address with row0); a tied LM head is the
 // embedding's tensor again; a quantized matrix (src/quant/formats.h) is several stored
-// tensors (values, scales, zero points) for one weight. Every entry has its own shape, so
-// layers may differ (pruned layers, per-layer attention types).
+// tensors (values, scales, zero points) for one weight, which its parts name. Every entry
+// has its own shape, so layers may differ (pruned layers, per-layer attention types).
 #pragma once
 
 #include <cstdint>
@@ -89,7 +89,9 @@ struct WeightKey {
 
 // Rows [row0, row0 + shape[0]) of the checkpoint tensor `tensor`: one piece of a weight.
 struct WeightPart {
-  std::string tensor;          // a TensorSpec name (the Values component)
+  std::string tensor;          // a TensorSpec name: the values (Dense: the matrix itself)
+  std::string scales, zeros;   // TensorSpec names of its scale / zero-point arrays (components
+                               // Scales / Zeros) in a quantized format; empty for Dense
   int64_t row0 = 0;            // first row inside that tensor (a fused tensor holds several parts)
   std::vector<int64_t> shape;  // [rows, cols] or [rows]
   TpSlice tp;
@@ -118,7 +120,8 @@ struct WeightTable {
 WeightPart add_dense_tensor(WeightTable& t, TensorSpec spec, TpSlice tp);
 
 // Internal consistency, asserted: every part names a Values tensor of the table and lies
-// inside it, parts of one weight agree on their columns, keys are unique.
+// inside it (and Scales / Zeros tensors, in a quantized format only), parts of one weight
+// agree on their columns, keys are unique.
 void check_table(const WeightTable& t);
 
 // The checkpoint against the table: every required tensor present with exactly its shape and

@@ -168,6 +168,9 @@ TEST(WeightTable, InconsistentTablesAssert) {
   for (WeightSpec& w : t.weights)
     if (w.key.role == WeightRole::Wqkv) w.parts[0].row0 = 1;  // q's rows run past the tensor
   EXPECT_DEATH(check_table(t), "rows \\[1, 129\\)");
+  t = table_of("parity/llama-mha");
+  t.weights[0].parts[0].scales = "model.norm.weight";  // a Values tensor named as scales
+  EXPECT_DEATH(check_table(t), "for its scales or zeros");
 }
 
 // ---- tensor-parallel groups -----------------------------------------------------------------
