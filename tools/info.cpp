@@ -2,10 +2,8 @@
 #include <cstdio>
 #include <map>
 
-#include "model/config.h"
+#include "model/arch/registry.h"
 #include "model/gguf/gguf_file.h"
-#include "model/safetensors.h"
-#include "model/weights.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
@@ -39,11 +37,12 @@ void add_info(CLI::App& app, Runner& run) {
     run = [dir] {
       const std::optional<std::string> gguf = find_gguf_model(*dir);
       const ModelConfig cfg = load_model_config(*dir);
-      const Checkpoint ckpt = Checkpoint::open(*dir);
-      validate_checkpoint(cfg, ckpt);
+      const std::unique_ptr<TensorSource> weights = open_tensor_source(*dir);
+      const WeightTable table = weight_table(cfg);
+      validate_weights(table, *weights);
       int64_t params = 0, bytes = 0;
       std::map<std::string, int64_t> by_dtype;
-      for (const auto& [name, t] : ckpt.all()) {
+      for (const auto& [name, t] : weights->all()) {
         int64_t n = 1;
         for (int64_t s : t->shape) n *= s;
         params += n;
@@ -51,7 +50,8 @@ void add_info(CLI::App& app, Runner& run) {
         by_dtype[std::string(dtype_name(t->dtype))] += n;
       }
       std::printf("model:            %s\n", dir->c_str());
-      std::printf("architecture:     %s (model_type %s)\n", std::string(arch_name(cfg.arch)).c_str(), cfg.model_type.c_str());
+      std::printf("architecture:     %s (weight table: %zu tensors, %zu forward weights)\n",
+                  cfg.model_type.c_str(), table.tensors.size(), table.weights.size());
       std::printf("layers:           %lld\n", (long long)cfg.n_layers);
       std::printf("d_model / d_ff:   %lld / %lld\n", (long long)cfg.d_model, (long long)cfg.d_ff);
       std::printf("heads:            %lld query, %lld key/value (%s), head_dim %lld\n", (long long)cfg.n_heads,

@@ -109,11 +109,7 @@ void read_special_ids(const GgufFile& f, ModelConfig& c) {
 ModelConfig gguf_model_config(const GgufFile& f) {
   ModelConfig c;
   c.model_type = f.get_string("general.architecture");
-  if (c.model_type == "llama") {
-    c.arch = Arch::Llama;
-  } else if (c.model_type == "qwen2") {
-    c.arch = Arch::Qwen2;
-  } else {
+  if (c.model_type != "llama" && c.model_type != "qwen2") {
     f.fail_key("general.architecture", "is \"{}\": this architecture is not supported (supported: llama, which "
                "includes Mistral's models, and qwen2)", c.model_type);
   }
@@ -133,7 +129,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     if (n == 0 || n > size_t(kMaxVocab)) f.fail_key("tokenizer.ggml.tokens", "holds {} tokens (expected 1 to {})", n, kMaxVocab);
     c.n_vocab = int64_t(n);
   }
-  c.attention_bias = c.arch == Arch::Qwen2 || f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.attention_bias = c.model_type == "qwen2" || f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   read_special_ids(f, c);
   c.torch_dtype = "gguf";

@@ -41,7 +41,7 @@ struct GgufStorage {
 
 // Heads whose rows convert_hf_to_gguf.py reordered for ggml's RoPE (llama's q and k), or 0.
 int64_t permuted_heads(const ModelConfig& cfg, std::string_view hf_name) {
-  if (cfg.arch != Arch::Llama) return 0;  // qwen2's converter keeps Hugging Face's layout
+  if (cfg.model_type != "llama") return 0;  // qwen2's converter keeps Hugging Face's layout
   if (hf_name.ends_with("self_attn.q_proj.weight") || hf_name.ends_with("self_attn.q_proj.bias")) return cfg.n_heads;
   if (hf_name.ends_with("self_attn.k_proj.weight") || hf_name.ends_with("self_attn.k_proj.bias")) return cfg.n_kv_heads;
   return 0;
@@ -74,7 +74,7 @@ std::string gguf_to_hf_name(std::string_view name) {
   return "";
 }
 
-Checkpoint gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg) {
+std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg) {
   auto storage = std::make_shared<GgufStorage>();
   storage->file = file;
   const std::string& path = file->path();
@@ -118,10 +118,10 @@ Checkpoint gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig&
     bar.update(int64_t(i + 1), infos[index].name);
   }
   bar.finish();
-  return Checkpoint::from_tensors(path, std::move(infos), std::move(storage));
+  return std::make_unique<PreparedTensors>(path, std::move(infos), std::move(storage));
 }
 
-Checkpoint open_gguf_weights(const std::string& path) {
+std::unique_ptr<TensorSource> open_gguf_weights(const std::string& path) {
   auto file = std::make_shared<const GgufFile>(path);
   return gguf_weights(file, gguf_model_config(*file));
 }

@@ -1,4 +1,4 @@
-// A GGUF file's tensors as a Checkpoint with Hugging Face names and layouts, so the loader
+// A GGUF file's tensors as a TensorSource with Hugging Face names and layouts, so the loader
 // and the weight table see the same tensors as from a safetensors folder. llama.cpp's
 // conversion conventions are undone:
 //   names   token_embd -> model.embed_tokens, output_norm -> model.norm, output -> lm_head,
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "model/config.h"
-#include "model/safetensors.h"
+#include "model/tensor_source.h"
 
 namespace tf {
 
@@ -29,8 +29,8 @@ class GgufFile;
 // The Hugging Face name of a GGUF tensor name, or "" when it has none.
 std::string gguf_to_hf_name(std::string_view gguf_name);
 
-Checkpoint gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg);
+std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg);
 // The same for a path (its config from gguf_model_config).
-Checkpoint open_gguf_weights(const std::string& path);
+std::unique_ptr<TensorSource> open_gguf_weights(const std::string& path);
 
 }  // namespace tf

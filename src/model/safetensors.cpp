@@ -8,8 +8,6 @@
 
 #include "core/error.h"
 #include "core/json_bounded.h"
-#include "model/gguf/gguf_file.h"
-#include "model/gguf_weights.h"
 
 namespace tf {
 
@@ -21,12 +19,6 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // A non-negative JSON integer, or false.
 bool get_u64(const json& v, uint64_t* out) {
@@ -42,19 +34,6 @@ struct Range {
 };
 
 }  // namespace
-
-TensorView TensorInfo::view() const {
-  if (shape.size() > size_t(TensorView::kMaxDims))
-    fail("{}: tensor '{}' has {} dimensions; at most {} are supported", file, name, shape.size(),
-         TensorView::kMaxDims);
-  TensorView v;
-  v.data = const_cast<uint8_t*>(data);  // TensorView is not const-typed; mapped pages are read-only
-  v.dtype = dtype;
-  v.device = Device::Host;
-  for (int64_t s : shape) v.shape[v.n_dims++] = s;
-  TF_ASSERT(v.nbytes() == nbytes, "{}", name);
-  return v;
-}
 
 // Layout: [u64 little-endian N][N bytes of JSON header][data section]. Every entry of the
 // header is checked against the bytes actually present before a pointer is formed, in this
@@ -163,12 +142,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
   }
 }
 
-// A GGUF file (or a folder holding one and no safetensors) is read by gguf_weights.h.
-// Otherwise a single model.safetensors wins over an index, as in transformers. With an index, the
+// A single model.safetensors wins over an index, as in transformers. With an index, the
 // weight_map decides which shard each tensor comes from; tensors a shard holds but the index
 // does not list are not part of the checkpoint.
 Checkpoint Checkpoint::open(const std::string& dir) {
-  if (const std::optional<std::string> gguf = find_gguf_model(dir)) return open_gguf_weights(*gguf);
   Checkpoint ck;
   ck.dir_ = dir;
   const std::string single = dir + "/" + kSingleName;
@@ -211,30 +188,6 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     ck.index_[name] = &t->second;
   }
   return ck;
-}
-
-Checkpoint Checkpoint::from_tensors(std::string origin, std::vector<TensorInfo> infos,
-                                    std::shared_ptr<const void> storage) {
-  Checkpoint ck;
-  ck.dir_ = std::move(origin);
-  ck.storage_ = std::move(storage);
-  for (TensorInfo& t : infos) {
-    const std::string name = t.name;
-    if (!ck.owned_infos_.emplace(name, std::move(t)).second) fail("{}: tensor '{}' appears twice", ck.dir_, name);
-  }
-  for (const auto& [name, info] : ck.owned_infos_) ck.index_[name] = &info;
-  return ck;
-}
-
-const TensorInfo* Checkpoint::find(const std::string& name) const {
-  auto it = index_.find(name);
-  return it == index_.end() ? nullptr : it->second;
-}
-
-const TensorInfo& Checkpoint::get(const std::string& name) const {
-  const TensorInfo* t = find(name);
-  if (!t) fail("{}: tensor '{}' is not in the checkpoint", dir_, name);
-  return *t;
 }
 
 }  // namespace tf

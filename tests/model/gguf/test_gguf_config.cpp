@@ -89,8 +89,8 @@ TEST(GgufWeights, NamesTypesAndTheQkOrder) {
   q.tensor("blk.0.attn_q.weight", {1, 32}, 0, 0).pad_to(32);
   for (int r = 0; r < 32; ++r) q.num(float(r));
   auto f = std::make_shared<const GgufFile>(std::span<const uint8_t>(q.bytes().data(), q.bytes().size()), "w.gguf");
-  const Checkpoint ck = gguf_weights(f, gguf_model_config(*f));
-  const TensorInfo& t = ck.get("model.layers.0.self_attn.q_proj.weight");
+  const std::unique_ptr<TensorSource> ck = gguf_weights(f, gguf_model_config(*f));
+  const TensorInfo& t = ck->get("model.layers.0.self_attn.q_proj.weight");
   EXPECT_EQ(t.shape, (std::vector<int64_t>{32, 1}));
   EXPECT_EQ(t.dtype, DType::F32);
   const float* w = reinterpret_cast<const float*>(t.data);

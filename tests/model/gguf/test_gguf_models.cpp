@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "engine/golden_util.h"
-#include "model/config.h"
+#include "model/arch/registry.h"
 #include "model/tokenizer/tokenizer.h"
 #include "sample/sampler.h"
 #include "twofold/engine.h"
@@ -151,7 +151,7 @@ TEST_F(TinyMainGguf, ConfigEqualsTheFolders) {
   for (const std::string& path : {unpacked("tiny-main-f16.gguf"), bundled("tiny-main-q8_0.gguf"), bundled("tiny-main-q4_0.gguf")}) {
     SCOPED_TRACE(path);
     const ModelConfig b = load_model_config(path);
-    EXPECT_EQ(b.arch, a.arch);
+    EXPECT_EQ(b.model_type, a.model_type);
     EXPECT_EQ(b.d_model, a.d_model);
     EXPECT_EQ(b.d_ff, a.d_ff);
     EXPECT_EQ(b.n_layers, a.n_layers);

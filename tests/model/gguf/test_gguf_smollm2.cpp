@@ -12,7 +12,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/golden_util.h"
-#include "model/config.h"
+#include "model/arch/registry.h"
 #include "model/gguf/gguf_file.h"
 #include "model/tokenizer/tokenizer.h"
 #include "sample/sampler.h"
@@ -56,7 +56,7 @@ TEST(SmolLM2, MetadataAndConfig) {
   for (const GgufTensor& t : f.tensors()) ++types[std::string(t.type_name())];
   EXPECT_EQ(types, (std::map<std::string, int>{{"Q4_1", 210}, {"F32", 61}, {"Q8_0", 1}}));
   const ModelConfig c = load_model_config(reference().gguf);
-  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.model_type, "llama");
   EXPECT_EQ(c.n_layers, 30);
   EXPECT_EQ(c.d_model, 576);
   EXPECT_EQ(c.d_ff, 1536);
