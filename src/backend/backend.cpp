@@ -31,9 +31,13 @@ void Backend::matmul_fused(const TensorView& x, const TensorView& w, const Tenso
       matmul(in, w, bias, f.y);
       swiglu(f.y, out);
       return;
+    case MatmulFusion::Epilogue::Geglu:
+      matmul(in, w, bias, f.y);
+      geglu(f.y, out);
+      return;
     case MatmulFusion::Epilogue::RopeKv:
       matmul(in, w, bias, out);
-      rope_kv_write(f.rope_layer, out, f.inv_freq, f.attn);
+      rope_kv_write(f.rope_layer, out, f.rope, f.attn);
       return;
   }
 }

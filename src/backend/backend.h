@@ -25,13 +25,26 @@ namespace tf {
 // row (src/quant/kv_int8.h: symmetric, scale = max|row| / 127; src/quant/kv_fp8.h: E4M3,
 // scale = max|row| / 448) with one F32 scale per (token slot, kv head) of K and of V, in
 // backend-owned arrays [n_blocks, n_kv_heads, block_size] per layer (the row index of the data).
+//
+// KV groups: a model whose layers keep different spans of keys (Gemma 3: sliding-window
+// layers next to full-attention ones) puts each kind in its own group, with its own block
+// ids, its own block tables and slot mapping in the batch (Batch::n_kv_groups) and its own
+// number of blocks per pool, so the sliding layers' blocks are freed as the window moves on
+// while the full layers keep theirs. layer_group[il] is layer il's group, group_blocks[g] the
+// blocks of each pool of group g. Both empty: one group, every layer, n_blocks.
 struct KvCacheSpec {
   int64_t n_layers = 0;
-  int64_t n_blocks = 0;
+  int64_t n_blocks = 0;  // blocks per layer pool (group 0's when grouped)
   int64_t block_size = 16;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
   DType dtype = DType::F32;  // F32, BF16, F16, I8 or FP8
+  std::vector<int32_t> layer_group;   // [n_layers] or empty
+  std::vector<int64_t> group_blocks;  // [n_groups] or empty (group_blocks[0] == n_blocks)
+
+  int32_t n_groups() const { return group_blocks.empty() ? 1 : int32_t(group_blocks.size()); }
+  int32_t group_of(int64_t layer) const { return layer_group.empty() ? 0 : layer_group[size_t(layer)]; }
+  int64_t blocks_of(int64_t layer) const { return group_blocks.empty() ? n_blocks : group_blocks[size_t(group_of(layer))]; }
 };
 
 // KV storage with a scale per row (I8, FP8).
@@ -53,6 +66,30 @@ struct AttentionParams {
   int64_t head_dim = 0;
   float scale = 1.0f;          // usually 1/sqrt(head_dim)
   int64_t sliding_window = 0;  // 0 = full causal; else keys with pos > q_pos - window
+};
+
+// What rope_kv_write does to each q and k head of a qkv row, in order:
+//   1. with q_norm / k_norm set, RMSNorm over head_dim: h = h / sqrt(mean(h^2) + eps) * w
+//      (Qwen3's and Gemma 3's q_norm and k_norm);
+//   2. rotate-half RoPE of the first n_rot = 2 * inv_freq.numel() dims (n_rot <= head_dim;
+//      the rest pass through, as partial_rotary_factor says): the pair (i, i + n_rot / 2) is
+//      rotated by angle pos * inv_freq[i], or pos * inv_freq_long[i] from position long_from
+//      on when inv_freq_long is set (LongRoPE), with cos and sin multiplied by mscale.
+struct QkRope {
+  TensorView inv_freq;       // [n_rot / 2] F32
+  TensorView inv_freq_long;  // [n_rot / 2] F32 or empty
+  int32_t long_from = 0;     // first position that takes inv_freq_long
+  float mscale = 1.0f;
+  TensorView q_norm;         // [head_dim] or empty
+  TensorView k_norm;         // [head_dim] or empty
+  float eps = 0.0f;
+};
+
+// Mixture-of-experts routing and expert shapes (moe_route, moe_experts).
+struct MoeParams {
+  int64_t n_experts = 0;
+  int64_t top_k = 0;
+  bool renormalize = true;  // the top_k weights divided by their sum
 };
 
 // Switches of a backend, mostly for measuring each optimisation alone (`twofold bench`).
@@ -80,13 +117,14 @@ struct MatmulFusion {
   TensorView h;
   // Epilogue. Store: out = y. AddTo: out += y (out is the residual stream, y rounded before
   // the add). Swiglu: out = silu(y[:, :m/2]) * y[:, m/2:] (w holds the gate rows, then the up
-  // rows). `y` [rows, m] takes y when the steps run apart (AddTo, Swiglu). RopeKv: out = y
-  // (the batch's qkv rows), then rope_kv_write(rope_layer, out, inv_freq, attn).
-  enum class Epilogue : uint8_t { Store, AddTo, Swiglu, RopeKv };
+  // rows); Geglu the same with gelu_tanh for silu. `y` [rows, m] takes y when the steps run
+  // apart (AddTo, Swiglu, Geglu). RopeKv: out = y (the batch's qkv rows), then
+  // rope_kv_write(rope_layer, out, rope, attn).
+  enum class Epilogue : uint8_t { Store, AddTo, Swiglu, Geglu, RopeKv };
   Epilogue epilogue = Epilogue::Store;
   TensorView y;
-  int rope_layer = -1;  // RopeKv: the layer whose KV slots are written
-  TensorView inv_freq;  // RopeKv: [head_dim / 2] F32
+  int rope_layer = -1;   // RopeKv: the layer whose KV slots are written
+  QkRope rope;           // RopeKv: norms and rotation of q and k
   AttentionParams attn;  // RopeKv: the head layout of the qkv rows
 };
 
@@ -137,17 +175,38 @@ class Backend {
   // The default runs the plain ops one after the other.
   virtual void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias,
                             const TensorView& out, const MatmulFusion& f);
-  // Fused QKV epilogue: rotates q and k of qkv in place with RoPE at the batch positions,
-  // then writes k and v to the layer's KV slots (slot_mapping).
-  //   qkv [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim], inv_freq [head_dim / 2] F32
-  virtual void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                             const AttentionParams& p) = 0;
-  // Paged causal attention of every batch token over its sequence's cache.
+  // Fused QKV epilogue: normalizes and rotates q and k of qkv in place at the batch
+  // positions (QkRope), then writes k and v to the layer's KV slots (the slot_mapping of the
+  // layer's KV group).   qkv [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim]
+  virtual void rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) = 0;
+  // Paged causal attention of every batch token over its sequence's cache (the block tables
+  // of the layer's KV group).
   //   qkv as above (only q is read), out [n_tokens, n_heads * head_dim]
   virtual void attention(int layer, const TensorView& qkv, const AttentionParams& p,
                          const TensorView& out) = 0;
   // out = silu(gate) * up.              gate_up [rows, 2 * d_ff] (gate first), out [rows, d_ff]
   virtual void swiglu(const TensorView& gate_up, const TensorView& out) = 0;
+  // out = gelu_tanh(gate) * up (GeGLU, gelu with the tanh approximation: 0.5 g (1 + tanh(
+  // sqrt(2/pi) (g + 0.044715 g^3)))).                    shapes as swiglu
+  virtual void geglu(const TensorView& gate_up, const TensorView& out) = 0;
+  // x *= s, rounded once.                                                       x [rows, d]
+  virtual void scale(const TensorView& x, float s) = 0;
+  // Mixture-of-experts router: per row, p = softmax(logits), the top_k experts by p
+  // (descending; ties: the lower expert id first), their p divided by the sum of the top_k
+  // when p.renormalize.
+  //   logits [rows, n_experts] F32, ids [rows, top_k] I32, weights [rows, top_k] F32
+  virtual void moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids,
+                         const TensorView& weights) = 0;
+  // Mixture-of-experts SwiGLU MLPs: out[r] = sum_j weights[r, j] * E_e(x[r]), e = ids[r, j],
+  // summed in j order, where E_e(v) = Wdown_e (silu(Wgate_e v) * (Wup_e v)). Expert e's
+  // matrices are rows [e * 2 d_ff, (e + 1) * 2 d_ff) of w_gate_up (its gate rows, then its up
+  // rows) and rows [e * d_model, (e + 1) * d_model) of w_down. Only the chosen experts'
+  // weights are read.
+  //   x [rows, d_model], ids, weights as moe_route's, w_gate_up [n_experts * 2 d_ff, d_model],
+  //   w_down [n_experts * d_model, d_ff], out [rows, d_model]
+  virtual void moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights,
+                           const TensorView& w_gate_up, const TensorView& w_down, const MoeParams& p,
+                           const TensorView& out) = 0;
   // out[i] = x[batch.logits_rows[i]].                         x [n_tokens, d], out [n_out, d]
   virtual void gather_logit_rows(const TensorView& x, const TensorView& out) = 0;
   // ids[i] = argmax_j logits[i, j], ties to the lowest j (greedy sampling where the logits
@@ -170,10 +229,10 @@ class Backend {
   }
 
   // ---- recorded forwards (CUDA Graphs) ----------------------------------------------------------
-  // A KV block outside the pool that padding rows of a recorded batch may write to, or -1
-  // when the backend records nothing (then run_forward, src/engine/forward_runner.h, never
-  // pads a batch).
-  virtual int32_t pad_kv_block() const { return -1; }
+  // A KV block outside the pools of KV group `group` that padding rows of a recorded batch
+  // may write to, or -1 when the backend records nothing (then run_forward,
+  // src/engine/forward_runner.h, never pads a batch).
+  virtual int32_t pad_kv_block(int32_t group) const { (void)group; return -1; }
   // Called after set_batch() with a key naming every shape of the batch (run_forward pads a
   // decode batch to a bucket so keys repeat). The first time a key is seen the answer is
   // Eager (warm-up: lazy module loading and per-shape choices happen outside a recording),

@@ -36,19 +36,28 @@ class ForwardingBackend : public Backend {
                     const MatmulFusion& f) override {
     inner_.matmul_fused(x, w, bias, out, f);
   }
-  void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq, const AttentionParams& p) override {
-    inner_.rope_kv_write(layer, qkv, inv_freq, p);
+  void rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) override {
+    inner_.rope_kv_write(layer, qkv, rope, p);
   }
   void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override {
     inner_.attention(layer, qkv, p, out);
   }
   void swiglu(const TensorView& gate_up, const TensorView& out) override { inner_.swiglu(gate_up, out); }
+  void geglu(const TensorView& gate_up, const TensorView& out) override { inner_.geglu(gate_up, out); }
+  void scale(const TensorView& x, float s) override { inner_.scale(x, s); }
+  void moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids, const TensorView& weights) override {
+    inner_.moe_route(logits, p, ids, weights);
+  }
+  void moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights, const TensorView& w_gate_up,
+                   const TensorView& w_down, const MoeParams& p, const TensorView& out) override {
+    inner_.moe_experts(x, ids, weights, w_gate_up, w_down, p, out);
+  }
   void gather_logit_rows(const TensorView& x, const TensorView& out) override { inner_.gather_logit_rows(x, out); }
   void argmax_rows(const TensorView& logits, const TensorView& ids) override { inner_.argmax_rows(logits, ids); }
   bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override {
     return inner_.sample_rows(logits, params, ids);
   }
-  int32_t pad_kv_block() const override { return inner_.pad_kv_block(); }
+  int32_t pad_kv_block(int32_t group) const override { return inner_.pad_kv_block(group); }
   GraphStep graph_begin(uint64_t key) override { return inner_.graph_begin(key); }
   void graph_end() override { inner_.graph_end(); }
   void graph_reset() override { inner_.graph_reset(); }

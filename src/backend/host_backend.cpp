@@ -1,5 +1,7 @@
 #include "backend/host_backend.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -118,18 +120,71 @@ void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
                 kv_dtype_scaled(spec.dtype),
             "host backends store KV as F32/BF16/F16/I8/FP8, not {}", dtype_name(spec.dtype));
   kv_spec_ = spec;
-  const int64_t rows = spec.n_blocks * spec.n_kv_heads * spec.block_size;
+  TF_ASSERT(spec.group_blocks.empty() || (int64_t(spec.layer_group.size()) == spec.n_layers &&
+                                          spec.group_blocks[0] == spec.n_blocks),
+            "KV groups: {} layer entries for {} layers", spec.layer_group.size(), spec.n_layers);
   for (auto* pools : {&k_cache_, &v_cache_, &k_scale_, &v_scale_}) {
     for (const auto& t : *pools)
       if (t.data) release(t);
     pools->clear();
   }
   for (int64_t il = 0; il < spec.n_layers; ++il) {
+    const int64_t rows = spec.blocks_of(il) * spec.n_kv_heads * spec.block_size;
     k_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
     v_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
     const bool scaled = kv_dtype_scaled(spec.dtype);
     k_scale_.push_back(scaled ? alloc(DType::F32, {rows}) : TensorView{});
     v_scale_.push_back(scaled ? alloc(DType::F32, {rows}) : TensorView{});
+  }
+}
+
+void HostBackend::set_batch(const Batch& batch) {
+  TF_ASSERT(batch.n_kv_groups == kv_spec_.n_groups(), "a batch of {} KV groups for a KV cache of {}",
+            batch.n_kv_groups, kv_spec_.n_groups());
+  batch_ = batch;
+}
+
+void HostBackend::scale(const TensorView& x, float s) {
+  TF_ASSERT(x.dtype == DType::F32, "scale: {} {}", dtype_name(x.dtype), x.shape_str());
+  float* v = x.as<float>();
+  const int64_t n = x.numel();
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) v[i] *= s;
+}
+
+// Softmax in double over each row, then a selection of the top_k by (probability
+// descending, expert id ascending); the same on both host backends (a row of n_experts is
+// too small for threads to pay).
+void HostBackend::moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids,
+                            const TensorView& weights) {
+  const int64_t rows = logits.n_dims == 2 ? logits.shape[0] : 0, ne = p.n_experts, k = p.top_k;
+  TF_ASSERT(logits.n_dims == 2 && logits.dtype == DType::F32 && logits.shape[1] == ne && k >= 1 && k <= ne,
+            "moe_route: logits {} {} for {} experts, top {}", dtype_name(logits.dtype), logits.shape_str(), ne, k);
+  TF_ASSERT(ids.dtype == DType::I32 && ids.numel() == rows * k && weights.dtype == DType::F32 &&
+                weights.numel() == rows * k,
+            "moe_route: ids {} {}, weights {} {} for {} rows of top {}", dtype_name(ids.dtype), ids.shape_str(),
+            dtype_name(weights.dtype), weights.shape_str(), rows, k);
+  std::vector<double> prob(static_cast<size_t>(ne));
+  std::vector<int32_t> order(static_cast<size_t>(ne));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* l = logits.as<const float>() + r * ne;
+    const double mx = *std::max_element(l, l + ne);
+    double sum = 0;
+    for (int64_t e = 0; e < ne; ++e) sum += (prob[size_t(e)] = std::exp(double(l[e]) - mx));
+    for (int64_t e = 0; e < ne; ++e) {
+      prob[size_t(e)] /= sum;
+      order[size_t(e)] = int32_t(e);
+    }
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return prob[size_t(a)] != prob[size_t(b)] ? prob[size_t(a)] > prob[size_t(b)] : a < b;
+    });
+    double top = 0;
+    for (int64_t j = 0; j < k; ++j) top += prob[size_t(order[size_t(j)])];
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = order[size_t(j)];
+      ids.as<int32_t>()[r * k + j] = e;
+      weights.as<float>()[r * k + j] = float(p.renormalize ? prob[size_t(e)] / top : prob[size_t(e)]);
+    }
   }
 }
 

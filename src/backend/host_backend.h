@@ -23,9 +23,11 @@ class HostBackend : public Backend {
 
   void init_kv_cache(const KvCacheSpec& spec) override;
   const KvCacheSpec& kv_spec() const override { return kv_spec_; }
-  void set_batch(const Batch& batch) override { batch_ = batch; }
+  void set_batch(const Batch& batch) override;
   void add(const TensorView& residual, const TensorView& delta) override;
+  void scale(const TensorView& x, float s) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
+  void moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids, const TensorView& weights) override;
 
   // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype
   const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
@@ -46,6 +48,14 @@ class HostBackend : public Backend {
     return kv_row_index(slot, kv_head) * kv_spec_.head_dim;
   }
   const Batch& batch() const { return batch_; }
+  // The batch's block tables [n_seqs, max_blocks] and slot mapping [n_tokens] of the KV
+  // group of `layer`.
+  const int32_t* block_tables(int layer) const {
+    return batch_.block_tables.data() + size_t(kv_spec_.group_of(layer)) * size_t(batch_.n_seqs()) * size_t(batch_.max_blocks);
+  }
+  const int32_t* slot_mapping(int layer) const {
+    return batch_.slot_mapping.data() + size_t(kv_spec_.group_of(layer)) * size_t(batch_.n_tokens());
+  }
 
  private:
   struct AlignedDelete {

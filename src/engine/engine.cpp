@@ -54,6 +54,54 @@ SampledLogprobs raw_logprobs(std::span<const float> logits, int32_t token, int32
   return lp;
 }
 
+struct KvPlan {
+  KvCacheSpec spec;
+  KvManagerParams params;
+};
+
+// The KV pools and their block counts. Group 0 (every layer, or a mixed model's full-attention
+// layers): enough blocks for max_seqs full-context sequences, capped by kv_memory_mb (less
+// what group 1 takes), but never fewer than one full-context sequence needs; n_kv_blocks
+// overrides. Group 1 (a mixed model's sliding-window layers): a sequence there holds at most
+// ceil((window - 1 + n_new) / block_size) + 1 blocks while it computes n_new tokens, so
+// (max_seqs + 1) * (ceil((window - 1) / block_size) + 2) + ceil(max_batch_tokens /
+// block_size) blocks always suffice (the + 1 sequence is Engine::score's); twice that, so
+// its prefix-cache blocks survive a while, and group 0 alone limits admission.
+KvPlan plan_kv(const ModelConfig& cfg, const EngineOptions& opt, DType kv_dtype) {
+  KvPlan p;
+  p.spec = KvCacheSpec{.n_layers = cfg.n_layers, .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
+                       .head_dim = cfg.head_dim, .dtype = kv_dtype, .layer_group = cfg.kv_layer_groups()};
+  const int64_t layer_block_bytes =
+      tf::kv_bytes_per_token(KvCacheSpec{.n_layers = 1, .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim,
+                                         .dtype = kv_dtype}) * opt.block_size;
+  int64_t n_layers0 = cfg.n_layers, n_blocks1 = 0, bytes1 = 0;
+  const bool grouped = !p.spec.layer_group.empty();
+  if (grouped) {
+    const int64_t n_layers1 = std::count(p.spec.layer_group.begin(), p.spec.layer_group.end(), 1);
+    n_layers0 = cfg.n_layers - n_layers1;
+    const int64_t bs = opt.block_size, per_seq = (cfg.sliding_window - 1 + bs - 1) / bs + 2;
+    n_blocks1 = 2 * ((int64_t(opt.max_seqs) + 1) * per_seq + (opt.max_batch_tokens + bs - 1) / bs);
+    bytes1 = n_blocks1 * n_layers1 * layer_block_bytes;
+  }
+  const int32_t per_seq = KvManager::blocks_for(int32_t(cfg.max_position), opt.block_size);
+  int64_t n_blocks = opt.n_kv_blocks;
+  if (n_blocks <= 0) {
+    const int64_t budget = std::max<int64_t>(0, opt.kv_memory_mb * (1 << 20) - bytes1);
+    n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, budget / (n_layers0 * layer_block_bytes));
+    n_blocks = std::max<int64_t>(n_blocks, per_seq);
+  }
+  p.spec.n_blocks = n_blocks;
+  p.params = KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size,
+                             .sliding_window = int32_t(grouped ? 0 : cfg.sliding_window),
+                             .enable_prefix_caching = opt.enable_prefix_caching};
+  if (grouped) {
+    p.spec.group_blocks = {n_blocks, n_blocks1};
+    p.params.more_groups.push_back(KvGroupParams{.n_blocks = int32_t(n_blocks1),
+                                                 .sliding_window = int32_t(cfg.sliding_window)});
+  }
+  return p;
+}
+
 }  // namespace
 
 Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
@@ -76,25 +124,9 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   }
   const ModelConfig& cfg = model->config();
 
-  // KV pool: enough blocks for max_seqs full-context sequences, capped by kv_memory_mb,
-  // but never fewer than one full-context sequence needs.
-  const DType kv_dtype = parse_kv_dtype(opt.kv_dtype);
-  const int32_t per_seq = KvManager::blocks_for(int32_t(cfg.max_position), opt.block_size);
-  int64_t n_blocks = opt.n_kv_blocks;
-  if (n_blocks <= 0) {
-    const int64_t block_bytes =
-        tf::kv_bytes_per_token(KvCacheSpec{.n_layers = cfg.n_layers, .n_kv_heads = cfg.n_kv_heads,
-                                       .head_dim = cfg.head_dim, .dtype = kv_dtype}) * opt.block_size;
-    n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, opt.kv_memory_mb * (1 << 20) / block_bytes);
-    n_blocks = std::max<int64_t>(n_blocks, per_seq);
-  }
-  // (A tensor-parallel model gives each rank its share of the KV heads.)
-  model->init_kv_cache(*backend, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
-                                             .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
-                                             .head_dim = cfg.head_dim, .dtype = kv_dtype});
-  kv = std::make_unique<KvManager>(KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size,
-                                                   .sliding_window = int32_t(cfg.sliding_window),
-                                                   .enable_prefix_caching = opt.enable_prefix_caching});
+  const KvPlan plan = plan_kv(cfg, opt, parse_kv_dtype(opt.kv_dtype));
+  model->init_kv_cache(*backend, plan.spec);  // (a tensor-parallel model gives each rank its share of the KV heads)
+  kv = std::make_unique<KvManager>(plan.params);
   sched = std::make_unique<Scheduler>(
       SchedulerParams{.max_batch_tokens = opt.max_batch_tokens, .max_seqs = opt.max_seqs}, *kv);
 }
@@ -134,12 +166,11 @@ RequestId Engine::Impl::add(GenerateRequest req) {
 Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
   int32_t max_blocks = 1;
   for (const ScheduledSeq& q : so.seqs) max_blocks = std::max(max_blocks, int32_t(kv->table(q.id).size()));
-  BatchBuilder bb(kv->block_size(), max_blocks);
+  BatchBuilder bb(kv->block_size(), max_blocks, kv->n_groups());
   for (const ScheduledSeq& q : so.seqs) {
     const RequestState& r = state(q.id);
-    const std::vector<int32_t>& table = kv->table(q.id);
     bb.add(SeqChunk{.ids = r.all_tokens.data() + q.start, .n_ids = q.n_new, .start_pos = q.start,
-                    .blocks = table.data(), .n_blocks = int32_t(table.size()), .want_logits = q.samples});
+                    .tables = kv->tables(q.id), .want_logits = q.samples});
   }
   return bb.take();
 }
@@ -303,22 +334,23 @@ std::vector<float> Engine::Impl::score(const std::vector<int32_t>& ids, bool all
   for (int32_t id : ids)
     if (id < 0 || id >= cfg.n_vocab) fail("token id {} is outside the vocabulary [0, {})", id, cfg.n_vocab);
   constexpr int64_t kScoreSeq = -1;  // never a request id
-  if (!kv->grow(kScoreSeq, int32_t(ids.size())))
-    fail("not enough free KV blocks to score {} tokens", ids.size());
-  const std::vector<int32_t>& table = kv->table(kScoreSeq);
+  // Chunk by chunk, each marked computed once run, so sliding-window groups free the blocks
+  // their window has passed as they would for a request.
   std::vector<float> out;
   const int32_t n = int32_t(ids.size());
   try {
     for (int32_t start = 0; start < n; start += opt.max_batch_tokens) {
       const int32_t len = std::min(opt.max_batch_tokens, n - start);
-      BatchBuilder bb(kv->block_size(), int32_t(table.size()));
-      bb.add(SeqChunk{.ids = ids.data() + start, .n_ids = len, .start_pos = start, .blocks = table.data(),
-                      .n_blocks = int32_t(table.size()), .want_logits = all_positions || start + len == n,
-                      .all_logits = all_positions});
+      if (!kv->grow(kScoreSeq, start + len)) fail("not enough free KV blocks to score {} tokens", ids.size());
+      const std::span<const std::vector<int32_t>> tables = kv->tables(kScoreSeq);
+      BatchBuilder bb(kv->block_size(), int32_t(tables[0].size()), kv->n_groups());
+      bb.add(SeqChunk{.ids = ids.data() + start, .n_ids = len, .start_pos = start, .tables = tables,
+                      .want_logits = all_positions || start + len == n, .all_logits = all_positions});
       const TensorView logits = run_forward(*model, *backend, bb.take());
       const size_t old = out.size();
       out.resize(old + size_t(logits.numel()));
       backend->copy_to_host(logits, out.data() + old);
+      kv->on_computed(kScoreSeq, start + len);
     }
   } catch (...) {
     kv->free(kScoreSeq);

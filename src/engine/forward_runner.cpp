@@ -1,5 +1,7 @@
 #include "engine/forward_runner.h"
 
+#include <vector>
+
 #include "core/error.h"
 
 namespace tf {
@@ -29,9 +31,11 @@ TensorView first_rows(const TensorView& t, int64_t n) {
 }  // namespace
 
 TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
-  const int32_t pad_block = backend.pad_kv_block();
+  std::vector<int32_t> pad_blocks;
+  for (int32_t g = 0; g < batch.n_kv_groups; ++g) pad_blocks.push_back(backend.pad_kv_block(g));
+  const bool records = pad_blocks[0] >= 0;
   const int32_t bucket = batch.n_tokens() == batch.n_seqs() ? graph_bucket(batch.n_seqs()) : 0;
-  if (pad_block < 0 || bucket == 0) {
+  if (!records || bucket == 0) {
     const PreparedStep p = model.prepare(batch);
     if (p.buffers_moved) backend.graph_reset();  // recordings refer to the old buffers
     model.run();
@@ -39,7 +43,7 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   }
   // A decode step on a recording backend: pad to the bucket, then replay, record or run.
   const int32_t max_blocks = (batch.max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
-  const Batch padded = pad_decode_batch(batch, bucket, max_blocks, pad_block, int32_t(backend.kv_spec().block_size));
+  const Batch padded = pad_decode_batch(batch, bucket, max_blocks, pad_blocks, int32_t(backend.kv_spec().block_size));
   const PreparedStep p = model.prepare(padded);
   if (p.buffers_moved) backend.graph_reset();
   const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 20 | uint64_t(padded.n_out()) << 40;

@@ -1,7 +1,7 @@
 // One forward of a model over a batch, run as the backend runs it best: the one place that
 // pads batches and records or replays forwards (CUDA Graphs).
 //
-// On a backend that records (Backend::pad_kv_block() >= 0), a decode batch (one token per
+// On a backend that records (Backend::pad_kv_block(0) >= 0), a decode batch (one token per
 // sequence) is padded to a bucket of sequences and a block-table stride rounded up to a
 // quantum (pad_decode_batch), so a handful of recordings cover every batch; its forward is
 // then run eagerly the first time its shapes are seen, recorded the second, replayed after

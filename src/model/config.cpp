@@ -5,6 +5,8 @@
 #include <limits>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "model/config_fields.h"
@@ -126,9 +128,79 @@ void parse_attention(const ConfigFields& f, ModelConfig& c) {
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} is odd (RoPE needs an even head_dim)", origin, c.head_dim);
 }
 
-// RoPE base and frequency scaling. transformers 5 writes both under "rope_parameters"
-// ({"rope_type", "rope_theta", ...}); older versions write a top-level "rope_theta" and a
-// "rope_scaling" object (or null) whose kind is "rope_type" or, older still, "type".
+// The frequency scaling an object describes: a rope_scaling object (its kind under
+// "rope_type" or, older, "type", required) or a rope_parameters object (no kind = default).
+// Needs c.rotary_dim and c.max_position. `top` is config.json itself (LongRoPE's
+// original_max_position_embeddings may be there).
+RopeScaling parse_scaling(const ConfigFields& s, bool kind_required, const ConfigFields& top, const ModelConfig& c) {
+  const std::string& origin = s.origin();
+  const char* type_key = s.has("rope_type") ? "rope_type" : "type";
+  std::string type = "default";
+  if (s.has(type_key)) {
+    type = s.string(type_key);
+  } else if (kind_required) {
+    s.missing("rope_type", "a RoPE type: default, linear, llama3 or longrope");
+  }
+  RopeScaling r;
+  if (type == "default") return r;
+  if (type == "linear") {
+    r.type = RopeScaling::Type::Linear;
+    r.factor = float(s.positive_number("factor"));
+    return r;
+  }
+  if (type == "llama3") {
+    r.type = RopeScaling::Type::Llama3;
+    r.factor = float(s.positive_number("factor"));
+    r.low_freq_factor = float(s.positive_number("low_freq_factor"));
+    r.high_freq_factor = float(s.positive_number("high_freq_factor"));
+    r.original_max_position_embeddings = s.positive_int("original_max_position_embeddings");
+    // llama3 interpolates between the two wavelength bounds, dividing by their difference.
+    if (!(r.high_freq_factor > r.low_freq_factor))
+      fail("{}: field '{}' ({}) must be larger than '{}' ({})", origin, s.field("high_freq_factor"),
+           r.high_freq_factor, s.field("low_freq_factor"), r.low_freq_factor);
+    return r;
+  }
+  if (type == "longrope") {
+    // transformers' _compute_longrope_parameters: with original_max_position_embeddings
+    // (config.json's, or the rope object's), factor = max_position_embeddings / that;
+    // attention_factor, unless given, sqrt(1 + ln(factor) / ln(original)) for factor > 1, else 1.
+    r.type = RopeScaling::Type::LongRope;
+    const size_t n = size_t(c.rotary_dim / 2);
+    for (const char* key : {"short_factor", "long_factor"}) {
+      const std::string what = fmt::format("a list of {} positive numbers (rotary_dim / 2)", n);
+      if (!s.has(key)) s.missing(key, what);
+      const json& v = s.at(key);
+      if (!v.is_array() || v.size() != n) s.bad(key, what);
+      std::vector<float>& out = std::string_view(key) == "short_factor" ? r.short_factor : r.long_factor;
+      for (const json& e : v) {
+        if (!e.is_number() || !(e.get<double>() > 0) || !std::isfinite(e.get<double>())) s.bad(key, what);
+        out.push_back(float(e.get<double>()));
+      }
+    }
+    const ConfigFields& orig_in = s.has("original_max_position_embeddings") ? s : top;
+    if (orig_in.has("original_max_position_embeddings")) {
+      r.original_max_position_embeddings = orig_in.positive_int("original_max_position_embeddings");
+      r.factor = float(double(c.max_position) / double(r.original_max_position_embeddings));
+    } else {
+      r.original_max_position_embeddings = c.max_position;
+      r.factor = float(s.positive_number_or("factor", 1.0));
+    }
+    r.attention_factor =
+        s.has("attention_factor") ? float(s.positive_number("attention_factor"))
+        : r.factor <= 1.0f
+            ? 1.0f
+            : float(std::sqrt(1.0 + std::log(double(r.factor)) / std::log(double(r.original_max_position_embeddings))));
+    return r;
+  }
+  fail("{}: field '{}' is \"{}\": unsupported RoPE scaling type '{}' (supported: default, linear, llama3, "
+       "longrope)", origin, s.field(type_key), type, type);
+}
+
+// RoPE: base, the rotated share of each head, frequency scaling. transformers 5 writes them
+// under "rope_parameters" ({"rope_type", "rope_theta", "partial_rotary_factor", ...}), for
+// Gemma 3 one such object per layer type ({"full_attention": {...}, "sliding_attention":
+// {...}}); older versions write top-level rope_theta / partial_rotary_factor, a "rope_scaling"
+// object (or null) and, for Gemma 3, rope_local_base_freq for the sliding layers.
 void parse_rope(const ConfigFields& top, ModelConfig& c) {
   const json& j = top.object();
   const std::string& origin = top.origin();
@@ -137,41 +209,43 @@ void parse_rope(const ConfigFields& top, ModelConfig& c) {
   }
   const bool has_params = top.has("rope_parameters");
   const bool has_scaling = top.has("rope_scaling");
-
-  ConfigFields params(has_params ? j.at("rope_parameters") : j, origin, "rope_parameters.");
-  if (has_params && params.has("rope_theta")) {
-    c.rope_theta = float(params.positive_number("rope_theta"));
-  } else {
-    c.rope_theta = float(top.positive_number_or("rope_theta", 10000.0));
+  const json* per_type = nullptr;  // rope_parameters by layer type
+  if (has_params) {
+    const json& p = j.at("rope_parameters");
+    if (p.contains("full_attention") || p.contains("sliding_attention")) per_type = &p;
   }
-
-  if (!has_params && !has_scaling) return;
-  const char* obj_key = has_scaling ? "rope_scaling" : "rope_parameters";
-  ConfigFields s(j.at(obj_key), origin, std::string(obj_key) + ".");
-  const char* type_key = s.has("rope_type") ? "rope_type" : "type";
-  std::string type;
-  if (s.has(type_key)) {
-    type = s.string(type_key);
-  } else if (has_scaling) {
-    s.missing("rope_type", "a RoPE type: default or llama3");
-  } else {
-    type = "default";  // transformers 5 fills in "default" when rope_parameters has no type
+  if (per_type) {
+    for (const char* kind : {"full_attention", "sliding_attention"}) {
+      if (!per_type->contains(kind) || !per_type->at(kind).is_object())
+        fail("{}: field 'rope_parameters.{}' is missing or not an object (rope_parameters by layer type needs "
+             "full_attention and sliding_attention)", origin, kind);
+    }
   }
+  const json& main_obj = per_type ? per_type->at("full_attention") : has_params ? j.at("rope_parameters") : j;
+  const ConfigFields m(main_obj, origin,
+                       per_type ? "rope_parameters.full_attention." : has_params ? "rope_parameters." : "");
 
-  if (type == "default") return;
-  if (type != "llama3")
-    fail("{}: field '{}' is \"{}\": unsupported RoPE scaling type '{}' (supported: default, "
-         "llama3)", origin, s.field(type_key), type, type);
-  RopeScaling& r = c.rope_scaling;
-  r.type = RopeScaling::Type::Llama3;
-  r.factor = float(s.positive_number("factor"));
-  r.low_freq_factor = float(s.positive_number("low_freq_factor"));
-  r.high_freq_factor = float(s.positive_number("high_freq_factor"));
-  r.original_max_position_embeddings = s.positive_int("original_max_position_embeddings");
-  // llama3 interpolates between the two wavelength bounds, dividing by their difference.
-  if (!(r.high_freq_factor > r.low_freq_factor))
-    fail("{}: field '{}' ({}) must be larger than '{}' ({})", origin, s.field("high_freq_factor"),
-         r.high_freq_factor, s.field("low_freq_factor"), r.low_freq_factor);
+  const ConfigFields& prf = m.has("partial_rotary_factor") ? m : top;
+  const double factor = prf.has("partial_rotary_factor") ? prf.positive_number("partial_rotary_factor") : 1.0;
+  c.rotary_dim = int64_t(double(c.head_dim) * factor);  // transformers: int(head_dim * factor)
+  if (factor > 1.0 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+    fail("{}: field '{}' is {}: head_dim {} x {} gives {} rotated dims (expected an even number from 2 to head_dim)",
+         origin, prf.field("partial_rotary_factor"), factor, c.head_dim, factor, c.rotary_dim);
+
+  c.rope_theta = float(m.has("rope_theta") ? m.positive_number("rope_theta") : top.positive_number_or("rope_theta", 10000.0));
+  if (has_scaling) {
+    c.rope_scaling = parse_scaling(ConfigFields(j.at("rope_scaling"), origin, "rope_scaling."), true, top, c);
+  } else if (has_params) {
+    c.rope_scaling = parse_scaling(m, false, top, c);
+  }
+  c.rope_local = RopeParams{.theta = c.rope_theta, .scaling = c.rope_scaling};
+  if (per_type) {
+    const ConfigFields l(per_type->at("sliding_attention"), origin, "rope_parameters.sliding_attention.");
+    c.rope_local = RopeParams{.theta = float(l.positive_number_or("rope_theta", 10000.0)),
+                              .scaling = parse_scaling(l, false, top, c)};
+  } else if (top.has("rope_local_base_freq")) {
+    c.rope_local = RopeParams{.theta = float(top.positive_number("rope_local_base_freq"))};
+  }
 }
 
 }  // namespace
@@ -206,6 +280,54 @@ ModelConfig parse_common_config(const ConfigFields& f) {
   parse_special_ids(f, c);
   c.torch_dtype = f.has("dtype") ? f.string("dtype") : f.string_or("torch_dtype", "");
   return c;
+}
+
+std::vector<LayerAttention> read_layer_types(const ConfigFields& f, int64_t n_layers) {
+  std::vector<LayerAttention> out;
+  if (!f.has("layer_types")) return out;
+  const json& lt = f.at("layer_types");
+  if (!lt.is_array() || int64_t(lt.size()) != n_layers)
+    f.bad("layer_types", fmt::format("a list with one entry per layer ({})", n_layers));
+  for (size_t il = 0; il < lt.size(); ++il) {
+    const json& t = lt[il];
+    if (t == "full_attention") {
+      out.push_back(LayerAttention::Full);
+    } else if (t == "sliding_attention") {
+      out.push_back(LayerAttention::Sliding);
+    } else {
+      fail("{}: field '{}' entry {} is {} (expected \"full_attention\" or \"sliding_attention\")", f.origin(),
+           f.field("layer_types"), il, show(t));
+    }
+  }
+  return out;
+}
+
+void read_moe_fields(const ConfigFields& f, ModelConfig& c, const char* d_ff_key) {
+  const char* experts_key = f.has("num_local_experts") || !f.has("num_experts") ? "num_local_experts" : "num_experts";
+  c.n_experts = f.positive_int(experts_key);
+  c.n_experts_per_tok = f.positive_int("num_experts_per_tok");
+  if (c.n_experts_per_tok > c.n_experts)
+    fail("{}: field '{}' is {} (expected at most {} = {}, the number of experts)", f.origin(),
+         f.field("num_experts_per_tok"), c.n_experts_per_tok, f.field(experts_key), c.n_experts);
+  c.d_ff_expert = f.positive_int(d_ff_key);
+}
+
+bool ModelConfig::mixed_attention() const {
+  bool full = false, sliding = false;
+  for (int64_t il = 0; il < n_layers; ++il) (layer_attention(il) == LayerAttention::Full ? full : sliding) = true;
+  return full && sliding;
+}
+
+std::vector<int32_t> ModelConfig::kv_layer_groups() const {
+  std::vector<int32_t> g;
+  if (!mixed_attention()) return g;
+  for (int64_t il = 0; il < n_layers; ++il) g.push_back(layer_attention(il) == LayerAttention::Sliding ? 1 : 0);
+  return g;
+}
+
+RopeParams ModelConfig::rope(LayerAttention kind) const {
+  if (kind == LayerAttention::Sliding && mixed_attention()) return rope_local;
+  return RopeParams{.theta = rope_theta, .scaling = rope_scaling};
 }
 
 void require_silu_mlp(const ConfigFields& f) {

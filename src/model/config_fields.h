@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 
@@ -55,6 +56,15 @@ ModelConfig parse_common_config(const ConfigFields& f);
 
 // bos_token_id / eos_token_id where present (generation_config.json overrides config.json's).
 void parse_special_ids(const ConfigFields& f, ModelConfig& c);
+
+// config.json's "layer_types" (one entry per layer: "full_attention" or "sliding_attention"),
+// or an empty list when absent. Throws naming the field and the entry at fault.
+std::vector<LayerAttention> read_layer_types(const ConfigFields& f, int64_t n_layers);
+
+// The experts of a mixture-of-experts model: n_experts from num_local_experts (Mixtral) or
+// num_experts (Qwen3-MoE), n_experts_per_tok from num_experts_per_tok (at most n_experts),
+// d_ff_expert from the field `d_ff_key`. Which layers hold experts is the caller's rule.
+void read_moe_fields(const ConfigFields& f, ModelConfig& c, const char* d_ff_key);
 
 // The SwiGLU MLP of the Llama family: hidden_act silu (or swish) and no mlp_bias; anything
 // else is refused naming the field.

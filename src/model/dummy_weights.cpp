@@ -16,9 +16,10 @@ RandomWeights::RandomWeights(const WeightTable& table, uint64_t seed) {
     int64_t n = 1;
     for (int64_t d : w.shape) n *= d;
     auto data = std::make_unique<uint16_t[]>(size_t(n));
-    const bool ones = w.init == DummyInit::Ones;
+    const bool constant = w.init != DummyInit::FanIn;
+    const float value = w.init == DummyInit::Ones ? 1.0f : 0.0f;
     const int64_t fan_in = w.shape.size() > 1 ? w.shape[1] : 1;
-    const float a = ones ? 0.0f : float(std::sqrt(3.0 / double(fan_in)));  // uniform(-a, a): variance 1/fan_in
+    const float a = constant ? 0.0f : float(std::sqrt(3.0 / double(fan_in)));  // uniform(-a, a): variance 1/fan_in
     uint16_t* p = data.get();
     // A counter-based generator (SplitMix64 of seed, tensor and index), so threads need no
     // shared state and the values do not depend on the thread count.
@@ -29,7 +30,7 @@ RandomWeights::RandomWeights(const WeightTable& table, uint64_t seed) {
       z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
       z ^= z >> 31;
       const float u = float(z >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-      p[i] = f32_to_bf16(ones ? 1.0f : (2.0f * u - 1.0f) * a);
+      p[i] = f32_to_bf16(constant ? value : (2.0f * u - 1.0f) * a);
     }
     infos_[w.name] = TensorInfo{.name = w.name, .dtype = DType::BF16, .shape = w.shape,
                                 .data = reinterpret_cast<const uint8_t*>(p), .nbytes = size_t(n) * 2, .file = origin_};

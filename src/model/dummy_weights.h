@@ -1,6 +1,6 @@
 // Random weights for every required tensor of a weight table, generated in host memory
 // (vLLM's `--load-format dummy`): speed work on real shapes without the real files. BF16
-// values, uniform with variance 1/fan_in (DummyInit::FanIn) or ones (DummyInit::Ones), so
+// values, uniform with variance 1/fan_in (DummyInit::FanIn), ones or zeros (norm weights), so
 // activations stay finite; the same seed gives the same weights.
 #pragma once
 

@@ -46,6 +46,13 @@ std::string_view weight_role_name(WeightRole r) {
     case WeightRole::AttnNorm: return "attn_norm";
     case WeightRole::Wqkv: return "wqkv";
     case WeightRole::Bqkv: return "bqkv";
+    case WeightRole::QNorm: return "q_norm";
+    case WeightRole::KNorm: return "k_norm";
+    case WeightRole::AttnPostNorm: return "attn_post_norm";
+    case WeightRole::MlpPostNorm: return "mlp_post_norm";
+    case WeightRole::Router: return "router";
+    case WeightRole::ExpertsGateUp: return "experts_gate_up";
+    case WeightRole::ExpertsDown: return "experts_down";
     case WeightRole::Wo: return "wo";
     case WeightRole::Bo: return "bo";
     case WeightRole::MlpNorm: return "mlp_norm";
@@ -119,9 +126,14 @@ void check_table(const WeightTable& t) {
         TF_ASSERT(p.tp.n_groups * p.tp.group_size == p.shape[0], "weight {}: {} row groups of {} for {} rows", role,
                   p.tp.n_groups, p.tp.group_size, p.shape[0]);
       if (p.tp.split == TpSplit::Columns)
-        TF_ASSERT(p.shape.size() == 2 && p.tp.n_groups * p.tp.group_size == p.shape[1] && w.parts.size() == 1,
+        TF_ASSERT(p.shape.size() == 2 && p.tp.n_groups * p.tp.group_size == p.shape[1] &&
+                      p.tp.n_groups == w.parts[0].tp.n_groups && p.tp.group_size == w.parts[0].tp.group_size,
                   "weight {}: {} column groups of {} for {}", role, p.tp.n_groups, p.tp.group_size,
                   shape_str(p.shape));
+      TF_ASSERT((p.tp.split == TpSplit::Columns) == (w.parts[0].tp.split == TpSplit::Columns),
+                "weight {}: column-split and other parts mixed", role);
+      TF_ASSERT(p.transform == PartTransform::None || w.format == WeightFormat::Dense,
+                "weight {}: a transform on a quantized part", role);
     }
   }
 }

@@ -31,8 +31,9 @@ std::string_view weight_format_name(WeightFormat f);
 enum class TensorComponent : uint8_t { Values, Scales, Zeros };
 
 // What `--load-format dummy` fills a tensor with: uniform values of variance 1/fan_in
-// (fan_in = the last dimension of a matrix, 1 for a vector), or ones (RMSNorm weights).
-enum class DummyInit : uint8_t { FanIn, Ones };
+// (fan_in = the last dimension of a matrix, 1 for a vector), ones (RMSNorm weights), or
+// zeros (the weights of Gemma's (1 + w) norms).
+enum class DummyInit : uint8_t { FanIn, Ones, Zeros };
 
 // One tensor the checkpoint holds.
 struct TensorSpec {
@@ -49,7 +50,8 @@ struct TensorSpec {
 //   Rows:       column-parallel, the rows (output features) split: q/k/v by heads, gate/up by
 //               d_ff, the LM head by vocabulary. Outputs are split; no communication.
 //   Columns:    row-parallel, the columns (input features) split: o_proj by heads, down_proj
-//               by d_ff. Each rank's product is partial; the forward all-reduces it.
+//               by d_ff (each expert's down_proj by its d_ff). Each rank's product is
+//               partial; the forward all-reduces it.
 //   FirstRank:  rank 0 holds all of it, the others nothing: the bias of a row-parallel
 //               projection, added once before the all-reduce.
 // Rows and Columns cut the axis into n_groups groups of group_size (heads of head_dim, or
@@ -76,8 +78,9 @@ TpRange tp_groups(int64_t n_groups, int32_t rank, int32_t size);
 // What a weight is to the forward. Architecture files fetch weights by {role, layer}.
 enum class WeightRole : uint8_t {
   Embedding, FinalNorm, LmHead,
-  AttnNorm, Wqkv, Bqkv, Wo, Bo,
-  MlpNorm, WgateUp, Wdown,
+  AttnNorm, Wqkv, Bqkv, QNorm, KNorm, Wo, Bo, AttnPostNorm,
+  MlpNorm, WgateUp, Wdown, MlpPostNorm,
+  Router, ExpertsGateUp, ExpertsDown,
 };
 std::string_view weight_role_name(WeightRole r);
 
@@ -87,6 +90,10 @@ struct WeightKey {
   auto operator<=>(const WeightKey&) const = default;
 };
 
+// What loading does to a part's values before they reach the backend: nothing, or add one
+// (Gemma's RMSNorm weights w, used as 1 + w; the result is kept in F32).
+enum class PartTransform : uint8_t { None, AddOne };
+
 // Rows [row0, row0 + shape[0]) of the checkpoint tensor `tensor`: one piece of a weight.
 struct WeightPart {
   std::string tensor;          // a TensorSpec name: the values (Dense: the matrix itself)
@@ -95,10 +102,13 @@ struct WeightPart {
   int64_t row0 = 0;            // first row inside that tensor (a fused tensor holds several parts)
   std::vector<int64_t> shape;  // [rows, cols] or [rows]
   TpSlice tp;
+  PartTransform transform = PartTransform::None;
 };
 
 // One weight as the forward sees it on the backend: its parts (each cut to this rank's
-// slice) concatenated along dim 0 in order, e.g. q|k|v or gate|up for one fused matmul.
+// slice) concatenated along dim 0 in order, e.g. q|k|v or gate|up for one fused matmul, or
+// every expert's gate|up for a mixture of experts. Column-split parts all cut the same
+// columns.
 struct WeightSpec {
   WeightKey key;
   std::vector<WeightPart> parts;

@@ -66,11 +66,19 @@ inline float hsum(VecF v) {
   return s;
 }
 
-void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_freq) {
-  const int64_t half = head_dim / 2;
+// One q or k head as QkRope says (the reference's norm_rope_head in F32).
+void norm_rope_head(float* v, int64_t head_dim, int32_t pos, const QkRope& r, const float* norm) {
+  if (norm) {
+    float ss = 0;
+    for (int64_t i = 0; i < head_dim; ++i) ss += v[i] * v[i];
+    const float inv = 1.0f / std::sqrt(ss / float(head_dim) + r.eps);
+    for (int64_t i = 0; i < head_dim; ++i) v[i] = v[i] * inv * norm[i];
+  }
+  const int64_t half = r.inv_freq.numel();
+  const float* freq = (r.inv_freq_long.data && pos >= r.long_from ? r.inv_freq_long : r.inv_freq).as<float>();
   for (int64_t i = 0; i < half; ++i) {
-    const float angle = float(pos) * inv_freq[i];
-    const float c = std::cos(angle), s = std::sin(angle);
+    const float angle = float(pos) * freq[i];
+    const float c = std::cos(angle) * r.mscale, s = std::sin(angle) * r.mscale;
     const float a = v[i], b = v[i + half];
     v[i] = a * c - b * s;
     v[i + half] = b * c + a * s;
@@ -201,6 +209,7 @@ struct Scratch {
 
 struct AttendArgs {
   const Batch& batch;
+  const int32_t* block_tables;  // [n_seqs, max_blocks] of the layer's KV group
   const AttentionParams& p;
   const Pool& k_pool;
   const Pool& v_pool;
@@ -219,7 +228,7 @@ void attend_item(const AttendArgs& a, const Item& it, Scratch& w) {
   const AttentionParams& p = a.p;
   const int64_t hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
   const int64_t row = (p.n_heads + 2 * p.n_kv_heads) * hd;
-  const int32_t* table = a.batch.block_tables.data() + int64_t(it.seq) * a.batch.max_blocks;
+  const int32_t* table = a.block_tables + int64_t(it.seq) * a.batch.max_blocks;
 
   // ---- rows: (token, head of the group), their queries, visible keys and outputs
   const int n_rows = int((it.t1 - it.t0) * group);
@@ -300,19 +309,25 @@ void attend_item(const AttendArgs& a, const Item& it, Scratch& w) {
 
 }  // namespace
 
-void CpuBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                               const AttentionParams& p) {
+void CpuBackend::rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) {
   const int64_t hd = p.head_dim, row = (p.n_heads + 2 * p.n_kv_heads) * hd;
   const int32_t n = batch().n_tokens();
   check_2d(qkv, n, row, "rope_kv_write qkv");
+  check_qk_rope(rope, hd);
   const TensorView& kc = k_cache(layer);
   const TensorView& vc = v_cache(layer);
+  const int32_t* slots = slot_mapping(layer);
+  std::vector<float> q_norm, k_norm;
+  if (rope.q_norm.data) q_norm.resize(size_t(hd)), load_row_f32(rope.q_norm.data, rope.q_norm.dtype, 0, hd, q_norm.data());
+  if (rope.k_norm.data) k_norm.resize(size_t(hd)), load_row_f32(rope.k_norm.data, rope.k_norm.dtype, 0, hd, k_norm.data());
 #pragma omp parallel for schedule(static) if (n > 4)
   for (int32_t t = 0; t < n; ++t) {
     float* r = qkv.as<float>() + t * row;
-    for (int64_t h = 0; h < p.n_heads + p.n_kv_heads; ++h)
-      rope_head(r + h * hd, hd, batch().positions[size_t(t)], inv_freq.as<float>());
-    const int64_t slot = batch().slot_mapping[size_t(t)];
+    for (int64_t h = 0; h < p.n_heads + p.n_kv_heads; ++h) {
+      const std::vector<float>& norm = h < p.n_heads ? q_norm : k_norm;
+      norm_rope_head(r + h * hd, hd, batch().positions[size_t(t)], rope, norm.empty() ? nullptr : norm.data());
+    }
+    const int64_t slot = slots[t];
     for (int64_t h = 0; h < p.n_kv_heads; ++h) {
       const float* k = r + (p.n_heads + h) * hd;
       const float* v = r + (p.n_heads + p.n_kv_heads + h) * hd;
@@ -348,7 +363,7 @@ void CpuBackend::attention(int layer, const TensorView& qkv, const AttentionPara
   TF_ASSERT(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0,
             "attention: {} query heads over {} kv heads", p.n_heads, p.n_kv_heads);
   const Pool k_pool{k_cache(layer), k_scale(layer)}, v_pool{v_cache(layer), v_scale(layer)};
-  const AttendArgs args{.batch = b, .p = p, .k_pool = k_pool, .v_pool = v_pool,
+  const AttendArgs args{.batch = b, .block_tables = block_tables(layer), .p = p, .k_pool = k_pool, .v_pool = v_pool,
                         .qkv = qkv.as<float>(), .out = out.as<float>(),
                         .block_size = kv_spec().block_size, .n_kv_heads = kv_spec().n_kv_heads};
 

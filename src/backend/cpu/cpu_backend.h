@@ -14,11 +14,13 @@ class CpuBackend : public HostBackend {
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
               const TensorView& out) override;
-  void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                     const AttentionParams& p) override;
+  void rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) override;
   void attention(int layer, const TensorView& qkv, const AttentionParams& p,
                  const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
+  void geglu(const TensorView& gate_up, const TensorView& out) override;
+  void moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights, const TensorView& w_gate_up,
+                   const TensorView& w_down, const MoeParams& p, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
 };
 

@@ -1,5 +1,5 @@
-// Row-wise CPU ops: embedding lookup, RMSNorm (plain and fused with the residual add),
-// SwiGLU, and the row gather before the LM head. Rows are independent: threads split rows,
+// Row-wise CPU ops: embedding lookup, RMSNorm, SwiGLU and GeGLU, the mixture-of-experts
+// MLPs (grouped by expert), and the row gather before the LM head. Rows are independent: threads split rows,
 // the inner loops over d vectorise.
 #include <omp.h>
 
@@ -48,15 +48,88 @@ void CpuBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
   for (int64_t r = 0; r < rows; ++r) norm_row(x.as<float>() + r * d, wf.data(), d, eps, out.as<float>() + r * d);
 }
 
-void CpuBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+namespace {
+
+inline float silu(float g) { return g / (1.0f + std::exp(-g)); }
+inline float gelu_tanh(float g) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+}
+
+template <float (*Act)(float)>
+void gated(const TensorView& gate_up, const TensorView& out, const char* what) {
   const int64_t d_ff = out.shape[1], rows = out.shape[0];
-  check_2d(gate_up, rows, 2 * d_ff, "swiglu gate_up");
+  check_2d(gate_up, rows, 2 * d_ff, what);
 #pragma omp parallel for schedule(static) if (rows > 8)
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up.as<float>() + r * 2 * d_ff;
     const float* u = g + d_ff;
     float* o = out.as<float>() + r * d_ff;
-    for (int64_t i = 0; i < d_ff; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < d_ff; ++i) o[i] = Act(g[i]) * u[i];
+  }
+}
+
+// Rows [row0, row0 + n) of the 2-D weight w, as a view of the same memory.
+TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n) {
+  TensorView v = make_view(static_cast<uint8_t*>(w.data) + size_t(row0) * dtype_row_bytes(w.dtype, w.shape[1]),
+                           w.dtype, {n, w.shape[1]});
+  return v;
+}
+
+}  // namespace
+
+void CpuBackend::swiglu(const TensorView& gate_up, const TensorView& out) { gated<silu>(gate_up, out, "swiglu gate_up"); }
+void CpuBackend::geglu(const TensorView& gate_up, const TensorView& out) { gated<gelu_tanh>(gate_up, out, "geglu gate_up"); }
+
+// Tokens grouped by expert: each expert that some (row, slot) pair of the batch chose gets
+// those pairs' rows of x gathered into one block [m_e, d_model], which goes through the
+// expert's gate|up rows and down rows as two matmuls (cpu_matmul: threads and the
+// register-blocked kernel), so a chosen expert's weights are read once per step however
+// many tokens chose it, and an unchosen one's not at all. Each pair's output lands in its own
+// row of y [rows * top_k, d_model]; out[r] = sum_j weights[r, j] y[r * top_k + j] then adds
+// them in j order, as the reference does, so the grouping changes no sum.
+void CpuBackend::moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights,
+                             const TensorView& w_gate_up, const TensorView& w_down, const MoeParams& p,
+                             const TensorView& out) {
+  const MoeShape m = check_moe(x, ids, weights, w_gate_up, w_down, p, out);
+  TF_ASSERT(!dtype_is_quantized(w_gate_up.dtype) && !dtype_is_quantized(w_down.dtype),
+            "moe_experts: quantized expert weights ({}, {}) are not supported", dtype_name(w_gate_up.dtype),
+            dtype_name(w_down.dtype));
+  const int64_t k = p.top_k, n_pairs = m.rows * k, d = m.d_model, f = m.d_ff;
+  const int32_t* id = ids.as<const int32_t>();
+  std::vector<std::vector<int64_t>> pairs(size_t(p.n_experts));  // [expert] pair indices r * k + j
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    TF_ASSERT(id[i] >= 0 && id[i] < p.n_experts, "moe_experts: expert id {} of {}", id[i], p.n_experts);
+    pairs[size_t(id[i])].push_back(i);
+  }
+  std::vector<float> y(size_t(n_pairs * d)), xs, gu, act, ys;
+  for (int64_t e = 0; e < p.n_experts; ++e) {
+    const std::vector<int64_t>& mine = pairs[size_t(e)];
+    const int64_t me = int64_t(mine.size());
+    if (me == 0) continue;
+    xs.resize(size_t(me * d));
+    for (int64_t i = 0; i < me; ++i)
+      std::copy_n(x.as<const float>() + (mine[size_t(i)] / k) * d, d, xs.data() + i * d);
+    gu.resize(size_t(me * 2 * f));
+    act.resize(size_t(me * f));
+    ys.resize(size_t(me * d));
+    const TensorView xv = make_view(xs.data(), DType::F32, {me, d}), guv = make_view(gu.data(), DType::F32, {me, 2 * f}),
+                     actv = make_view(act.data(), DType::F32, {me, f}), yv = make_view(ys.data(), DType::F32, {me, d});
+    cpu_matmul(xv, weight_rows(w_gate_up, e * 2 * f, 2 * f), TensorView{}, guv);
+    swiglu(guv, actv);
+    cpu_matmul(actv, weight_rows(w_down, e * d, d), TensorView{}, yv);
+    for (int64_t i = 0; i < me; ++i) std::copy_n(ys.data() + i * d, d, y.data() + mine[size_t(i)] * d);
+  }
+  const float* wt = weights.as<const float>();
+#pragma omp parallel for schedule(static) if (m.rows > 8)
+  for (int64_t r = 0; r < m.rows; ++r) {
+    float* o = out.as<float>() + r * d;
+    for (int64_t c = 0; c < d; ++c) o[c] = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const float w = wt[r * k + j];
+      const float* yr = y.data() + (r * k + j) * d;
+      for (int64_t c = 0; c < d; ++c) o[c] += w * yr[c];
+    }
   }
 }
 

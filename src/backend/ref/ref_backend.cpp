@@ -56,12 +56,21 @@ void RefBackend::matmul(const TensorView& x, const TensorView& w, const TensorVi
   }
 }
 
-// Rotate-half RoPE (Hugging Face Llama): pairs (i, i + head_dim/2) rotated by pos * inv_freq[i].
-static void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_freq) {
-  const int64_t half = head_dim / 2;
+// One q or k head as QkRope says: RMSNorm with `norm` (when set), then rotate-half RoPE
+// (Hugging Face Llama) of the first 2 * n_freq dims: the pair (i, i + n_freq) rotated by
+// pos * inv_freq[i], cos and sin times mscale.
+static void norm_rope_head(float* v, int64_t head_dim, int32_t pos, const QkRope& r, const TensorView& norm) {
+  if (norm.data) {
+    double ss = 0;
+    for (int64_t i = 0; i < head_dim; ++i) ss += double(v[i]) * v[i];
+    const double inv = 1.0 / std::sqrt(ss / double(head_dim) + r.eps);
+    for (int64_t i = 0; i < head_dim; ++i) v[i] = float(v[i] * inv * load_f32(norm.data, norm.dtype, i));
+  }
+  const int64_t half = r.inv_freq.numel();
+  const float* freq = (r.inv_freq_long.data && pos >= r.long_from ? r.inv_freq_long : r.inv_freq).as<float>();
   for (int64_t i = 0; i < half; ++i) {
-    const float angle = float(pos) * inv_freq[i];
-    const double c = std::cos(angle), s = std::sin(angle);
+    const float angle = float(pos) * freq[i];
+    const double c = std::cos(angle) * r.mscale, s = std::sin(angle) * r.mscale;
     const double a = v[i], b = v[i + half];
     v[i] = float(a * c - b * s);
     v[i + half] = float(b * c + a * s);
@@ -94,15 +103,16 @@ static float load_kv(const TensorView& pool, const TensorView& scales, int64_t r
   return load_f32(pool.data, pool.dtype, row * hd + i);
 }
 
-void RefBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                               const AttentionParams& p) {
+void RefBackend::rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) {
   const int64_t hd = p.head_dim, row = (p.n_heads + 2 * p.n_kv_heads) * hd;
   check_2d(qkv, batch().n_tokens(), row, "rope_kv_write qkv");
+  check_qk_rope(rope, hd);
+  const int32_t* slots = slot_mapping(layer);
   for (int32_t t = 0; t < batch().n_tokens(); ++t) {
     float* r = qkv.as<float>() + t * row;
     for (int64_t h = 0; h < p.n_heads + p.n_kv_heads; ++h)
-      rope_head(r + h * hd, hd, batch().positions[size_t(t)], inv_freq.as<float>());
-    const int64_t slot = batch().slot_mapping[size_t(t)];
+      norm_rope_head(r + h * hd, hd, batch().positions[size_t(t)], rope, h < p.n_heads ? rope.q_norm : rope.k_norm);
+    const int64_t slot = slots[t];
     for (int64_t h = 0; h < p.n_kv_heads; ++h) {
       const int64_t kv_row = kv_row_index(slot, h);
       store_kv_row(k_cache(layer), k_scale(layer), kv_row, r + (p.n_heads + h) * hd, hd);
@@ -120,7 +130,7 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
   const TensorView &kc = k_cache(layer), &vc = v_cache(layer);
   const TensorView &ks = k_scale(layer), &vs = v_scale(layer);
   for (int32_t s = 0; s < b.n_seqs(); ++s) {
-    const int32_t* table = b.block_tables.data() + int64_t(s) * b.max_blocks;
+    const int32_t* table = block_tables(layer) + int64_t(s) * b.max_blocks;
     for (int32_t t = b.seq_starts[size_t(s)]; t < b.seq_starts[size_t(s) + 1]; ++t) {
       const int32_t qpos = b.positions[size_t(t)];
       const int32_t first = p.sliding_window > 0 ? std::max<int32_t>(0, qpos - int32_t(p.sliding_window) + 1) : 0;
@@ -152,15 +162,60 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
   }
 }
 
-void RefBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+// silu(g) = g / (1 + e^-g);  gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3)))
+static double silu(double g) { return g / (1.0 + std::exp(-g)); }
+static double gelu_tanh(double g) {
+  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+}
+
+template <double (*Act)(double)>
+static void gated(const TensorView& gate_up, const TensorView& out, const char* what) {
   const int64_t d_ff = out.shape[1];
-  check_2d(gate_up, out.shape[0], 2 * d_ff, "swiglu gate_up");
+  check_2d(gate_up, out.shape[0], 2 * d_ff, what);
   for (int64_t r = 0; r < out.shape[0]; ++r) {
     for (int64_t i = 0; i < d_ff; ++i) {
       const double g = gate_up.as<float>()[r * 2 * d_ff + i];
       const double u = gate_up.as<float>()[r * 2 * d_ff + d_ff + i];
-      out.as<float>()[r * d_ff + i] = float(g / (1.0 + std::exp(-g)) * u);
+      out.as<float>()[r * d_ff + i] = float(Act(g) * u);
     }
+  }
+}
+
+void RefBackend::swiglu(const TensorView& gate_up, const TensorView& out) { gated<silu>(gate_up, out, "swiglu gate_up"); }
+void RefBackend::geglu(const TensorView& gate_up, const TensorView& out) { gated<gelu_tanh>(gate_up, out, "geglu gate_up"); }
+
+// Token by token, expert by expert in j order, straight from the definition: the expert's
+// gate and up rows against x, silu(gate) * up rounded to F32 (as the activations of a dense
+// MLP are), then its down rows, each sum in double.
+void RefBackend::moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights,
+                             const TensorView& w_gate_up, const TensorView& w_down, const MoeParams& p,
+                             const TensorView& out) {
+  const MoeShape m = check_moe(x, ids, weights, w_gate_up, w_down, p, out);
+  std::vector<float> act(size_t(m.d_ff));
+  for (int64_t t = 0; t < m.rows; ++t) {
+    const float* xt = x.as<const float>() + t * m.d_model;
+    std::vector<double> acc(size_t(m.d_model), 0.0);
+    for (int64_t j = 0; j < p.top_k; ++j) {
+      const int64_t e = ids.as<const int32_t>()[t * p.top_k + j];
+      TF_ASSERT(e >= 0 && e < p.n_experts, "moe_experts: expert id {} of {}", e, p.n_experts);
+      const double wt = weights.as<const float>()[t * p.top_k + j];
+      for (int64_t i = 0; i < m.d_ff; ++i) {
+        double g = 0, u = 0;
+        const int64_t gate_row = e * 2 * m.d_ff + i, up_row = gate_row + m.d_ff;
+        for (int64_t c = 0; c < m.d_model; ++c) {
+          g += double(xt[c]) * load_f32(w_gate_up.data, w_gate_up.dtype, gate_row * m.d_model + c);
+          u += double(xt[c]) * load_f32(w_gate_up.data, w_gate_up.dtype, up_row * m.d_model + c);
+        }
+        act[size_t(i)] = float(silu(double(float(g))) * double(float(u)));
+      }
+      for (int64_t c = 0; c < m.d_model; ++c) {
+        double y = 0;
+        for (int64_t i = 0; i < m.d_ff; ++i)
+          y += double(act[size_t(i)]) * load_f32(w_down.data, w_down.dtype, (e * m.d_model + c) * m.d_ff + i);
+        acc[size_t(c)] += wt * double(float(y));
+      }
+    }
+    for (int64_t c = 0; c < m.d_model; ++c) out.as<float>()[t * m.d_model + c] = float(acc[size_t(c)]);
   }
 }
 

@@ -4,15 +4,44 @@
 
 namespace tf {
 
+namespace {
+
+// Appends layer il's tensor `suffix` and returns the part covering it.
+struct LayerTensors {
+  WeightTable& t;
+  std::string prefix;  // "model.layers.{il}."
+
+  WeightPart dense(const std::string& suffix, std::vector<int64_t> shape, TpSlice tp,
+                   DummyInit init = DummyInit::FanIn) {
+    return add_dense_tensor(t, {.name = prefix + suffix, .shape = std::move(shape), .init = init}, tp);
+  }
+  // An RMSNorm weight [n] (replicated) in `style`.
+  WeightPart norm(const std::string& suffix, int64_t n, NormStyle style) {
+    WeightPart p = dense(suffix, {n}, kReplicated, style == NormStyle::OnePlus ? DummyInit::Zeros : DummyInit::Ones);
+    if (style == NormStyle::OnePlus) p.transform = PartTransform::AddOne;
+    return p;
+  }
+};
+
+// Rows [row0, row0 + rows) of a fused part, with their own slice.
+WeightPart rows_of(const WeightPart& whole, int64_t row0, int64_t rows, TpSlice tp) {
+  WeightPart p = whole;
+  p.row0 = row0;
+  p.shape[0] = rows;
+  p.tp = tp;
+  return p;
+}
+
+}  // namespace
+
 void add_embedding_weights(WeightTable& t, const ModelConfig& c) {
   const WeightPart embed = add_dense_tensor(t, {.name = "model.embed_tokens.weight", .shape = {c.n_vocab, c.d_model}},
                                             kReplicated);
   t.weights.push_back({.key = {WeightRole::Embedding}, .parts = {embed}});
 }
 
-void add_final_norm_and_lm_head(WeightTable& t, const ModelConfig& c) {
-  const WeightPart norm = add_dense_tensor(
-      t, {.name = "model.norm.weight", .shape = {c.d_model}, .init = DummyInit::Ones}, kReplicated);
+void add_final_norm_and_lm_head(WeightTable& t, const ModelConfig& c, NormStyle style) {
+  const WeightPart norm = LayerTensors{t, "model."}.norm("norm.weight", c.d_model, style);
   t.weights.push_back({.key = {WeightRole::FinalNorm}, .parts = {norm}});
   WeightPart head = add_dense_tensor(
       t, {.name = "lm_head.weight", .shape = {c.n_vocab, c.d_model}, .optional = c.tie_word_embeddings},
@@ -22,44 +51,81 @@ void add_final_norm_and_lm_head(WeightTable& t, const ModelConfig& c) {
 }
 
 void add_attention_weights(WeightTable& t, const ModelConfig& c, int il, const AttentionTensors& opt) {
-  const std::string p = fmt::format("model.layers.{}.", il);
+  LayerTensors l{t, fmt::format("model.layers.{}.", il)};
   const int64_t hd = c.head_dim, d_q = c.n_heads * hd, d_kv = c.n_kv_heads * hd;
   const TpSlice q_heads = tp_rows(c.n_heads, hd), kv_heads = tp_rows(c.n_kv_heads, hd);
-  auto dense = [&](const char* suffix, std::vector<int64_t> shape, TpSlice tp, DummyInit init = DummyInit::FanIn) {
-    return add_dense_tensor(t, {.name = p + suffix, .shape = std::move(shape), .init = init}, tp);
-  };
-  const WeightPart norm = dense("input_layernorm.weight", {c.d_model}, kReplicated, DummyInit::Ones);
-  const WeightPart q = dense("self_attn.q_proj.weight", {d_q, c.d_model}, q_heads);
-  const WeightPart k = dense("self_attn.k_proj.weight", {d_kv, c.d_model}, kv_heads);
-  const WeightPart v = dense("self_attn.v_proj.weight", {d_kv, c.d_model}, kv_heads);
+  const WeightPart norm = l.norm("input_layernorm.weight", c.d_model, opt.norms);
   t.weights.push_back({.key = {WeightRole::AttnNorm, il}, .parts = {norm}});
-  t.weights.push_back({.key = {WeightRole::Wqkv, il}, .parts = {q, k, v}});
+  if (opt.fused_qkv) {
+    const WeightPart qkv = l.dense("self_attn.qkv_proj.weight", {d_q + 2 * d_kv, c.d_model}, kReplicated);
+    t.weights.push_back({.key = {WeightRole::Wqkv, il},
+                         .parts = {rows_of(qkv, 0, d_q, q_heads), rows_of(qkv, d_q, d_kv, kv_heads),
+                                   rows_of(qkv, d_q + d_kv, d_kv, kv_heads)}});
+  } else {
+    const WeightPart q = l.dense("self_attn.q_proj.weight", {d_q, c.d_model}, q_heads);
+    const WeightPart k = l.dense("self_attn.k_proj.weight", {d_kv, c.d_model}, kv_heads);
+    const WeightPart v = l.dense("self_attn.v_proj.weight", {d_kv, c.d_model}, kv_heads);
+    t.weights.push_back({.key = {WeightRole::Wqkv, il}, .parts = {q, k, v}});
+  }
   if (opt.qkv_bias) {
-    const WeightPart bq = dense("self_attn.q_proj.bias", {d_q}, q_heads);
-    const WeightPart bk = dense("self_attn.k_proj.bias", {d_kv}, kv_heads);
-    const WeightPart bv = dense("self_attn.v_proj.bias", {d_kv}, kv_heads);
+    const WeightPart bq = l.dense("self_attn.q_proj.bias", {d_q}, q_heads);
+    const WeightPart bk = l.dense("self_attn.k_proj.bias", {d_kv}, kv_heads);
+    const WeightPart bv = l.dense("self_attn.v_proj.bias", {d_kv}, kv_heads);
     t.weights.push_back({.key = {WeightRole::Bqkv, il}, .parts = {bq, bk, bv}});
   }
-  const WeightPart o = dense("self_attn.o_proj.weight", {c.d_model, d_q}, tp_columns(c.n_heads, hd));
+  if (c.qk_norm) {
+    t.weights.push_back({.key = {WeightRole::QNorm, il}, .parts = {l.norm("self_attn.q_norm.weight", hd, opt.norms)}});
+    t.weights.push_back({.key = {WeightRole::KNorm, il}, .parts = {l.norm("self_attn.k_norm.weight", hd, opt.norms)}});
+  }
+  const WeightPart o = l.dense("self_attn.o_proj.weight", {c.d_model, d_q}, tp_columns(c.n_heads, hd));
   t.weights.push_back({.key = {WeightRole::Wo, il}, .parts = {o}});
   if (opt.o_bias) {
-    const WeightPart bo = dense("self_attn.o_proj.bias", {c.d_model}, kFirstRank);
+    const WeightPart bo = l.dense("self_attn.o_proj.bias", {c.d_model}, kFirstRank);
     t.weights.push_back({.key = {WeightRole::Bo, il}, .parts = {bo}});
+  }
+  if (opt.post_norm) {
+    const WeightPart post = l.norm(std::string(opt.post_norm) + ".weight", c.d_model, opt.norms);
+    t.weights.push_back({.key = {WeightRole::AttnPostNorm, il}, .parts = {post}});
   }
 }
 
-void add_swiglu_mlp_weights(WeightTable& t, const ModelConfig& c, int il) {
-  const std::string p = fmt::format("model.layers.{}.", il);
-  auto dense = [&](const char* suffix, std::vector<int64_t> shape, TpSlice tp, DummyInit init = DummyInit::FanIn) {
-    return add_dense_tensor(t, {.name = p + suffix, .shape = std::move(shape), .init = init}, tp);
-  };
-  const WeightPart norm = dense("post_attention_layernorm.weight", {c.d_model}, kReplicated, DummyInit::Ones);
-  const WeightPart gate = dense("mlp.gate_proj.weight", {c.d_ff, c.d_model}, tp_rows(c.d_ff));
-  const WeightPart up = dense("mlp.up_proj.weight", {c.d_ff, c.d_model}, tp_rows(c.d_ff));
-  const WeightPart down = dense("mlp.down_proj.weight", {c.d_model, c.d_ff}, tp_columns(c.d_ff));
+void add_gated_mlp_weights(WeightTable& t, const ModelConfig& c, int il, const MlpTensors& opt) {
+  LayerTensors l{t, fmt::format("model.layers.{}.", il)};
+  const WeightPart norm = l.norm(std::string(opt.norm) + ".weight", c.d_model, opt.norms);
   t.weights.push_back({.key = {WeightRole::MlpNorm, il}, .parts = {norm}});
-  t.weights.push_back({.key = {WeightRole::WgateUp, il}, .parts = {gate, up}});
+  if (opt.fused_gate_up) {
+    const WeightPart gu = l.dense("mlp.gate_up_proj.weight", {2 * c.d_ff, c.d_model}, kReplicated);
+    t.weights.push_back({.key = {WeightRole::WgateUp, il},
+                         .parts = {rows_of(gu, 0, c.d_ff, tp_rows(c.d_ff)), rows_of(gu, c.d_ff, c.d_ff, tp_rows(c.d_ff))}});
+  } else {
+    const WeightPart gate = l.dense("mlp.gate_proj.weight", {c.d_ff, c.d_model}, tp_rows(c.d_ff));
+    const WeightPart up = l.dense("mlp.up_proj.weight", {c.d_ff, c.d_model}, tp_rows(c.d_ff));
+    t.weights.push_back({.key = {WeightRole::WgateUp, il}, .parts = {gate, up}});
+  }
+  const WeightPart down = l.dense("mlp.down_proj.weight", {c.d_model, c.d_ff}, tp_columns(c.d_ff));
   t.weights.push_back({.key = {WeightRole::Wdown, il}, .parts = {down}});
+  if (opt.post_norm) {
+    const WeightPart post = l.norm(std::string(opt.post_norm) + ".weight", c.d_model, opt.norms);
+    t.weights.push_back({.key = {WeightRole::MlpPostNorm, il}, .parts = {post}});
+  }
+}
+
+void add_moe_weights(WeightTable& t, const ModelConfig& c, int il, const MoeTensors& names) {
+  LayerTensors l{t, fmt::format("model.layers.{}.", il)};
+  const int64_t f = c.d_ff_expert;
+  const WeightPart norm = l.norm("post_attention_layernorm.weight", c.d_model, NormStyle::Plain);
+  t.weights.push_back({.key = {WeightRole::MlpNorm, il}, .parts = {norm}});
+  const WeightPart router = l.dense(names.router, {c.n_experts, c.d_model}, kReplicated);
+  t.weights.push_back({.key = {WeightRole::Router, il}, .parts = {router}});
+  WeightSpec gate_up{.key = {WeightRole::ExpertsGateUp, il}}, down{.key = {WeightRole::ExpertsDown, il}};
+  for (int64_t e = 0; e < c.n_experts; ++e) {
+    auto name = [&](const std::string& pattern) { return fmt::format(fmt::runtime(pattern), e); };
+    gate_up.parts.push_back(l.dense(name(names.gate), {f, c.d_model}, tp_rows(f)));
+    gate_up.parts.push_back(l.dense(name(names.up), {f, c.d_model}, tp_rows(f)));
+    down.parts.push_back(l.dense(name(names.down), {c.d_model, f}, tp_columns(f)));
+  }
+  t.weights.push_back(std::move(gate_up));
+  t.weights.push_back(std::move(down));
 }
 
 WeightTable standard_decoder_weights(const ModelConfig& c, const AttentionTensors& attn) {
@@ -68,7 +134,7 @@ WeightTable standard_decoder_weights(const ModelConfig& c, const AttentionTensor
   add_final_norm_and_lm_head(t, c);
   for (int il = 0; il < int(c.n_layers); ++il) {
     add_attention_weights(t, c, il, attn);
-    add_swiglu_mlp_weights(t, c, il);
+    add_gated_mlp_weights(t, c, il);
   }
   return t;
 }

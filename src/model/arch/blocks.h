@@ -1,9 +1,9 @@
 // Blocks of backend ops that architecture files call in order to build their forward: a
 // block issues the same ops whichever architecture calls it. Each matmul goes through
-// Backend::matmul_fused with its norm prologue and its RoPE/KV-write, residual-add or SwiGLU
-// epilogue, so a backend may run a block's line as one kernel (the CUDA decode GEMV) or as
-// the plain ops in turn. Shapes are this rank's (tp_shard.h): n = the batch's tokens,
-// n_out = its logit rows.
+// Backend::matmul_fused with its norm prologue and its RoPE/KV-write, residual-add or gated
+// activation epilogue, so a backend may run a block's line as one kernel (the CUDA decode
+// GEMV) or as the plain ops in turn. Shapes are this rank's (tp_shard.h): n = the batch's
+// tokens, n_out = its logit rows.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,11 @@ struct Activations {
   TensorView qkv;       // [n, (n_heads + 2 n_kv_heads) head_dim]
   TensorView attn;      // [n, n_heads head_dim]
   TensorView delta;     // [n, d_model] a projection's output before the residual add
-  TensorView gate_up;   // [n, 2 d_ff]
-  TensorView act;       // [n, d_ff]
+  TensorView gate_up;   // [n, 2 d_ff] (dense MLPs)
+  TensorView act;       // [n, d_ff] (dense MLPs)
+  TensorView router;    // [n, n_experts] F32 router logits (mixture of experts)
+  TensorView moe_ids;   // [n, top_k] I32 chosen experts
+  TensorView moe_w;     // [n, top_k] F32 their weights
   TensorView out_rows;  // [n_out, d_model] rows that need logits
   TensorView logits;    // [n_out, n_vocab / tp_size] F32
 };
@@ -40,39 +43,57 @@ struct BlockContext {
 struct AttentionLayer {
   int layer = 0;
   AttentionParams params;  // this rank's heads, scale, sliding window
-  TensorView inv_freq;     // [head_dim / 2] F32 on the backend
+  QkRope rope;             // the layer kind's frequencies on the backend (its q/k norms come from its weights)
 };
 
-// Attention params of the standard layer: this rank's heads, scale 1/sqrt(head_dim), the
-// config's sliding window.
-AttentionParams standard_attention(const ModelConfig& cfg, const TpShard& shard);
+// Attention params of layer il: this rank's heads, scale (ModelConfig::attn_scale, or
+// 1/sqrt(head_dim)) and the layer's sliding window.
+AttentionParams layer_attention_params(const ModelConfig& cfg, const TpShard& shard, int64_t il);
 
-// x += y @ w^T (+ b): the residual add fused into the matmul, or (tensor parallel) the ranks'
-// partial products summed in `delta` first (one all-reduce).
-//   y [n, k], w [d_model, k] (this rank's columns), b [d_model] or empty
+// x += post_norm(y @ w^T (+ b)): the residual add fused into the matmul, or the product in
+// `delta` first when the ranks' partial products are summed (tensor parallel: one
+// all-reduce) or a norm follows (Gemma's post-attention and post-feed-forward norms).
+//   y [n, k], w [d_model, k] (this rank's columns), b [d_model] or empty, post_norm [d_model] or empty
 void project_add(const BlockContext& ctx, const Activations& a, const TensorView& y, const TensorView& w,
-                 const TensorView& b);
+                 const TensorView& b, const TensorView& post_norm = {});
 
 struct AttentionWeights {
-  TensorView norm;  // [d_model]
-  TensorView wqkv;  // [(n_heads + 2 n_kv_heads) head_dim, d_model]
-  TensorView bqkv;  // [(n_heads + 2 n_kv_heads) head_dim] or empty
-  TensorView wo;    // [d_model, n_heads head_dim]
-  TensorView bo;    // [d_model] or empty
+  TensorView norm;       // [d_model]
+  TensorView wqkv;       // [(n_heads + 2 n_kv_heads) head_dim, d_model]
+  TensorView bqkv;       // [(n_heads + 2 n_kv_heads) head_dim] or empty
+  TensorView q_norm;     // [head_dim] or empty: RMSNorm of each q head before RoPE (Qwen3, Gemma 3)
+  TensorView k_norm;     // [head_dim] or empty
+  TensorView wo;         // [d_model, n_heads head_dim]
+  TensorView bo;         // [d_model] or empty
+  TensorView post_norm;  // [d_model] or empty: RMSNorm of the output before the residual add (Gemma)
 };
 // Pre-norm self-attention with rotary positions, into the residual stream:
-//   qkv = rms_norm(x) @ Wqkv^T (+ bqkv); RoPE on q, k; k, v -> the layer's KV slots
-//   attn = paged causal attention;  x += attn @ Wo^T (+ bo)
+//   qkv = rms_norm(x) @ Wqkv^T (+ bqkv); q/k norms, RoPE on q, k; k, v -> the layer's KV slots
+//   attn = paged causal attention;  x += post_norm(attn @ Wo^T (+ bo))
 void attention_block(const BlockContext& ctx, const Activations& a, const AttentionWeights& w,
                      const AttentionLayer& layer);
 
 struct MlpWeights {
-  TensorView norm;      // [d_model]
-  TensorView wgate_up;  // [2 d_ff, d_model], gate rows first
-  TensorView wdown;     // [d_model, d_ff]
+  TensorView norm;       // [d_model]
+  TensorView wgate_up;   // [2 d_ff, d_model], gate rows first
+  TensorView wdown;      // [d_model, d_ff]
+  TensorView post_norm;  // [d_model] or empty (Gemma's post-feed-forward norm)
+  MlpActivation act = MlpActivation::Silu;
 };
-// Pre-norm SwiGLU MLP: x += down(silu(gate(h)) * up(h)), h = rms_norm(x); gate|up one matmul.
-void swiglu_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w);
+// Pre-norm gated MLP: x += post_norm(down(act(gate(h)) * up(h))), h = rms_norm(x); gate|up
+// one matmul; act silu (SwiGLU) or gelu_tanh (GeGLU).
+void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w);
+
+struct MoeWeights {
+  TensorView norm;       // [d_model]
+  TensorView router;     // [n_experts, d_model]
+  TensorView wgate_up;   // [n_experts * 2 d_ff_expert, d_model]: expert e's gate rows, then its up rows
+  TensorView wdown;      // [n_experts * d_model, d_ff_expert]
+};
+// Pre-norm mixture of SwiGLU experts: h = rms_norm(x); router logits h @ router^T (F32);
+// the top_k experts of softmax(logits) (moe_route); x += sum of their weighted outputs
+// (moe_experts; tensor parallel: each rank's share of every expert's columns, all-reduced).
+void moe_block(const BlockContext& ctx, const Activations& a, const MoeWeights& w, const MoeParams& p);
 
 // logits = rms_norm(x)[logits_rows] @ lm_head^T: only the rows that need logits go through the
 // LM head.   final_norm [d_model], lm_head [n_vocab / tp_size, d_model]

@@ -12,6 +12,7 @@ namespace {
 
 // The first n rows of a scratch buffer.
 TensorView rows(const TensorView& t, int64_t n) {
+  if (!t.data) return t;
   TensorView v = t;
   v.shape[0] = n;
   return v;
@@ -36,28 +37,44 @@ DecoderModel::DecoderModel(ModelBuild b)
       comm_(b.opt.comm),
       weights_(b.table, *source_, be_, b.opt) {}
 
-TensorView DecoderModel::upload_inv_freq() const {
-  const std::vector<float> inv = rope_inv_freq(cfg_);
-  TensorView t = be_.alloc(DType::F32, {int64_t(inv.size())});
-  be_.copy_from_host(inv.data(), t);
+TensorView DecoderModel::upload_f32(const std::vector<float>& v) {
+  TensorView t = be_.alloc(DType::F32, {int64_t(v.size())});
+  be_.copy_from_host(v.data(), t);
+  rope_tables_.push_back(t);
   return t;
 }
 
+QkRope DecoderModel::upload_rope(LayerAttention kind) {
+  const RopeFrequencies f = rope_frequencies(cfg_, kind);
+  return QkRope{.inv_freq = upload_f32(f.inv_freq),
+                .inv_freq_long = f.inv_freq_long.empty() ? TensorView{} : upload_f32(f.inv_freq_long),
+                .long_from = f.long_from,
+                .mscale = f.mscale};
+}
+
+// Buffers sized for this rank's shard; those of a kind of MLP the model does not have (the
+// dense MLP of an all-experts model, the router of a dense one) stay empty.
 bool DecoderModel::reserve(int64_t n_tokens, int64_t n_out) {
   if (n_tokens <= cap_tokens_ && n_out <= cap_out_) return false;
   Activations& s = scratch_;
-  for (TensorView* t : {&s.x, &s.h, &s.qkv, &s.attn, &s.delta, &s.gate_up, &s.act, &s.out_rows, &s.logits})
+  for (TensorView* t : {&s.x, &s.h, &s.qkv, &s.attn, &s.delta, &s.gate_up, &s.act, &s.router, &s.moe_ids, &s.moe_w,
+                        &s.out_rows, &s.logits})
     if (t->data) be_.release(*t);
   const int64_t n = std::max(n_tokens, cap_tokens_), o = std::max(n_out, cap_out_);
   const DType a = be_.act_dtype();
   const int64_t hd = cfg_.head_dim;
+  bool dense = false, moe = false;
+  for (int64_t il = 0; il < cfg_.n_layers; ++il) (cfg_.layer_is_moe(il) ? moe : dense) = true;
   s.x = be_.alloc(a, {n, cfg_.d_model});
   s.h = be_.alloc(a, {n, cfg_.d_model});
   s.qkv = be_.alloc(a, {n, (shard_.n_heads + 2 * shard_.n_kv_heads) * hd});
   s.attn = be_.alloc(a, {n, shard_.n_heads * hd});
   s.delta = be_.alloc(a, {n, cfg_.d_model});
-  s.gate_up = be_.alloc(a, {n, 2 * shard_.d_ff});
-  s.act = be_.alloc(a, {n, shard_.d_ff});
+  s.gate_up = dense ? be_.alloc(a, {n, 2 * shard_.d_ff}) : TensorView{};
+  s.act = dense ? be_.alloc(a, {n, shard_.d_ff}) : TensorView{};
+  s.router = moe ? be_.alloc(DType::F32, {n, cfg_.n_experts}) : TensorView{};
+  s.moe_ids = moe ? be_.alloc(DType::I32, {n, cfg_.n_experts_per_tok}) : TensorView{};
+  s.moe_w = moe ? be_.alloc(DType::F32, {n, cfg_.n_experts_per_tok}) : TensorView{};
   s.out_rows = be_.alloc(a, {o, cfg_.d_model});
   s.logits = be_.alloc(DType::F32, {o, shard_.n_vocab});
   cap_tokens_ = n;
@@ -79,6 +96,7 @@ void DecoderModel::run() {
   const int64_t n = n_tokens_, o = n_out_;
   forward(Activations{.x = rows(s.x, n), .h = rows(s.h, n), .qkv = rows(s.qkv, n), .attn = rows(s.attn, n),
                       .delta = rows(s.delta, n), .gate_up = rows(s.gate_up, n), .act = rows(s.act, n),
+                      .router = rows(s.router, n), .moe_ids = rows(s.moe_ids, n), .moe_w = rows(s.moe_w, n),
                       .out_rows = rows(s.out_rows, o), .logits = rows(s.logits, o)},
           o);
 }

@@ -34,12 +34,14 @@ class DecoderModel : public Model {
   const TpShard& shard() const { return shard_; }
   const LoadedWeights& weights() const { return weights_; }
   BlockContext block_context() const { return BlockContext{.be = be_, .comm = comm_, .eps = cfg_.rms_norm_eps}; }
-  // inv_freq on the backend for the standard RoPE of this config (rope.h).   [head_dim / 2] F32
-  TensorView upload_inv_freq() const;
+  // The RoPE frequencies of a kind of layer (rope.h) on the backend, as rope_kv_write takes
+  // them (q/k norms left empty: they are layer weights).
+  QkRope upload_rope(LayerAttention kind = LayerAttention::Full);
 
  private:
   // Grows the scratch to n_tokens / n_out rows; true when buffers were reallocated.
   bool reserve(int64_t n_tokens, int64_t n_out);
+  TensorView upload_f32(const std::vector<float>& v);
 
   ModelConfig cfg_;
   std::unique_ptr<TensorSource> source_;  // zero-copy backends read weights from here
@@ -47,7 +49,8 @@ class DecoderModel : public Model {
   TpShard shard_;                 // this rank's heads, d_ff and vocabulary (all when unsharded)
   Communicator* comm_ = nullptr;  // set when sharded
   LoadedWeights weights_;
-  Activations scratch_;           // full-capacity buffers
+  Activations scratch_;           // full-capacity buffers (empty views for buffers the model never uses)
+  std::vector<TensorView> rope_tables_;  // uploaded by upload_rope
   int64_t cap_tokens_ = 0, cap_out_ = 0;
   int64_t n_tokens_ = 0, n_out_ = 0;  // of the prepared batch
 };

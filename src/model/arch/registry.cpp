@@ -12,12 +12,17 @@ namespace tf {
 
 namespace {
 
-// One row per architecture. Mistral and Qwen2 differ from Llama in their config fields (and
-// Qwen2 in its biases), not in their forward.
+// One row per architecture. Every row runs the standard pre-norm decoder: what differs is in
+// the config fields each reads and the weight table each builds.
 constexpr ArchEntry kArchs[] = {
-    {"llama", read_llama_config, llama_weight_table, make_llama_model},
-    {"mistral", read_mistral_config, llama_weight_table, make_llama_model},
-    {"qwen2", read_qwen2_config, qwen2_weight_table, make_llama_model},
+    {"llama", read_llama_config, llama_weight_table, make_standard_decoder},
+    {"mistral", read_mistral_config, llama_weight_table, make_standard_decoder},
+    {"qwen2", read_qwen2_config, qwen2_weight_table, make_standard_decoder},
+    {"qwen3", read_qwen3_config, qwen3_weight_table, make_standard_decoder},
+    {"gemma3_text", read_gemma3_config, gemma3_weight_table, make_standard_decoder},
+    {"phi3", read_phi3_config, phi3_weight_table, make_standard_decoder},
+    {"mixtral", read_mixtral_config, mixtral_weight_table, make_standard_decoder},
+    {"qwen3_moe", read_qwen3_moe_config, qwen3_moe_weight_table, make_standard_decoder},
 };
 
 }  // namespace

@@ -17,6 +17,7 @@ TpShard tp_shard(const ModelConfig& cfg, int32_t rank, int32_t size) {
   need(cfg.n_heads, "num_attention_heads");
   need(cfg.d_ff, "intermediate_size");
   need(cfg.n_vocab, "vocab_size");
+  if (cfg.n_experts > 0) need(cfg.d_ff_expert, "the experts' intermediate size");
   if (cfg.n_kv_heads % size != 0 && size % cfg.n_kv_heads != 0)
     fail("tensor parallel size {} neither divides num_key_value_heads = {} nor is a multiple of it", size,
          cfg.n_kv_heads);

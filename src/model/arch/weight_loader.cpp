@@ -37,10 +37,19 @@ TensorView LoadedWeights::get(WeightKey key) const {
 }
 
 // One weight: each part's rows of its checkpoint tensor, then this rank's slice of them
-// (rows: a view; columns: a copy), concatenated when there are several parts. A weight whose
-// slices equal an earlier upload's (a tied LM head, unsharded) is that upload again.
+// (rows: a view; columns: a copy), then its transform (a copy in F32), concatenated when
+// there are several parts. Parts that are consecutive rows of one tensor (Phi-3's fused
+// qkv_proj and gate_up_proj, unsharded) stay one view of it, so a zero-copy backend reads
+// the fused tensor in place. A weight whose slices equal an earlier upload's (a tied LM
+// head, unsharded) is that upload again.
 TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt) {
-  std::vector<TensorView> views;
+  struct Piece {
+    TensorView view;
+    std::string tensor;
+    int64_t row0 = 0;
+  };
+  std::vector<Piece> pieces;
+  std::vector<std::unique_ptr<uint8_t[]>> scratch;  // cut or transformed parts
   std::string what;  // the slices, as a key for sharing
   int64_t col0 = 0, n_cols = -1;
   for (const WeightPart& p : w.parts) {
@@ -57,25 +66,48 @@ TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, 
       n_cols = g.count * tp.group_size;
     }
     const TensorView t = source.get(p.tensor).view();
-    views.push_back(row0 == 0 && n_rows == t.shape[0] ? t : slice_rows(t, row0, n_rows));
-    what += fmt::format("{}[{}:{}],", p.tensor, row0, row0 + n_rows);
+    TensorView v = row0 == 0 && n_rows == t.shape[0] ? t : slice_rows(t, row0, n_rows);
+    if (n_cols >= 0 && (col0 != 0 || n_cols != v.shape[1])) v = copy_cols(v, col0, n_cols, scratch.emplace_back());
+    if (p.transform == PartTransform::AddOne) v = add_one(v, scratch.emplace_back());
+    const bool joins = !pieces.empty() && p.transform == PartTransform::None && n_cols < 0 &&
+                       pieces.back().tensor == p.tensor && pieces.back().row0 + pieces.back().view.shape[0] == row0;
+    if (joins) {
+      pieces.back().view.shape[0] += n_rows;  // the next rows of the same tensor: the view grows
+    } else {
+      pieces.push_back(Piece{.view = v, .tensor = p.transform == PartTransform::None ? p.tensor : "", .row0 = row0});
+    }
+    what += fmt::format("{}[{}:{}]{},", p.tensor, row0, row0 + n_rows, p.transform == PartTransform::AddOne ? "+1" : "");
   }
   if (n_cols >= 0) what += fmt::format("cols[{}:{}]", col0, col0 + n_cols);
   if (auto it = by_slice_.find(what); it != by_slice_.end()) return it->second;
 
-  TensorView v;
-  if (views.size() > 1) {
-    TF_ASSERT(n_cols < 0, "column-split weights have one part");
-    v = upload_concat(views, opt);
-  } else if (n_cols >= 0) {
-    v = upload_cols(views[0], col0, n_cols, opt);
-  } else {
-    v = upload(views[0], opt);
-  }
+  std::vector<TensorView> views;
+  for (const Piece& p : pieces) views.push_back(p.view);
+  const TensorView v = views.size() > 1 ? upload_concat(views, opt) : upload(views[0], opt);
+  for (auto& buf : scratch)
+    if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // the backend kept our buffer
   by_slice_[what] = v;
   return v;
 }
 
+// 1 + w in F32 (Gemma's norms), in `buf`.
+TensorView LoadedWeights::add_one(const TensorView& v, std::unique_ptr<uint8_t[]>& buf) {
+  buf = std::make_unique<uint8_t[]>(size_t(v.numel()) * sizeof(float));
+  float* out = reinterpret_cast<float*>(buf.get());
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    const float w = v.dtype == DType::BF16 ? bf16_to_f32(v.as<uint16_t>()[i])
+                    : v.dtype == DType::F16 ? f16_to_f32(v.as<uint16_t>()[i])
+                                            : v.as<float>()[i];
+    out[i] = 1.0f + w;
+  }
+  TensorView r = v;
+  r.data = buf.get();
+  r.dtype = DType::F32;
+  return r;
+}
+
+// A part that went through a transform is F32 on the host and stays F32 where the stored
+// dtype is kept (its rounding to a 16-bit dtype would undo the precision of 1 + w).
 TensorView LoadedWeights::upload(const TensorView& host, const LoadOptions& opt) {
   const DType dt = opt.keep_stored_dtype ? host.dtype : opt.weight_dtype;
   TensorView v = be_.upload(host, dt);
@@ -110,15 +142,6 @@ TensorView LoadedWeights::upload_concat(const std::vector<TensorView>& parts, co
   }
   TensorView host = parts[0].n_dims > 1 ? make_view(buf.get(), dt, {rows, cols}) : make_view(buf.get(), dt, {rows});
   TensorView v = upload(host, opt);
-  if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // backend kept our buffer
-  return v;
-}
-
-// Columns [col0, col0 + n) of a row-parallel weight (the whole tensor, uncopied, when that is all of it).
-TensorView LoadedWeights::upload_cols(const TensorView& host, int64_t col0, int64_t n, const LoadOptions& opt) {
-  if (col0 == 0 && n == host.shape[1]) return upload(host, opt);
-  std::unique_ptr<uint8_t[]> buf;
-  TensorView v = upload(copy_cols(host, col0, n, buf), opt);
   if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // backend kept our buffer
   return v;
 }

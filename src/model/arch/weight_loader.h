@@ -34,12 +34,13 @@ class LoadedWeights {
   TensorView load(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt);
   TensorView upload(const TensorView& host, const LoadOptions& opt);
   TensorView upload_concat(const std::vector<TensorView>& parts, const LoadOptions& opt);
-  TensorView upload_cols(const TensorView& host, int64_t col0, int64_t n, const LoadOptions& opt);
+  static TensorView add_one(const TensorView& v, std::unique_ptr<uint8_t[]>& buf);
 
   Backend& be_;
   std::map<WeightKey, TensorView> weights_;
   std::map<std::string, TensorView> by_slice_;        // uploads by what they hold: equal slices are shared
-  std::vector<std::unique_ptr<uint8_t[]>> host_tmp_;  // concatenated or cut weights kept for zero-copy backends
+  std::vector<std::unique_ptr<uint8_t[]>> host_tmp_;  // concatenated, cut or transformed weights kept for
+                                                      // zero-copy backends
   int64_t bytes_ = 0, n_params_ = 0;
 };
 

@@ -1,0 +1,103 @@
+// The pre-norm decoder forward every registered architecture runs: each reads its own config
+// fields and builds its own weight table (src/model/arch/<arch>.cpp), and what differs in
+// the forward is read from those two, layer by layer:
+//
+//   x = embed(ids) * embed_scale                      [n_tokens, d_model]
+//   for each layer il:
+//     qkv = rms_norm(x) @ Wqkv^T (+ bias)             [n_tokens, (n_heads + 2 n_kv_heads) head_dim]
+//     q/k norms (QNorm/KNorm in the table), RoPE of the layer's kind (its base, scaling,
+//     rotated dims) on q, k; k, v -> the layer's KV pool          (fused into the matmul)
+//     a   = paged causal attention, the layer's window           [n_tokens, n_heads head_dim]
+//     x  += post_norm(a @ Wo^T (+ bias))              (post_norm: AttnPostNorm, Gemma)
+//     dense layer:   x += post_norm(down(act(gate(h)) * up(h))),  h = rms_norm(x)
+//                    (act silu or gelu_tanh; gate|up one matmul; post_norm: MlpPostNorm, Gemma)
+//     experts layer: x += sum over the router's top-k experts of weight * expert(h)
+//   logits = lm_head(final_norm(x[logits_rows]))      [n_out, n_vocab]
+//
+// Tensor parallelism (LoadOptions::tp_size > 1): the weights are this rank's shard (the
+// table's TpSlices) and the blocks add one all-reduce after o_proj and one after the MLP.
+#include "model/arch/archs.h"
+#include "model/arch/blocks.h"
+#include "model/arch/decoder_model.h"
+
+namespace tf {
+
+namespace {
+
+struct LayerWeights {
+  AttentionWeights attn;
+  bool moe = false;
+  MlpWeights mlp;  // dense layers
+  MoeWeights experts;  // experts layers
+};
+
+class StandardDecoder final : public DecoderModel {
+ public:
+  explicit StandardDecoder(ModelBuild b) : DecoderModel(std::move(b)) {
+    using R = WeightRole;
+    const LoadedWeights& w = weights();
+    const ModelConfig& c = config();
+    embed_ = w.get({R::Embedding});
+    final_norm_ = w.get({R::FinalNorm});
+    lm_head_ = w.get({R::LmHead});
+    for (int il = 0; il < int(c.n_layers); ++il) {
+      LayerWeights l{.attn = {.norm = w.get({R::AttnNorm, il}), .wqkv = w.get({R::Wqkv, il}),
+                              .bqkv = w.find({R::Bqkv, il}), .q_norm = w.find({R::QNorm, il}),
+                              .k_norm = w.find({R::KNorm, il}), .wo = w.get({R::Wo, il}), .bo = w.find({R::Bo, il}),
+                              .post_norm = w.find({R::AttnPostNorm, il})},
+                     .moe = c.layer_is_moe(il)};
+      if (l.moe) {
+        l.experts = {.norm = w.get({R::MlpNorm, il}), .router = w.get({R::Router, il}),
+                     .wgate_up = w.get({R::ExpertsGateUp, il}), .wdown = w.get({R::ExpertsDown, il})};
+      } else {
+        l.mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}), .wdown = w.get({R::Wdown, il}),
+                 .post_norm = w.find({R::MlpPostNorm, il}), .act = c.mlp_act};
+      }
+      layers_.push_back(l);
+      attn_.push_back(AttentionLayer{.layer = il, .params = layer_attention_params(c, shard(), il)});
+    }
+    // One frequency table per kind of layer the model has.
+    QkRope rope[2];
+    for (LayerAttention kind : {LayerAttention::Full, LayerAttention::Sliding})
+      for (int il = 0; il < int(c.n_layers); ++il)
+        if (c.layer_attention(il) == kind) {
+          rope[int(kind)] = upload_rope(kind);
+          break;
+        }
+    for (int il = 0; il < int(c.n_layers); ++il) attn_[size_t(il)].rope = rope[int(c.layer_attention(il))];
+    moe_ = MoeParams{.n_experts = c.n_experts, .top_k = c.n_experts_per_tok, .renormalize = c.moe_renormalize};
+  }
+
+ private:
+  void forward(const Activations& a, int64_t n_out) override {
+    const BlockContext ctx = block_context();
+    be().embedding(embed_, a.x);
+    if (config().embed_scale != 1.0f) be().scale(a.x, round_to(be().act_dtype(), config().embed_scale));
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      const LayerWeights& l = layers_[il];
+      attention_block(ctx, a, l.attn, attn_[il]);
+      if (l.moe)
+        moe_block(ctx, a, l.experts, moe_);
+      else
+        gated_mlp_block(ctx, a, l.mlp);
+    }
+    if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_);
+  }
+
+  // v as the activation dtype holds it (transformers scales Gemma's embeddings by
+  // sqrt(hidden_size) cast to the model's dtype).
+  static float round_to(DType dt, float v) {
+    return dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : v;
+  }
+
+  TensorView embed_, final_norm_, lm_head_;
+  std::vector<LayerWeights> layers_;
+  std::vector<AttentionLayer> attn_;
+  MoeParams moe_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_standard_decoder(ModelBuild b) { return std::make_unique<StandardDecoder>(std::move(b)); }
+
+}  // namespace tf
