@@ -19,7 +19,8 @@ Batch decode_batch() {
 
 TEST(PadDecodeBatch, KeepsRealRowsAndPadsToTheBucket) {
   const Batch b = decode_batch();
-  const Batch p = pad_decode_batch(b, 8, 64, /*pad_block=*/100, /*block_size=*/16);
+  const int32_t pad[] = {100};
+  const Batch p = pad_decode_batch(b, 8, 64, pad, /*block_size=*/16);
   ASSERT_EQ(p.n_seqs(), 8);
   ASSERT_EQ(p.n_tokens(), 8);
   ASSERT_EQ(p.n_out(), 8);
@@ -52,9 +53,34 @@ TEST(PadDecodeBatchDeathTest, RejectsPrefillChunksAndOverflows) {
   const int32_t table = 0;
   bb.add(SeqChunk{.ids = ids, .n_ids = 2, .start_pos = 0, .blocks = &table, .n_blocks = 1});
   const Batch prefill = bb.take();
-  EXPECT_DEATH(pad_decode_batch(prefill, 4, 64, 10, 16), "decode only");
-  EXPECT_DEATH(pad_decode_batch(decode_batch(), 2, 64, 10, 16), "3 sequences / 3 blocks into 2 / 64");
-  EXPECT_DEATH(pad_decode_batch(decode_batch(), 4, 2, 10, 16), "into 4 / 2");
+  const int32_t pad[] = {10}, two_pads[] = {10, 11};
+  EXPECT_DEATH(pad_decode_batch(prefill, 4, 64, pad, 16), "decode only");
+  EXPECT_DEATH(pad_decode_batch(decode_batch(), 2, 64, pad, 16), "3 sequences / 3 blocks / 1 KV groups into 2 / 64");
+  EXPECT_DEATH(pad_decode_batch(decode_batch(), 4, 2, pad, 16), "into 4 / 2");
+  EXPECT_DEATH(pad_decode_batch(decode_batch(), 4, 64, two_pads, 16), "1 KV groups into 4 / 64 / 2 pad blocks");
+}
+
+// Two KV groups (a model mixing sliding-window and full layers): every sequence brings one
+// table per group; the batch holds group 0's tables and slots, then group 1's, and padding
+// pads each group with its own pad block.
+TEST(BatchBuilder, KvGroupsStoreOneTableAndSlotPerGroup) {
+  BatchBuilder bb(4, 3, /*n_kv_groups=*/2);
+  const int32_t ids[3] = {5, 6, 7};
+  const std::vector<std::vector<int32_t>> s0 = {{4, 9, 1}, {-1, 0, 2}}, s1 = {{3}, {5}};
+  bb.add(SeqChunk{.ids = &ids[0], .n_ids = 2, .start_pos = 7, .tables = s0});  // positions 7, 8
+  bb.add(SeqChunk{.ids = &ids[2], .n_ids = 1, .start_pos = 2, .tables = s1});
+  const Batch b = bb.take();
+  EXPECT_EQ(b.n_kv_groups, 2);
+  EXPECT_EQ(b.block_tables, (std::vector<int32_t>{4, 9, 1, 3, -1, -1, /*group 1:*/ -1, 0, 2, 5, -1, -1}));
+  EXPECT_EQ(b.slot_mapping, (std::vector<int32_t>{9 * 4 + 3, 1 * 4 + 0, 3 * 4 + 2, /*group 1:*/ 0 * 4 + 3, 2 * 4 + 0,
+                                                  5 * 4 + 2}));
+
+  BatchBuilder decode(4, 3, 2);
+  decode.add(SeqChunk{.ids = &ids[0], .n_ids = 1, .start_pos = 8, .tables = s0});
+  const int32_t pads[] = {50, 60};
+  const Batch p = pad_decode_batch(decode.take(), 2, 4, pads, 4);
+  EXPECT_EQ(p.block_tables, (std::vector<int32_t>{4, 9, 1, -1, 50, -1, -1, -1, /*group 1:*/ -1, 0, 2, -1, 60, -1, -1, -1}));
+  EXPECT_EQ(p.slot_mapping, (std::vector<int32_t>{1 * 4, 50 * 4, /*group 1:*/ 2 * 4, 60 * 4}));
 }
 
 }  // namespace
