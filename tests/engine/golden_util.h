@@ -32,7 +32,7 @@ inline std::vector<GoldenPrompt> load_golden(const std::string& model) {
 }
 
 inline std::string golden_model_dir(const std::string& model) {
-  return model == "llama-mha" || model == "qwen2" ? model_dir("parity/" + model) : model_dir(model);
+  return model.rfind("tiny-", 0) == 0 ? model_dir(model) : model_dir("parity/" + model);
 }
 
 // ||a - b|| / ||b||

@@ -64,7 +64,10 @@ TEST_P(GoldenTest, LogitsAndGreedyMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(
     Models, GoldenTest,
     ::testing::Values(Case{"tiny-main", "cpu"}, Case{"tiny-draft", "cpu"}, Case{"llama-mha", "cpu"},
-                      Case{"qwen2", "cpu"}, Case{"tiny-main", "ref"}, Case{"qwen2", "ref"}),
+                      Case{"qwen2", "cpu"}, Case{"tiny-main", "ref"}, Case{"qwen2", "ref"}, Case{"qwen3", "cpu"},
+                      Case{"qwen3", "ref"}, Case{"gemma3", "cpu"}, Case{"gemma3", "ref"}, Case{"phi3", "cpu"},
+                      Case{"phi3", "ref"}, Case{"mixtral", "cpu"}, Case{"mixtral", "ref"}, Case{"qwen3-moe", "cpu"},
+                      Case{"qwen3-moe", "ref"}),
     [](const auto& info) {
       std::string n = info.param.model + "_" + info.param.backend;
       for (char& ch : n) if (ch == '-') ch = '_';
