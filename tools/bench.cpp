@@ -1,9 +1,11 @@
 // `twofold bench`: prefill/decode throughput over batch sizes, next to the bandwidth
-// roofline (weight bytes per decode step / measured copy bandwidth). Prints a table, or JSON.
+// roofline (weight bytes a decode step reads / measured copy bandwidth; a mixture of experts
+// reads only the experts its tokens chose: bench/active_weights.h). Prints a table, or JSON.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench/active_weights.h"
 #include "bench/membw.h"
 #include "bench/throughput.h"
 #include "bench/workload.h"
@@ -140,8 +142,22 @@ int run_bench(const Args& a) {
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                               .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
+  const ModelConfig& cfg = engine.config();
+  const bench::ActiveWeights active = bench::active_weights(cfg);
+  // GB one decode step of b sequences reads (all weights for a dense model)
+  auto step_gb = [&](int b) {
+    return bench::step_weight_bytes(cfg, double(engine.model().weight_bytes()), double(engine.model().n_params()), b) /
+           1e9;
+  };
   nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
+                     {"n_params", engine.model().n_params()}, {"active_params_per_token", active.params_per_token},
                      {"gen_len", a.gen_len}};
+  if (!a.json && active.n_moe_layers > 0)
+    std::printf("mixture of experts: %lld of %lld layers, top %lld of %lld experts; %.2f B of %.2f B parameters "
+                "active per token; a batch-1 decode step reads %.1f of %.1f GB\n",
+                (long long)active.n_moe_layers, (long long)cfg.n_layers, (long long)cfg.n_experts_per_tok,
+                (long long)cfg.n_experts, active.params_per_token / 1e9, double(engine.model().n_params()) / 1e9,
+                step_gb(1), weight_gb);
   double bw = 0;
   if (a.membw) {
     // The memory the weights live in: the device's own copy test, else the host's.
@@ -153,20 +169,19 @@ int run_bench(const Args& a) {
       where = fmt::format("host, {} threads", m.threads);
     }
     out["copy_gb_s"] = bw;
-    out["roofline_decode_tokens_per_s_batch1"] = bw / weight_gb;
+    out["roofline_decode_tokens_per_s_batch1"] = bw / step_gb(1);
     if (!a.json)
-      std::printf("copy bandwidth %.1f GB/s (%s); weights %.1f MB -> batch-1 decode roofline %.0f tokens/s\n", bw,
-                  where.c_str(), weight_gb * 1e3, bw / weight_gb);
+      std::printf("copy bandwidth %.1f GB/s (%s); weights %.1f MB, %.1f MB read per batch-1 step -> batch-1 decode "
+                  "roofline %.0f tokens/s\n",
+                  bw, where.c_str(), weight_gb * 1e3, step_gb(1) * 1e3, bw / step_gb(1));
   }
-  // Prefill FLOPs per prompt token: 2 per weight of the layers' matmuls, plus causal
-  // attention's QK^T and PV (2 * head_dim each per query-key pair and head; a prompt of L
-  // tokens averages (L + 1) / 2 keys per query). The LM head runs for one row per request.
-  const ModelConfig& cfg = engine.config();
-  const double layer_weights = double(cfg.d_model) * double((cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim) +
-                               double(cfg.n_heads * cfg.head_dim) * double(cfg.d_model) +
-                               3.0 * double(cfg.d_model) * double(cfg.d_ff);
+  // Prefill FLOPs per prompt token: 2 per active weight of the layers' matmuls (experts: the
+  // top-k of each MoE layer and the router), plus causal attention's QK^T and PV (2 * head_dim
+  // each per query-key pair and head; a prompt of L tokens averages (L + 1) / 2 keys per
+  // query). The LM head runs for one row per request, so it is left out.
+  const double layer_params = active.params_per_token - double(cfg.d_model) * double(cfg.n_vocab);
   auto flops_per_token = [&](int prompt_len) {
-    return double(cfg.n_layers) * (2.0 * layer_weights + 2.0 * double(cfg.n_heads * cfg.head_dim) * (prompt_len + 1));
+    return 2.0 * layer_params + double(cfg.n_layers) * 2.0 * double(cfg.n_heads * cfg.head_dim) * (prompt_len + 1);
   };
   if (!a.json)
     std::printf("%-16s %6s %6s %14s %9s %14s %12s %12s %9s %12s %14s %14s%s\n", "variant", "prompt", "batch",
@@ -183,8 +198,9 @@ int run_bench(const Args& a) {
         bench::run_throughput(engine, {.batch = b, .prompt_len = prompt_len, .gen_len = 8, .seed = seed++});
         const bench::ThroughputResult r = bench::run_throughput(
             engine, {.batch = b, .prompt_len = prompt_len, .gen_len = a.gen_len, .seed = seed++});
-        // At batch b each decode step reads the weights once for b tokens.
-        const double roof = bw > 0 ? bw / weight_gb * b : 0;
+        // At batch b each decode step reads its weights (for MoE the experts its b tokens
+        // chose) once for b tokens.
+        const double roof = bw > 0 ? bw / step_gb(b) * b : 0;
         // Paged: the blocks actually held at the busiest step; reserved: every sequence given
         // the model's full context up front, as a plain engine does.
         const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
