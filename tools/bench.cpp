@@ -153,8 +153,8 @@ int run_bench(const Args& a) {
                      {"n_params", engine.model().n_params()}, {"active_params_per_token", active.params_per_token},
                      {"gen_len", a.gen_len}};
   if (!a.json && active.n_moe_layers > 0)
-    std::printf("mixture of experts: %lld of %lld layers, top %lld of %lld experts; %.2f B of %.2f B parameters "
-                "active per token; a batch-1 decode step reads %.1f of %.1f GB\n",
+    std::printf("mixture of experts: %lld of %lld layers, top %lld of %lld experts; %.3g B of %.3g B parameters "
+                "active per token; a batch-1 decode step reads %.3g of %.3g GB\n",
                 (long long)active.n_moe_layers, (long long)cfg.n_layers, (long long)cfg.n_experts_per_tok,
                 (long long)cfg.n_experts, active.params_per_token / 1e9, double(engine.model().n_params()) / 1e9,
                 step_gb(1), weight_gb);
