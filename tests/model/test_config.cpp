@@ -1,9 +1,11 @@
 // config.json parsing: the bundled models, then hand-written configs for every rule and error.
 #include "model/arch/registry.h"
+#include "model/arch/rope.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -100,14 +102,45 @@ TEST(Config, ParityLlamaMha) {
   EXPECT_FALSE(c.attention_bias);
 }
 
+// What each newer parity model's config.json turns into (models/README.md).
+TEST(Config, ParityArchitectures) {
+  const ModelConfig q3 = load_model_config(test::model_dir("parity/qwen3"));
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_EQ(q3.head_dim, 64);  // wider than hidden 128 / 4 heads
+  const ModelConfig g3 = load_model_config(test::model_dir("parity/gemma3"));
+  EXPECT_EQ(g3.layer_types, (std::vector<LayerAttention>{LayerAttention::Sliding, LayerAttention::Sliding,
+                                                          LayerAttention::Full, LayerAttention::Sliding}));
+  EXPECT_EQ(g3.sliding_window, 16);
+  EXPECT_EQ(g3.kv_layer_groups(), (std::vector<int32_t>{1, 1, 0, 1}));
+  EXPECT_FLOAT_EQ(g3.embed_scale, std::sqrt(128.0f));
+  EXPECT_FLOAT_EQ(g3.attn_scale, 1.0f / std::sqrt(32.0f));  // query_pre_attn_scalar
+  EXPECT_EQ(g3.mlp_act, MlpActivation::GeluTanh);
+  EXPECT_FLOAT_EQ(g3.rope(LayerAttention::Full).theta, 1e6f);
+  EXPECT_FLOAT_EQ(g3.rope(LayerAttention::Sliding).theta, 1e4f);
+  const ModelConfig p3 = load_model_config(test::model_dir("parity/phi3"));
+  EXPECT_EQ(p3.rotary_dim, 24);  // partial_rotary_factor 0.75 of head_dim 32
+  const ModelConfig mx = load_model_config(test::model_dir("parity/mixtral"));
+  EXPECT_EQ(mx.n_experts, 4);
+  EXPECT_EQ(mx.n_experts_per_tok, 2);
+  EXPECT_EQ(mx.d_ff_expert, 128);
+  EXPECT_TRUE(mx.moe_renormalize);
+  EXPECT_EQ(mx.moe_layers, std::vector<bool>(4, true));
+  const ModelConfig qm = load_model_config(test::model_dir("parity/qwen3-moe"));
+  EXPECT_EQ(qm.n_experts, 8);
+  EXPECT_EQ(qm.d_ff_expert, 64);
+  EXPECT_EQ(qm.d_ff, 256);  // the dense layer 0
+  EXPECT_TRUE(qm.moe_renormalize);
+  EXPECT_EQ(qm.moe_layers, (std::vector<bool>{false, true, true, true}));  // mlp_only_layers [0]
+}
+
 TEST(Config, RegisteredArchitectures) {
-  for (const char* type : {"llama", "mistral", "qwen2"}) {
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text", "phi3", "mixtral", "qwen3_moe"}) {
     const ArchEntry* a = find_arch(type);
     ASSERT_NE(a, nullptr) << type;
     EXPECT_EQ(a->model_type, type);
   }
   EXPECT_EQ(find_arch("gpt2"), nullptr);
-  EXPECT_EQ(supported_model_types(), "llama, mistral, qwen2");
+  EXPECT_EQ(supported_model_types(), "llama, mistral, qwen2, qwen3, gemma3_text, phi3, mixtral, qwen3_moe");
 }
 
 // ---- generation_config.json -----------------------------------------------------------------
@@ -232,9 +265,10 @@ TEST(ConfigParse, Qwen2SlidingWindowFollowsLayerTypes) {
   EXPECT_EQ(parse(j).sliding_window, 4096);
   j["layer_types"] = {"full_attention", "full_attention"};
   EXPECT_EQ(parse(j).sliding_window, 0);
-  j["layer_types"] = {"full_attention", "sliding_attention"};
-  std::string msg = parse_error(j);
-  EXPECT_NE(msg.find("1 of 2 layers"), std::string::npos) << msg;
+  j["layer_types"] = {"full_attention", "sliding_attention"};  // a mix: one KV group per kind
+  const ModelConfig mixed = parse(j);
+  EXPECT_EQ(mixed.sliding_window, 4096);
+  EXPECT_EQ(mixed.kv_layer_groups(), (std::vector<int32_t>{0, 1}));
   j["layer_types"] = {"full_attention"};
   EXPECT_NE(parse_error(j).find("'layer_types'"), std::string::npos);
 }
@@ -515,6 +549,52 @@ TEST(ConfigParse, UnsupportedFeatures) {
   std::string msg = parse_error(j);
   EXPECT_NE(msg.find("'hidden_act'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("gelu"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, Gemma3UnknownLayerType) {
+  json j = test::load_json(test::model_dir("parity/gemma3") + "/config.json");
+  j["layer_types"][2] = "global_attention";
+  const std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("'layer_types'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("entry 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("global_attention"), std::string::npos) << msg;
+}
+
+TEST(ConfigParse, MoeTopKAboveExperts) {
+  json j = test::load_json(test::model_dir("parity/mixtral") + "/config.json");
+  j["num_experts_per_tok"] = 5;
+  const std::string msg = parse_error(j);
+  EXPECT_NE(msg.find("'num_experts_per_tok' is 5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at most num_local_experts = 4"), std::string::npos) << msg;
+}
+
+// Phi-3's LongRoPE: short factors up to original_max_position_embeddings, long ones from
+// there, cos/sin scaled by sqrt(1 + ln(factor) / ln(original)) (transformers'
+// _compute_longrope_parameters), over the rotated dims only.
+TEST(ConfigParse, Phi3LongRope) {
+  json j = test::load_json(test::model_dir("parity/phi3") + "/config.json");
+  j["max_position_embeddings"] = 2048;
+  j["original_max_position_embeddings"] = 512;
+  j["rope_theta"] = 10000.0;
+  std::vector<double> shrt, lng;
+  for (int i = 0; i < 12; ++i) {  // rotary_dim 24: 12 factors
+    shrt.push_back(1.0 + 0.1 * i);
+    lng.push_back(2.0 + 0.5 * i);
+  }
+  j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", shrt}, {"long_factor", lng}};
+  const ModelConfig c = parse(j);
+  const RopeFrequencies f = rope_frequencies(c);
+  ASSERT_EQ(f.inv_freq.size(), 12u);
+  ASSERT_EQ(f.inv_freq_long.size(), 12u);
+  EXPECT_EQ(f.long_from, 512);
+  EXPECT_FLOAT_EQ(f.mscale, float(std::sqrt(1.0 + std::log(4.0) / std::log(512.0))));
+  for (size_t i = 0; i < 12; ++i) {
+    const double base = std::pow(10000.0, -2.0 * double(i) / 24.0);
+    EXPECT_NEAR(f.inv_freq[i], base / shrt[i], 1e-6 * base) << i;
+    EXPECT_NEAR(f.inv_freq_long[i], base / lng[i], 1e-6 * base) << i;
+  }
+  j["rope_scaling"]["long_factor"] = std::vector<double>(11, 1.0);
+  EXPECT_NE(parse_error(j).find("'rope_scaling.long_factor'"), std::string::npos) << parse_error(j);
 }
 
 TEST(ConfigParse, NotJson) {

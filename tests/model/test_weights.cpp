@@ -218,7 +218,8 @@ TEST(RandomWeights, EveryRequiredTensorOfTheTable) {
 // ---- validation of the bundled models -------------------------------------------------------
 
 TEST(ValidateWeights, BundledModels) {
-  for (const char* m : {"tiny-main", "tiny-draft", "parity/llama-mha", "parity/qwen2"}) {
+  for (const char* m : {"tiny-main", "tiny-draft", "parity/llama-mha", "parity/qwen2", "parity/qwen3", "parity/gemma3",
+                        "parity/phi3", "parity/mixtral", "parity/qwen3-moe"}) {
     const WeightTable t = table_of(m);
     Checkpoint ck = Checkpoint::open(test::model_dir(m));
     EXPECT_NO_THROW(validate_weights(t, ck)) << m;
@@ -314,6 +315,21 @@ TEST_F(WeightsModelCopy, Qwen2MissingBias) {
   copy_model("parity/qwen2", json::object(), /*link_weights=*/false);
   rewrite_weights("parity/qwen2", [](RawTensor& r) { return r.name != "model.layers.1.self_attn.v_proj.bias"; });
   EXPECT_CONTAINS(validate_error(), "'model.layers.1.self_attn.v_proj.bias'");
+}
+
+TEST_F(WeightsModelCopy, MixtralMissingExpertTensor) {
+  copy_model("parity/mixtral", json::object(), /*link_weights=*/false);
+  rewrite_weights("parity/mixtral",
+                  [](RawTensor& r) { return r.name != "model.layers.2.block_sparse_moe.experts.3.w2.weight"; });
+  const std::string msg = validate_error();
+  EXPECT_CONTAINS(msg, "'model.layers.2.block_sparse_moe.experts.3.w2.weight'");
+  EXPECT_CONTAINS(msg, "missing");
+}
+
+TEST_F(WeightsModelCopy, Qwen3MissingQNorm) {
+  copy_model("parity/qwen3", json::object(), /*link_weights=*/false);
+  rewrite_weights("parity/qwen3", [](RawTensor& r) { return r.name != "model.layers.3.self_attn.q_norm.weight"; });
+  EXPECT_CONTAINS(validate_error(), "'model.layers.3.self_attn.q_norm.weight'");
 }
 
 TEST_F(WeightsModelCopy, NonFloatDtype) {

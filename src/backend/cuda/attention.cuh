@@ -47,18 +47,21 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 // The same for the sequences of batch.decode_seqs (one new token each), GQA-grouped: one
 // thread block reads each K/V row once for all query heads of its kv head
 // (decode_attention.cu). decode_supported() says whether the shape has a specialisation
-// (head_dim 64 or 128, up to 8 query heads per kv head); the plain kernel serves the rest.
+// (head_dim 64, 128 or 256, up to 8 query heads per kv head); the plain kernel serves the
+// rest.
 bool decode_supported(int64_t head_dim, int64_t group);
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // launch_decode_attention's tensor-core kernel (decode_attention_mma.cu), taken when
-// a.decode_mma is set and decode_mma_supported(): BF16 pools, head_dim 64 or 128, groups up
-// to 8. Same splits and workspace format (the combine kernel is shared).
+// a.decode_mma is set and decode_mma_supported(): BF16 pools, head_dim 64, 128 or 256, groups
+// up to 8. Same splits and workspace format (the combine kernel is shared).
 bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
-// head_dim 64 or 128, any KV dtype (read into shared memory as BF16). A BF16 pool takes
+// head_dim 64 or 128 (other head_dims, 256 among them, take the plain kernel: the BF16
+// kernel's copy layout needs a row of at most 128 dims), any KV dtype (read into shared memory
+// as BF16). A BF16 pool takes
 // launch_flash_attention_bf16 (flash_attention_bf16.cu: FlashAttention-2 with scores and
 // output in registers), the other dtypes a WMMA kernel that converts while loading.
 bool flash_supported(int64_t head_dim);

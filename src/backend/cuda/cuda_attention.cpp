@@ -28,28 +28,43 @@ void CudaBackend::check_layer(int layer, const AttentionParams& p) const {
             "head_dim <= {}", p.head_dim, kAttnMaxHeadDim);
 }
 
-void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                                const AttentionParams& p) {
+void CudaBackend::rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) {
   OpScope scope(prof(), "rope_kv_write", stream_);
-  launch_rope_kv_write(rope_args(layer, qkv, inv_freq, p), stream_);
+  launch_rope_kv_write(rope_args(layer, qkv, rope, p), stream_);
 }
 
-RopeKvArgs CudaBackend::rope_args(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                                  const AttentionParams& p) const {
+BatchArgs CudaBackend::layer_batch(int layer) const {
+  BatchArgs b = dev_batch_;
+  const int64_t g = kv_spec_.group_of(layer);
+  b.block_tables += g * int64_t(batch_.n_seqs()) * batch_.max_blocks;
+  b.slot_mapping += g * int64_t(batch_.n_tokens());
+  return b;
+}
+
+RopeKvArgs CudaBackend::rope_args(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) const {
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "rope_kv_write qkv");
-  check_dev(inv_freq, DType::F32, "rope_kv_write inv_freq");
+  check_dev(rope.inv_freq, DType::F32, "rope_kv_write inv_freq");
+  if (rope.inv_freq_long.data) check_dev(rope.inv_freq_long, DType::F32, "rope_kv_write inv_freq_long");
+  if (rope.q_norm.data) check_dev(rope.q_norm, DType::BF16, "rope_kv_write q_norm");
+  if (rope.k_norm.data) check_dev(rope.k_norm, DType::BF16, "rope_kv_write k_norm");
   check_2d(qkv, batch_.n_tokens(), (p.n_heads + 2 * p.n_kv_heads) * p.head_dim, "rope_kv_write qkv");
-  TF_ASSERT(inv_freq.numel() == p.head_dim / 2, "inv_freq: shape {} for head_dim {}", inv_freq.shape_str(),
-            p.head_dim);
+  check_qk_rope(rope, p.head_dim);
   return RopeKvArgs{.qkv = bf_mut(qkv),
-                    .inv_freq = inv_freq.as<const float>(),
+                    .inv_freq = rope.inv_freq.as<const float>(),
+                    .inv_freq_long = rope.inv_freq_long.data ? rope.inv_freq_long.as<const float>() : nullptr,
+                    .long_from = rope.long_from,
+                    .mscale = rope.mscale,
+                    .n_rot = 2 * rope.inv_freq.numel(),
+                    .q_norm = rope.q_norm.data ? bf(rope.q_norm) : nullptr,
+                    .k_norm = rope.k_norm.data ? bf(rope.k_norm) : nullptr,
+                    .eps = rope.eps,
                     .k_pool = k_cache_[size_t(layer)].data,
                     .v_pool = v_cache_[size_t(layer)].data,
                     .kv_dtype = kv_spec_.dtype,
                     .k_scale = scales_of(k_scale_, layer),
                     .v_scale = scales_of(v_scale_, layer),
-                    .batch = dev_batch_,
+                    .batch = layer_batch(layer),
                     .n_heads = p.n_heads,
                     .n_kv_heads = p.n_kv_heads,
                     .head_dim = p.head_dim,
@@ -72,7 +87,7 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
                        .k_scale = scales_of(k_scale_, layer),
                        .v_scale = scales_of(v_scale_, layer),
                        .out = bf_mut(out),
-                       .batch = dev_batch_,
+                       .batch = layer_batch(layer),
                        .n_heads = p.n_heads,
                        .n_kv_heads = p.n_kv_heads,
                        .head_dim = p.head_dim,

@@ -153,17 +153,21 @@ void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
   TF_ASSERT(spec.n_layers > 0 && spec.n_blocks > 0 && spec.block_size > 0 && spec.n_kv_heads > 0 &&
                 spec.head_dim > 0,
             "init_kv_cache: empty spec");
+  TF_ASSERT(spec.group_blocks.empty() || (int64_t(spec.layer_group.size()) == spec.n_layers &&
+                                          spec.group_blocks[0] == spec.n_blocks),
+            "KV groups: {} layer entries for {} layers", spec.layer_group.size(), spec.n_layers);
   free_kv_cache();
   kv_spec_ = spec;
-  // One more block than asked for: the padding block (pad_kv_block), outside the views.
-  const int64_t rows = spec.n_blocks * spec.n_kv_heads * spec.block_size;
-  const int64_t rows_alloc = (spec.n_blocks + 1) * spec.n_kv_heads * spec.block_size;
   auto view_of = [&](DType dt, std::initializer_list<int64_t> alloc_shape, int64_t n_rows) {
     TensorView v = alloc(dt, alloc_shape);
     v.shape[0] = n_rows;
     return v;
   };
   for (int64_t il = 0; il < spec.n_layers; ++il) {
+    // One more block than the layer's group asks for: the padding block (pad_kv_block),
+    // outside the views.
+    const int64_t rows = spec.blocks_of(il) * spec.n_kv_heads * spec.block_size;
+    const int64_t rows_alloc = (spec.blocks_of(il) + 1) * spec.n_kv_heads * spec.block_size;
     k_cache_.push_back(view_of(spec.dtype, {rows_alloc, spec.head_dim}, rows));
     v_cache_.push_back(view_of(spec.dtype, {rows_alloc, spec.head_dim}, rows));
     if (kv_dtype_scaled(spec.dtype)) {
@@ -178,10 +182,13 @@ void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
 // buffer waits for the stream (kernels may still read the old device buffer); a grown buffer
 // has new addresses, which a captured CUDA Graph would have to be re-captured for.
 void CudaBackend::set_batch(const Batch& b) {
-  const size_t n_tokens = size_t(b.n_tokens()), n_seqs = size_t(b.n_seqs());
-  TF_ASSERT(b.positions.size() == n_tokens && b.slot_mapping.size() == n_tokens && b.seq_starts.size() >= 1 &&
-                b.context_lens.size() == n_seqs && b.block_tables.size() == n_seqs * size_t(b.max_blocks),
-            "set_batch: inconsistent batch ({} tokens, {} sequences)", n_tokens, n_seqs);
+  const size_t n_tokens = size_t(b.n_tokens()), n_seqs = size_t(b.n_seqs()), n_groups = size_t(b.n_kv_groups);
+  TF_ASSERT(b.n_kv_groups == kv_spec_.n_groups(), "a batch of {} KV groups for a KV cache of {}", b.n_kv_groups,
+            kv_spec_.n_groups());
+  TF_ASSERT(b.positions.size() == n_tokens && b.slot_mapping.size() == n_groups * n_tokens &&
+                b.seq_starts.size() >= 1 && b.context_lens.size() == n_seqs &&
+                b.block_tables.size() == n_groups * n_seqs * size_t(b.max_blocks),
+            "set_batch: inconsistent batch ({} tokens, {} sequences, {} KV groups)", n_tokens, n_seqs, n_groups);
   batch_ = b;
   // Attention work lists: one-token sequences for the decode kernel, the tokens of longer
   // chunks for the plain kernel.

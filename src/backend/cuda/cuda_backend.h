@@ -80,15 +80,19 @@ class CudaBackend final : public Backend {
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) override;
   void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out,
                     const MatmulFusion& f) override;
-  void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                     const AttentionParams& p) override;
+  void rope_kv_write(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) override;
   void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
+  void geglu(const TensorView& gate_up, const TensorView& out) override;
+  void scale(const TensorView& x, float s) override;
+  void moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids, const TensorView& weights) override;
+  void moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights, const TensorView& w_gate_up,
+                   const TensorView& w_down, const MoeParams& p, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
   bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override;
 
-  int32_t pad_kv_block() const override;
+  int32_t pad_kv_block(int32_t group) const override;
   GraphStep graph_begin(uint64_t key) override;
   void graph_end() override;
   void graph_reset() override;
@@ -129,16 +133,20 @@ class CudaBackend final : public Backend {
   const LtAlgo* lt_pick(const struct GemmArgs& g);
   bool fused_gemv_pays(const struct GemmArgs& g, const struct GemvFusion& f);
   // rope_kv_write's kernel arguments for `qkv` (checked against the batch and the KV cache).
-  struct RopeKvArgs rope_args(int layer, const TensorView& qkv, const TensorView& inv_freq,
-                              const AttentionParams& p) const;
+  struct RopeKvArgs rope_args(int layer, const TensorView& qkv, const QkRope& rope, const AttentionParams& p) const;
+  // The device batch as layer `layer` reads it: the block tables and slot mapping of its KV
+  // group.
+  BatchArgs layer_batch(int layer) const;
   float* attention_workspace(size_t floats);
   // Quantized weights (cuda_quant.cpp): the upload of a W8/W4/FP8 host view, and the matmul
-  // of g (g.wq set) on the kernel its shape takes. quant_workspace(slot) is a scratch buffer
-  // of at least `bytes` that only grows (slots: FP8 activations, their scales, F32 / BF16
-  // intermediates).
+  // of g (g.wq set) on the kernel its shape takes.
   TensorView upload_quantized(const TensorView& host);
   void matmul_quant(const struct GemmArgs& g);
-  void* quant_workspace(int slot, size_t bytes);
+  // A scratch buffer of at least `bytes` that only grows (never while recording), one per
+  // slot: the quantized matmul's FP8 activations, their scales and its F32 / BF16
+  // intermediates; moe_experts' assignment lists, activations and expert outputs.
+  enum class Scratch : int { Fp8Act, Fp8Scale, QuantTmp, MoeIndex, MoeAct, MoeOut, Count };
+  void* scratch(Scratch slot, size_t bytes);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV
@@ -165,7 +173,7 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     size_t bytes = 0;
   };
-  Workspace quant_ws_[3];
+  Workspace scratch_[int(Scratch::Count)];
   void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
   size_t sample_args_n_ = 0;
   using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias

@@ -27,6 +27,7 @@ const char* epilogue_name(MatmulFusion::Epilogue e) {
     case MatmulFusion::Epilogue::Store: return "";
     case MatmulFusion::Epilogue::AddTo: return "+add";
     case MatmulFusion::Epilogue::Swiglu: return "+swiglu";
+    case MatmulFusion::Epilogue::Geglu: return "+geglu";
     case MatmulFusion::Epilogue::RopeKv: return "+rope/kv";
   }
   return "";
@@ -68,8 +69,9 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
   TF_ASSERT(x.n_dims == 2 && w.n_dims == 2 && out.n_dims == 2 && x.shape[1] == w.shape[1],
             "matmul_fused: x {} w {} out {}", x.shape_str(), w.shape_str(), out.shape_str());
   const int64_t rows = x.shape[0], k = x.shape[1], m = w.shape[0];
-  const int64_t m_out = f.epilogue == Epi::Swiglu ? m / 2 : m;
-  TF_ASSERT(f.epilogue != Epi::Swiglu || m % 2 == 0, "matmul_fused: SwiGLU over {} weight rows (odd)", m);
+  const bool gated = f.epilogue == Epi::Swiglu || f.epilogue == Epi::Geglu;
+  const int64_t m_out = gated ? m / 2 : m;
+  TF_ASSERT(!gated || m % 2 == 0, "matmul_fused: a gated MLP over {} weight rows (odd)", m);
   TF_ASSERT(out.shape[0] == rows && out.shape[1] == m_out, "matmul_fused: out {} for x {} w {}", out.shape_str(),
             x.shape_str(), w.shape_str());
   TF_ASSERT(!bias.data || bias.numel() == m, "matmul_fused: bias {} for w {}", bias.shape_str(), w.shape_str());
@@ -92,9 +94,11 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
                             : f.epilogue == Epi::Swiglu ? GemvEpilogue::Swiglu
                             : f.epilogue == Epi::RopeKv ? GemvEpilogue::RopeKv
                                                         : GemvEpilogue::Store};
-  if (f.epilogue == Epi::RopeKv) gf.rope = rope_args(f.rope_layer, out, f.inv_freq, f.attn);
+  if (f.epilogue == Epi::RopeKv) gf.rope = rope_args(f.rope_layer, out, f.rope, f.attn);
   // Quantized weights have no cuBLAS path to weigh the GEMV against: fused whenever it runs.
-  if (quantized ? opt_.fusion && gemv_supported(plain, gf) : fused_gemv_pays(plain, gf)) {
+  // The GEMV has no GeGLU epilogue: Geglu runs apart.
+  const bool gemv_ok = f.epilogue != Epi::Geglu;
+  if (gemv_ok && (quantized ? opt_.fusion && gemv_supported(plain, gf) : fused_gemv_pays(plain, gf))) {
     OpScope scope(prof(),
                   profiler_ ? fmt::format("matmul{}{} (GEMV) rows={} k={} m={}", f.norm_w.data ? "+norm" : "",
                                           epilogue_name(f.epilogue), rows, k, m)

@@ -9,8 +9,10 @@ namespace tf::cuda {
 
 using namespace detail;
 
-int32_t CudaBackend::pad_kv_block() const {
-  return opt_.graphs && !k_cache_.empty() ? int32_t(kv_spec_.n_blocks) : -1;
+// The block after the pools of the group (init_kv_cache allocates one more).
+int32_t CudaBackend::pad_kv_block(int32_t group) const {
+  if (!opt_.graphs || k_cache_.empty()) return -1;
+  return int32_t(kv_spec_.group_blocks.empty() ? kv_spec_.n_blocks : kv_spec_.group_blocks[size_t(group)]);
 }
 
 GraphStep CudaBackend::graph_begin(uint64_t key) {

@@ -50,6 +50,22 @@ void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
     launch_swiglu_unfused(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
 }
 
+void CudaBackend::geglu(const TensorView& gate_up, const TensorView& out) {
+  OpScope scope(prof(), "geglu", stream_);
+  check_dev(gate_up, DType::BF16, "geglu gate_up");
+  check_dev(out, DType::BF16, "geglu out");
+  TF_ASSERT(out.n_dims == 2, "geglu out: shape {}", out.shape_str());
+  const int64_t rows = out.shape[0], d_ff = out.shape[1];
+  check_2d(gate_up, rows, 2 * d_ff, "geglu gate_up");
+  launch_geglu(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
+}
+
+void CudaBackend::scale(const TensorView& x, float s) {
+  OpScope scope(prof(), "scale", stream_);
+  check_dev(x, DType::BF16, "scale x");
+  launch_scale(bf_mut(x), x.numel(), s, stream_);
+}
+
 void CudaBackend::gather_logit_rows(const TensorView& x, const TensorView& out) {
   OpScope scope(prof(), "gather_logit_rows", stream_);
   check_dev(x, x.dtype, "gather_logit_rows x");

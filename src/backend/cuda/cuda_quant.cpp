@@ -49,10 +49,10 @@ TensorView CudaBackend::upload_quantized(const TensorView& host) {
   return out;
 }
 
-void* CudaBackend::quant_workspace(int slot, size_t bytes) {
-  Workspace& w = quant_ws_[slot];
+void* CudaBackend::scratch(Scratch slot, size_t bytes) {
+  Workspace& w = scratch_[int(slot)];
   if (bytes <= w.bytes) return w.p;
-  TF_ASSERT(!capturing_, "quantized-matmul workspace grows while recording a CUDA Graph");
+  TF_ASSERT(!capturing_, "scratch buffer {} grows while recording a CUDA Graph", int(slot));
   graph_reset();
   if (w.p) release(make_view(w.p, DType::U8, {int64_t(w.bytes)}, Device::Cuda));
   w.bytes = std::max(bytes, 2 * w.bytes);
@@ -72,15 +72,15 @@ void CudaBackend::matmul_quant(const GemmArgs& g) {
     Fp8GemmArgs a{.wq = g.wq.q, .w_scale = static_cast<const float*>(g.wq.scales), .bias = g.bias, .out = g.out,
                   .out_f32 = g.out_f32, .rows = g.rows, .k = g.k, .m = g.m};
     if (LtGemm::fp8_supported(a)) {
-      auto* xq = static_cast<uint8_t*>(quant_workspace(0, size_t(g.rows * g.k)));
-      auto* xs = static_cast<float*>(quant_workspace(1, size_t(g.rows) * 4));
+      auto* xq = static_cast<uint8_t*>(scratch(Scratch::Fp8Act, size_t(g.rows * g.k)));
+      auto* xs = static_cast<float*>(scratch(Scratch::Fp8Scale, size_t(g.rows) * 4));
       launch_quantize_rows_fp8(g.x, g.rows, g.k, xq, xs, stream_);
       a.xq = xq;
       a.x_scale = xs;
       if (!lt_) lt_ = std::make_unique<LtGemm>();
       float* acc = lt_->fp8_outer_scales(a, kCublasWorkspaceBytes)
                        ? nullptr
-                       : static_cast<float*>(quant_workspace(2, size_t(g.rows * g.m) * 4));
+                       : static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
       lt_->run_fp8(a, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_);
       return;
     }
@@ -89,7 +89,7 @@ void CudaBackend::matmul_quant(const GemmArgs& g) {
     launch_quant_mma(g, stream_);
     return;
   }
-  auto* w16 = static_cast<bf16*>(quant_workspace(2, size_t(g.m * g.k) * 2));
+  auto* w16 = static_cast<bf16*>(scratch(Scratch::QuantTmp, size_t(g.m * g.k) * 2));
   launch_dequantize(g.wq, g.m, g.k, w16, stream_);
   GemmArgs plain = g;
   plain.w = w16;

@@ -243,14 +243,16 @@ template <typename KvT>
 void launch_kv(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
   if (a.head_dim == 64)
     launch_group<KvT, 64>(a, grid, stream);
-  else
+  else if (a.head_dim == 128)
     launch_group<KvT, 128>(a, grid, stream);
+  else
+    launch_group<KvT, 256>(a, grid, stream);
 }
 
 }  // namespace
 
 bool decode_supported(int64_t head_dim, int64_t group) {
-  return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 && group <= 8;
 }
 
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {

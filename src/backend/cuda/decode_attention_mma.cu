@@ -1,4 +1,4 @@
-// Paged decode attention on tensor cores, for BF16 KV pools (head_dim 64 or 128, up to 8
+// Paged decode attention on tensor cores, for BF16 KV pools (head_dim 64, 128 or 256, up to 8
 // query heads per kv head): the same contract and split/workspace format as the CUDA-core
 // kernel of decode_attention.cu, which serves the other pools and groups.
 //
@@ -256,14 +256,17 @@ void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group) {
-  return kv_dtype == DType::BF16 && (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
+  return kv_dtype == DType::BF16 && (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 &&
+         group <= 8;
 }
 
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.head_dim == 64)
     launch_typed<64>(a, stream);
-  else
+  else if (a.head_dim == 128)
     launch_typed<128>(a, stream);
+  else
+    launch_typed<256>(a, stream);
   TF_CUDA_CHECK_LAUNCH("decode_attention_mma_kernel");
 }
 

@@ -22,15 +22,24 @@ __global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, in
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[it * d + i] = src[i];
 }
 
-// Grid-stride over all rows * d_ff outputs.
-__global__ void swiglu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
+// Grid-stride over all rows * d_ff outputs: act(gate) * up with act = silu (kGelu false) or
+// gelu_tanh (kGelu true).
+template <bool kGelu>
+__global__ void gated_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
   pdl_begin();
   const int64_t n = rows * d_ff;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / d_ff, j = i % d_ff;
     const float g = to_float(gate_up[r * 2 * d_ff + j]), u = to_float(gate_up[r * 2 * d_ff + d_ff + j]);
-    out[i] = from_float<bf16>(g / (1.0f + expf(-g)) * u);
+    out[i] = from_float<bf16>((kGelu ? gelu_tanh(g) : silu(g)) * u);
   }
+}
+
+// x *= s elementwise, rounded once.
+__global__ void scale_kernel(bf16* x, int64_t n, float s) {
+  pdl_begin();
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = from_float<bf16>(to_float(x[i]) * s);
 }
 
 // Unfused SwiGLU (fusion off): silu(gate) rounded to out, then out * up rounded again.
@@ -38,7 +47,7 @@ __global__ void silu_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf1
   const int64_t n = rows * d_ff;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float g = to_float(gate_up[i / d_ff * 2 * d_ff + i % d_ff]);
-    out[i] = from_float<bf16>(g / (1.0f + expf(-g)));
+    out[i] = from_float<bf16>(silu(g));
   }
 }
 __global__ void mul_up_kernel(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out) {
@@ -78,8 +87,20 @@ void launch_embedding(const bf16* table, const int32_t* token_ids, int64_t n_tok
 
 void launch_swiglu(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {
   if (rows * d_ff == 0) return;
-  launch_pdl(swiglu_kernel, dim3(grid_for(rows * d_ff)), dim3(kThreads), 0, stream, gate_up, rows, d_ff, out);
-  TF_CUDA_CHECK_LAUNCH("swiglu_kernel");
+  launch_pdl(gated_kernel<false>, dim3(grid_for(rows * d_ff)), dim3(kThreads), 0, stream, gate_up, rows, d_ff, out);
+  TF_CUDA_CHECK_LAUNCH("gated_kernel (silu)");
+}
+
+void launch_geglu(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {
+  if (rows * d_ff == 0) return;
+  launch_pdl(gated_kernel<true>, dim3(grid_for(rows * d_ff)), dim3(kThreads), 0, stream, gate_up, rows, d_ff, out);
+  TF_CUDA_CHECK_LAUNCH("gated_kernel (gelu_tanh)");
+}
+
+void launch_scale(bf16* x, int64_t n, float s, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_pdl(scale_kernel, dim3(grid_for(n)), dim3(kThreads), 0, stream, x, n, s);
+  TF_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 void launch_swiglu_unfused(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {

@@ -1,4 +1,5 @@
-// Row-wise ops without reductions: embedding lookup, SwiGLU, row gather. BF16 activations.
+// Row-wise ops without reductions: embedding lookup, SwiGLU / GeGLU, scaling, row gather. BF16
+// activations.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +18,13 @@ void launch_embedding(const __nv_bfloat16* table, const int32_t* token_ids, int6
 // out [rows, d_ff]
 void launch_swiglu(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,
                    cudaStream_t stream);
+
+// out = gelu_tanh(gate) * up in float, rounded once (GeGLU; gelu_tanh(g) = 0.5 g (1 + tanh(
+// sqrt(2/pi) (g + 0.044715 g^3)))).                                    shapes as launch_swiglu
+void launch_geglu(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,
+                  cudaStream_t stream);
+// x *= s over n elements in float, rounded once.
+void launch_scale(__nv_bfloat16* x, int64_t n, float s, cudaStream_t stream);
 
 // Fusion off: the same as two kernels (silu, then the product), rounding in between.
 void launch_swiglu_unfused(const __nv_bfloat16* gate_up, int64_t rows, int64_t d_ff, __nv_bfloat16* out,

@@ -56,7 +56,7 @@ bool gemv_supported(const GemmArgs& g, const GemvFusion& f) {
   if (f.epilogue == GemvEpilogue::RopeKv) {
     const RopeKvArgs& r = f.rope;
     const bool pool_ok = r.kv_dtype == DType::BF16 || r.kv_dtype == DType::F16 || r.kv_dtype == DType::F32;
-    if (!pool_ok || r.head_dim <= 0 || r.head_dim % 8 != 0 || r.n_heads <= 0 || r.n_kv_heads <= 0 ||
+    if (!pool_ok || !r.plain_rope() || r.head_dim <= 0 || r.head_dim % 8 != 0 || r.n_heads <= 0 || r.n_kv_heads <= 0 ||
         g.m != (r.n_heads + 2 * r.n_kv_heads) * r.head_dim || r.batch.n_tokens != g.rows)
       return false;
   }

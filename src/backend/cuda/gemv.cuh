@@ -38,8 +38,9 @@ struct GemvFusion {
 // rows * k * 2 <= kGemvNormMaxBytes with a norm, which pairs with Store or Swiglu), k a
 // multiple of 8 (16-byte rows), 16-byte aligned x, w and norm_w; F32 output only for Store;
 // Swiglu needs an even m; RopeKv needs m = (n_heads + 2 n_kv_heads) head_dim, head_dim a
-// multiple of 8, a BF16, F16 or F32 pool (INT8 rows need their whole row's maximum) and the
-// rope.batch tokens as the rows.
+// multiple of 8, a BF16, F16 or F32 pool (INT8 rows need their whole row's maximum), plain
+// RoPE (RopeKvArgs::plain_rope: the q/k norms need the whole head) and the rope.batch tokens
+// as the rows.
 bool gemv_supported(const GemmArgs& g, const GemvFusion& f = {});
 // Rounding matches the separate kernels: y = BF16(x . w + bias) (norm: x = BF16(x * inv_rms
 // * norm_w) as norm.cu), then AddTo stores BF16(out + y) as the add kernel, Swiglu

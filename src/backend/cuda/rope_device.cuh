@@ -7,12 +7,14 @@
 
 namespace tf::cuda {
 
-// Rotate-half RoPE of the pair (y0, y1) = dims (i, i + head_dim / 2) at position `pos`: the
-// angle pos * inv_freq[i] in F32, as the reference computes it.
-__device__ __forceinline__ void rope_rotate(float& y0, float& y1, int32_t pos, float inv_freq) {
+// Rotate-half RoPE of the pair (y0, y1) = dims (i, i + n_rot / 2) at position `pos`: the
+// angle pos * inv_freq[i] in F32, as the reference computes it; cos and sin times mscale.
+__device__ __forceinline__ void rope_rotate(float& y0, float& y1, int32_t pos, float inv_freq, float mscale = 1.0f) {
   const float angle = float(pos) * inv_freq;
   float s, c;
   sincosf(angle, &s, &c);
+  s *= mscale;
+  c *= mscale;
   const float x0 = y0, x1 = y1;
   y0 = x0 * c - x1 * s;
   y1 = x1 * c + x0 * s;

@@ -1,3 +1,4 @@
+#include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
@@ -10,25 +11,55 @@ namespace tf::cuda {
 namespace {
 
 // Grid (n_tokens, n_heads + 2 * n_kv_heads): one block per (token, head) where the heads are
-// q heads, then k heads, then v heads as laid out in a qkv row. Thread i < head_dim / 2
-// handles the pair (i, i + head_dim/2); every element of qkv and of the pool is written by
-// one thread only. kRotate: rotate q and k in qkv; kWrite: write k and v to the pool (from
-// the float rotation when both are on, from qkv otherwise).
+// q heads, then k heads, then v heads as laid out in a qkv row. The head goes through shared
+// memory in float (norm, then rotation of the pairs (i, i + n_rot/2)); thread i < head_dim / 2
+// then owns dims (i, i + head_dim/2) for the stores, so every element of qkv and of the pool
+// is written by one thread only. kRotate: normalize and rotate q and k in qkv; kWrite: write
+// k and v to the pool (from the float values when both are on, from qkv otherwise).
 template <typename KvT, bool kRotate, bool kWrite>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   __shared__ float scratch[32];
+  __shared__ float h[kAttnMaxHeadDim];
   pdl_begin();
   const int64_t it = blockIdx.x, head = blockIdx.y, hd = a.head_dim, half = hd / 2;
   const int64_t i = threadIdx.x;
   const bool active = i < half;
   const bool is_v = head >= a.n_heads + a.n_kv_heads, is_q = head < a.n_heads;
+  if (kRotate ? is_v && !kWrite : is_q) return;  // uniform over the block
   bf16* r = a.qkv + it * (a.n_heads + 2 * a.n_kv_heads) * hd + head * hd;
   float y0 = 0.0f, y1 = 0.0f;
   if (active) {
     y0 = to_float(r[i]);
     y1 = to_float(r[i + half]);
-    if (kRotate && !is_v) {
-      rope_rotate(y0, y1, a.batch.positions[it], a.inv_freq[i]);
+  }
+  if (kRotate && !is_v) {  // uniform over the block
+    const bf16* norm = is_q ? a.q_norm : a.k_norm;
+    if (norm) {
+      const float ss = block_sum(active ? y0 * y0 + y1 * y1 : 0.0f, scratch);
+      const float inv = 1.0f / sqrtf(ss / float(hd) + a.eps);
+      if (active) {
+        y0 = y0 * inv * to_float(norm[i]);
+        y1 = y1 * inv * to_float(norm[i + half]);
+      }
+    }
+    if (active) {
+      h[i] = y0;
+      h[i + half] = y1;
+    }
+    __syncthreads();
+    const int64_t nh = a.n_rot / 2;
+    const int32_t pos = a.batch.positions[it];
+    if (i < nh) {
+      const float* freq = a.inv_freq_long && pos >= a.long_from ? a.inv_freq_long : a.inv_freq;
+      float u0 = h[i], u1 = h[i + nh];
+      rope_rotate(u0, u1, pos, freq[i], a.mscale);
+      h[i] = u0;
+      h[i + nh] = u1;
+    }
+    __syncthreads();
+    if (active) {
+      y0 = h[i];
+      y1 = h[i + half];
       r[i] = from_float<bf16>(y0);
       r[i + half] = from_float<bf16>(y1);
     }

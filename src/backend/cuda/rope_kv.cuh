@@ -1,4 +1,5 @@
-// Fused QKV epilogue: RoPE on q and k in place, then K and V written to the paged KV pool.
+// Fused QKV epilogue: q/k norms and RoPE on q and k in place, then K and V written to the paged
+// KV pool.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,21 +14,37 @@ namespace tf::cuda {
 
 struct RopeKvArgs {
   __nv_bfloat16* qkv = nullptr;      // [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim]
-  const float* inv_freq = nullptr;   // [head_dim / 2]
+  const float* inv_freq = nullptr;   // [n_rot / 2]
+  const float* inv_freq_long = nullptr;  // [n_rot / 2] or null: the frequencies from position long_from on
+  int32_t long_from = 0;
+  float mscale = 1.0f;               // cos and sin multiplied by it
+  int64_t n_rot = 0;                 // rotated dims (even, <= head_dim); the rest pass through
+  const __nv_bfloat16* q_norm = nullptr;  // [head_dim] or null: RMSNorm of each q head first
+  const __nv_bfloat16* k_norm = nullptr;  // [head_dim] or null: the same for k heads
+  float eps = 0.0f;
   void* k_pool = nullptr;            // this layer's K: [n_blocks, n_kv_heads, block_size, head_dim]
   void* v_pool = nullptr;            // this layer's V, same layout
   DType kv_dtype = DType::BF16;      // F32, BF16, F16, I8 or FP8
   float* k_scale = nullptr;          // I8, FP8: scale of each pool row [n_blocks * n_kv_heads * block_size]
   float* v_scale = nullptr;
-  BatchArgs batch;                   // positions, slot_mapping, n_tokens
+  BatchArgs batch;                   // positions, slot_mapping (of the layer's KV group), n_tokens
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
   bool fused = true;                 // false: rotate in one kernel, write the pool in another
+
+  // Plain Llama RoPE: every dim rotated, no norms, one frequency table, no mscale (what the
+  // QKV GEMV's epilogue implements).
+  bool plain_rope() const {
+    return n_rot == head_dim && !q_norm && !k_norm && !inv_freq_long && mscale == 1.0f;
+  }
 };
 
-// Rotate-half RoPE (Hugging Face Llama): dims (i, i + head_dim/2) of every q and k head are
-// rotated by angle positions[t] * inv_freq[i] (the angle in F32, as the reference); the
-// rotated values are rounded to BF16 in qkv and, separately from the float values, to the
-// pool dtype in K. V is copied unrotated. Token t's rows go to slot slot_mapping[t]. I8 pools
+// Backend::rope_kv_write on BF16 rows (backend.h QkRope): with q_norm / k_norm, each q / k
+// head is RMS-normalized over head_dim in float (h / sqrt(mean(h^2) + eps) * w); then
+// rotate-half RoPE of the first n_rot dims: the pair (i, i + n_rot/2) rotated by angle
+// positions[t] * freq[i] (the angle in F32, as the reference), freq = inv_freq_long from
+// position long_from on when set, else inv_freq, cos and sin times mscale. The results are
+// rounded to BF16 in qkv and, separately from the float values, to the pool dtype in K. V is
+// copied unchanged. Token t's rows go to slot slot_mapping[t]. I8 pools
 // get each row quantized as src/quant/kv_int8.h does (scale = max|row| / 127, round half to
 // even, non-finite rows: scale NaN and zeros), FP8 pools as src/quant/kv_fp8.h does (scale =
 // max|row| / 448, E4M3 round to nearest even with saturation, the same edge cases).

@@ -312,7 +312,7 @@ TEST_P(CudaMatmulRopeKv, MatchesRefOpsInTurn) {
                                    .h = norm ? b.alloc(b.act_dtype(), {rows, k}) : none,
                                    .epilogue = Epi::RopeKv,
                                    .rope_layer = kLayer,
-                                   .inv_freq = inv_freq,
+                                   .rope = QkRope{.inv_freq = inv_freq},
                                    .attn = p};
               const TensorView xin = ib == 0 ? test::to_device(b, x, rows, k) : test::to_cuda_bf16(b, x, rows, k);
               if (ib == 0) {
@@ -724,8 +724,8 @@ void run_attn_case(const AttnCase& c) {
     be.cuda->set_batch(batch);
     TensorView qkv_ref = test::to_device(*be.ref, qkv_host, n, row);
     TensorView qkv_cuda = test::to_cuda_bf16(*be.cuda, qkv_host, n, row);
-    be.ref->rope_kv_write(c.layer, qkv_ref, inv_freq[0], p);
-    be.cuda->rope_kv_write(c.layer, qkv_cuda, inv_freq[1], p);
+    be.ref->rope_kv_write(c.layer, qkv_ref, QkRope{.inv_freq = inv_freq[0]}, p);
+    be.cuda->rope_kv_write(c.layer, qkv_cuda, QkRope{.inv_freq = inv_freq[1]}, p);
     const std::vector<float> rotated_ref = test::to_host_f32(*be.ref, qkv_ref);
     test::expect_close("rope_kv_write qkv", test::from_cuda(*be.cuda, qkv_cuda), rotated_ref, kRopeTol, true);
     for (int il = 0; il < 2; ++il) {
@@ -771,7 +771,7 @@ TEST_P(CudaAttention, MatchesRef) {
   const auto [kv_dtype, heads] = GetParam();
   for (const char* attention : {"plain", "flash"}) {
     for (int32_t block_size : {1, 16}) {
-      for (int64_t head_dim : {64, 128}) {
+      for (int64_t head_dim : {64, 128, 256}) {  // 256: Gemma 3
         for (int64_t window : {0, 5}) {
           // BF16 pools: decodes on the tensor-core kernel, and (with the plain prefill) on the
           // CUDA-core kernel as well; the other pools always take the CUDA-core kernel.
