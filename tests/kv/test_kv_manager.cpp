@@ -3,6 +3,7 @@
 // sequences are plain token vectors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "kv/kv_manager.h"
@@ -277,6 +278,54 @@ TEST_F(KvManagerDeathTest, PreconditionsAreAsserted) {
   kv.free(9);
   const std::vector<int32_t> b = cat(a, {1});
   EXPECT_DEATH(kv.start(2, &b, hit, 9), "stale prefix hit");
+}
+
+}  // namespace
+}  // namespace tf
+
+namespace tf {
+namespace {
+
+// Two KV groups (Gemma 3): group 0 full attention over 8 blocks, group 1 a window of 6
+// tokens over 4 blocks. Every sequence has one table per group, grown together; only group
+// 1 releases blocks as its window moves on, so a sequence far longer than group 1's pool
+// runs as long as group 0 has blocks; a start that does not fit one group changes nothing.
+TEST(KvManagerGroups, SlidingGroupReleasesWhileFullGroupKeeps) {
+  KvManager kv(KvManagerParams{.n_blocks = 8, .block_size = kBs, .more_groups = {{.n_blocks = 4, .sliding_window = 6}}});
+  ASSERT_EQ(kv.n_groups(), 2);
+  EXPECT_EQ(kv.sliding_window(0), 0);
+  EXPECT_EQ(kv.sliding_window(1), 6);
+  const std::vector<int32_t> t = toks(28, 100);
+  ASSERT_TRUE(kv.start(1, &t, PrefixHit{}, 8));
+  kv.on_computed(1, 8);
+  EXPECT_EQ(kv.tables(1)[0].size(), 2u);
+  EXPECT_EQ(kv.tables(1)[1].size(), 2u);
+  for (int32_t n = 12; n <= 28; n += 4) {  // decode-sized steps past group 1's 16 tokens of pool
+    ASSERT_TRUE(kv.grow(1, n)) << n;
+    kv.on_computed(1, n);
+    EXPECT_EQ(kv.check_invariants(), "");
+  }
+  const auto tables = kv.tables(1);
+  EXPECT_EQ(tables[0].size(), 7u);
+  EXPECT_EQ(std::count(tables[0].begin(), tables[0].end(), -1), 0) << "the full group keeps every block";
+  ASSERT_EQ(tables[1].size(), 7u);
+  // next position 28, window 6: keys from 23 on are read, so blocks 0..4 (tokens 0..19) are released
+  EXPECT_EQ(std::count(tables[1].begin(), tables[1].end(), -1), 5);
+  EXPECT_EQ(kv.pool(1).n_blocks_used(), 2);
+  EXPECT_EQ(kv.pool(0).n_blocks_used(), 7);
+  // Another sequence takes group 0's last block; growing it needs one more block in each
+  // group, which group 1 has and group 0 has not: nothing changes in either.
+  const std::vector<int32_t> u = toks(4, 500);
+  ASSERT_TRUE(kv.start(2, &u, PrefixHit{}, 4));
+  EXPECT_EQ(kv.pool(1).n_blocks_free() + kv.pool(1).n_blocks_cached(), 1);
+  EXPECT_FALSE(kv.grow(2, 8));
+  EXPECT_EQ(kv.tables(2)[0].size(), 1u);
+  EXPECT_EQ(kv.tables(2)[1].size(), 1u);
+  EXPECT_EQ(kv.check_invariants(), "");
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(kv.pool(0).n_blocks_used(), 0);
+  EXPECT_EQ(kv.pool(1).n_blocks_used(), 0);
 }
 
 }  // namespace
