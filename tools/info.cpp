@@ -52,8 +52,22 @@ void add_info(CLI::App& app, Runner& run) {
       std::printf("model:            %s\n", dir->c_str());
       std::printf("architecture:     %s (weight table: %zu tensors, %zu forward weights)\n",
                   cfg.model_type.c_str(), table.tensors.size(), table.weights.size());
-      std::printf("layers:           %lld\n", (long long)cfg.n_layers);
+      int64_t n_sliding = 0, n_moe = 0;
+      for (int64_t il = 0; il < cfg.n_layers; ++il) {
+        n_sliding += cfg.layer_attention(il) == LayerAttention::Sliding;
+        n_moe += cfg.layer_is_moe(il);
+      }
+      if (cfg.mixed_attention())
+        std::printf("layers:           %lld (%lld sliding-window, %lld full attention)\n", (long long)cfg.n_layers,
+                    (long long)n_sliding, (long long)(cfg.n_layers - n_sliding));
+      else
+        std::printf("layers:           %lld\n", (long long)cfg.n_layers);
       std::printf("d_model / d_ff:   %lld / %lld\n", (long long)cfg.d_model, (long long)cfg.d_ff);
+      if (n_moe > 0)
+        std::printf("experts:          %lld per layer in %lld of %lld layers, top %lld per token, d_ff %lld each%s\n",
+                    (long long)cfg.n_experts, (long long)n_moe, (long long)cfg.n_layers,
+                    (long long)cfg.n_experts_per_tok, (long long)cfg.d_ff_expert,
+                    cfg.moe_renormalize ? ", weights renormalised" : "");
       std::printf("heads:            %lld query, %lld key/value (%s), head_dim %lld\n", (long long)cfg.n_heads,
                   (long long)cfg.n_kv_heads,
                   cfg.n_kv_heads == cfg.n_heads ? "MHA" : cfg.n_kv_heads == 1 ? "MQA" : "GQA",
@@ -61,8 +75,15 @@ void add_info(CLI::App& app, Runner& run) {
       std::printf("vocabulary:       %lld\n", (long long)cfg.n_vocab);
       std::printf("context:          %lld tokens%s\n", (long long)cfg.max_position,
                   cfg.sliding_window ? (", sliding window " + std::to_string(cfg.sliding_window)).c_str() : "");
-      std::printf("rope theta:       %g%s\n", cfg.rope_theta,
-                  cfg.rope_scaling.type == RopeScaling::Type::Llama3 ? " (llama3 scaling)" : "");
+      std::printf("rope theta:       %g%s", cfg.rope_theta,
+                  cfg.rope_scaling.type == RopeScaling::Type::Llama3     ? " (llama3 scaling)"
+                  : cfg.rope_scaling.type == RopeScaling::Type::Linear   ? " (linear scaling)"
+                  : cfg.rope_scaling.type == RopeScaling::Type::LongRope ? " (longrope scaling)"
+                                                                         : "");
+      if (cfg.mixed_attention()) std::printf(", sliding-window layers %g", cfg.rope(LayerAttention::Sliding).theta);
+      if (cfg.rotary_dim != cfg.head_dim) std::printf(", %lld of %lld dims rotated", (long long)cfg.rotary_dim,
+                                                      (long long)cfg.head_dim);
+      std::printf("\n");
       std::printf("tied embeddings:  %s\n", cfg.tie_word_embeddings ? "yes" : "no");
       std::printf("parameters:       %lld (%.2f M)\n", (long long)params, double(params) / 1e6);
       for (const auto& [dt, n] : by_dtype) std::printf("  %-5s           %lld parameters\n", dt.c_str(), (long long)n);

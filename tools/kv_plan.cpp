@@ -48,10 +48,20 @@ int run_kv_plan(const Args& a) {
   if (a.mem_util <= 0 || a.mem_util > 1) fail("--mem-util must be in (0, 1], got {}", a.mem_util);
   const int64_t ctx = a.ctx > 0 ? a.ctx : cfg.max_position;
   const int64_t row = kv_row_bytes(a.kv_dtype, cfg.head_dim);
-  const int64_t per_token = cfg.n_layers * cfg.n_kv_heads * 2 * row;
+  // A model mixing sliding-window and full-attention layers (Gemma 3) keeps the whole context
+  // in its full layers only; each sliding layer holds at most the blocks its window spans
+  // (the engine's KV groups free the others).
+  int64_t n_sliding = 0;
+  if (cfg.mixed_attention())
+    for (int64_t il = 0; il < cfg.n_layers; ++il) n_sliding += cfg.layer_attention(il) == LayerAttention::Sliding;
+  const int64_t per_token = (cfg.n_layers - n_sliding) * cfg.n_kv_heads * 2 * row;
   // Paged: a sequence holds whole blocks.
   const int64_t blocks_per_seq = (ctx + a.block_size - 1) / a.block_size;
-  const int64_t per_seq = blocks_per_seq * a.block_size * per_token;
+  const int64_t window_blocks =
+      n_sliding > 0 ? std::min<int64_t>(blocks_per_seq, (cfg.sliding_window - 1 + a.block_size - 1) / a.block_size + 1)
+                    : 0;
+  const int64_t sliding_per_seq = window_blocks * a.block_size * n_sliding * cfg.n_kv_heads * 2 * row;
+  const int64_t per_seq = blocks_per_seq * a.block_size * per_token + sliding_per_seq;
   const int64_t weights = params * weight_elem_bytes(a.weight_dtype);
   // Activations of one step of max_batch_tokens tokens (F32 on the CPU, an upper bound for
   // 16-bit GPU activations): residual, norm output, qkv, attention, gate|up, SwiGLU, delta, and
@@ -62,7 +72,10 @@ int run_kv_plan(const Args& a) {
   const double total = a.gpu_mem_gb * 1e9 * a.mem_util;
   const double for_kv = total - double(weights) - double(act);
   const int64_t n_seqs = for_kv > 0 ? int64_t(std::floor(for_kv / double(per_seq))) : 0;
-  const int64_t n_blocks = for_kv > 0 ? int64_t(for_kv / double(a.block_size * per_token)) : 0;
+  // blocks of the full-attention layers (all layers for most models) left once the
+  // sequences that fit have their sliding-window blocks
+  const int64_t n_blocks =
+      for_kv > 0 ? int64_t((for_kv - double(n_seqs * sliding_per_seq)) / double(a.block_size * per_token)) : 0;
   const bool scaled = a.kv_dtype == "int8" || a.kv_dtype == "fp8";  // one byte and a row scale
   const int64_t elem = scaled ? 1 : row / cfg.head_dim;
 
@@ -71,29 +84,38 @@ int run_kv_plan(const Args& a) {
         {"kv_bytes_per_token", per_token}, {"kv_bytes_per_sequence", per_seq}, {"context", ctx},
         {"weight_bytes", weights}, {"activation_bytes", act}, {"memory_bytes", int64_t(total)},
         {"kv_budget_bytes", int64_t(std::max(0.0, for_kv))}, {"max_sequences", n_seqs},
-        {"kv_blocks", n_blocks}, {"kv_dtype", a.kv_dtype}}).c_str());
+        {"kv_blocks", n_blocks}, {"kv_dtype", a.kv_dtype}, {"sliding_window_layers", n_sliding},
+        {"sliding_window_bytes_per_sequence", sliding_per_seq}}).c_str());
     return 0;
   }
   std::printf("model %s: %lld layers, %lld KV heads, head_dim %lld, %lld parameters\n", a.dir.c_str(),
               (long long)cfg.n_layers, (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)params);
-  std::printf("KV per token   = layers x kv_heads x 2 (K,V) x %s\n",
+  const int64_t n_full = cfg.n_layers - n_sliding;
+  std::printf("KV per token   = %s x kv_heads x 2 (K,V) x %s\n", n_sliding ? "full-attention layers" : "layers",
               scaled ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
   if (scaled)
-    std::printf("               = %lld x %lld x 2 x (%lld + 4) = %lld bytes\n", (long long)cfg.n_layers,
+    std::printf("               = %lld x %lld x 2 x (%lld + 4) = %lld bytes\n", (long long)n_full,
                 (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)per_token);
   else
-    std::printf("               = %lld x %lld x 2 x %lld x %lld = %lld bytes\n", (long long)cfg.n_layers,
+    std::printf("               = %lld x %lld x 2 x %lld x %lld = %lld bytes\n", (long long)n_full,
                 (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)elem, (long long)per_token);
-  std::printf("KV per sequence (%lld tokens, blocks of %d) = %lld blocks x %d x %lld = %.3f MB\n", (long long)ctx,
-              a.block_size, (long long)blocks_per_seq, a.block_size, (long long)per_token, double(per_seq) / 1e6);
+  if (n_sliding)
+    std::printf("sliding-window layers: %lld, each holding at most %lld blocks (window %lld) per sequence = %.3f MB "
+                "per sequence in all\n",
+                (long long)n_sliding, (long long)window_blocks, (long long)cfg.sliding_window,
+                double(sliding_per_seq) / 1e6);
+  std::printf("KV per sequence (%lld tokens, blocks of %d) = %lld blocks x %d x %lld%s = %.3f MB\n", (long long)ctx,
+              a.block_size, (long long)blocks_per_seq, a.block_size, (long long)per_token,
+              n_sliding ? " + the sliding-window layers'" : "", double(per_seq) / 1e6);
   std::printf("memory         = %.4g GB x %.2f utilisation = %.3f GB\n", a.gpu_mem_gb, a.mem_util, total / 1e9);
   std::printf("  weights      = %lld parameters x %lld bytes (%s) = %.3f GB\n", (long long)params,
               (long long)weight_elem_bytes(a.weight_dtype), a.weight_dtype.c_str(), double(weights) / 1e9);
   std::printf("  activations  ~ %.3f GB (one step of %d tokens)\n", double(act) / 1e9, a.max_batch_tokens);
   std::printf("  left for KV  = %.3f GB = %lld blocks\n", std::max(0.0, for_kv) / 1e9, (long long)n_blocks);
-  std::printf("sequences that fit at full context: %lld (batch x seq_len x layers x kv_heads x head_dim x 2 x bytes:\n"
+  std::printf("sequences that fit at full context: %lld (batch x seq_len x layers x kv_heads x head_dim x 2 x bytes%s:\n"
               "  %lld x %lld x %lld x %lld x %lld x 2 x %s = %.3f GB)\n",
-              (long long)n_seqs, (long long)n_seqs, (long long)ctx, (long long)cfg.n_layers,
+              (long long)n_seqs, n_sliding ? ", layers = full-attention ones, plus the windows" : "", (long long)n_seqs,
+              (long long)ctx, (long long)n_full,
               (long long)cfg.n_kv_heads, (long long)cfg.head_dim,
               scaled ? "(1 + 4/head_dim)" : std::to_string(elem).c_str(),
               double(n_seqs) * double(per_seq) / 1e9);

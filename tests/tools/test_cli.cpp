@@ -122,6 +122,27 @@ TEST(Cli, InfoDescribesTheModel) {
   EXPECT_NE(r.out.find("3072 (bf16/f16)"), std::string::npos) << r.out;
 }
 
+// Gemma 3's mixed layers and the experts of Mixtral, as info and kv-plan show them.
+TEST(Cli, InfoAndKvPlanOfMixedAndExpertModels) {
+  const std::string gemma = test::model_dir("parity/gemma3"), mixtral = test::model_dir("parity/mixtral");
+  const auto gi = run_twofold("info -m " + gemma);
+  EXPECT_EQ(gi.exit_code, 0) << gi.err;
+  EXPECT_NE(gi.out.find("4 (3 sliding-window, 1 full attention)"), std::string::npos) << gi.out;
+  EXPECT_NE(gi.out.find("sliding-window layers 10000"), std::string::npos) << gi.out;
+  const auto mi = run_twofold("info -m " + mixtral);
+  EXPECT_EQ(mi.exit_code, 0) << mi.err;
+  EXPECT_NE(mi.out.find("4 per layer in 4 of 4 layers, top 2 per token, d_ff 128 each"), std::string::npos) << mi.out;
+  // Gemma: only the full layer keeps the context: 1 x 2 KV heads x 2 x 32 x 2 bytes = 256 per
+  // token; each of the 3 sliding layers at most 2 blocks of 16 (window 16) per sequence.
+  const auto r = run_twofold("kv-plan -m " + gemma + " --gpu-mem 1 --kv-dtype bf16 --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const json plan = json::parse(r.out);
+  EXPECT_EQ(plan["kv_bytes_per_token"], 256);
+  EXPECT_EQ(plan["sliding_window_layers"], 3);
+  EXPECT_EQ(plan["sliding_window_bytes_per_sequence"], 3 * 2 * 16 * 256);
+  EXPECT_EQ(plan["kv_bytes_per_sequence"], 512 * 256 + 3 * 2 * 16 * 256);
+}
+
 TEST(Cli, KvPlanFormula) {
   // tiny-main: 6 layers x 2 KV heads x 2 (K, V) x 64 x 2 bytes = 3072 bytes per token in BF16;
   // INT8 rows carry a 4-byte scale: 6 x 2 x 2 x (64 + 4) = 1632.
