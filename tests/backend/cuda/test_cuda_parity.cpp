@@ -22,6 +22,7 @@
 #include "cuda_test_report.h"
 #include "engine/golden_util.h"
 #include "model/config.h"
+#include "model/tokenizer/tokenizer.h"
 #include "twofold/engine.h"
 
 namespace tf {
