@@ -2,6 +2,8 @@
 // call each (kernels in elementwise.cu, norm.cu, sample.cu, sample_topp.cu).
 #include "backend/cuda/cuda_backend.h"
 
+#include <utility>
+
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.cuh"
@@ -37,13 +39,25 @@ void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, 
                   stream_);
 }
 
+namespace {
+
+// The rows and d_ff of a gated activation's checked arguments (gate_up [rows, 2 d_ff], out
+// [rows, d_ff], BF16 on the device).
+std::pair<int64_t, int64_t> gated_shape(const TensorView& gate_up, const TensorView& out, const char* gate_up_what,
+                                        const char* out_what) {
+  check_dev(gate_up, DType::BF16, gate_up_what);
+  check_dev(out, DType::BF16, out_what);
+  TF_ASSERT(out.n_dims == 2, "{}: shape {}", out_what, out.shape_str());
+  const int64_t rows = out.shape[0], d_ff = out.shape[1];
+  check_2d(gate_up, rows, 2 * d_ff, gate_up_what);
+  return {rows, d_ff};
+}
+
+}  // namespace
+
 void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
   OpScope scope(prof(), "swiglu", stream_);
-  check_dev(gate_up, DType::BF16, "swiglu gate_up");
-  check_dev(out, DType::BF16, "swiglu out");
-  TF_ASSERT(out.n_dims == 2, "swiglu out: shape {}", out.shape_str());
-  const int64_t rows = out.shape[0], d_ff = out.shape[1];
-  check_2d(gate_up, rows, 2 * d_ff, "swiglu gate_up");
+  const auto [rows, d_ff] = gated_shape(gate_up, out, "swiglu gate_up", "swiglu out");
   if (opt_.fusion)
     launch_swiglu(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
   else
@@ -52,11 +66,7 @@ void CudaBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
 
 void CudaBackend::geglu(const TensorView& gate_up, const TensorView& out) {
   OpScope scope(prof(), "geglu", stream_);
-  check_dev(gate_up, DType::BF16, "geglu gate_up");
-  check_dev(out, DType::BF16, "geglu out");
-  TF_ASSERT(out.n_dims == 2, "geglu out: shape {}", out.shape_str());
-  const int64_t rows = out.shape[0], d_ff = out.shape[1];
-  check_2d(gate_up, rows, 2 * d_ff, "geglu gate_up");
+  const auto [rows, d_ff] = gated_shape(gate_up, out, "geglu gate_up", "geglu out");
   launch_geglu(bf(gate_up), rows, d_ff, bf_mut(out), stream_);
 }
 
