@@ -310,7 +310,7 @@ void run_case(const AttnCase& c, WorstErrors& worst) {
     for (int ib = 0; ib < 2; ++ib) {
       backends[ib]->set_batch(batch);
       qkv[ib] = test::to_device(*backends[ib], qkv_host, n, row);
-      backends[ib]->rope_kv_write(c.layer, qkv[ib], inv_freq[ib], p);
+      backends[ib]->rope_kv_write(c.layer, qkv[ib], QkRope{.inv_freq = inv_freq[ib]}, p);
     }
     const std::vector<float> qkv_ref = test::to_host_f32(*be.ref, qkv[0]);
     EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*be.cpu, qkv[1]), qkv_ref, kRopeTol)) << "rotated qkv";
@@ -517,7 +517,7 @@ TEST(OpsAttentionSemantics, BackendsMatchDirectComputation) {
 
         be->set_batch(batch);
         const TensorView qkv = test::to_device(*be, qkv_host, n, row);
-        be->rope_kv_write(kLayer, qkv, inv_freq, p);
+        be->rope_kv_write(kLayer, qkv, QkRope{.inv_freq = inv_freq}, p);
         EXPECT_TRUE(test::close_rel_l2(test::to_host_f32(*be, qkv), want_qkv, kTol)) << "rotated qkv";
 
         // the pool, slot by slot: K rotated, V bit-exact, everything else still NaN

@@ -153,7 +153,7 @@ TEST_P(QuantKv, StoresQuantizedRowsAndAttendsOverThem) {
         const std::vector<float> qkv_host = test::randn(rng, n * row);
         be->set_batch(batch);
         const TensorView qkv = test::to_device(*be, qkv_host, n, row);
-        be->rope_kv_write(kLayer, qkv, inv_freq, p);
+        be->rope_kv_write(kLayer, qkv, QkRope{.inv_freq = inv_freq}, p);
         const std::vector<float> rotated = test::to_host_f32(*be, qkv);
 
         for (int64_t t = 0; t < n; ++t) {
@@ -300,7 +300,7 @@ TEST_P(QuantKv, CloseToF32Cache) {
           for (int i = 0; i < 2; ++i) {
             be[i]->set_batch(batch);
             const TensorView qkv = test::to_device(*be[i], qkv_host, n, row);
-            be[i]->rope_kv_write(0, qkv, inv_freq[i], sc.params());
+            be[i]->rope_kv_write(0, qkv, QkRope{.inv_freq = inv_freq[i]}, sc.params());
             const TensorView out = be[i]->alloc(DType::F32, {n, sc.n_heads * head_dim});
             be[i]->attention(0, qkv, sc.params(), out);
             outs[i] = test::to_host_f32(*be[i], out);

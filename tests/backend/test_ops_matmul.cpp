@@ -226,10 +226,10 @@ TEST(OpsMatmulFused, RopeKvIsTheProductThenRopeKvWrite) {
       TensorView out = b.alloc(DType::F32, {n, m});
       if (i == 0) {
         b.matmul_fused(xd, wd, bd, out,
-                       MatmulFusion{.epilogue = Epi::RopeKv, .rope_layer = kLayer, .inv_freq = inv_freq, .attn = p});
+                       MatmulFusion{.epilogue = Epi::RopeKv, .rope_layer = kLayer, .rope = QkRope{.inv_freq = inv_freq}, .attn = p});
       } else {
         b.matmul(xd, wd, bd, out);
-        b.rope_kv_write(kLayer, out, inv_freq, p);
+        b.rope_kv_write(kLayer, out, QkRope{.inv_freq = inv_freq}, p);
       }
       qkv[i] = test::to_host_f32(b, out);
     }

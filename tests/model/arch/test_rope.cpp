@@ -20,7 +20,7 @@ ModelConfig llama31_like() {
 }
 
 TEST(Rope, DefaultInvFreq) {
-  const std::vector<float> inv = rope_inv_freq(llama31_like());
+  const std::vector<float> inv = rope_frequencies(llama31_like()).inv_freq;
   ASSERT_EQ(inv.size(), 64u);
   const std::pair<int, double> expect[] = {{0, 1.0}, {1, 0.8146172338565447}, {20, 0.016560440080994446},
                                            {40, 0.0002742481756762073}, {63, 2.455140791131609e-06}};
@@ -31,7 +31,7 @@ TEST(Rope, Llama3ScaledInvFreq) {
   ModelConfig c = llama31_like();
   c.rope_scaling = RopeScaling{.type = RopeScaling::Type::Llama3, .factor = 8.0f, .low_freq_factor = 1.0f,
                                .high_freq_factor = 4.0f, .original_max_position_embeddings = 8192};
-  const std::vector<float> inv = rope_inv_freq(c);
+  const std::vector<float> inv = rope_frequencies(c).inv_freq;
   const std::pair<int, double> expect[] = {
       {0, 1.0}, {20, 0.016560440080994446},                                 // high frequency: kept
       {31, 0.0008567514129196321}, {32, 0.0005248461609929547},             // medium band
