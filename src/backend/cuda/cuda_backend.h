@@ -134,8 +134,9 @@ class CudaBackend final : public Backend {
   float* attention_workspace(size_t floats);
   // Quantized weights (cuda_quant.cpp): the upload of a W8/W4/FP8 host view, and the matmul
   // of g (g.wq set) on the kernel its shape takes. quant_workspace(slot) is a scratch buffer
-  // of at least `bytes` that only grows (slots: FP8 activations, their scales, F32 / BF16
-  // intermediates).
+  // of at least `bytes` that only grows, zero-filled when (re)allocated (slots: FP8
+  // activations, their scales, F32 / BF16 intermediates, the tensor-core kernel's split-K
+  // partials and counters).
   TensorView upload_quantized(const TensorView& host);
   void matmul_quant(const struct GemmArgs& g);
   void* quant_workspace(int slot, size_t bytes);
@@ -165,7 +166,7 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     size_t bytes = 0;
   };
-  Workspace quant_ws_[3];
+  Workspace quant_ws_[4];
   void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
   size_t sample_args_n_ = 0;
   using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias
