@@ -265,8 +265,8 @@ bool quant_mma_supported(const GemmArgs& g, const GemvFusion& f, QuantMmaTile ti
   return tile_has_kernel(tile == QuantMmaTile::Auto ? auto_tile(g, f) : tile, g.rows, f);
 }
 
-size_t quant_mma_workspace_bytes(const GemmArgs& g) {
-  const QuantMmaTile t = auto_tile(g, {});
+size_t quant_mma_workspace_bytes(const GemmArgs& g, QuantMmaTile tile) {
+  const QuantMmaTile t = tile == QuantMmaTile::Auto ? auto_tile(g, {}) : tile;
   if (!tiled(t)) return 0;
   return split_bytes(g, blocks_of(t, g, {}), auto_splits(t, g));
 }

@@ -51,7 +51,7 @@ inline constexpr int64_t kQuantMmaMaxRows = 64;
 inline constexpr int64_t kFp8MmaMaxRows = 16;
 void launch_quant_mma(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {},
                       const QuantMmaOptions& opt = {});
-size_t quant_mma_workspace_bytes(const GemmArgs& g);
+size_t quant_mma_workspace_bytes(const GemmArgs& g, QuantMmaTile tile = QuantMmaTile::Auto);
 
 // The decode GEMV's CUDA-core kernel (gemv_kernel.cuh) on any format, bypassing the choice
 // launch_gemv makes between it and the tensor-core kernel: for the benchmark and tests, and

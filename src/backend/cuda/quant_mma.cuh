@@ -1,5 +1,5 @@
-// The tensor-core kernel for quantized weights (W4, W8, FP8) at small and middle batches:
-// out = x @ dequant(w)^T for rows 1..64 per launch row-block (more rows: more row-blocks, each
+// The tensor-core kernels for quantized weights (W4, W8, FP8) at small and middle batches:
+// out = x @ dequant(w)^T for up to 64 rows per block row (more rows: more block rows, each
 // streaming the weights again). Internal to src/backend/cuda: quant_mma_w4.cu, _w8.cu and
 // _fp8.cu instantiate it (one file per format so they compile in parallel); quant_gemm.cuh
 // declares the launcher.
@@ -38,17 +38,19 @@
 // (exact) times x into a temporary and `acc += scale * tmp` follows (FP32). Smaller groups
 // (32, 64) put the quad's four chunks in different groups, so the scale enters the BF16
 // weight itself ((code - zero) * BF16(scale), rounded once to BF16): the kernel's only
-// rounding beyond FP32 summation, as in the earlier tensor-core kernel.
+// rounding beyond FP32 summation.
 //
-// Tiles. A warp owns FT 16-feature tiles and NT 8-token tiles (C: FT x NT x 4 registers per
-// lane); a block is KW warps that share those features and split k (warp w takes k-blocks w,
-// w + KW, ...), so a narrow weight matrix still spreads over the whole GPU. Each warp keeps
-// the next k-block's loads in flight while it computes the current one. At the end the warps'
-// partial sums meet in shared memory and the block's threads finish each (feature, token):
-// the row scale, the bias, and the epilogue of gemv.cuh (store_output): Store (BF16 or F32),
-// AddTo, Swiglu (the block's first FT / 2 tiles are gate rows, the others the matching up
-// rows), with the RMSNorm prologue (normalize_rows: the normalized rows in shared memory,
-// read instead of x).
+// Two kernels share this core (load_weights, mma_kblock):
+//   quant_mma_kernel (decode, rows <= 16): a block of KW warps on the same 16 FT features
+//     splits k (warp w takes k-blocks w, w + KW, ...), so even a narrow matrix spreads over
+//     the GPU; each lane reads its activations from global memory (L1) into registers, one
+//     k-block ahead with its weights; the warps' sums meet in shared memory and the block
+//     finishes each (feature, token) with the row scale, the bias and the epilogue of
+//     gemv.cuh (store_output: Store, AddTo, Swiglu), after the RMSNorm prologue if asked.
+//   quant_mma_tiled_kernel (rows 9..64 per block row): a block of WF warps on different
+//     features shares one tile of activations staged in shared memory (so they cross L2
+//     once per block, not once per warp), with deterministic split-K across blocks where the
+//     features alone give too few blocks.
 #pragma once
 
 #include <algorithm>

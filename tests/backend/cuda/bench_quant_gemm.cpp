@@ -357,8 +357,9 @@ int run(int argc, char** argv) {
   for (const Shape& sh : kShapes)
     for (int64_t rows : rows_list)
       for (DType d : {DType::W4, DType::W8})
-        b.mma_ws_bytes = std::max(b.mma_ws_bytes, quant_mma_workspace_bytes(GemmArgs{.rows = rows, .k = sh.k,
-                                                                                      .m = sh.m, .wq = {.dtype = d}}));
+        for (QuantMmaTile t : {QuantMmaTile::T64, QuantMmaTile::T128})
+          b.mma_ws_bytes = std::max(
+              b.mma_ws_bytes, quant_mma_workspace_bytes(GemmArgs{.rows = rows, .k = sh.k, .m = sh.m, .wq = {.dtype = d}}, t));
   b.mma_ws = device_alloc(std::max<size_t>(b.mma_ws_bytes, 256));
   TF_CUDA_CHECK(cudaMemset(b.mma_ws, 0, std::max<size_t>(b.mma_ws_bytes, 256)));
   b.bw = copy_bandwidth(b.s);
