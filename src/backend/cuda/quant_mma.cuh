@@ -160,6 +160,22 @@ struct LaneRows {
   bool ok[FT][2];
 };
 
+// row_of(f) -> the weight row of the warp's feature f (16 t + gq + 8 h), or -1 past the matrix.
+template <class F, int FT, typename RowOf>
+__device__ __forceinline__ LaneRows<F, FT> lane_rows(const GemmArgs& g, int gq, int q, RowOf&& row_of) {
+  LaneRows<F, FT> rows;
+#pragma unroll
+  for (int t = 0; t < FT; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row_of(16 * t + gq + 8 * h), rr = row < 0 ? 0 : row;
+      rows.ok[t][h] = row >= 0;
+      rows.ptr[t][h] = g.wq.q + rr * F::row_bytes(g.k) + 16 * q;
+      rows.group0[t][h] = F::kDType == DType::W4 ? rr * (g.k / g.wq.group_size) : 0;
+    }
+  return rows;
+}
+
 // One k-block of a lane's weights: the chunks and (W4) each chunk's group scale and zero.
 template <int FT>
 struct WeightStage {
@@ -287,24 +303,13 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
   const int64_t j0 = int64_t(blockIdx.x) * FO, r0 = int64_t(blockIdx.y) * TB;
   const bool scale_weights = F::kDType == DType::W4 && g.wq.group_size % KB != 0;
 
-  LaneRows<F, FT> rows;
-#pragma unroll
-  for (int t = 0; t < FT; ++t)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int fl = 16 * t + gq + 8 * h;
-      int64_t row = j0 + fl;
-      bool ok = row < g.m;
-      if constexpr (kSwiglu) {
-        const int64_t jj = j0 + fl % FO;
-        row = fl < FO ? jj : m_out + jj;
-        ok = jj < m_out;
-      }
-      const int64_t rr = ok ? row : 0;
-      rows.ok[t][h] = ok;
-      rows.ptr[t][h] = g.wq.q + rr * F::row_bytes(k) + 16 * q;
-      rows.group0[t][h] = F::kDType == DType::W4 ? rr * (k / g.wq.group_size) : 0;
+  const LaneRows<F, FT> rows = lane_rows<F, FT>(g, gq, q, [&](int fl) -> int64_t {
+    if constexpr (kSwiglu) {  // the first FO features are gate rows, the others the matching up rows
+      const int64_t jj = j0 + fl % FO;
+      return jj >= m_out ? -1 : fl < FO ? jj : m_out + jj;
     }
+    return j0 + fl < g.m ? j0 + fl : -1;
+  });
 
   struct Stage {
     WeightStage<FT> w;
@@ -420,18 +425,8 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
   const int64_t kb_begin = n_kb * blockIdx.z / gridDim.z, kb_end = n_kb * (blockIdx.z + 1) / gridDim.z;
   const bool scale_weights = F::kDType == DType::W4 && g.wq.group_size % KB != 0;
 
-  LaneRows<F, FT> rows;
-#pragma unroll
-  for (int t = 0; t < FT; ++t)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = f0 + 16 * t + gq + 8 * h;
-      const bool ok = row < g.m;
-      const int64_t rr = ok ? row : 0;
-      rows.ok[t][h] = ok;
-      rows.ptr[t][h] = g.wq.q + rr * F::row_bytes(k) + 16 * q;
-      rows.group0[t][h] = F::kDType == DType::W4 ? rr * (k / g.wq.group_size) : 0;
-    }
+  const LaneRows<F, FT> rows =
+      lane_rows<F, FT>(g, gq, q, [&](int f) -> int64_t { return f0 + f < g.m ? f0 + f : -1; });
 
   // Activations of k-block kb into stage `stage`: TB rows x 4 kPieces pieces of 16 bytes.
   auto issue_x = [&](int64_t kb, int stage) {
@@ -483,9 +478,8 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
   }
   cp_async_wait<0>();
 
-  // C fragment element i of tile (t, n): feature f0 + 16 t + gq + 8 (i / 2), token 8 n + 2 q + i % 2.
-  if (gridDim.z > 1) {
-    float* part = split.partials + int64_t(blockIdx.z) * g.rows * g.m;
+  // C fragment element e of tile (t, n): feature f0 + 16 t + gq + 8 (e / 2), token 8 n + 2 q + e % 2.
+  auto each_output = [&](auto&& fn) {
 #pragma unroll
     for (int t = 0; t < FT; ++t)
 #pragma unroll
@@ -493,8 +487,12 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int64_t j = f0 + 16 * t + gq + 8 * (e / 2), r = r0 + 8 * n + 2 * q + e % 2;
-          if (j < g.m && r < g.rows) part[r * g.m + j] = acc[t][n][e];
+          if (j < g.m && r < g.rows) fn(acc[t][n][e], j, r);
         }
+  };
+  if (gridDim.z > 1) {
+    float* part = split.partials + int64_t(blockIdx.z) * g.rows * g.m;
+    each_output([&](float& y, int64_t j, int64_t r) { part[r * g.m + j] = y; });
     __threadfence();
     __syncthreads();
     __shared__ bool last;
@@ -503,30 +501,15 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
     __syncthreads();
     if (!last) return;
     __threadfence();
-#pragma unroll
-    for (int t = 0; t < FT; ++t)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t j = f0 + 16 * t + gq + 8 * (e / 2), r = r0 + 8 * n + 2 * q + e % 2;
-          float y = 0.0f;
-          if (j < g.m && r < g.rows)
-            for (unsigned z = 0; z < gridDim.z; ++z) y += __ldcg(split.partials + (int64_t(z) * g.rows + r) * g.m + j);
-          acc[t][n][e] = y;
-        }
+    each_output([&](float& y, int64_t j, int64_t r) {
+      y = 0.0f;
+      for (unsigned z = 0; z < gridDim.z; ++z) y += __ldcg(split.partials + (int64_t(z) * g.rows + r) * g.m + j);
+    });
     if (threadIdx.x == 0) *counter = 0;
   }
-#pragma unroll
-  for (int t = 0; t < FT; ++t)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t j = f0 + 16 * t + gq + 8 * (e / 2), r = r0 + 8 * n + 2 * q + e % 2;
-        if (j < g.m && r < g.rows)
-          gemv_detail::store_output<GemvEpilogue::Store>(g, g.m, j, r, finish<F>(g, j, acc[t][n][e]), 0.0f);
-      }
+  each_output([&](float& y, int64_t j, int64_t r) {
+    gemv_detail::store_output<GemvEpilogue::Store>(g, g.m, j, r, finish<F>(g, j, y), 0.0f);
+  });
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
