@@ -40,7 +40,7 @@
 // weight itself ((code - zero) * BF16(scale), rounded once to BF16): the kernel's only
 // rounding beyond FP32 summation.
 //
-// Two kernels share this core (load_weights, mma_kblock):
+// Two kernels share this core (the weight ring, mma_kblock):
 //   quant_mma_kernel (decode, rows <= 16): a block of KW warps on the same 16 FT features
 //     splits k (warp w takes k-blocks w, w + KW, ...), so even a narrow matrix spreads over
 //     the GPU; each lane reads its activations from global memory (L1) into registers, one
@@ -55,6 +55,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
+#include <utility>
 
 #include "backend/cuda/gemv_kernel.cuh"
 #include "backend/cuda/launch.cuh"
@@ -184,22 +186,73 @@ struct WeightStage {
   uint32_t zz[FT][2];  // BF16 pair (128 + zero)
 };
 
+// Weights stream through a ring of shared memory, kStages k-blocks deep per warp, filled by
+// cp.async (L2 only: weights are read once), so a warp has kStages - 1 k-blocks of loads in
+// flight while it computes one, without holding them in registers. A lane owns the 16-byte
+// slots of its chunks: stage s, tile t, half h at ring + ((s FT + t) 2 + h) 512 + 16 lane.
+// Each lane reads back only what it copied itself, so the warps need no barrier for it.
+// W4's group scale and zero ride along in registers, one set per stage.
+template <int FT>
+constexpr int ring_stage_bytes() { return FT * 2 * 512; }
+
 template <class F, int FT>
-__device__ __forceinline__ void load_weights(const GemmArgs& g, const LaneRows<F, FT>& rows, int64_t kb, int q,
-                                             WeightStage<FT>& st) {
+__device__ __forceinline__ void issue_weights(const LaneRows<F, FT>& rows, int64_t kb, uint8_t* slots) {
+#pragma unroll
+  for (int t = 0; t < FT; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) cp_async_16(smem_addr(slots + (t * 2 + h) * 512), rows.ptr[t][h] + kb * 64, rows.ok[t][h]);
+}
+
+template <class F, int FT>
+__device__ __forceinline__ void load_group_params(const GemmArgs& g, const LaneRows<F, FT>& rows, int64_t kb, int q,
+                                                  WeightStage<FT>& st) {
 #pragma unroll
   for (int t = 0; t < FT; ++t)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      st.w[t][h] = rows.ok[t][h] ? load_stream(reinterpret_cast<const uint4*>(rows.ptr[t][h] + kb * 64))
-                                 : make_uint4(0, 0, 0, 0);
-      if constexpr (F::kDType == DType::W4) {
-        const int64_t gi = rows.group0[t][h] + (kb * 4 * F::kElems + F::kElems * q) / g.wq.group_size;
-        st.scale[t][h] = __half2float(__ldg(static_cast<const __half*>(g.wq.scales) + gi));
-        const uint32_t z = __ldg(g.wq.zeros + gi);
-        st.zz[t][h] = kBf16Pair128 | z | z << 16;
-      }
+      const int64_t gi = rows.group0[t][h] + (kb * 4 * F::kElems + F::kElems * q) / g.wq.group_size;
+      st.scale[t][h] = __half2float(__ldg(static_cast<const __half*>(g.wq.scales) + gi));
+      const uint32_t z = __ldg(g.wq.zeros + gi);
+      st.zz[t][h] = kBf16Pair128 | z | z << 16;
     }
+}
+
+template <int FT>
+__device__ __forceinline__ void read_weights(const uint8_t* slots, WeightStage<FT>& st) {
+#pragma unroll
+  for (int t = 0; t < FT; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) st.w[t][h] = *reinterpret_cast<const uint4*>(slots + (t * 2 + h) * 512);
+}
+
+// A kStages-deep pipeline over n steps: issue(i, stage) starts step i's copies (and commits
+// one cp.async group, also past the end, so the count stays uniform), consume(i, stage) runs
+// once step i's group has landed. `stage` is a compile-time constant (std::integral_constant)
+// so that register arrays indexed by it stay in registers. The first kStages - 1 issues are
+// the caller's (pipeline_prologue), so it can start them before pdl_begin.
+template <typename Fn, int... I>
+__device__ __forceinline__ void static_for(Fn&& fn, std::integer_sequence<int, I...>) {
+  (fn(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename Fn>
+__device__ __forceinline__ void static_for(Fn&& fn) {
+  static_for(fn, std::make_integer_sequence<int, N>{});
+}
+template <int kStages, typename Issue>
+__device__ __forceinline__ void pipeline_prologue(Issue&& issue) {
+  static_for<kStages - 1>([&](auto s) { issue(int64_t(s), s); });
+}
+template <int kStages, typename Issue, typename Consume>
+__device__ __forceinline__ void pipeline_run(int64_t n, Issue&& issue, Consume&& consume) {
+  for (int64_t i = 0; i < n; i += kStages) {
+    static_for<kStages>([&](auto u) {
+      if (i + u >= n) return;
+      issue(i + u + kStages - 1, std::integral_constant<int, (decltype(u)::value + kStages - 1) % kStages>{});
+      cp_async_wait<kStages - 1>();
+      consume(i + u, u);
+    });
+  }
+  cp_async_wait<0>();
 }
 
 // The mma steps 2p and 2p + 1 of a k-block: weights `st`, activations xp[n] (piece p of token
@@ -287,10 +340,12 @@ __device__ __forceinline__ float finish(const GemmArgs& g, int64_t row, float y)
 
 // ---- the decode kernel: rows <= 16, k split among a block's warps --------------------------------
 
+constexpr int kDecodeStages = 4;
+
 // Block: KW warps, all on the same FT tiles (16 FT features; Swiglu: 8 FT gate rows and the
 // matching up rows), warp w on k-blocks w, w + KW, ...; NT token tiles (8 NT rows) per block
-// row. Each lane keeps its activation chunk for the next k-block in registers beside the
-// weights (x is read through L1: every warp of the SM reads the same rows).
+// row. Weights stream through each warp's ring; activations are read from global memory (L1:
+// every warp of the SM reads the same few rows) as each k-block is consumed.
 template <class F, int FT, int NT, int KW, bool kNorm, GemvEpilogue kEpi>
 __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusion f) {
   constexpr int E = F::kElems, KB = 4 * E, kPieces = E / 8;
@@ -311,58 +366,61 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
     return j0 + fl < g.m ? j0 + fl : -1;
   });
 
-  struct Stage {
-    WeightStage<FT> w;
-    uint4 x[NT][kPieces];
-  };
-  const uint4* xsrc = reinterpret_cast<const uint4*>(kNorm ? static_cast<const void*>(smem) : g.x);
-  auto load_x = [&](int64_t kb, Stage& st) {
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const int64_t r = r0 + 8 * n + gq;
-      const int64_t c = (r * k + kb * KB + E * q) / 8;
-#pragma unroll
-      for (int v = 0; v < kPieces; ++v) {
-        if (r >= g.rows)
-          st.x[n][v] = make_uint4(0, 0, 0, 0);
-        else if constexpr (kNorm)
-          st.x[n][v] = xsrc[c + v];
-        else
-          st.x[n][v] = __ldg(xsrc + c + v);
-      }
-    }
-  };
+  // Shared memory: the warps' weight rings, then (kNorm) the normalized rows.
+  constexpr int R = kDecodeStages;
+  uint8_t* const ring = reinterpret_cast<uint8_t*>(smem) + warp * R * ring_stage_bytes<FT>() + 16 * lane;
+  const uint4* xsrc =
+      kNorm ? reinterpret_cast<const uint4*>(reinterpret_cast<uint8_t*>(smem) + KW * R * ring_stage_bytes<FT>())
+            : reinterpret_cast<const uint4*>(g.x);
   float acc[FT][NT][4], tmp[FT][NT][4];
   zero(acc);
   zero(tmp);
-  auto compute = [&](const Stage& st) {
-    mma_kblock<F, FT, NT>(st.w, scale_weights,
+  WeightStage<FT> params[R];  // W4: the group scale and zero of each stage in flight
+
+  // Step i of this warp: k-block warp + i KW.
+  const int64_t n_mine = warp < n_kb ? (n_kb - 1 - warp) / KW + 1 : 0;
+  auto issue = [&](int64_t i, auto stage) {
+    if (i < n_mine) {
+      const int64_t kb = warp + i * KW;
+      issue_weights(rows, kb, ring + stage * ring_stage_bytes<FT>());
+      if constexpr (F::kDType == DType::W4) load_group_params(g, rows, kb, q, params[stage]);
+    }
+    cp_async_commit();
+  };
+  auto consume = [&](int64_t i, auto stage) {
+    const int64_t kb = warp + i * KW;
+    uint4 x[NT][kPieces];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int64_t r = r0 + 8 * n + gq, c = (r * k + kb * KB + E * q) / 8;
+#pragma unroll
+      for (int v = 0; v < kPieces; ++v) {
+        if (r >= g.rows)
+          x[n][v] = make_uint4(0, 0, 0, 0);
+        else if constexpr (kNorm)
+          x[n][v] = xsrc[c + v];
+        else
+          x[n][v] = __ldg(xsrc + c + v);
+      }
+    }
+    WeightStage<FT> w = params[stage];
+    read_weights(ring + stage * ring_stage_bytes<FT>(), w);
+    mma_kblock<F, FT, NT>(w, scale_weights,
                           [&](int p, uint4(&xp)[NT]) {
 #pragma unroll
-                            for (int n = 0; n < NT; ++n) xp[n] = st.x[n][p];
+                            for (int n = 0; n < NT; ++n) xp[n] = x[n][p];
                           },
                           tmp, acc);
   };
-
-  // Main loop: weights of the first k-block before pdl_begin (never written by a kernel),
-  // then two stages in turn, the next one's loads in flight during the current's mma.
-  Stage st[2];
-  int64_t kb = warp;
-  if (kb < n_kb) load_weights(g, rows, kb, q, st[0].w);
+  // Weights never change during a launch: their first stages start before pdl_begin.
+  pipeline_prologue<R>(issue);
   pdl_begin();
-  if constexpr (kNorm) gemv_detail::normalize_rows<4, KW * 32>(g, f, smem);
-  if (kb < n_kb) load_x(kb, st[0]);
-  for (; kb < n_kb; kb += 2 * KW) {
-    if (kb + KW < n_kb) load_weights(g, rows, kb + KW, q, st[1].w), load_x(kb + KW, st[1]);
-    compute(st[0]);
-    if (kb + KW >= n_kb) break;
-    if (kb + 2 * KW < n_kb) load_weights(g, rows, kb + 2 * KW, q, st[0].w), load_x(kb + 2 * KW, st[0]);
-    compute(st[1]);
-  }
+  if constexpr (kNorm) gemv_detail::normalize_rows<4, KW * 32>(g, f, const_cast<uint4*>(xsrc));
+  pipeline_run<R>(n_mine, issue, consume);
+  __syncthreads();  // the reduction below reuses the rings
 
   // The KW warps' sums meet in shared memory: red[warp][feature][token].
   float* red = reinterpret_cast<float*>(smem);
-  if constexpr (kNorm) __syncthreads();  // every warp is done reading the normalized rows
 #pragma unroll
   for (int t = 0; t < FT; ++t)
 #pragma unroll
@@ -391,8 +449,9 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
 
 // Block: WF warps on different features (FT tiles each: 16 FT WF features per block), all on
 // the same k-blocks, with the block's 8 NT tokens x k-block of activations staged in shared
-// memory by cp.async, kStages deep, and read by every warp (so activations cross L2 once per
-// block, not once per warp). Each lane keeps the next k-block's weights in registers.
+// memory by cp.async, kTiledStages deep, and read by every warp (so activations cross L2 once
+// per block, not once per warp); each warp's weights stream through its ring as in the
+// decode kernel.
 //
 // Shared layout of one stage: a row per token, pitch KB * 2 + 64 bytes; the 16-byte piece v of
 // lane q's chunk (elements E q + 8 v) at 16 (4 v + q): a quarter-warp's reads (two tokens,
@@ -428,25 +487,39 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
   const LaneRows<F, FT> rows =
       lane_rows<F, FT>(g, gq, q, [&](int f) -> int64_t { return f0 + f < g.m ? f0 + f : -1; });
 
-  // Activations of k-block kb into stage `stage`: TB rows x 4 kPieces pieces of 16 bytes.
-  auto issue_x = [&](int64_t kb, int stage) {
-    if (kb < kb_end) {
-      for (int i = threadIdx.x; i < TB * 4 * kPieces; i += WF * 32) {
-        const int tok = i / (4 * kPieces), piece = i % (4 * kPieces);
-        const int lq = piece / kPieces, v = piece % kPieces;  // lane q's piece v
-        const int64_t r = r0 + tok;
-        const bool ok = r < g.rows;
-        const bf16* src = g.x + (ok ? r * k + kb * KB + 8 * piece : 0);
-        cp_async_16(smem_addr(xt + stage * kStageBytes + tok * kPitch + 16 * (4 * v + lq)), src, ok);
-      }
-    }
-    cp_async_commit();  // an empty group past the end keeps the group count uniform
-  };
-
+  // Shared memory: kTiledStages activation tiles, then the warps' weight rings.
+  constexpr int R = kTiledStages;
+  uint8_t* const ring = xt + R * kStageBytes + warp * R * ring_stage_bytes<FT>() + 16 * lane;
   float acc[FT][NT][4], tmp[FT][NT][4];
   zero(acc);
   zero(tmp);
-  auto compute = [&](const WeightStage<FT>& w, int stage) {
+  WeightStage<FT> params[R];  // W4: the group scale and zero of each stage in flight
+
+  // Step i: k-block kb_begin + i. Its activations: TB rows x 4 kPieces pieces of 16 bytes,
+  // copied by the whole block.
+  const int64_t n_steps = kb_end - kb_begin;
+  auto issue_x = [&](int64_t kb, auto stage) {
+    for (int c = threadIdx.x; c < TB * 4 * kPieces; c += WF * 32) {
+      const int tok = c / (4 * kPieces), piece = c % (4 * kPieces);
+      const int lq = piece / kPieces, v = piece % kPieces;  // lane q's piece v
+      const int64_t r = r0 + tok;
+      const bool ok = r < g.rows;
+      const bf16* src = g.x + (ok ? r * k + kb * KB + 8 * piece : 0);
+      cp_async_16(smem_addr(xt + stage * kStageBytes + tok * kPitch + 16 * (4 * v + lq)), src, ok);
+    }
+  };
+  auto issue_w = [&](int64_t kb, auto stage) {
+    issue_weights(rows, kb, ring + stage * ring_stage_bytes<FT>());
+    if constexpr (F::kDType == DType::W4) load_group_params(g, rows, kb, q, params[stage]);
+  };
+  auto issue = [&](int64_t i, auto stage) {
+    if (i < n_steps) issue_x(kb_begin + i, stage), issue_w(kb_begin + i, stage);
+    cp_async_commit();
+  };
+  auto consume = [&](int64_t, auto stage) {
+    __syncthreads();  // every thread's copies of this stage have landed
+    WeightStage<FT> w = params[stage];
+    read_weights(ring + stage * ring_stage_bytes<FT>(), w);
     const uint8_t* xs = xt + stage * kStageBytes + gq * kPitch + 16 * q;
     mma_kblock<F, FT, NT>(w, scale_weights,
                           [&](int p, uint4(&xp)[NT]) {
@@ -455,28 +528,19 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
                               xp[n] = *reinterpret_cast<const uint4*>(xs + 8 * n * kPitch + 64 * p);
                           },
                           tmp, acc);
+    __syncthreads();  // the stage is refilled by a later issue
   };
-
-  WeightStage<FT> wst[2];
-  if (kb_begin < kb_end) load_weights(g, rows, kb_begin, q, wst[0]);
+  // The first stages' weights before pdl_begin (weights never change during a launch; they
+  // join the first cp.async group, committed with the activations after pdl_begin).
+  static_for<R - 1>([&](auto s) {
+    if (s < n_steps) issue_w(kb_begin + s, s);
+  });
   pdl_begin();
-  for (int i = 0; i < kTiledStages - 1; ++i) issue_x(kb_begin + i, i);
-  // k-block kb (the i-th of this block) is in stage i % kTiledStages, its weights in wst[i % 2].
-  auto step = [&](int64_t kb, int i, WeightStage<FT>& cur, WeightStage<FT>& nxt) {
-    issue_x(kb + kTiledStages - 1, (i + kTiledStages - 1) % kTiledStages);
-    if (kb + 1 < kb_end) load_weights(g, rows, kb + 1, q, nxt);
-    cp_async_wait<kTiledStages - 1>();
-    __syncthreads();
-    compute(cur, i % kTiledStages);
-    __syncthreads();  // the stage is refilled by the next step but one
-  };
-  int i = 0;
-  for (int64_t kb = kb_begin; kb < kb_end; kb += 2, i += 2) {
-    step(kb, i, wst[0], wst[1]);
-    if (kb + 1 >= kb_end) break;
-    step(kb + 1, i + 1, wst[1], wst[0]);
-  }
-  cp_async_wait<0>();
+  static_for<R - 1>([&](auto s) {
+    if (s < n_steps) issue_x(kb_begin + s, s);
+    cp_async_commit();
+  });
+  pipeline_run<R>(n_steps, issue, consume);
 
   // C fragment element e of tile (t, n): feature f0 + 16 t + gq + 8 (e / 2), token 8 n + 2 q + e % 2.
   auto each_output = [&](auto&& fn) {
@@ -514,12 +578,22 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
 
 // ---- launchers ------------------------------------------------------------------------------------
 
-// Shared memory of a decode launch: the normalized rows (kNorm), then the warps' partial sums.
+// Shared memory of a decode launch: the weight rings and the normalized rows (kNorm), then
+// in their place the warps' partial sums.
 template <int FT, int NT, int KW>
 size_t smem_bytes(const GemmArgs& g, const GemvFusion& f) {
   const size_t red = size_t(KW) * 16 * FT * 8 * NT * 4;
+  const size_t rings = size_t(KW) * kDecodeStages * ring_stage_bytes<FT>();
   const size_t norm = f.norm_w ? size_t(g.rows) * size_t(g.k) * 2 : 0;
-  return std::max(red, norm);
+  return std::max(red, rings + norm);
+}
+
+// Kernels whose shared memory may pass 48 KB say so once per device.
+template <typename Kernel>
+void allow_smem(Kernel kernel, std::atomic<uint64_t>& done, int bytes) {
+  once_per_device(done, [&] {
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  });
 }
 
 template <class F, int FT, int NT, int KW, bool kNorm, GemvEpilogue kEpi>
@@ -527,8 +601,11 @@ void launch_tile(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
   constexpr int FO = kEpi == GemvEpilogue::Swiglu ? 8 * FT : 16 * FT;
   const int64_t m_out = kEpi == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
   const dim3 grid(unsigned((m_out + FO - 1) / FO), unsigned((g.rows + 8 * NT - 1) / (8 * NT)));
-  launch_pdl(quant_mma_kernel<F, FT, NT, KW, kNorm, kEpi>, grid, dim3(KW * 32), smem_bytes<FT, NT, KW>(g, f), stream,
-             g, f);
+  static std::atomic<uint64_t> attr_done{0};
+  auto kernel = quant_mma_kernel<F, FT, NT, KW, kNorm, kEpi>;
+  // the largest it can be: rings, and the normalized rows of the GEMV's limit
+  allow_smem(kernel, attr_done, int(KW * kDecodeStages * ring_stage_bytes<FT>() + (kNorm ? kGemvNormMaxBytes : 0)));
+  launch_pdl(kernel, grid, dim3(KW * 32), smem_bytes<FT, NT, KW>(g, f), stream, g, f);
 }
 
 // The fused variants exist for rows <= 8 (NT = 1) and the tiles below; everything else is a
@@ -560,11 +637,9 @@ void launch_decode(const GemmArgs& g, const GemvFusion& f, int nt, cudaStream_t 
 template <class F, int FT, int NT, int WF>
 void launch_tiled_nt(const GemmArgs& g, int splits, const SplitK& sk, cudaStream_t stream) {
   static std::atomic<uint64_t> attr_done{0};
-  constexpr int kSmem = kTiledStages * tiled_stage_bytes<F::kElems, NT>();
+  constexpr int kSmem = kTiledStages * (tiled_stage_bytes<F::kElems, NT>() + WF * ring_stage_bytes<FT>());
   auto kernel = quant_mma_tiled_kernel<F, FT, NT, WF>;
-  once_per_device(attr_done, [&] {
-    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  });
+  allow_smem(kernel, attr_done, kSmem);
   const dim3 grid(unsigned((g.m + 16 * FT * WF - 1) / (16 * FT * WF)), unsigned((g.rows + 8 * NT - 1) / (8 * NT)),
                   unsigned(splits));
   launch_pdl(kernel, grid, dim3(WF * 32), kSmem, stream, g, sk);
