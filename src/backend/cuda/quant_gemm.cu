@@ -250,7 +250,7 @@ bool quant_mma_supported(const GemmArgs& g, const GemvFusion& f, QuantMmaTile ti
   if (g.accumulate || g.rows < 1 || !aligned(g.x) || !aligned(g.wq.q) || !g.wq.scales) return false;
   switch (g.wq.dtype) {
     case DType::W4:
-      if (g.k % 128 != 0 || !g.wq.zeros || g.wq.group_size <= 0 || g.wq.group_size % 32 != 0 ||
+      if (g.k % 128 != 0 || !g.wq.zeros || g.wq.group_size < 32 || (g.wq.group_size & (g.wq.group_size - 1)) != 0 ||
           g.k % g.wq.group_size != 0)
         return false;
       break;

@@ -37,7 +37,7 @@ struct QuantMmaOptions {
 };
 
 // out = x @ dequant(w)^T (+ bias) on tensor cores for W4 (k a multiple of 128, group sizes
-// multiples of 32), W8 and FP8 (k a multiple of 64); any rows and m; BF16 or F32 out; no
+// powers of two from 32), W8 and FP8 (k a multiple of 64); any rows and m; BF16 or F32 out; no
 // accumulate. With rows <= 8 also the fusions of gemv.cuh except RopeKv (the norm prologue
 // with rows <= kGemvNormMaxRows, as the GEMV). Rounding: FP32 sums of exact products, except
 // W4 with groups of 32 or 64, whose weights are rounded once to BF16 ((code - zero) * BF16

@@ -160,6 +160,7 @@ struct LaneRows {
   const uint8_t* ptr[FT][2];
   int64_t group0[FT][2];
   bool ok[FT][2];
+  int group_shift;  // W4: log2 of the group size (a power of two: quant_mma_supported)
 };
 
 // row_of(f) -> the weight row of the warp's feature f (16 t + gq + 8 h), or -1 past the matrix.
@@ -175,6 +176,7 @@ __device__ __forceinline__ LaneRows<F, FT> lane_rows(const GemmArgs& g, int gq, 
       rows.ptr[t][h] = g.wq.q + rr * F::row_bytes(g.k) + 16 * q;
       rows.group0[t][h] = F::kDType == DType::W4 ? rr * (g.k / g.wq.group_size) : 0;
     }
+  rows.group_shift = F::kDType == DType::W4 ? __ffs(g.wq.group_size) - 1 : 0;
   return rows;
 }
 
@@ -210,7 +212,7 @@ __device__ __forceinline__ void load_group_params(const GemmArgs& g, const LaneR
   for (int t = 0; t < FT; ++t)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t gi = rows.group0[t][h] + (kb * 4 * F::kElems + F::kElems * q) / g.wq.group_size;
+      const int64_t gi = rows.group0[t][h] + ((kb * 4 * F::kElems + F::kElems * q) >> rows.group_shift);
       st.scale[t][h] = __half2float(__ldg(static_cast<const __half*>(g.wq.scales) + gi));
       const uint32_t z = __ldg(g.wq.zeros + gi);
       st.zz[t][h] = kBf16Pair128 | z | z << 16;
@@ -387,22 +389,28 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
     }
     cp_async_commit();
   };
+  const uint4* xlane[NT];  // token 8 n + gq of this block row, the lane's chunk of k-block 0
+  bool xok[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int64_t r = r0 + 8 * n + gq;
+    xok[n] = r < g.rows;
+    xlane[n] = xsrc + (xok[n] ? (r * k + E * q) / 8 : 0);
+  }
   auto consume = [&](int64_t i, auto stage) {
     const int64_t kb = warp + i * KW;
     uint4 x[NT][kPieces];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const int64_t r = r0 + 8 * n + gq, c = (r * k + kb * KB + E * q) / 8;
+    for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int v = 0; v < kPieces; ++v) {
-        if (r >= g.rows)
+        if (!xok[n])
           x[n][v] = make_uint4(0, 0, 0, 0);
         else if constexpr (kNorm)
-          x[n][v] = xsrc[c + v];
+          x[n][v] = xlane[n][kb * (KB / 8) + v];
         else
-          x[n][v] = __ldg(xsrc + c + v);
+          x[n][v] = __ldg(xlane[n] + kb * (KB / 8) + v);
       }
-    }
     WeightStage<FT> w = params[stage];
     read_weights(ring + stage * ring_stage_bytes<FT>(), w);
     mma_kblock<F, FT, NT>(w, scale_weights,

@@ -1,4 +1,4 @@
-// The tensor-core kernel of quant_mma.cuh for FP8 weights.
+// The tensor-core kernels of quant_mma.cuh for FP8 weights.
 #include "backend/cuda/quant_mma.cuh"
 
 namespace tf::cuda::qmma {

@@ -1,4 +1,4 @@
-// The tensor-core kernel of quant_mma.cuh for W4 weights (group sizes multiples of 32).
+// The tensor-core kernels of quant_mma.cuh for W4 weights.
 #include "backend/cuda/quant_mma.cuh"
 
 namespace tf::cuda::qmma {
