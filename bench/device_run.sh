@@ -18,13 +18,14 @@ OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-tests bench}
 S=/tmp/sysroot
 mkdir -p "$S" "$OUT"
-tar -C "$S" -xJf build-cuda-sysroot/sysroot.tar.xz
+[ -f build-cuda-sysroot/sysroot.tar.xz ] && tar -C "$S" -xJf build-cuda-sysroot/sysroot.tar.xz
 export PKG_CONFIG_PATH=$S/lib/pkgconfig LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 if [ -n "${PREBUILT:-}" ]; then
   # Binaries built on the development machine (TF_CUDA=ON, the same CUDA major), packed as
   # tests/backend/cuda/{test_cuda_ops,bench_quant_gemm} and lib/ (the shared libraries the
-  # sysroot lacks): no build here, so only the steps `tests` and `quant` can run.
+  # device lacks beyond the sysroot's, which may then stay behind): no build here, so only
+  # the steps `tests` and `quant` can run.
   mkdir -p build-dev && tar -C build-dev -xJf "$PREBUILT" || exit 1
   export LD_LIBRARY_PATH=$PWD/build-dev/lib:$LD_LIBRARY_PATH
   echo "prebuilt: $(cat build-dev/BUILT_FROM 2>/dev/null)"
