@@ -46,8 +46,10 @@ struct Fp8GemmArgs {
   int64_t rows = 0, k = 0, m = 0;
   Fp8Scaling scaling = Fp8Scaling::Auto;
   // Hopper's fast FP8 accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): the tensor cores keep
-  // the running sum at reduced precision instead of promoting it to FP32 every few k-steps.
-  bool fast_accum = false;
+  // the running sum at their own precision instead of promoting it to FP32 every few k-steps
+  // (bench_quant_gemm on the H200: up to 1.3x faster at 16 rows, 1.15x at 4096; the CUDA
+  // tests hold it to the same 5e-3 as the FP32 path).
+  bool fast_accum = true;
 };
 
 class LtGemm {
@@ -70,10 +72,7 @@ class LtGemm {
   // Auto always resolves or fails).
   Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, size_t max_workspace);
   bool fp8_available(const Fp8GemmArgs& a, size_t max_workspace);
-  // Epilogue needs `acc` (F32 [rows, m]) in run_fp8.
-  bool fp8_needs_f32_buffer(const Fp8GemmArgs& a, size_t max_workspace) {
-    return fp8_scaling(a, max_workspace) == Fp8Scaling::Epilogue;
-  }
+  // Epilogue needs `acc` (F32 [rows, m]).
   void run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream);
   // The heuristic's status for each explicit scaling of a's shape, for the benchmark's log.
   std::string fp8_probe(const Fp8GemmArgs& a, size_t max_workspace);

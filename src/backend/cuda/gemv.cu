@@ -28,7 +28,8 @@
 // same fusions except RopeKv: dequantizing and multiplying on the CUDA cores costs several
 // instructions per weight and input row, more than the memory time of a 1-byte or half-byte
 // weight. The same kernel as BF16 with another weight format (gemv_quant.cu: a lane's
-// 16-byte chunk then holds 16 or 32 weights, dequantized in registers) serves the rest.
+// 16-byte chunk then holds 16 or 32 weights, dequantized in registers) serves the rest, and
+// W8/FP8 at one row (launch_gemv says why).
 #include "backend/cuda/gemv_kernel.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 
@@ -69,8 +70,11 @@ bool gemv_supported(const GemmArgs& g, const GemvFusion& f) {
   return true;
 }
 
+// W8 and FP8 at one row stay on the CUDA cores: at one row their dequantization is cheap
+// enough that the tensor-core kernel's tiles and reduction cost more than they save (the H200:
+// 30 against 36 us on 28672 x 4096); W4 and more rows take the tensor cores.
 void launch_gemv(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f) {
-  if (g.quantized() && quant_mma_supported(g, f)) {
+  if (g.quantized() && (g.rows > 1 || g.wq.dtype == DType::W4) && quant_mma_supported(g, f)) {
     launch_quant_mma(g, stream, f);
     return;
   }

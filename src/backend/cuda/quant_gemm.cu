@@ -177,8 +177,8 @@ int block_features(QuantMmaTile t) {
   switch (t) {
     case QuantMmaTile::F16K16:
     case QuantMmaTile::F16K8: return 16;
-    case QuantMmaTile::F32K8: return 32;
-    case QuantMmaTile::F64K4:
+    case QuantMmaTile::F32K8:
+    case QuantMmaTile::F32K4: return 32;
     case QuantMmaTile::T64: return 64;
     case QuantMmaTile::T128: return 128;
     case QuantMmaTile::Auto: break;
@@ -192,9 +192,8 @@ bool fused(const GemvFusion& f) { return f.norm_w || f.epilogue != GemvEpilogue:
 bool tile_has_kernel(QuantMmaTile tile, int64_t rows, const GemvFusion& f) {
   if (tile == QuantMmaTile::Auto) return false;
   if (tiled(tile)) return rows > 8 && !fused(f);
-  if (rows > 16 || (rows > 8 && fused(f))) return false;
-  if (rows > 8 && tile == QuantMmaTile::F64K4) return false;  // at most 4 accumulator tiles per warp
-  return f.epilogue != GemvEpilogue::Swiglu || tile == QuantMmaTile::F32K8 || tile == QuantMmaTile::F64K4;
+  if (rows > 16 || (rows > 8 && (fused(f) || block_features(tile) > 16))) return false;
+  return f.epilogue != GemvEpilogue::Swiglu || tile == QuantMmaTile::F32K8 || tile == QuantMmaTile::F32K4;
 }
 
 int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
@@ -204,18 +203,18 @@ int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
   return (m_out + fo - 1) / fo * ((g.rows + tb - 1) / tb);
 }
 
-// Rows <= 8 (and fused calls): the decode kernel with the widest tile whose grid still gives
-// every multiprocessor two blocks, else 16 features per block (16 warps along k when even
-// those blocks are fewer than the multiprocessors). More rows: the tiled kernel, 128
-// features per block where that fills the GPU, else 64 (and split-K, launch_quant_mma).
+// The tile by shape, as bench_quant_gemm measured on the H200 (Llama-3-8B projections): up to
+// 16 rows the decode kernel, with 32 features per tile on wide matrices at up to 8 rows (28672
+// rows: the most weight bytes per activation byte), 16 warps along k on long rows (k = 14336)
+// and narrow matrices (1024 rows: too few tiles to fill the GPU otherwise), else 16 features
+// and 8 warps;
+// more rows the tiled kernel, 128 features per block on wide matrices, else 64 (and split-K,
+// launch_quant_mma).
 QuantMmaTile auto_tile(const GemmArgs& g, const GemvFusion& f) {
-  const int64_t sms = sm_count();
-  if (g.rows > 8 && !fused(f))
-    return blocks_of(QuantMmaTile::T128, g, f) >= sms ? QuantMmaTile::T128 : QuantMmaTile::T64;
-  for (QuantMmaTile t : {QuantMmaTile::F64K4, QuantMmaTile::F32K8})
-    if (tile_has_kernel(t, g.rows, f) && blocks_of(t, g, f) >= 2 * sms) return t;
-  if (f.epilogue == GemvEpilogue::Swiglu) return QuantMmaTile::F32K8;
-  return blocks_of(QuantMmaTile::F16K8, g, f) >= sms ? QuantMmaTile::F16K8 : QuantMmaTile::F16K16;
+  const int64_t m_out = f.epilogue == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
+  if (g.rows > 16 && !fused(f)) return g.m >= 16384 ? QuantMmaTile::T128 : QuantMmaTile::T64;
+  if (f.epilogue == GemvEpilogue::Swiglu || (m_out >= 16384 && g.rows <= 8)) return QuantMmaTile::F32K8;
+  return g.k >= 8192 || m_out <= 2048 ? QuantMmaTile::F16K16 : QuantMmaTile::F16K8;
 }
 
 // Split-K of the tiled kernel: enough blocks for three per multiprocessor, each with at least
@@ -238,7 +237,7 @@ const char* quant_mma_tile_name(QuantMmaTile tile) {
     case QuantMmaTile::F16K16: return "f16k16";
     case QuantMmaTile::F16K8: return "f16k8";
     case QuantMmaTile::F32K8: return "f32k8";
-    case QuantMmaTile::F64K4: return "f64k4";
+    case QuantMmaTile::F32K4: return "f32k4";
     case QuantMmaTile::T64: return "t64";
     case QuantMmaTile::T128: return "t128";
   }
@@ -273,8 +272,12 @@ size_t quant_mma_workspace_bytes(const GemmArgs& g, QuantMmaTile tile) {
 
 void launch_quant_mma(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, const QuantMmaOptions& opt) {
   if (g.rows == 0 || g.m == 0) return;
-  qmma::Plan p{.tile = opt.tile == QuantMmaTile::Auto ? auto_tile(g, f) : opt.tile, .nt = token_tiles(g.rows),
-               .splits = 1, .split = {}};
+  qmma::Plan p{.tile = opt.tile == QuantMmaTile::Auto ? auto_tile(g, f) : opt.tile,
+               .nt = token_tiles(g.rows),
+               .persistent = opt.persistent,
+               .sms = sm_count(),
+               .splits = 1,
+               .split = {}};
   require(tile_has_kernel(p.tile, g.rows, f), "launch_quant_mma: the tile has no kernel for these rows and fusions",
           __LINE__);
   if (tiled(p.tile)) {

@@ -189,7 +189,7 @@ TEST(CudaQuant, KernelsMatchRef) {
 // column c_r) and F32 output, out[r, j] is the weight (j, c_r) itself, scale times code in
 // FP32, over weights that hold every code (FP8: every finite E4M3 byte) and every zero point.
 // W4 with groups of 32 rounds the scaled weight to BF16 ((code - zero) * BF16(scale)); the
-// expectation does the same.
+// expectation does the same. A zero weight comes out +0 (a sum with other +0 products).
 TEST(CudaQuant, QuantMmaDequantIsExact) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
@@ -231,7 +231,9 @@ TEST(CudaQuant, QuantMmaDequantIsExact) {
               const GroupParams p = w.params(j, c / f.spec.group_size);
               v = bf16_to_f32(f32_to_bf16(bf16_to_f32(f32_to_bf16(p.scale)) * float(int(w.code(j, c)) - p.zero)));
             }
-            want[size_t(r * m + j)] = v;
+            // The kernel sums the one-hot row's products, so FP8's -0 (code 0x80) times 1
+            // plus the other columns' +0 products is +0.
+            want[size_t(r * m + j)] = v == 0.0f ? 0.0f : v;
           }
         }
         const TensorView xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
