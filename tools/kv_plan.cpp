@@ -7,8 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "model/config.h"
-#include "model/weights.h"
+#include "model/arch/registry.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
@@ -41,16 +40,10 @@ int64_t weight_elem_bytes(const std::string& dt) {
 }
 
 int run_kv_plan(const Args& a) {
-  // From config.json alone (the weight table gives every shape), so a plan can be made for a
+  // From config.json (or GGUF metadata) alone (the weight table gives every shape), so a plan can be made for a
   // model before its weights are downloaded, or for a `--load-format dummy` shape.
   const ModelConfig cfg = load_model_config(a.dir);
-  int64_t params = 0;
-  for (const WeightSpec& w : llama_weight_specs(cfg)) {
-    if (w.optional) continue;  // lm_head when tied to the embeddings
-    int64_t n = 1;
-    for (int64_t s : w.shape) n *= s;
-    params += n;
-  }
+  const int64_t params = weight_table(cfg).n_params();
   if (a.gpu_mem_gb <= 0) fail("--gpu-mem must be positive, got {}", a.gpu_mem_gb);
   if (a.mem_util <= 0 || a.mem_util > 1) fail("--mem-util must be in (0, 1], got {}", a.mem_util);
   const int64_t ctx = a.ctx > 0 ? a.ctx : cfg.max_position;
@@ -115,7 +108,7 @@ int run_kv_plan(const Args& a) {
 void add_kv_plan(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("kv-plan", "KV-cache bytes per token and sequence, and how many sequences fit");
-  c->add_option("-m,--model", a->dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", a->dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->add_option("--gpu-mem", a->gpu_mem_gb, "Device memory in GB")->capture_default_str();
   c->add_option("--mem-util", a->mem_util, "Fraction of memory the engine may use")->capture_default_str();
   c->add_option("--kv-dtype", a->kv_dtype, "KV element type: int8, bf16, f16, f32")->capture_default_str();

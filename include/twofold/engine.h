@@ -37,7 +37,7 @@ struct KernelOptions {
 };
 
 struct EngineOptions {
-  std::string model_dir;
+  std::string model_dir;           // a Hugging Face folder, or a GGUF file (or a folder holding one)
   std::string backend = "cpu";     // cpu | ref | cuda
   std::string load_format = "auto";  // auto (safetensors) | dummy (random weights, config.json only)
   int32_t block_size = 16;         // tokens per KV block

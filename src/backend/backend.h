@@ -171,9 +171,10 @@ class Backend {
 
   // ---- recorded forwards (CUDA Graphs) ----------------------------------------------------------
   // A KV block outside the pool that padding rows of a recorded batch may write to, or -1
-  // when the backend records nothing (then the model never pads a batch).
+  // when the backend records nothing (then run_forward, src/engine/forward_runner.h, never
+  // pads a batch).
   virtual int32_t pad_kv_block() const { return -1; }
-  // Called after set_batch() with a key naming every shape of the batch (the model pads a
+  // Called after set_batch() with a key naming every shape of the batch (run_forward pads a
   // decode batch to a bucket so keys repeat). The first time a key is seen the answer is
   // Eager (warm-up: lazy module loading and per-shape choices happen outside a recording),
   // the second time Capture, afterwards Replayed.

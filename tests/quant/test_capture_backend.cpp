@@ -60,8 +60,9 @@ Batch prompt_batch(const std::vector<int32_t>& ids, int32_t start) {
 }
 
 std::vector<float> run_forward(Model& model, Backend& be, const Batch& batch) {
-  const TensorView logits = model.forward(batch);
-  return test::to_host_f32(be, logits);
+  const PreparedStep p = model.prepare(batch);
+  model.run();
+  return test::to_host_f32(be, p.logits);
 }
 
 TEST(CaptureBackend, RecordsNormalizedInputsOfTinyMain) {

@@ -28,6 +28,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/batch.h"
+#include "engine/forward_runner.h"
 #include "model/arch/model.h"
 #include "sample/sampler.h"
 #include "cuda_test_report.h"
@@ -828,7 +829,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, CudaAttention,
 
 // ---- CUDA Graphs ------------------------------------------------------------------------------
 
-// tiny-main's decode steps through the model on two CUDA backends: one records and replays
+// tiny-main's decode steps through run_forward on two CUDA backends: one records and replays
 // (after one eager warm-up per key), the other drops every recording before each step so it
 // always runs the same padded shapes eagerly. Both use the GEMV kernel (not the timed choice,
 // which may differ between two backends), so the logits must agree bit for bit. Four
@@ -862,7 +863,7 @@ TEST(CudaGraphs, ReplayEqualsEagerBitwise) {
   }
   auto run = [&](int i, const Batch& batch) {
     if (i == 1) be[i]->graph_reset();
-    const TensorView logits = model[i]->forward(batch);
+    const TensorView logits = run_forward(*model[i], *be[i], batch);
     std::vector<float> out(size_t(logits.numel()));
     be[i]->copy_to_host(logits, out.data());
     return out;
