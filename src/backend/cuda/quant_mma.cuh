@@ -355,9 +355,16 @@ __device__ __forceinline__ void block_barrier() { asm volatile("bar.sync 1;" :::
 // the SM reads the same few rows). At the end of a tile the warps' sums meet in shared memory (a named
 // barrier: warps reach it from different points of their unrolled loops) and the block's
 // threads finish each (feature, token).
-// At most 128 registers a thread: 16 or more warps a multiprocessor to hide the latencies.
+// Registers: at most 128 a thread (16 or more warps a multiprocessor to hide the latencies),
+// except W4 with two feature tiles, which spills under that cap (its group parameters ride in
+// a register ring beside the accumulators): there F32K4 gets 3 blocks of 4 warps (168
+// registers), F32K8 one block of 8 (no cap).
+template <class F, int FT, int KW>
+constexpr int decode_min_blocks() {
+  return F::kDType == DType::W4 && FT == 2 ? std::max(1, 384 / (KW * 32)) : 512 / (KW * 32);
+}
 template <class F, int FT, int NT, int KW, bool kNorm, GemvEpilogue kEpi>
-__global__ void __launch_bounds__(KW * 32, 512 / (KW * 32)) quant_mma_kernel(GemmArgs g, GemvFusion f) {
+__global__ void __launch_bounds__(KW * 32, decode_min_blocks<F, FT, KW>()) quant_mma_kernel(GemmArgs g, GemvFusion f) {
   constexpr int E = F::kElems, KB = 4 * E, kPieces = E / 8;
   constexpr int FB = 16 * FT, TB = 8 * NT;   // features and tokens of a tile
   constexpr bool kSwiglu = kEpi == GemvEpilogue::Swiglu;
