@@ -63,7 +63,8 @@ void* CudaBackend::quant_workspace(int slot, size_t bytes) {
 // Where cuBLASLt offers both, outer-vector scales and the unit-scale GEMM with the epilogue
 // kernel are each timed once per shape (first sight, not while a graph is being recorded) and
 // the faster kept: the heuristic does not rank them by speed (the H200: the epilogue form ahead
-// at 16..64 rows of 4096 x 4096, the outer vectors at 64..256 rows of 28672 x 4096). A shape
+// at 16 rows of 4096 x 4096 and 64 rows of 4096 x 14336, the outer vectors at 64 rows of
+// 28672 x 4096). A shape
 // first seen while recording takes the heuristic's order (Auto). Timing writes a.out.
 Fp8Scaling CudaBackend::fp8_scaling(const Fp8GemmArgs& a, float* acc) {
   constexpr int kReps = 5;

@@ -177,8 +177,8 @@ int block_features(QuantMmaTile t) {
   switch (t) {
     case QuantMmaTile::F16K16:
     case QuantMmaTile::F16K8: return 16;
-    case QuantMmaTile::F32K8:
-    case QuantMmaTile::F32K4: return 32;
+    case QuantMmaTile::F32K8: return 32;
+    case QuantMmaTile::F64K4:
     case QuantMmaTile::T64: return 64;
     case QuantMmaTile::T128: return 128;
     case QuantMmaTile::Auto: break;
@@ -192,8 +192,9 @@ bool fused(const GemvFusion& f) { return f.norm_w || f.epilogue != GemvEpilogue:
 bool tile_has_kernel(QuantMmaTile tile, int64_t rows, const GemvFusion& f) {
   if (tile == QuantMmaTile::Auto) return false;
   if (tiled(tile)) return rows > 8 && !fused(f);
-  if (rows > 16 || (rows > 8 && (fused(f) || block_features(tile) > 16))) return false;
-  return f.epilogue != GemvEpilogue::Swiglu || tile == QuantMmaTile::F32K8 || tile == QuantMmaTile::F32K4;
+  if (rows > 16 || (rows > 8 && fused(f))) return false;
+  if (rows > 8 && tile == QuantMmaTile::F64K4) return false;  // at most 4 accumulator tiles per warp
+  return f.epilogue != GemvEpilogue::Swiglu || tile == QuantMmaTile::F32K8 || tile == QuantMmaTile::F64K4;
 }
 
 int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
@@ -207,9 +208,8 @@ int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
 // 16 rows the decode kernel, with 32 features per tile on wide matrices at up to 8 rows (28672
 // rows: the most weight bytes per activation byte), 16 warps along k on long rows (k = 14336)
 // and narrow matrices (1024 rows: too few tiles to fill the GPU otherwise), else 16 features
-// and 8 warps;
-// more rows the tiled kernel, 128 features per block on wide matrices, else 64 (and split-K,
-// launch_quant_mma).
+// and 8 warps; more rows the tiled kernel, 128 features per block on wide matrices, else 64
+// (and split-K, launch_quant_mma).
 QuantMmaTile auto_tile(const GemmArgs& g, const GemvFusion& f) {
   const int64_t m_out = f.epilogue == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
   if (g.rows > 16 && !fused(f)) return g.m >= 16384 ? QuantMmaTile::T128 : QuantMmaTile::T64;
@@ -237,7 +237,7 @@ const char* quant_mma_tile_name(QuantMmaTile tile) {
     case QuantMmaTile::F16K16: return "f16k16";
     case QuantMmaTile::F16K8: return "f16k8";
     case QuantMmaTile::F32K8: return "f32k8";
-    case QuantMmaTile::F32K4: return "f32k4";
+    case QuantMmaTile::F64K4: return "f64k4";
     case QuantMmaTile::T64: return "t64";
     case QuantMmaTile::T128: return "t128";
   }
@@ -272,12 +272,8 @@ size_t quant_mma_workspace_bytes(const GemmArgs& g, QuantMmaTile tile) {
 
 void launch_quant_mma(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, const QuantMmaOptions& opt) {
   if (g.rows == 0 || g.m == 0) return;
-  qmma::Plan p{.tile = opt.tile == QuantMmaTile::Auto ? auto_tile(g, f) : opt.tile,
-               .nt = token_tiles(g.rows),
-               .persistent = opt.persistent,
-               .sms = sm_count(),
-               .splits = 1,
-               .split = {}};
+  qmma::Plan p{.tile = opt.tile == QuantMmaTile::Auto ? auto_tile(g, f) : opt.tile, .nt = token_tiles(g.rows),
+               .splits = 1, .split = {}};
   require(tile_has_kernel(p.tile, g.rows, f), "launch_quant_mma: the tile has no kernel for these rows and fusions",
           __LINE__);
   if (tiled(p.tile)) {

@@ -18,20 +18,17 @@
 namespace tf::cuda {
 
 // The tensor-core kernel's block shape (quant_mma.cuh). The decode kernel (rows <= 16): F16K16
-// = 16 features per tile, k split among the block's 16 warps; F16K8, F32K8, F32K4 likewise. The tiled
+// = 16 features per block, k split among 16 warps; F16K8, F32K8, F64K4 likewise. The tiled
 // kernel (rows 9..64 per block row, activations through shared memory, split-K across blocks
 // when the features alone give too few): T64, T128 = 64 or 128 features per block. Auto picks
 // by shape; the others exist for the benchmark and tests.
-enum class QuantMmaTile : uint8_t { Auto, F16K16, F16K8, F32K8, F32K4, T64, T128 };
+enum class QuantMmaTile : uint8_t { Auto, F16K16, F16K8, F32K8, F64K4, T64, T128 };
 inline constexpr QuantMmaTile kQuantMmaTiles[] = {QuantMmaTile::F16K16, QuantMmaTile::F16K8, QuantMmaTile::F32K8,
-                                                  QuantMmaTile::F32K4,  QuantMmaTile::T64,   QuantMmaTile::T128};
+                                                  QuantMmaTile::F64K4,  QuantMmaTile::T64,   QuantMmaTile::T128};
 const char* quant_mma_tile_name(QuantMmaTile tile);
 
 struct QuantMmaOptions {
   QuantMmaTile tile = QuantMmaTile::Auto;
-  // Decode kernel: as many blocks as fit on the GPU at once, each walking several tiles (off:
-  // one block per tile, for the benchmark's comparison).
-  bool persistent = true;
   // Device scratch for split-K's partial sums and counters (tiled kernel), zero-filled when
   // first handed over (the kernel leaves it so); without it (or when too small) there is no
   // split. quant_mma_workspace_bytes says how much a call can use.
@@ -45,7 +42,7 @@ struct QuantMmaOptions {
 // with rows <= kGemvNormMaxRows, as the GEMV). Rounding: FP32 sums of exact products, except
 // W4 with groups of 32 or 64, whose weights are rounded once to BF16 ((code - zero) * BF16
 // scale). A tile other than Auto must have a kernel for the call: the decode tiles take rows
-// <= 16 (fused: <= 8; Swiglu: F32K8 or F32K4), the tiled ones rows > 8 without fusions.
+// <= 16 (fused: <= 8; Swiglu: F32K8 or F64K4), the tiled ones rows > 8 without fusions.
 bool quant_mma_supported(const GemmArgs& g, const GemvFusion& f = {}, QuantMmaTile tile = QuantMmaTile::Auto);
 // CudaBackend::matmul's crossovers (cuda_quant.cpp): above these rows the tensor-core kernel
 // hands over, W4 and W8 to dequantize-then-cuBLAS, FP8 (where cuBLASLt takes the shape) to the

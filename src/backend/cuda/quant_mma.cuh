@@ -344,129 +344,73 @@ __device__ __forceinline__ float finish(const GemmArgs& g, int64_t row, float y)
 
 constexpr int kDecodeStages = 4;
 
-__device__ __forceinline__ void block_barrier() { asm volatile("bar.sync 1;" ::: "memory"); }
-
-// Block: KW warps on one tile at a time: FT 16-feature tiles (Swiglu: 8 FT gate rows and the
-// matching up rows) x NT 8-token tiles; warp w takes the tile's k-blocks w, w + KW, ... A
-// block walks tiles blockIdx.x, + gridDim.x, ... (a persistent grid of as many blocks as fit
-// at once: the pipeline then runs on across tiles instead of filling and draining once per
-// block, and no partial last wave idles the GPU). Weights stream through each warp's ring;
-// activations are read from global memory as each k-block is consumed (L1: every warp of
-// the SM reads the same few rows). At the end of a tile the warps' sums meet in shared memory (a named
-// barrier: warps reach it from different points of their unrolled loops) and the block's
-// threads finish each (feature, token).
-// Registers: at most 128 a thread (16 or more warps a multiprocessor to hide the latencies),
-// except W4 with two feature tiles, which spills under that cap (its group parameters ride in
-// a register ring beside the accumulators): there F32K4 gets 3 blocks of 4 warps (168
-// registers), F32K8 one block of 8 (no cap).
-template <class F, int FT, int KW>
-constexpr int decode_min_blocks() {
-  return F::kDType == DType::W4 && FT == 2 ? std::max(1, 384 / (KW * 32)) : 512 / (KW * 32);
-}
+// Block: KW warps, all on the same FT tiles (16 FT features; Swiglu: 8 FT gate rows and the
+// matching up rows), warp w on k-blocks w, w + KW, ...; NT token tiles (8 NT rows) per block
+// row. Weights stream through each warp's ring; activations are read from global memory (L1:
+// every warp of the SM reads the same few rows) as each k-block is consumed.
 template <class F, int FT, int NT, int KW, bool kNorm, GemvEpilogue kEpi>
-__global__ void __launch_bounds__(KW * 32, decode_min_blocks<F, FT, KW>()) quant_mma_kernel(GemmArgs g, GemvFusion f) {
+__global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusion f) {
   constexpr int E = F::kElems, KB = 4 * E, kPieces = E / 8;
-  constexpr int FB = 16 * FT, TB = 8 * NT;   // features and tokens of a tile
+  constexpr int FB = 16 * FT, TB = 8 * NT;   // features and tokens of the block
   constexpr bool kSwiglu = kEpi == GemvEpilogue::Swiglu;
-  constexpr int FO = kSwiglu ? FB / 2 : FB;  // output features of a tile
-  constexpr int R = kDecodeStages;
-  extern __shared__ uint4 smem[];            // rings [KW][R], red [KW][FB][TB], kNorm: normalized x
+  constexpr int FO = kSwiglu ? FB / 2 : FB;  // output features of the block
+  extern __shared__ uint4 smem[];            // kNorm: normalized x [rows][k / 8]; then the reduction
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, q = lane % 4;
   const int64_t k = g.k, n_kb = k / KB, m_out = kSwiglu ? g.m / 2 : g.m;
-  const int64_t n_ftiles = (m_out + FO - 1) / FO, n_tiles = n_ftiles * ((g.rows + TB - 1) / TB);
+  const int64_t j0 = int64_t(blockIdx.x) * FO, r0 = int64_t(blockIdx.y) * TB;
   const bool scale_weights = F::kDType == DType::W4 && g.wq.group_size % KB != 0;
+
+  const LaneRows<F, FT> rows = lane_rows<F, FT>(g, gq, q, [&](int fl) -> int64_t {
+    if constexpr (kSwiglu) {  // the first FO features are gate rows, the others the matching up rows
+      const int64_t jj = j0 + fl % FO;
+      return jj >= m_out ? -1 : fl < FO ? jj : m_out + jj;
+    }
+    return j0 + fl < g.m ? j0 + fl : -1;
+  });
+
+  // Shared memory: the warps' weight rings, then (kNorm) the normalized rows.
+  constexpr int R = kDecodeStages;
   uint8_t* const ring = reinterpret_cast<uint8_t*>(smem) + warp * R * ring_stage_bytes<FT>() + 16 * lane;
-  float* const red = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem) + KW * R * ring_stage_bytes<FT>());
-  const uint4* xsrc = kNorm ? reinterpret_cast<const uint4*>(red + KW * FB * TB) : reinterpret_cast<const uint4*>(g.x);
-
-  // This block's tiles and this warp's k-blocks of each (the same for every tile). Steps of
-  // this warp: tile ti of the block, its k-block i, in order; issue and consume each walk them
-  // with their own cursor (no division per step).
-  const int n_tiles_mine = blockIdx.x < n_tiles ? int((n_tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;
-  const int per_tile = warp < n_kb ? int((n_kb - 1 - warp) / KW + 1) : 0;
-  const int n_steps = n_tiles_mine * per_tile;
-  struct Cursor {
-    int ti = 0, i = 0;
-  };
-  auto tile_of = [&](int ti) { return int64_t(blockIdx.x) + int64_t(ti) * gridDim.x; };
-  auto advance = [&](Cursor& c) {  // true when it enters the next tile
-    if (++c.i < per_tile) return false;
-    c.i = 0, ++c.ti;
-    return true;
-  };
-  auto rows_of = [&](int ti) {
-    const int64_t j0 = tile_of(ti) % n_ftiles * FO;
-    return lane_rows<F, FT>(g, gq, q, [&](int fl) -> int64_t {
-      if constexpr (kSwiglu) {  // the first FO features are gate rows, the others the matching up rows
-        const int64_t jj = j0 + fl % FO;
-        return jj >= m_out ? -1 : fl < FO ? jj : m_out + jj;
-      }
-      return j0 + fl < g.m ? j0 + fl : -1;
-    });
-  };
-
-  // The epilogue of a tile: the warps' sums through red[warp][feature][token], then each
-  // (feature, token) finished by one thread.
+  const uint4* xsrc =
+      kNorm ? reinterpret_cast<const uint4*>(reinterpret_cast<uint8_t*>(smem) + KW * R * ring_stage_bytes<FT>())
+            : reinterpret_cast<const uint4*>(g.x);
   float acc[FT][NT][4], tmp[FT][NT][4];
   zero(acc);
   zero(tmp);
-  auto finish_tile = [&](int64_t j0, int64_t r0) {
-#pragma unroll
-    for (int t = 0; t < FT; ++t)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          red[(warp * FB + 16 * t + gq + 8 * (i / 2)) * TB + 8 * n + 2 * q + i % 2] = acc[t][n][i];
-    zero(acc);
-    block_barrier();
-    for (int idx = threadIdx.x; idx < FO * TB; idx += KW * 32) {
-      const int tl = idx / FO, fl = idx % FO;  // consecutive threads: consecutive features
-      const int64_t j = j0 + fl, r = r0 + tl;
-      if (j >= m_out || r >= g.rows) continue;
-      float y = 0.0f, y_up = 0.0f;
-#pragma unroll
-      for (int w = 0; w < KW; ++w) {
-        y += red[(w * FB + fl) * TB + tl];
-        if constexpr (kSwiglu) y_up += red[(w * FB + FO + fl) * TB + tl];
-      }
-      y = finish<F>(g, j, y);
-      if constexpr (kSwiglu) y_up = finish<F>(g, m_out + j, y_up);
-      gemv_detail::store_output<kEpi>(g, m_out, j, r, y, y_up);
-    }
-    block_barrier();  // red is written again by the next tile
-  };
-
-  Cursor ci, cc;  // issue, consume
-  LaneRows<F, FT> issue_rows = rows_of(0);
   WeightStage<FT> params[R];  // W4: the group scale and zero of each stage in flight
-  auto issue = [&](int64_t s, auto stage) {
-    if (s < n_steps) {
-      const int64_t kb = warp + ci.i * KW;
-      issue_weights(issue_rows, kb, ring + stage * ring_stage_bytes<FT>());
-      if constexpr (F::kDType == DType::W4) load_group_params(g, issue_rows, kb, q, params[stage]);
-      if (advance(ci) && ci.ti < n_tiles_mine) issue_rows = rows_of(ci.ti);
+
+  // Step i of this warp: k-block warp + i KW.
+  const int64_t n_mine = warp < n_kb ? (n_kb - 1 - warp) / KW + 1 : 0;
+  auto issue = [&](int64_t i, auto stage) {
+    if (i < n_mine) {
+      const int64_t kb = warp + i * KW;
+      issue_weights(rows, kb, ring + stage * ring_stage_bytes<FT>());
+      if constexpr (F::kDType == DType::W4) load_group_params(g, rows, kb, q, params[stage]);
     }
     cp_async_commit();
   };
-  int64_t r0 = tile_of(0) / n_ftiles * TB;  // the consumed tile's first row
-  auto consume = [&](int64_t, auto stage) {
-    const int64_t kb = warp + cc.i * KW;
+  const uint4* xlane[NT];  // token 8 n + gq of this block row, the lane's chunk of k-block 0
+  bool xok[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int64_t r = r0 + 8 * n + gq;
+    xok[n] = r < g.rows;
+    xlane[n] = xsrc + (xok[n] ? (r * k + E * q) / 8 : 0);
+  }
+  auto consume = [&](int64_t i, auto stage) {
+    const int64_t kb = warp + i * KW;
     uint4 x[NT][kPieces];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const int64_t r = r0 + 8 * n + gq;
-      const uint4* src = xsrc + (r * k + kb * KB + E * q) / 8;
+    for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int v = 0; v < kPieces; ++v) {
-        if (r >= g.rows)
+        if (!xok[n])
           x[n][v] = make_uint4(0, 0, 0, 0);
         else if constexpr (kNorm)
-          x[n][v] = src[v];
+          x[n][v] = xlane[n][kb * (KB / 8) + v];
         else
-          x[n][v] = __ldg(src + v);
+          x[n][v] = __ldg(xlane[n] + kb * (KB / 8) + v);
       }
-    }
     WeightStage<FT> w = params[stage];
     read_weights(ring + stage * ring_stage_bytes<FT>(), w);
     mma_kblock<F, FT, NT>(w, scale_weights,
@@ -475,17 +419,38 @@ __global__ void __launch_bounds__(KW * 32, decode_min_blocks<F, FT, KW>()) quant
                             for (int n = 0; n < NT; ++n) xp[n] = x[n][p];
                           },
                           tmp, acc);
-    if (cc.i == per_tile - 1) finish_tile(tile_of(cc.ti) % n_ftiles * FO, r0);
-    if (advance(cc)) r0 = tile_of(cc.ti) / n_ftiles * TB;
   };
-
   // Weights never change during a launch: their first stages start before pdl_begin.
   pipeline_prologue<R>(issue);
   pdl_begin();
   if constexpr (kNorm) gemv_detail::normalize_rows<4, KW * 32>(g, f, const_cast<uint4*>(xsrc));
-  pipeline_run<R>(n_steps, issue, consume);
-  if (per_tile == 0)  // a warp without k-blocks (k shorter than KW k-blocks) still joins every epilogue
-    for (int ti = 0; ti < n_tiles_mine; ++ti) finish_tile(tile_of(ti) % n_ftiles * FO, tile_of(ti) / n_ftiles * TB);
+  pipeline_run<R>(n_mine, issue, consume);
+  __syncthreads();  // the reduction below reuses the rings
+
+  // The KW warps' sums meet in shared memory: red[warp][feature][token].
+  float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int t = 0; t < FT; ++t)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        red[(warp * FB + 16 * t + gq + 8 * (i / 2)) * TB + 8 * n + 2 * q + i % 2] = acc[t][n][i];
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < FO * TB; idx += KW * 32) {
+    const int tl = idx / FO, fl = idx % FO;  // consecutive threads: consecutive features
+    const int64_t j = j0 + fl, r = r0 + tl;
+    if (j >= m_out || r >= g.rows) continue;
+    float y = 0.0f, y_up = 0.0f;
+#pragma unroll
+    for (int w = 0; w < KW; ++w) {
+      y += red[(w * FB + fl) * TB + tl];
+      if constexpr (kSwiglu) y_up += red[(w * FB + FO + fl) * TB + tl];
+    }
+    y = finish<F>(g, j, y);
+    if constexpr (kSwiglu) y_up = finish<F>(g, m_out + j, y_up);
+    gemv_detail::store_output<kEpi>(g, m_out, j, r, y, y_up);
+  }
 }
 
 // ---- the tiled kernel: rows up to 64 per block row, activations through shared memory --------
@@ -621,92 +586,59 @@ __global__ void __launch_bounds__(WF * 32) quant_mma_tiled_kernel(GemmArgs g, Sp
 
 // ---- launchers ------------------------------------------------------------------------------------
 
-// What quant_gemm.cu decided for one launch.
-struct Plan {
-  QuantMmaTile tile;
-  int nt;           // token tiles of 8 per tile
-  bool persistent;  // decode kernel: as many blocks as fit at once, each walking several tiles
-  int sms;          // multiprocessors of the GPU
-  int splits;       // tiled kernel: blocks along k
-  SplitK split;
-};
-
-
-// Shared memory of a decode launch: the weight rings, the warps' partial sums and (kNorm) the
-// normalized rows.
+// Shared memory of a decode launch: the weight rings and the normalized rows (kNorm), then
+// in their place the warps' partial sums.
 template <int FT, int NT, int KW>
 size_t smem_bytes(const GemmArgs& g, const GemvFusion& f) {
-  const size_t rings = size_t(KW) * kDecodeStages * ring_stage_bytes<FT>();
   const size_t red = size_t(KW) * 16 * FT * 8 * NT * 4;
+  const size_t rings = size_t(KW) * kDecodeStages * ring_stage_bytes<FT>();
   const size_t norm = f.norm_w ? size_t(g.rows) * size_t(g.k) * 2 : 0;
-  return rings + red + norm;
+  return std::max(red, rings + norm);
 }
 
-// Kernels whose shared memory may pass 48 KB say so once per device, and ask for the largest
-// shared-memory carveout (the default may leave room for fewer blocks than the registers allow).
+// Kernels whose shared memory may pass 48 KB say so once per device.
 template <typename Kernel>
 void allow_smem(Kernel kernel, std::atomic<uint64_t>& done, int bytes) {
   once_per_device(done, [&] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
   });
 }
 
-// Blocks of `kernel` that fit on the GPU at once with `smem` bytes each (asked once per
-// kernel and shared-memory size; the GPU is the same for every launch of a process).
-struct Occupancy {  // one kernel's last answer
-  std::atomic<int64_t> smem{-1}, blocks_per_sm{0};
-};
-template <typename Kernel>
-int64_t resident_blocks(Kernel kernel, Occupancy& occ, int threads, size_t smem, int sms) {
-  if (occ.smem.load(std::memory_order_acquire) != int64_t(smem)) {
-    int per_sm = 0;
-    TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    occ.blocks_per_sm.store(std::max(1, per_sm), std::memory_order_relaxed);
-    occ.smem.store(int64_t(smem), std::memory_order_release);
-  }
-  return occ.blocks_per_sm.load(std::memory_order_relaxed) * sms;
-}
-
 template <class F, int FT, int NT, int KW, bool kNorm, GemvEpilogue kEpi>
-void launch_tile(const GemmArgs& g, const GemvFusion& f, const Plan& p, cudaStream_t stream) {
+void launch_tile(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
   constexpr int FO = kEpi == GemvEpilogue::Swiglu ? 8 * FT : 16 * FT;
   const int64_t m_out = kEpi == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
-  const int64_t tiles = (m_out + FO - 1) / FO * ((g.rows + 8 * NT - 1) / (8 * NT));
+  const dim3 grid(unsigned((m_out + FO - 1) / FO), unsigned((g.rows + 8 * NT - 1) / (8 * NT)));
   static std::atomic<uint64_t> attr_done{0};
-  static Occupancy occ;
   auto kernel = quant_mma_kernel<F, FT, NT, KW, kNorm, kEpi>;
-  // the largest it can be: rings, sums, and the normalized rows of the GEMV's limit
-  allow_smem(kernel, attr_done, int(smem_bytes<FT, NT, KW>(GemmArgs{}, {}) + (kNorm ? kGemvNormMaxBytes : 0)));
-  const size_t smem = smem_bytes<FT, NT, KW>(g, f);
-  const int64_t grid = p.persistent ? std::min(tiles, resident_blocks(kernel, occ, KW * 32, smem, p.sms)) : tiles;
-  launch_pdl(kernel, dim3(unsigned(grid)), dim3(KW * 32), smem, stream, g, f);
+  // the largest it can be: rings, and the normalized rows of the GEMV's limit
+  allow_smem(kernel, attr_done, int(KW * kDecodeStages * ring_stage_bytes<FT>() + (kNorm ? kGemvNormMaxBytes : 0)));
+  launch_pdl(kernel, grid, dim3(KW * 32), smem_bytes<FT, NT, KW>(g, f), stream, g, f);
 }
 
 // The fused variants exist for rows <= 8 (NT = 1) and the tiles below; everything else is a
 // plain product (Store).
 template <class F, int FT, int KW>
-void launch_decode(const GemmArgs& g, const GemvFusion& f, const Plan& p, cudaStream_t stream) {
+void launch_decode(const GemmArgs& g, const GemvFusion& f, int nt, cudaStream_t stream) {
   using E = GemvEpilogue;
-  if (p.nt == 2) {  // one feature tile a warp: two would need more than 128 registers
-    if constexpr (FT == 1) launch_tile<F, FT, 2, KW, false, E::Store>(g, f, p, stream);
+  if (nt == 2) {
+    if constexpr (FT <= 2) launch_tile<F, FT, 2, KW, false, E::Store>(g, f, stream);
     return;
   }
   if (f.norm_w) {
     if (f.epilogue == E::Swiglu) {
-      if constexpr (FT % 2 == 0) launch_tile<F, FT, 1, KW, true, E::Swiglu>(g, f, p, stream);
+      if constexpr (FT % 2 == 0) launch_tile<F, FT, 1, KW, true, E::Swiglu>(g, f, stream);
     } else {
-      launch_tile<F, FT, 1, KW, true, E::Store>(g, f, p, stream);
+      launch_tile<F, FT, 1, KW, true, E::Store>(g, f, stream);
     }
     return;
   }
   switch (f.epilogue) {
-    case E::AddTo: launch_tile<F, FT, 1, KW, false, E::AddTo>(g, f, p, stream); break;
+    case E::AddTo: launch_tile<F, FT, 1, KW, false, E::AddTo>(g, f, stream); break;
     case E::Swiglu:
-      if constexpr (FT % 2 == 0) launch_tile<F, FT, 1, KW, false, E::Swiglu>(g, f, p, stream);
+      if constexpr (FT % 2 == 0) launch_tile<F, FT, 1, KW, false, E::Swiglu>(g, f, stream);
       break;
-    default: launch_tile<F, FT, 1, KW, false, E::Store>(g, f, p, stream); break;
+    default: launch_tile<F, FT, 1, KW, false, E::Store>(g, f, stream); break;
   }
 }
 
@@ -730,14 +662,22 @@ void launch_tiled(const GemmArgs& g, int nt, int splits, const SplitK& sk, cudaS
   }
 }
 
+// What quant_gemm.cu decided for one launch.
+struct Plan {
+  QuantMmaTile tile;
+  int nt;      // token tiles of 8 per block row
+  int splits;  // tiled kernel: blocks along k
+  SplitK split;
+};
+
 // The launcher of one format.
 template <class F>
 void launch_format(const GemmArgs& g, const GemvFusion& f, const Plan& p, cudaStream_t stream) {
   switch (p.tile) {
-    case QuantMmaTile::F16K16: launch_decode<F, 1, 16>(g, f, p, stream); break;
-    case QuantMmaTile::F16K8: launch_decode<F, 1, 8>(g, f, p, stream); break;
-    case QuantMmaTile::F32K8: launch_decode<F, 2, 8>(g, f, p, stream); break;
-    case QuantMmaTile::F32K4: launch_decode<F, 2, 4>(g, f, p, stream); break;
+    case QuantMmaTile::F16K16: launch_decode<F, 1, 16>(g, f, p.nt, stream); break;
+    case QuantMmaTile::F16K8: launch_decode<F, 1, 8>(g, f, p.nt, stream); break;
+    case QuantMmaTile::F32K8: launch_decode<F, 2, 8>(g, f, p.nt, stream); break;
+    case QuantMmaTile::F64K4: launch_decode<F, 4, 4>(g, f, p.nt, stream); break;
     case QuantMmaTile::T64: launch_tiled<F, 1, 4>(g, p.nt, p.splits, p.split, stream); break;
     case QuantMmaTile::T128: launch_tiled<F, 2, 4>(g, p.nt, p.splits, p.split, stream); break;
     case QuantMmaTile::Auto: break;

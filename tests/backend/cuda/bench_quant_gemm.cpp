@@ -5,7 +5,6 @@
 //   <fmt> gemv        launch_gemv: what a decode step runs (rows <= 8)
 //   <fmt> simt        the CUDA-core GEMV kernel alone (rows <= 8)
 //   <fmt> mma         the tensor-core kernel with its automatic tile; `mma <tile>` each tile
-//                     (`1/tile`: the decode kernel with one block a tile, not persistent)
 //   <fmt> dequant+cublas, and `dequant only` (its GB/s: codes read + BF16 written)
 //   fp8 w8a8 (<scaling>[, fast])  per-token FP8 activations + cuBLASLt's FP8 GEMM
 // for <fmt> = w8, w4 (group 128), fp8. Then, per shape, the scalings cuBLASLt offers for FP8
@@ -260,14 +259,10 @@ void run_shape(Bench& b, const Shape& sh, const std::vector<int64_t>& rows_list)
         b.report(sh, rows, n + " mma", bytes, [&](int i) { launch_quant_mma(gq(i), b.s, {}, ws); });
         for (QuantMmaTile t : kQuantMmaTiles) {
           if (!quant_mma_supported(gq(0), {}, t)) continue;
-          for (bool persistent : {true, false}) {
-            if (!persistent && (t == QuantMmaTile::T64 || t == QuantMmaTile::T128)) continue;  // always one block a tile
-            QuantMmaOptions o = ws;
-            o.tile = t;
-            o.persistent = persistent;
-            b.report(sh, rows, n + " mma " + quant_mma_tile_name(t) + (persistent ? "" : " 1/tile"), bytes,
-                     [&](int i) { launch_quant_mma(gq(i), b.s, {}, o); });
-          }
+          QuantMmaOptions o = ws;
+          o.tile = t;
+          b.report(sh, rows, n + " mma " + quant_mma_tile_name(t), bytes,
+                   [&](int i) { launch_quant_mma(gq(i), b.s, {}, o); });
         }
       }
       if (f.wq[0].dtype == DType::FP8)
