@@ -10,7 +10,9 @@ with ignore_eos, and reads every stream to its end. Prints:
     generated at the same time when --max-seqs covers them);
   - how many ended with every token and "data: [DONE]";
   - the server's resident memory (VmRSS) and thread count idle and at the peak, and the
-    extra memory per open stream;
+    extra memory per open stream; and at the sample with the most streams receiving tokens,
+    the memory less the KV blocks then in use (from /metrics: the KV cache is the engine's,
+    not the HTTP layer's);
   - KV blocks in use afterwards (/metrics; must be 0).
 Exit status 1 if any stream failed or fell short.
 
@@ -19,6 +21,7 @@ Exit status 1 if any stream failed or fell short.
 import argparse
 import asyncio
 import os
+import re
 import sys
 import time
 
@@ -34,7 +37,8 @@ async def run(args, server):
             '"stream_options": {"include_usage": true}}' % (PROMPT, args.max_tokens))
     request = serve_load.post_bytes("/v1/completions", body)
     streaming = 0          # open streams that have received at least one token
-    peak = {"streaming": 0, "rss": 0.0, "threads": 0, "fds": 0, "t_all": None}
+    peak = {"streaming": 0, "rss": 0.0, "threads": 0, "fds": 0, "t_all": None,
+            "at_most_streaming": (0, 0.0, 0.0)}
     t0 = time.time()
 
     def on_event(reply):
@@ -58,7 +62,12 @@ async def run(args, server):
 
     async def sample():
         while True:
-            peak["rss"] = max(peak["rss"], server.rss_mib())
+            rss = server.rss_mib()
+            m = await serve_load.metrics(host, port)
+            kv = (m.get("twofold_kv_blocks_used") or 0) * args.kv_block_mib
+            peak["rss"] = max(peak["rss"], rss)
+            if streaming >= peak["at_most_streaming"][0]:  # the sample with the most open streams
+                peak["at_most_streaming"] = (streaming, rss, kv)
             peak["threads"] = max(peak["threads"], server.threads())
             peak["fds"] = max(peak["fds"], server.fds())
             await asyncio.sleep(0.5)
@@ -89,6 +98,10 @@ def main():
     extra = (args.server_args.split() if args.server_args is not None else
              ["--max-seqs", str(n), "--max-waiting", str(n), "--max-batch-tokens", str(max(512, n)), "-t", "2"])
     server = serve_load.Server(args.twofold, args.model, extra)
+    # "KV cache: 4096 blocks x 16 tokens = 65536 tokens (f32, 384.0 MiB); ..."
+    kv_line = next(line for line in server.banner if "KV cache:" in line)
+    m = re.search(r"KV cache: (\d+) blocks .*, ([0-9.]+) MiB\)", kv_line)
+    args.kv_block_mib = float(m.group(2)) / int(m.group(1))
     try:
         time.sleep(1)
         idle = {"rss": server.rss_mib(), "threads": server.threads(), "fds": server.fds()}
@@ -114,6 +127,10 @@ def main():
     print("complete (every token and [DONE]): %d of %d" % (full, n))
     print("server memory: idle %.1f MiB, peak %.1f MiB (+%.1f MiB, %.1f KiB per stream)" % (
         idle["rss"], peak["rss"], peak["rss"] - idle["rss"], (peak["rss"] - idle["rss"]) * 1024 / max(n, 1)))
+    k, rss, kv = peak["at_most_streaming"]
+    print("  sampled with %d streams receiving tokens: %.1f MiB, of which %.1f MiB KV blocks in use; "
+          "without them +%.1f MiB over idle, %.1f KiB per stream" % (
+              k, rss, kv, rss - kv - idle["rss"], (rss - kv - idle["rss"]) * 1024 / max(k, 1)))
     print("server threads: idle %d, peak %d; open files: idle %d, peak %d" % (
         idle["threads"], peak["threads"], idle["fds"], peak["fds"]))
     print("afterwards: KV blocks used %s, running %s, waiting %s; exit status %d after SIGTERM" % (

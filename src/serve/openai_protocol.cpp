@@ -55,13 +55,15 @@ class Fields {
     if (x < lo || x > hi) bad_request(k, fmt_range(k, lo, hi, std::to_string(x)));
     return x;
   }
-  // A finite number; range checks are the caller's (they differ in open/closed ends).
-  std::optional<double> number(const char* k) const {
+  // A number that is finite as the float the engine keeps; range checks are the caller's
+  // (they differ in open/closed ends) and are made on the float, so that 1e-300 (0 as a
+  // float) cannot pass a "greater than 0" check.
+  std::optional<float> number(const char* k) const {
     const json* v = get(k);
     if (!v) return std::nullopt;
     if (!v->is_number()) wrong_type(k, "a number", *v);
-    const double x = v->get<double>();
-    if (!std::isfinite(x)) bad_request(k, std::string("'") + k + "' must be a finite number");
+    const float x = float(v->get<double>());
+    if (!std::isfinite(x)) bad_request(k, std::string("'") + k + "' must be a finite number (within float range)");
     return x;
   }
 
@@ -216,21 +218,21 @@ void parse_common(const json& j, ApiRequest& r) {
   SamplingParams& s = r.sampling;
   if (auto v = f.number("temperature")) {
     refuse_unless(*v >= 0, "temperature", "must be at least 0, got " + std::to_string(*v));
-    s.temperature = float(*v);
+    s.temperature = *v;
   }
   if (auto v = f.number("top_p")) {
     refuse_unless(*v > 0 && *v <= 1, "top_p", "must be in (0, 1], got " + std::to_string(*v));
-    s.top_p = float(*v);
+    s.top_p = *v;
   }
   // -1 is vLLM's "off"; 0 is ours.
   if (auto v = f.integer("top_k", -1, kMaxI32)) s.top_k = int32_t(std::max<int64_t>(*v, 0));
   if (auto v = f.number("min_p")) {
     refuse_unless(*v >= 0 && *v <= 1, "min_p", "must be in [0, 1], got " + std::to_string(*v));
-    s.min_p = float(*v);
+    s.min_p = *v;
   }
   if (auto v = f.number("repetition_penalty")) {
     refuse_unless(*v > 0, "repetition_penalty", "must be greater than 0, got " + std::to_string(*v));
-    s.repetition_penalty = float(*v);
+    s.repetition_penalty = *v;
   }
   for (const char* k : {"presence_penalty", "frequency_penalty"})
     if (auto v = f.number(k)) refuse_unless(*v == 0, k, "is not supported (use repetition_penalty)");

@@ -102,6 +102,10 @@ TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
       {R"({"prompt": "a", "temperature": -1})", "temperature"},
       {R"({"prompt": "a", "top_p": 0})", "top_p"},
       {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      // Found by fuzz_openai_request: positive as a double, 0 (or infinite) as the float kept.
+      {R"({"prompt": "a", "temperature": -0, "top_p": 1e-300})", "top_p"},
+      {R"({"prompt": "a", "repetition_penalty": 1e-50})", "repetition_penalty"},
+      {R"({"prompt": "a", "temperature": 1e300})", "temperature"},
       {R"({"prompt": "a", "top_k": -2})", "top_k"},
       {R"({"prompt": "a", "top_k": true})", "top_k"},
       {R"({"prompt": "a", "min_p": 2})", "min_p"},
@@ -229,6 +233,16 @@ TEST(OpenAiProtocol, NulInTheBodyIs400) {
   const ApiError e = error_of(Endpoint::Completions, "{\"prompt\": \"a\"}\0garbage"s);
   EXPECT_EQ(e.status(), 400);
   EXPECT_CONTAINS(std::string(e.what()), "NUL byte at offset 15");
+}
+
+// Found by fuzz_openai_request: the parse error quotes the client's invalid UTF-8, and the
+// error body must still serialize (dump replaces it; a plain json::dump throws).
+TEST(OpenAiProtocol, ErrorQuotingInvalidUtf8StillSerializes) {
+  const ApiError e = error_of(Endpoint::Completions, "{\"prompt\": \"\xe9?\\ud83d\"}");
+  EXPECT_EQ(e.status(), 400);
+  std::string body;
+  ASSERT_NO_THROW(body = dump(e.to_json()));
+  EXPECT_TRUE(nlohmann::json::parse(body)["error"]["message"].is_string());
 }
 
 TEST(OpenAiProtocol, FitMaxTokensToTheContext) {
