@@ -18,6 +18,13 @@ import subprocess
 import time
 
 
+def add_server_args(ap):
+    """--twofold and --model, defaulting to this checkout's build and demo model."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    ap.add_argument("--twofold", default=os.path.join(root, "build", "tools", "twofold"))
+    ap.add_argument("--model", default=os.path.join(root, "models", "tiny-main"))
+
+
 class Server:
     """`twofold serve` on a free loopback port, started by this process."""
 

@@ -80,14 +80,34 @@ async def run(args, server):
     return replies, peak, elapsed, after
 
 
+async def hold_idle(args, server):
+    """Opens --streams connections that each send half a request head and hold it: what an
+    open connection costs the server with no request running (no KV, no engine work)."""
+    conns = []
+    for _ in range(args.streams):
+        try:
+            _, w = await asyncio.open_connection(server.host, server.port)
+            w.write(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            conns.append(w)
+        except OSError as e:
+            print("connect failed: %s" % e)
+            break
+    await asyncio.sleep(3)  # under the read timeouts (5 s in cpp-httplib, 30 s here)
+    m = await serve_load.metrics(server.host, server.port)
+    figures = (len(conns), server.rss_mib(), server.threads(), server.fds(), m.get("twofold_http_connections_open"))
+    for w in conns:
+        w.close()
+    return figures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--twofold", default=os.path.join(here, "..", "build", "tools", "twofold"))
-    ap.add_argument("--model", default=os.path.join(here, "..", "models", "tiny-main"))
+    serve_load.add_server_args(ap)
     ap.add_argument("--streams", type=int, default=2000)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--timeout", type=float, default=900, help="seconds one stream may take")
+    ap.add_argument("--idle", action="store_true",
+                    help="instead of streams, hold --streams connections with half a request head each")
     ap.add_argument("--ramp", type=float, default=0,
                     help="spread the connects evenly over this many seconds (default 0: one burst)")
     ap.add_argument("--server-args", default=None,
@@ -105,6 +125,14 @@ def main():
     try:
         time.sleep(1)
         idle = {"rss": server.rss_mib(), "threads": server.threads(), "fds": server.fds()}
+        if args.idle:
+            n_open, rss, threads, fds, counted = asyncio.run(hold_idle(args, server))
+            print("server: %s" % " ".join(server.cmd))
+            print("%d connections held open (server counts %s): memory %.1f MiB -> %.1f MiB (+%.1f KiB per "
+                  "connection); threads %d -> %d; open files %d -> %d" % (
+                      n_open, counted, idle["rss"], rss, (rss - idle["rss"]) * 1024 / max(n_open, 1),
+                      idle["threads"], threads, idle["fds"], fds))
+            return
         replies, peak, elapsed, after = asyncio.run(run(args, server))
     finally:
         rc = server.stop()

@@ -239,9 +239,7 @@ def window_mean(samples, lo, hi, total):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--twofold", default=os.path.join(here, "..", "build", "tools", "twofold"))
-    ap.add_argument("--model", default=os.path.join(here, "..", "models", "tiny-main"))
+    serve_load.add_server_args(ap)
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--concurrency-min", type=int, default=128)
     ap.add_argument("--concurrency-max", type=int, default=256)

@@ -107,10 +107,7 @@ void HttpSession::read_head() {
 
 void HttpSession::on_head(beast::error_code ec) {
   if (closed_) return;
-  if (ec) {
-    if (is_disconnect(ec)) return close();
-    return send_error(parse_failure(ec, shared_.rules), /*close_after=*/true);
-  }
+  if (ec) return on_read_error(ec);
   const HttpRequest& head = parser_->get();
   version_ = head.version();
   route_ = route_of(head.method(), head.target());
@@ -137,11 +134,14 @@ void HttpSession::read_body() {
 
 void HttpSession::on_body(beast::error_code ec) {
   if (closed_) return;
-  if (ec) {
-    if (is_disconnect(ec)) return close();
-    return send_error(parse_failure(ec, shared_.rules), /*close_after=*/true);
-  }
+  if (ec) return on_read_error(ec);
   dispatch();
+}
+
+// A client gone (or past the read timeout) is closed; bytes the parser refused get their 4xx.
+void HttpSession::on_read_error(beast::error_code ec) {
+  if (is_disconnect(ec)) return close();
+  send_error(parse_failure(ec, shared_.rules), /*close_after=*/true);
 }
 
 void HttpSession::dispatch() {

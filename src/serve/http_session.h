@@ -102,6 +102,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_head(boost::beast::error_code ec);
   void read_body();
   void on_body(boost::beast::error_code ec);
+  void on_read_error(boost::beast::error_code ec);
   void dispatch();
   // Generating.
   void start_generation(Route route, std::string body);

@@ -104,7 +104,7 @@ TEST(ServeBinary, HelpListsTheOptions) {
   const CliResult r = run_twofold("serve --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* opt : {"--port", "--dp", "--tp", "--api-key", "--max-waiting", "--max-body-bytes", "--served-model-name",
-                          "--grace-period", "--max-connections", "--model"})
+                          "--grace-period", "--max-connections", "--listen-backlog", "--open-metrics", "--model"})
     EXPECT_CONTAINS(r.out, opt);
 }
 
