@@ -16,14 +16,6 @@ void RequestStream::take(std::vector<RequestOutput>& out) {
   queue_.clear();
 }
 
-bool RequestStream::wait(std::vector<RequestOutput>& out, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  const bool ready = cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || finished_; });
-  for (RequestOutput& o : queue_) out.push_back(std::move(o));
-  queue_.clear();
-  return ready;
-}
-
 bool RequestStream::decided() const {
   std::lock_guard lock(mu_);
   return decided_;
@@ -60,7 +52,6 @@ void RequestStream::detach_notify() {
 }
 
 void RequestStream::notify() {
-  cv_.notify_all();
   std::lock_guard lock(notify_mu_);
   if (notify_) notify_();
 }

@@ -37,9 +37,6 @@ class RequestStream {
  public:
   // Moves the outputs that arrived into `out` (appending); never blocks.
   void take(std::vector<RequestOutput>& out);
-  // Blocks until outputs are available, the request finished, or `timeout` passed; moves
-  // what arrived into `out` (appending). Returns false only on a timeout with nothing new.
-  bool wait(std::vector<RequestOutput>& out, std::chrono::milliseconds timeout);
   // The engine thread took or refused the request.
   bool decided() const;
   // The engine refused it (add_request threw); error() says why. No output will come.
@@ -68,7 +65,6 @@ class RequestStream {
   void notify();
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   RequestId id_ = -1;
   bool decided_ = false;  // the engine thread took (or refused) the request
