@@ -42,7 +42,11 @@ class RequestStream {
   // The engine refused it (add_request threw); error() says why. No output will come.
   bool refused() const;
   bool finished() const;
-  RequestId id() const { return id_; }
+  // The engine's id once decided (-1 before, or when refused).
+  RequestId id() const {
+    std::lock_guard lock(mu_);
+    return id_;
+  }
   // Valid once finished(): the engine's statistics of the request.
   RequestStats stats() const;
   // The refusal, or an internal error of the engine while running the request (the stream
