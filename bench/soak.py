@@ -252,6 +252,7 @@ def main():
     server = serve_load.Server(args.twofold, args.model,
                                ["--max-body-bytes", str(MAX_BODY)] + args.server_args.split())
     print("server: %s" % " ".join(server.cmd))
+    print("".join(line for line in server.banner if "KV cache:" in line).strip())
     print("soak: %.0f minutes, %d-%d clients" % (args.minutes, args.concurrency_min, args.concurrency_max), flush=True)
     try:
         counts, problems, samples, after, elapsed = asyncio.run(soak(args, server))

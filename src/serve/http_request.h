@@ -3,11 +3,14 @@
 // a method and path go to, and what is refused from the request head alone, before a byte
 // of the body is read:
 //
-//   draining -> 503; unknown path -> 404; known path, wrong method -> 405 (Allow header);
-//   missing or wrong API key -> 401 (/health always open; /metrics open only with
-//   open_metrics); a body that is not JSON (Content-Type other than application/json or
-//   */*+json, or any Content-Encoding) -> 415; a declared Content-Length over max_body_bytes
-//   -> 413; a request line or headers over max_header_bytes -> 431.
+//   check_head, in this order: draining -> 503; a missing or wrong API key -> 401 (on every
+//   path but /health, and /metrics with open_metrics; unknown paths too, so they tell a
+//   client without the key nothing); unknown path -> 404; known path, wrong method -> 405
+//   (Allow header); a generation body that is not JSON (Content-Type other than
+//   application/json or application/*+json, or any Content-Encoding) -> 415.
+//   The parser (parse_failure): a declared Content-Length over max_body_bytes -> 413 before
+//   the body is read; a request line and headers over max_header_bytes -> 431; anything
+//   malformed -> 400.
 //
 // The body limit holds on every transfer encoding: the parser refuses a Content-Length over
 // the limit before reading the body, and a chunked body as soon as its chunk sizes add up
