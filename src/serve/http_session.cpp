@@ -313,12 +313,7 @@ void HttpSession::begin_stream() {
   write_busy_ = true;
   arm(shared_.write_timeout);
   http::async_write_header(socket_, *stream_sr_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    if (self->closed_) return;
-    self->disarm();
-    self->write_busy_ = false;
-    if (ec) return self->close();
-    self->last_write_ = Clock::now();
-    self->write_stream();
+    self->on_stream_written(ec, /*last=*/false);
   });
   tick(exchange_);
 }
@@ -326,14 +321,7 @@ void HttpSession::begin_stream() {
 void HttpSession::write_stream() {
   if (closed_ || write_busy_) return;
   const bool chunked = stream_head_.chunked();
-  auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
-    if (self->closed_) return;
-    self->disarm();
-    self->write_busy_ = false;
-    if (ec) return self->close();
-    self->last_write_ = Clock::now();
-    self->write_stream();
-  };
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->on_stream_written(ec, /*last=*/false); };
   if (!pending_.empty()) {
     writing_ = std::move(pending_);
     pending_.clear();
@@ -349,12 +337,20 @@ void HttpSession::write_stream() {
   stream_done_ = false;  // the last chunk goes out once
   arm(shared_.write_timeout);
   asio::async_write(socket_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
-    if (self->closed_) return;
-    self->disarm();
-    self->write_busy_ = false;
-    if (ec) return self->close();
-    self->finish_exchange();
+    self->on_stream_written(ec, /*last=*/true);
   });
+}
+
+// A stream write finished: the header or events (then write what has come since), or the
+// last chunk (then the exchange is over).
+void HttpSession::on_stream_written(beast::error_code ec, bool last) {
+  if (closed_) return;
+  disarm();
+  write_busy_ = false;
+  if (ec) return close();
+  if (last) return finish_exchange();
+  last_write_ = Clock::now();
+  write_stream();
 }
 
 // The answer is out: forget the exchange and read the next request (or close).

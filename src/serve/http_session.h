@@ -117,6 +117,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void send_error(const ApiError& e, bool close_after);
   void begin_stream();
   void write_stream();
+  void on_stream_written(boost::beast::error_code ec, bool last);
   void finish_exchange();
   void linger_close();
   void drain(std::shared_ptr<std::array<char, 8192>> scratch, size_t total);
