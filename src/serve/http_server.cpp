@@ -52,7 +52,7 @@ bool wait_until(F done, std::chrono::milliseconds limit) {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions o)
+  Impl(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions o)
       : opt(std::move(o)), loop(loop), metrics(metrics), admission(opt.max_running + opt.max_waiting),
         ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name},
         created(int64_t(std::time(nullptr))),
@@ -150,7 +150,7 @@ void HttpServer::Impl::raise_fd_limit() {
   }
 }
 
-HttpServer::HttpServer(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt)
+HttpServer::HttpServer(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions opt)
     : impl_(std::make_unique<Impl>(loop, chat, metrics, std::move(opt))) {}
 
 HttpServer::~HttpServer() = default;
