@@ -200,7 +200,7 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
     EXPECT_CONTAINS(std::string(e.what()), "not supported");
   }
   // The values that ask for nothing, and the fields without effect, are accepted.
-  for (const std::string& extra :
+  for (const char* extra :
        {R"("response_format": {"type": "text"})", R"("tools": [])", R"("tool_choice": "none")",
         R"("tool_choice": "auto")", R"("functions": [])", R"("function_call": "none")", R"("modalities": ["text"])",
         R"("store": false)", R"("audio": null)", R"("user": "u-1")", R"("metadata": {"k": "v"})",
