@@ -33,6 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +52,8 @@ namespace tf::cuda {
 
 class LtGemm;
 struct LtAlgo;
+struct Fp8GemmArgs;
+enum class Fp8Scaling : uint8_t;
 
 class CudaBackend final : public Backend {
  public:
@@ -142,11 +145,16 @@ class CudaBackend final : public Backend {
   // of g (g.wq set) on the kernel its shape takes.
   TensorView upload_quantized(const TensorView& host);
   void matmul_quant(const struct GemmArgs& g);
-  // A scratch buffer of at least `bytes` that only grows (never while recording), one per
-  // slot: the quantized matmul's FP8 activations, their scales and its F32 / BF16
-  // intermediates; moe_experts' assignment lists, activations and expert outputs.
-  enum class Scratch : int { Fp8Act, Fp8Scale, QuantTmp, MoeIndex, MoeAct, MoeOut, Count };
+  // A scratch buffer of at least `bytes` that only grows (never while recording),
+  // zero-filled when (re)allocated, one per slot: the quantized matmul's FP8 activations,
+  // their scales, its F32 / BF16 intermediates and the tensor-core kernel's split-K partials
+  // and counters; moe_experts' assignment lists, activations and expert outputs.
+  enum class Scratch : int { Fp8Act, Fp8Scale, QuantTmp, QuantMma, MoeIndex, MoeAct, MoeOut, Count };
   void* scratch(Scratch slot, size_t bytes);
+  // How an FP8 W8A8 GEMM of a's shape applies its scales, timed on first sight (cuda_quant.cpp).
+  Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, float* acc);
+  // Mean microseconds of `launch` on this stream over `reps` runs after a warm-up (CUDA events).
+  double time_us(const std::function<void()>& launch, int reps);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV
@@ -179,6 +187,11 @@ class CudaBackend final : public Backend {
   using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias
   static GemvKey gemv_key(const struct GemmArgs& g);
   std::map<GemvKey, GemvChoice> gemv_;
+  struct Fp8Choice {
+    Fp8Scaling scaling;
+    double outer_us = -1, epilogue_us = -1;  // -1: not offered by cuBLASLt
+  };
+  std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
