@@ -78,6 +78,7 @@ void read_attention(const GgufFile& f, const ArchKeys& k, ModelConfig& c) {
   if (k.positive_or("rope.dimension_count", kMaxHeadDim, c.head_dim) != c.head_dim)
     k.fail("rope.dimension_count", "is not the head size {}: partial rotary embeddings are not supported", c.head_dim);
   if (c.head_dim % 2 != 0) k.fail("attention.key_length", "is {} (RoPE needs an even head size)", c.head_dim);
+  c.rotary_dim = c.head_dim;
 }
 
 void read_rope(const GgufFile& f, const ArchKeys& k, ModelConfig& c) {
