@@ -11,11 +11,14 @@
 namespace tf {
 namespace {
 
-// A small config every row accepts (Qwen2's and Mistral's own fields left at their defaults).
+// A small config every row accepts (Qwen2's and Mistral's own fields left at their defaults;
+// the window Gemma 3's sliding layers need, the experts of the MoE rows).
 std::string small_config(std::string_view model_type) {
   return nlohmann::json{{"model_type", model_type},  {"hidden_size", 64},      {"intermediate_size", 96},
                         {"num_hidden_layers", 2},    {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                        {"vocab_size", 256},         {"max_position_embeddings", 128}, {"rms_norm_eps", 1e-5}}
+                        {"vocab_size", 256},         {"max_position_embeddings", 128}, {"rms_norm_eps", 1e-5},
+                        {"sliding_window", 16},      {"num_local_experts", 4},   {"num_experts_per_tok", 2},
+                        {"moe_intermediate_size", 32}}
       .dump();
 }
 
@@ -35,7 +38,8 @@ TEST(Registry, EveryRowReadsItsConfigAndBuildsAConsistentTable) {
       int64_t rows = 0;
       for (const WeightPart& p : qkv->parts) rows += p.shape[0];
       EXPECT_EQ(rows, (4 + 2 * 2) * 16);
-      ASSERT_NE(t.find({WeightRole::WgateUp, il}), nullptr);
+      EXPECT_TRUE(c.layer_is_moe(il) ? t.find({WeightRole::ExpertsGateUp, il}) != nullptr
+                                      : t.find({WeightRole::WgateUp, il}) != nullptr);
     }
   }
 }

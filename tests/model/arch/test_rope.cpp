@@ -15,6 +15,7 @@ namespace {
 ModelConfig llama31_like() {
   ModelConfig c;
   c.head_dim = 128;
+  c.rotary_dim = 128;
   c.rope_theta = 500000.0f;
   return c;
 }
