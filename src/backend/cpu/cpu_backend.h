@@ -1,14 +1,20 @@
-// The fast CPU backend: OpenMP threads over independent rows/heads, inner loops written for
-// the compiler's vectoriser (GCC vector extensions in the GEMM micro-kernel), weights read in
-// their stored dtype (BF16/F16 widened on the fly, so decode reads half the bytes of F32).
+// The fast CPU backend: kernels compiled for several ISA levels with the best one the CPU
+// has picked at run time (isa.h, kernels/kernels.h), run by a persistent worker pool
+// (core/thread_pool.h) that each op splits its work for once. Weights are read in their
+// stored dtype (BF16/F16 widened in registers, so decode reads half the bytes of F32).
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include "backend/host_backend.h"
+#include "core/thread_pool.h"
 
 namespace tf {
 
 class CpuBackend : public HostBackend {
  public:
+  CpuBackend();  // resolves the ISA level now, so a bad TF_CPU_ISA fails at startup
   std::string name() const override { return "cpu"; }
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
@@ -20,10 +26,28 @@ class CpuBackend : public HostBackend {
                  const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
-};
 
-// out[rows, m] = x[rows, k] @ w[m, k]^T (+ bias); exposed for the micro-benchmarks and tests.
-void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
-                const TensorView& out);
+  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_K) on the integer
+  // kernels (activations quantized per block of 32 to INT8; matmul_quant.cpp). Returns
+  // false, touching nothing, for a dtype or shape those kernels do not cover.
+  //   x [rows, k] F32, w [m, k], bias [m] or empty, out [rows, m] F32
+  bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
+
+  // The worker pool, sized to the calling thread's host_threads() (rebuilt when that changes,
+  // e.g. on the first op of a tensor-parallel rank thread).
+  ThreadPool& pool();
+
+ private:
+  // Per-thread scratch of at least n floats for thread t of the pool.
+  float* scratch(int t, size_t n);
+  // A bias as F32 (converted into a buffer when stored otherwise); null when absent.
+  const float* bias_f32(const TensorView& bias);
+
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::vector<float>> scratch_;
+  std::vector<float> bias_buf_;
+  std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast
+  std::vector<float> act_ds_;   // their per-block scales and sums
+};
 
 }  // namespace tf

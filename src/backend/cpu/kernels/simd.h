@@ -1,0 +1,114 @@
+// Float vectors one hardware register wide, for the kernels of this folder (compiled once
+// per ISA level, see isa.h): GCC vector extensions whose width follows the compiler flags
+// of the level, so one source gives SSE2, AVX2 and AVX-512 code. The kernels are compiled
+// with -ffp-contract=fast, so `acc += a * b` becomes one FMA where the level has FMA.
+//
+// Wider vectors than the target has would be split by GCC and register-blocked
+// accumulators would spill, hence one register exactly.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "core/dtype.h"
+
+#ifndef TF_CPU_ISA_NS
+#error "kernels/simd.h is for the per-ISA kernel sources (TF_CPU_ISA_NS names the level)"
+#endif
+
+namespace tf::cpu::TF_CPU_ISA_NS {
+
+#if defined(__AVX512F__)
+inline constexpr int kLanes = 16;
+#elif defined(__AVX__)
+inline constexpr int kLanes = 8;
+#else
+inline constexpr int kLanes = 4;
+#endif
+
+typedef float VecF __attribute__((vector_size(kLanes * 4)));
+typedef uint32_t VecU __attribute__((vector_size(kLanes * 4)));
+typedef int32_t VecI __attribute__((vector_size(kLanes * 4)));
+typedef uint16_t VecH __attribute__((vector_size(kLanes * 2)));
+
+inline VecF load(const float* p) {
+  VecF v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store(float* p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
+inline VecF splat(float x) { return VecF{} + x; }
+inline float hsum(VecF v) {
+  float s = 0;
+  for (int i = 0; i < kLanes; ++i) s += v[i];
+  return s;
+}
+inline float hmax(VecF v) {
+  float s = v[0];
+  for (int i = 1; i < kLanes; ++i) s = s > v[i] ? s : v[i];
+  return s;
+}
+
+// bfloat16 is the high half of a float: widen, shift, reinterpret (exact).
+inline VecF widen_bf16(const uint16_t* p) {
+  VecH h;
+  std::memcpy(&h, p, sizeof(h));
+  const VecU u = __builtin_convertvector(h, VecU) << 16;
+  VecF f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// IEEE half to float, exact. With F16C (every level but baseline) one vcvtph2ps. Without
+// it the compiler would call a library function per element, so integer ops do it: the
+// exponent and mantissa bits moved into a float's place read as 2^-112 times the half's
+// value (denormals included), and one multiply by 2^112 is exact; inf/NaN (exponent 31)
+// map to exponent 255 with NaNs quieted, as the hardware does.
+inline VecF widen_f16(const uint16_t* p) {
+#if defined(__F16C__)
+  typedef _Float16 VecF16 __attribute__((vector_size(kLanes * 2)));
+  VecF16 h;
+  std::memcpy(&h, p, sizeof(h));
+  return __builtin_convertvector(h, VecF);
+#else
+  VecH h16;
+  std::memcpy(&h16, p, sizeof(h16));
+  const VecU h = __builtin_convertvector(h16, VecU);
+  const VecU sign = (h & 0x8000u) << 16, em = h & 0x7fffu, shifted = em << 13;
+  VecF f;
+  std::memcpy(&f, &shifted, sizeof(f));
+  f *= 0x1p112f;
+  VecU u;
+  std::memcpy(&u, &f, sizeof(u));
+  const VecU special = shifted | 0x7f800000u | (VecU(em > 0x7c00u) & 0x00400000u);
+  const VecU is_special = VecU(em >= 0x7c00u);
+  u = (u & ~is_special) | (special & is_special);
+  u |= sign;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+
+// Weight storage types: float, or the bits of a BF16 / F16.
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+// kLanes weights of storage type W as floats.
+template <typename W>
+inline VecF load_w(const W* p) {
+  if constexpr (sizeof(W) == 4) return load(reinterpret_cast<const float*>(p));
+  else if constexpr (std::is_same_v<W, Bf16>) return widen_bf16(reinterpret_cast<const uint16_t*>(p));
+  else return widen_f16(reinterpret_cast<const uint16_t*>(p));
+}
+template <typename W>
+inline float to_f32(W w) {
+  if constexpr (sizeof(W) == 4) return w;
+  else if constexpr (std::is_same_v<W, Bf16>) return bf16_to_f32(w.bits);
+  else return f16_to_f32(w.bits);
+}
+
+}  // namespace tf::cpu::TF_CPU_ISA_NS
