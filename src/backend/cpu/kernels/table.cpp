@@ -5,6 +5,13 @@ namespace tf::cpu::TF_CPU_ISA_NS {
 
 int64_t matmul_block_rows();
 void matmul_blocks(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch);
+int64_t qmatmul_block_rows();
+void quantize_row(const float* x, int64_t k, bool w4_order, int8_t* q, float* d, float* s);
+void qmatmul_w8(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_w4(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void attend_item(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch);
 void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* out);
 void swiglu_row(const float* gate, const float* up, int64_t d, float* out);
@@ -17,6 +24,13 @@ KernelTable make_table() {
   t.isa = Isa::TF_CPU_ISA_ENUM;
   t.matmul_block_rows = matmul_block_rows();
   t.matmul_blocks = matmul_blocks;
+  t.quantize_row = quantize_row;
+  t.qmatmul_block_rows = qmatmul_block_rows();
+  t.qmatmul_blocks[size_t(QFormat::W8)] = qmatmul_w8;
+  t.qmatmul_blocks[size_t(QFormat::W4)] = qmatmul_w4;
+  t.qmatmul_blocks[size_t(QFormat::Q8_0)] = qmatmul_q8_0;
+  t.qmatmul_blocks[size_t(QFormat::Q4_0)] = qmatmul_q4_0;
+  t.qmatmul_blocks[size_t(QFormat::Q4_K)] = qmatmul_q4_k;
   t.attend_item = attend_item;
   t.rms_norm_row = rms_norm_row;
   t.swiglu_row = swiglu_row;
