@@ -25,10 +25,6 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/simd.h"
 #include "core/error.h"

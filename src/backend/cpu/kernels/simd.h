@@ -11,6 +11,16 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__AVX__)
+// GCC 12's AVX-512 intrinsic headers trip -Wmaybe-uninitialized inside themselves (on the
+// unused pass-through operand of the unmasked forms); the diagnostic is located in the
+// header, so ignoring it around this first inclusion silences only those.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
 #include "core/dtype.h"
 
 #ifndef TF_CPU_ISA_NS
@@ -50,27 +60,39 @@ inline float hmax(VecF v) {
   return s;
 }
 
-// bfloat16 is the high half of a float: widen, shift, reinterpret (exact).
+// bfloat16 is the high half of a float: widen, shift, reinterpret (exact). Intrinsics where
+// GCC would otherwise split the widening into 256-bit halves.
 inline VecF widen_bf16(const uint16_t* p) {
+#if defined(__AVX512F__)
+  const __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
+#elif defined(__AVX2__)
+  const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16);
+#else
   VecH h;
   std::memcpy(&h, p, sizeof(h));
   const VecU u = __builtin_convertvector(h, VecU) << 16;
+#endif
   VecF f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
 }
 
-// IEEE half to float, exact. With F16C (every level but baseline) one vcvtph2ps. Without
-// it the compiler would call a library function per element, so integer ops do it: the
+// IEEE half to float, exact. With F16C (every level but baseline) one vcvtph2ps (GCC 12
+// turns a conversion of _Float16 vectors into a library call per element, hence the
+// intrinsics). Without F16C, integer ops do it: the
 // exponent and mantissa bits moved into a float's place read as 2^-112 times the half's
 // value (denormals included), and one multiply by 2^112 is exact; inf/NaN (exponent 31)
 // map to exponent 255 with NaNs quieted, as the hardware does.
 inline VecF widen_f16(const uint16_t* p) {
-#if defined(__F16C__)
-  typedef _Float16 VecF16 __attribute__((vector_size(kLanes * 2)));
-  VecF16 h;
-  std::memcpy(&h, p, sizeof(h));
-  return __builtin_convertvector(h, VecF);
+#if defined(__AVX512F__)
+  const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__F16C__) && defined(__AVX__)
+  const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+#if defined(__AVX512F__) || (defined(__F16C__) && defined(__AVX__))
+  VecF v;
+  std::memcpy(&v, &f, sizeof(v));
+  return v;
 #else
   VecH h16;
   std::memcpy(&h16, p, sizeof(h16));
