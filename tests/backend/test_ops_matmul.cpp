@@ -1,7 +1,7 @@
 // matmul of the CPU backend against the reference, over a sweep of shapes that covers the
-// GEMM's tails: n (tokens) around the 4-token micro-tile, k around the vector width (8 or 16
-// lanes), m (output features) around the 4-row weight block; weights F32/BF16/F16, bias
-// absent/F32/BF16.
+// GEMM's tails: n (tokens) around the 3- or 4-token tile, k around the vector width and the
+// k chunks, m (output features) around the 4- or 6-row weight block; weights F32/BF16/F16,
+// bias absent/F32/BF16; at every ISA level (isa_test_main.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,9 +29,12 @@ void PrintTo(BiasKind b, std::ostream* os) {
   *os << (b == BiasKind::None ? "no bias" : b == BiasKind::F32 ? "F32 bias" : "BF16 bias");
 }
 
-// 8 and 9 straddle the CPU backend's switch from the direct (decode) kernel to the tiled one.
+// n from 1 past the CPU backend's token tiles (3 or 4 tokens; more than one tile switches it
+// from reading the weights as stored to widening them once per chunk); k below one vector
+// (1, 3), around the vector width (8 or 16 lanes), and past one (576) and two (1100: two
+// chunks, a partial third, a scalar tail) of the 512-element chunks the tiles walk k in.
 constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
-constexpr int64_t kInK[] = {1, 3, 16, 17, 64, 100, 256, 576};
+constexpr int64_t kInK[] = {1, 3, 16, 17, 64, 100, 256, 576, 1100};
 constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 130};
 
 // Metric and tolerance: both backends multiply the same F32 activations by the same weights

@@ -49,7 +49,8 @@ void CpuBackend::matmul(const TensorView& x, const TensorView& w, const TensorVi
   const int64_t block_bytes = block_rows * a.k * int64_t(dtype_size(w.dtype));
   ThreadPool& tp = pool();
   const int64_t n_chunks = tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, block_bytes)));
-  for (int t = 0; t < tp.size(); ++t) scratch(t, size_t(block_rows * a.k));
+  const size_t scratch_floats = size_t(kt.matmul_scratch_floats(a.n, a.k));
+  for (int t = 0; t < tp.size(); ++t) scratch(t, scratch_floats);
   tp.parallel_for(n_chunks, [&](int64_t c, int t) {
     kt.matmul_blocks(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks, scratch_[size_t(t)].data());
   });

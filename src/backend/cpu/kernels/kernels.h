@@ -85,9 +85,9 @@ struct KernelTable {
   Isa isa = Isa::Baseline;
 
   // Float matmul, weight rows in blocks of matmul_block_rows: blocks [b0, b1) for all n
-  // tokens. scratch holds matmul_block_rows * k floats (16-bit weights are widened into it
-  // once per block when n is large enough to reuse them).
+  // tokens, with a per-thread scratch of matmul_scratch_floats(n, k) floats.
   int64_t matmul_block_rows = 0;
+  int64_t (*matmul_scratch_floats)(int64_t n, int64_t k) = nullptr;
   void (*matmul_blocks)(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch) = nullptr;
 
   // Quantized matmul: activations quantized row by row (x [k], k % 32 == 0), then weight row

@@ -4,6 +4,7 @@
 namespace tf::cpu::TF_CPU_ISA_NS {
 
 int64_t matmul_block_rows();
+int64_t matmul_scratch_floats(int64_t n, int64_t k);
 void matmul_blocks(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch);
 int64_t qmatmul_block_rows();
 void quantize_row(const float* x, int64_t k, bool w4_order, int8_t* q, float* d, float* s);
@@ -23,6 +24,7 @@ KernelTable make_table() {
   KernelTable t;
   t.isa = Isa::TF_CPU_ISA_ENUM;
   t.matmul_block_rows = matmul_block_rows();
+  t.matmul_scratch_floats = matmul_scratch_floats;
   t.matmul_blocks = matmul_blocks;
   t.quantize_row = quantize_row;
   t.qmatmul_block_rows = qmatmul_block_rows();
