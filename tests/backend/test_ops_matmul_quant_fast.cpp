@@ -4,7 +4,8 @@
 // 4-token tile, output rows m around the 4-row block, k from one block of 32 (256 for Q4_K)
 // up past several; with and without bias; at every ISA level (isa_test_main.cpp).
 //
-// Weights are random bytes in each layout (every nibble and byte value, random scales,
+// Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
+// Q4_0 for its AVX2/AVX-512 kernels). Weights are random bytes in each layout (every nibble and byte value, random scales,
 // zeros and 6-bit sub-scales) and are dequantized here by scalar code written from the
 // layout definitions (src/quant/formats.h and ggml's block formats), independently of the
 // kernels.
@@ -234,6 +235,16 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
           const std::vector<double> scale_q = output_scale(xq, w.dequant, bias, n, k, m);
           EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
           worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
+
+          // The same weight uploaded: Q4_0 then also runs on its repacked copy (AVX2 and up).
+          const TensorView up = cpu.upload(w.view(), f.dtype);
+          GuardedOut out_up(cpu, n, m);
+          ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out_up.view()));
+          EXPECT_TRUE(out_up.guard_intact()) << "uploaded: wrote past its output";
+          const std::vector<float> got_up = out_up.values();
+          EXPECT_TRUE(test::close_scaled_l2(got_up, ref_matmul(xq), scale_q, kExactTol)) << "uploaded";
+          worst_exact = std::max(worst_exact, test::scaled_l2(got_up, ref_matmul(xq), scale_q));
+          cpu.release(up);  // w's memory goes at the end of this iteration
           const std::vector<double> scale = output_scale(x, w.dequant, bias, n, k, m);
           EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(x), scale, kQuantTol));
           worst_quant = std::max(worst_quant, test::scaled_l2(got, ref_matmul(x), scale));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/host_backend.h"
@@ -16,6 +17,10 @@ class CpuBackend : public HostBackend {
  public:
   CpuBackend();  // resolves the ISA level now, so a bad TF_CPU_ISA fails at startup
   std::string name() const override { return "cpu"; }
+  // As HostBackend's, and a Q4_0 weight also gets a repacked copy for the integer kernels
+  // (quant_pack.h), found again by its data pointer and dropped by release().
+  TensorView upload(const TensorView& host, DType dtype) override;
+  void release(const TensorView& buf) override;
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
@@ -42,12 +47,20 @@ class CpuBackend : public HostBackend {
   float* scratch(int t, size_t n);
   // A bias as F32 (converted into a buffer when stored otherwise); null when absent.
   const float* bias_f32(const TensorView& bias);
+  // The repacked copy of an uploaded weight of w's shape, or null.
+  const void* packed_weight(const TensorView& w) const;
+
+  struct PackedWeight {
+    int64_t m = 0, k = 0;
+    std::vector<uint8_t> bytes;
+  };
 
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<float> bias_buf_;
   std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast
-  std::vector<float> act_ds_;   // their per-block scales and sums
+  std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
+  std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer
 };
 
 }  // namespace tf

@@ -30,18 +30,29 @@ struct MatmulArgs {
 
 // ---- quantized matmul (kernels/qmatmul.h has the formats' block math) ------------------------
 // Activations quantized for integer dot products: each row of x cut into blocks of 32,
-// q = round(x / d) in -127..127 with d = max|x| / 127 of the block, and s = d * sum(q) of the
-// block (for the formats' zero points and minimums). For W4 the 32 values of a block are
-// stored evens first, then odds (the order of W4's low and high nibbles).
+// q = round(x / d) in -127..127 with d = max|x| / 127 of the block. The dot-product
+// instructions sum 4 byte products per int32 lane, 8 lanes per block, and per lane the
+// kernels need the block's d (dl) and the sum of the lane's 4 quantized values (xs, for the
+// formats' zero points and minimums); per block, d (db) and d * sum(q) (sb). For W4 the 32
+// values of a block are stored evens first, then odds (the order of W4's low and high
+// nibbles).
 struct QuantizedActs {
   const int8_t* q = nullptr;  // [n, k]
-  const float* d = nullptr;   // [n, k / 32]
-  const float* s = nullptr;   // [n, k / 32]
+  const float* dl = nullptr;  // [n, k / 4]
+  const float* xs = nullptr;  // [n, k / 4]
+  const float* db = nullptr;  // [n, k / 32]
+  const float* sb = nullptr;  // [n, k / 32]
   int64_t n = 0, k = 0;
+};
+// Per-row output of quantize_row: q [k], dl [k / 4], xs [k / 4], db [k / 32], sb [k / 32].
+struct QuantizedRow {
+  int8_t* q;
+  float *dl, *xs, *db, *sb;
 };
 struct QMatmulArgs {
   QuantizedActs x;
   const TensorView* w = nullptr;  // [m, k] in a quantized dtype (data, scales, zeros)
+  const void* packed = nullptr;   // Q4_0 only: w repacked as Q4_0x4 (backend/cpu/quant_pack.h), or null
   const float* bias = nullptr;    // [m] or null
   float* out = nullptr;           // [n, m]
   int64_t m = 0;
@@ -93,9 +104,11 @@ struct KernelTable {
   // Quantized matmul: activations quantized row by row (x [k], k % 32 == 0), then weight row
   // blocks [b0, b1) of qmatmul_block_rows rows against all tokens; null where a format has
   // no kernel at this level.
-  void (*quantize_row)(const float* x, int64_t k, bool w4_order, int8_t* q, float* d, float* s) = nullptr;
+  void (*quantize_row)(const float* x, int64_t k, bool w4_order, const QuantizedRow& out) = nullptr;
   int64_t qmatmul_block_rows = 0;
   void (*qmatmul_blocks[size_t(QFormat::kCount)])(const QMatmulArgs& a, int64_t b0, int64_t b1) = {};
+  // Q4_0 repacked as Q4_0x4 (a.packed): groups [g0, g1) of 4 rows; null below AVX2.
+  void (*qmatmul_q4_0x4)(const QMatmulArgs& a, int64_t g0, int64_t g1) = nullptr;
 
   // Paged attention of one item (attention.cpp describes the algorithm).
   void (*attend_item)(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch) = nullptr;

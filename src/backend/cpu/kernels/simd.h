@@ -12,11 +12,12 @@
 #include <type_traits>
 
 #if defined(__AVX__)
-// GCC 12's AVX-512 intrinsic headers trip -Wmaybe-uninitialized inside themselves (on the
+// GCC 12's AVX-512 intrinsic headers trip -W(maybe-)uninitialized inside themselves (on the
 // unused pass-through operand of the unmasked forms); the diagnostic is located in the
 // header, so ignoring it around this first inclusion silences only those.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
