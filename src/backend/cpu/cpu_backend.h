@@ -17,8 +17,10 @@ class CpuBackend : public HostBackend {
  public:
   CpuBackend();  // resolves the ISA level now, so a bad TF_CPU_ISA fails at startup
   std::string name() const override { return "cpu"; }
-  // As HostBackend's, and a Q4_0 weight also gets a repacked copy for the integer kernels
-  // (quant_pack.h), found again by its data pointer and dropped by release().
+  // As HostBackend's, and a 4-bit weight (Q4_0, W4, Q4_K) also gets a repacked copy for the
+  // integer kernels (quant_pack.h), found again by its data pointer and dropped by
+  // release(): memory holding an uploaded weight must not be freed while this backend lives
+  // without releasing the view first.
   TensorView upload(const TensorView& host, DType dtype) override;
   void release(const TensorView& buf) override;
   void embedding(const TensorView& table, const TensorView& out) override;
@@ -51,6 +53,7 @@ class CpuBackend : public HostBackend {
   const void* packed_weight(const TensorView& w) const;
 
   struct PackedWeight {
+    DType dtype = DType::Q4_0;
     int64_t m = 0, k = 0;
     std::vector<uint8_t> bytes;
   };

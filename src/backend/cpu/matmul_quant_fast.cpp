@@ -1,8 +1,8 @@
 // CPU matmul for quantized weights on integer dot products (kernels/qmatmul.cpp): each row
 // of x is quantized to INT8 per block of 32 once per call, then the weight row blocks are
 // split across the pool's threads as for float weights (matmul.cpp), so each weight byte
-// is read once per call. Q4_0 weights uploaded through this backend also have a repacked
-// copy (quant_pack.h), which the kernels of AVX2 and above read instead.
+// is read once per call. 4-bit weights (Q4_0, W4, Q4_K) uploaded through this backend also
+// have a repacked copy (quant_pack.h), which the kernels of AVX2 and above read instead.
 #include <cstring>
 #include <algorithm>
 
@@ -53,7 +53,8 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   float* xs = dl + n * k4;
   float* db = xs + n * k4;
   float* sb = db + n * nb;
-  const bool w4_order = fmt == cpu::QFormat::W4;
+  const void* packed = kt.qmatmul_u4x4 ? packed_weight(w) : nullptr;
+  const bool w4_order = fmt == cpu::QFormat::W4 && !packed;  // U4x4 stores W4 in element order
   const auto quantize = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       kt.quantize_row(x.as<float>() + r * k, k, w4_order,
@@ -68,27 +69,26 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   }
 
   // ---- weight row blocks against all tokens
-  const void* packed = packed_weight(w);
   const cpu::QMatmulArgs a{.x = {.q = act_q_.data(), .dl = dl, .xs = xs, .db = db, .sb = sb, .n = n, .k = k}, .w = &w,
                            .packed = packed, .bias = bias_f32(bias), .out = out.as<float>(), .m = m};
-  const bool use_packed = packed && kt.qmatmul_q4_0x4;
-  const int64_t block_rows = use_packed ? cpu::kQ4_0x4GroupRows : kt.qmatmul_block_rows;
+  const int64_t block_rows = packed ? cpu::kU4x4Rows : kt.qmatmul_block_rows;
   const int64_t n_blocks = (m + block_rows - 1) / block_rows;
   const int64_t block_bytes = block_rows * int64_t(dtype_row_bytes(w.dtype, k));
   const int64_t n_chunks = tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, block_bytes)));
-  const auto kernel = use_packed ? kt.qmatmul_q4_0x4 : kt.qmatmul_blocks[size_t(fmt)];
+  const auto kernel = packed ? kt.qmatmul_u4x4 : kt.qmatmul_blocks[size_t(fmt)];
   tp.parallel_for(n_chunks, [&](int64_t c, int) { kernel(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks); });
   return true;
 }
 
 TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
   const TensorView v = HostBackend::upload(host, dtype);
-  if (v.dtype == DType::Q4_0 && v.n_dims == 2 && v.shape[1] % 32 == 0) {
+  if (const int64_t bytes = cpu::u4x4_bytes(v); bytes > 0) {
     PackedWeight& p = packed_[v.data];
+    p.dtype = v.dtype;
     p.m = v.shape[0];
     p.k = v.shape[1];
-    p.bytes.resize(size_t(cpu::q4_0x4_bytes(p.m, p.k)));
-    cpu::pack_q4_0x4(v.as<uint8_t>(), p.m, p.k, p.bytes.data());
+    p.bytes.resize(size_t(bytes));
+    cpu::pack_u4x4(v, p.bytes.data());
   }
   return v;
 }
@@ -99,10 +99,10 @@ void CpuBackend::release(const TensorView& buf) {
 }
 
 const void* CpuBackend::packed_weight(const TensorView& w) const {
-  if (w.dtype != DType::Q4_0) return nullptr;
   const auto it = packed_.find(w.data);
-  return it != packed_.end() && it->second.m == w.shape[0] && it->second.k == w.shape[1] ? it->second.bytes.data()
-                                                                                          : nullptr;
+  if (it == packed_.end()) return nullptr;
+  const PackedWeight& p = it->second;
+  return p.dtype == w.dtype && p.m == w.shape[0] && p.k == w.shape[1] ? p.bytes.data() : nullptr;
 }
 
 }  // namespace tf

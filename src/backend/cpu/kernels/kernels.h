@@ -52,7 +52,7 @@ struct QuantizedRow {
 struct QMatmulArgs {
   QuantizedActs x;
   const TensorView* w = nullptr;  // [m, k] in a quantized dtype (data, scales, zeros)
-  const void* packed = nullptr;   // Q4_0 only: w repacked as Q4_0x4 (backend/cpu/quant_pack.h), or null
+  const void* packed = nullptr;   // Q4_0, W4, Q4_K: w repacked as U4x4 (backend/cpu/quant_pack.h), or null
   const float* bias = nullptr;    // [m] or null
   float* out = nullptr;           // [n, m]
   int64_t m = 0;
@@ -107,8 +107,9 @@ struct KernelTable {
   void (*quantize_row)(const float* x, int64_t k, bool w4_order, const QuantizedRow& out) = nullptr;
   int64_t qmatmul_block_rows = 0;
   void (*qmatmul_blocks[size_t(QFormat::kCount)])(const QMatmulArgs& a, int64_t b0, int64_t b1) = {};
-  // Q4_0 repacked as Q4_0x4 (a.packed): groups [g0, g1) of 4 rows; null below AVX2.
-  void (*qmatmul_q4_0x4)(const QMatmulArgs& a, int64_t g0, int64_t g1) = nullptr;
+  // 4-bit weights repacked as U4x4 (a.packed; activations in element order, also for W4):
+  // groups [g0, g1) of 4 rows; null below AVX2.
+  void (*qmatmul_u4x4)(const QMatmulArgs& a, int64_t g0, int64_t g1) = nullptr;
 
   // Paged attention of one item (attention.cpp describes the algorithm).
   void (*attend_item)(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch) = nullptr;

@@ -8,7 +8,7 @@ int64_t matmul_scratch_floats(int64_t n, int64_t k);
 void matmul_blocks(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch);
 int64_t qmatmul_block_rows();
 void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& out);
-void qmatmul_q4_0x4(const QMatmulArgs& a, int64_t g0, int64_t g1);
+void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1);
 void qmatmul_w8(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_w4(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
@@ -35,7 +35,7 @@ KernelTable make_table() {
   t.qmatmul_blocks[size_t(QFormat::Q4_0)] = qmatmul_q4_0;
   t.qmatmul_blocks[size_t(QFormat::Q4_K)] = qmatmul_q4_k;
 #if defined(__AVX2__)
-  t.qmatmul_q4_0x4 = qmatmul_q4_0x4;
+  t.qmatmul_u4x4 = qmatmul_u4x4;
 #endif
   t.attend_item = attend_item;
   t.rms_norm_row = rms_norm_row;
