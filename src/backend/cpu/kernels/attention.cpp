@@ -175,7 +175,19 @@ void attend_item(const AttendArgs& a, const AttendItem& it, AttendScratch& w) {
         for (int64_t i = 0; i < hd; ++i) ar[i] *= alpha;
       }
       float sum = 0;
-      for (int j = 0; j < nk; ++j) {
+      int j = 0;
+      VecF lane_j;  // j + lane for the visibility mask
+      for (int i = 0; i < kLanes; ++i) lane_j[i] = float(i);
+      VecF vsum = VecF{};
+      for (; j + kLanes <= nk; j += kLanes) {
+        const VecF idx = lane_j + float(j);
+        const VecF e = exp_vec(load(sr + j) * p.scale - mx);
+        const VecF visible = (idx >= float(j_lo)) & (idx <= float(j_hi)) ? e : VecF{};
+        store(sr + j, visible);
+        vsum += visible;
+      }
+      sum = hsum(vsum);
+      for (; j < nk; ++j) {
         const float e = (j >= j_lo && j <= j_hi) ? std::exp(sr[j] * p.scale - mx) : 0.0f;
         sr[j] = e;
         sum += e;

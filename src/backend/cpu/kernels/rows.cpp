@@ -22,7 +22,12 @@ void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* o
 }
 
 void swiglu_row(const float* gate, const float* up, int64_t d, float* out) {
-  for (int64_t i = 0; i < d; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  int64_t i = 0;
+  for (; i + kLanes <= d; i += kLanes) {
+    const VecF g = load(gate + i);
+    store(out + i, g / (1.0f + exp_vec(-g)) * load(up + i));
+  }
+  for (; i < d; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void widen_row(const void* src, DType dtype, int64_t n, float* dst) {

@@ -61,6 +61,42 @@ inline float hmax(VecF v) {
   return s;
 }
 
+// exp(x) for each lane, within about 2 ulp of the correctly rounded value: x = n ln2 + r
+// with n = round(x / ln2) and ln2 in two parts (the product n * ln2_hi is exact), exp(r) by
+// Cephes' degree-6 polynomial on |r| <= ln2 / 2, times 2^n built in the exponent bits. x
+// is clamped to [-87.34, 88.72] (results from 2^-126 to 3.4e38: no inf, and 0 is never
+// reached, where std::exp gives inf or denormals; for the softmax and SiLU terms here the
+// difference is below 1e-38); NaN stays NaN.
+inline VecF exp_vec(VecF x) {
+  const VecF lo = splat(-87.336544f), hi = splat(88.722839f);
+  const VecI is_nan = x != x;
+  VecF xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  const VecF magic = splat(0x1.8p23f);  // adding then subtracting it rounds to an integer
+  const VecF n = (xc * 1.44269504088896341f + magic) - magic;
+  VecF r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  VecF p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const VecF y = p * r * r + r + 1.0f;
+  const VecI bits = (__builtin_convertvector(n, VecI) + 127) << 23;
+  VecF scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  const VecF e = y * scale;
+  VecI out;
+  std::memcpy(&out, &e, sizeof(out));
+  VecI xi;
+  std::memcpy(&xi, &x, sizeof(xi));
+  out = (out & ~is_nan) | (xi & is_nan);
+  VecF res;
+  std::memcpy(&res, &out, sizeof(res));
+  return res;
+}
+
 // bfloat16 is the high half of a float: widen, shift, reinterpret (exact). Intrinsics where
 // GCC would otherwise split the widening into 256-bit halves.
 inline VecF widen_bf16(const uint16_t* p) {
