@@ -51,23 +51,6 @@ constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 130};
 // tail or conversion mistake gives errors of order 1.
 constexpr double kTol = 1e-5;
 
-// sqrt(sum_i (x[r, i] * w[j, i])^2 + bias[j]^2) for every output [r, j], in double.
-std::vector<double> output_scale(const std::vector<float>& x, const std::vector<float>& w,
-                                 const std::vector<float>& bias, int64_t n, int64_t k, int64_t m) {
-  std::vector<double> scale(size_t(n * m));
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < m; ++j) {
-      double ss = bias.empty() ? 0.0 : double(bias[size_t(j)]) * bias[size_t(j)];
-      for (int64_t i = 0; i < k; ++i) {
-        const double p = double(x[size_t(r * k + i)]) * w[size_t(j * k + i)];
-        ss += p * p;
-      }
-      scale[size_t(r * m + j)] = std::sqrt(ss);
-    }
-  }
-  return scale;
-}
-
 class MatmulSweep : public ::testing::TestWithParam<std::tuple<DType, BiasKind>> {};
 
 TEST_P(MatmulSweep, CpuMatchesRef) {
@@ -98,7 +81,7 @@ TEST_P(MatmulSweep, CpuMatchesRef) {
           EXPECT_TRUE(out.guard_intact()) << b->name() << " wrote past its output";
           outs[i++] = out.values();
         }
-        const std::vector<double> scale = output_scale(
+        const std::vector<double> scale = test::matmul_output_scale(
             x, w.to_f32(), bias_kind == BiasKind::None ? std::vector<float>{} : bias.to_f32(), n, k, m);
         EXPECT_TRUE(test::close_scaled_l2(outs[1], outs[0], scale, kTol));
         worst = std::max(worst, test::scaled_l2(outs[1], outs[0], scale));

@@ -169,22 +169,6 @@ std::vector<float> quantize_dequantize(const std::vector<float>& x) {
   return out;
 }
 
-// sqrt(sum_i (x[r, i] * w[j, i])^2 + bias[j]^2) per output: the natural scale of each dot product.
-std::vector<double> output_scale(const std::vector<float>& x, const std::vector<float>& w,
-                                 const std::vector<float>& bias, int64_t n, int64_t k, int64_t m) {
-  std::vector<double> scale(size_t(n * m));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t j = 0; j < m; ++j) {
-      double ss = bias.empty() ? 0.0 : double(bias[size_t(j)]) * bias[size_t(j)];
-      for (int64_t i = 0; i < k; ++i) {
-        const double p = double(x[size_t(r * k + i)]) * w[size_t(j * k + i)];
-        ss += p * p;
-      }
-      scale[size_t(r * m + j)] = std::sqrt(ss);
-    }
-  return scale;
-}
-
 struct Format {
   DType dtype;
   int32_t group;  // W4 only
@@ -232,7 +216,7 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
             return y;
           };
           const std::vector<float> xq = quantize_dequantize(x);
-          const std::vector<double> scale_q = output_scale(xq, w.dequant, bias, n, k, m);
+          const std::vector<double> scale_q = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
           EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
           worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
 
@@ -245,7 +229,7 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
           EXPECT_TRUE(test::close_scaled_l2(got_up, ref_matmul(xq), scale_q, kExactTol)) << "uploaded";
           worst_exact = std::max(worst_exact, test::scaled_l2(got_up, ref_matmul(xq), scale_q));
           cpu.release(up);  // w's memory goes at the end of this iteration
-          const std::vector<double> scale = output_scale(x, w.dequant, bias, n, k, m);
+          const std::vector<double> scale = test::matmul_output_scale(x, w.dequant, bias, n, k, m);
           EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(x), scale, kQuantTol));
           worst_quant = std::max(worst_quant, test::scaled_l2(got, ref_matmul(x), scale));
         }

@@ -194,14 +194,22 @@ struct FmtW8 {
   }
 };
 
-struct FmtQ8_0 {
-  static constexpr bool kSigned = true, kOffset = false;
-  static constexpr int64_t kBytes = 34;
+// Rows of self-contained GGUF blocks of kBytes bytes per kElems weights.
+template <int64_t kElems, int64_t kBytes>
+struct GgufRows {
   const uint8_t* data;
   int64_t row_bytes;
-  explicit FmtQ8_0(const TensorView& w) : data(w.as<uint8_t>()), row_bytes(w.shape[1] / kBlock * kBytes) {}
+  explicit GgufRows(const TensorView& w) : data(w.as<uint8_t>()), row_bytes(w.shape[1] / kElems * kBytes) {}
   const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
-  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const { return base + b * kBytes + kPrefetch; }
+  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const {
+    return base + b * kBlock / kElems * kBytes + kPrefetch;
+  }
+};
+
+struct FmtQ8_0 : GgufRows<32, 34> {
+  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr int64_t kBytes = 34;
+  using GgufRows::GgufRows;
   template <typename V>
   Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
     const uint8_t* p = base + b * kBytes;
@@ -209,14 +217,10 @@ struct FmtQ8_0 {
   }
 };
 
-struct FmtQ4_0 {
+struct FmtQ4_0 : GgufRows<32, 18> {
   static constexpr bool kSigned = false, kOffset = true;
   static constexpr int64_t kBytes = 18;
-  const uint8_t* data;
-  int64_t row_bytes;
-  explicit FmtQ4_0(const TensorView& w) : data(w.as<uint8_t>()), row_bytes(w.shape[1] / kBlock * kBytes) {}
-  const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
-  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const { return base + b * kBytes + kPrefetch; }
+  using GgufRows::GgufRows;
   template <typename V>
   Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
     const uint8_t* p = base + b * kBytes;
@@ -253,14 +257,10 @@ struct FmtW4 {
   }
 };
 
-struct FmtQ4_K {
+struct FmtQ4_K : GgufRows<256, 144> {
   static constexpr bool kSigned = false, kOffset = true;
   static constexpr int64_t kBytes = 144;
-  const uint8_t* data;
-  int64_t row_bytes;
-  explicit FmtQ4_K(const TensorView& w) : data(w.as<uint8_t>()), row_bytes(w.shape[1] / 256 * kBytes) {}
-  const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
-  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const { return base + (b / 8) * kBytes + b % 8 * 16 + kPrefetch; }
+  using GgufRows::GgufRows;
   template <typename V>
   Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
     const uint8_t* p = base + (b / 8) * kBytes;
