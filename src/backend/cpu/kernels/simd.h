@@ -50,10 +50,19 @@ inline VecF load(const float* p) {
 }
 inline void store(float* p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
 inline VecF splat(float x) { return VecF{} + x; }
+// Horizontal sum, as a tree of halvings (a log2(kLanes)-deep chain instead of kLanes - 1
+// dependent scalar adds: the matmul tiles reduce 24 accumulators at the end of each row block).
 inline float hsum(VecF v) {
-  float s = 0;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(v);
+#elif defined(__AVX__)
+  const __m256 a = v;
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+#else
+  return (v[0] + v[2]) + (v[1] + v[3]);
+#endif
 }
 inline float hmax(VecF v) {
   float s = v[0];
