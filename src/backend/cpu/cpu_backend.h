@@ -61,6 +61,7 @@ class CpuBackend : public HostBackend {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<float> bias_buf_;
+  std::vector<float> xt_;       // activations in token tiles (the prefill GEMM)
   std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
   std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer

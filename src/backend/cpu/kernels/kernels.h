@@ -95,11 +95,22 @@ struct AttendScratch {
 struct KernelTable {
   Isa isa = Isa::Baseline;
 
-  // Float matmul, weight rows in blocks of matmul_block_rows: blocks [b0, b1) for all n
-  // tokens, with a per-thread scratch of matmul_scratch_floats(n, k) floats.
+  // Float matmul for few tokens (decode; kernels/matmul.cpp): weight rows in blocks of
+  // matmul_block_rows, blocks [b0, b1) for all n tokens, with a per-thread scratch of
+  // matmul_scratch_floats(n, k) floats.
   int64_t matmul_block_rows = 0;
   int64_t (*matmul_scratch_floats)(int64_t n, int64_t k) = nullptr;
   void (*matmul_blocks)(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch) = nullptr;
+
+  // Float GEMM for n >= gemm_tile_tokens (prefill; kernels/gemm.cpp): x transposed once into
+  // token tiles, xt [ceil(n / gemm_tile_tokens), k, gemm_tile_tokens] (gemm_pack_x writes
+  // tiles [tile0, tile1)), then weight rows in blocks of gemm_block_rows, blocks [b0, b1)
+  // for all tokens, with a per-thread scratch of gemm_scratch_floats(n) floats.
+  int64_t gemm_tile_tokens = 0;
+  int64_t gemm_block_rows = 0;
+  int64_t (*gemm_scratch_floats)(int64_t n) = nullptr;
+  void (*gemm_pack_x)(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt) = nullptr;
+  void (*gemm_blocks)(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) = nullptr;
 
   // Quantized matmul: activations quantized row by row (x [k], k % 32 == 0), then weight row
   // blocks [b0, b1) of qmatmul_block_rows rows against all tokens; null where a format has

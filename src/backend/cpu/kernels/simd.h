@@ -49,7 +49,16 @@ inline VecF load(const float* p) {
   return v;
 }
 inline void store(float* p, VecF v) { std::memcpy(p, &v, sizeof(v)); }
-inline VecF splat(float x) { return VecF{} + x; }
+// Every lane x. (Not VecF{} + x: 0 + x is not x for x = -0, so GCC keeps a scalar add.)
+inline VecF splat(float x) {
+#if defined(__AVX512F__)
+  return _mm512_set1_ps(x);
+#elif defined(__AVX__)
+  return _mm256_set1_ps(x);
+#else
+  return VecF{x, x, x, x};
+#endif
+}
 // Horizontal sum, as a tree of halvings (a log2(kLanes)-deep chain instead of kLanes - 1
 // dependent scalar adds: the matmul tiles reduce 24 accumulators at the end of each row block).
 inline float hsum(VecF v) {

@@ -6,6 +6,11 @@ namespace tf::cpu::TF_CPU_ISA_NS {
 int64_t matmul_block_rows();
 int64_t matmul_scratch_floats(int64_t n, int64_t k);
 void matmul_blocks(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch);
+int64_t gemm_tile_tokens();
+int64_t gemm_block_rows();
+int64_t gemm_scratch_floats(int64_t n);
+void gemm_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt);
+void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch);
 int64_t qmatmul_block_rows();
 void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& out);
 void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1);
@@ -27,6 +32,11 @@ KernelTable make_table() {
   t.matmul_block_rows = matmul_block_rows();
   t.matmul_scratch_floats = matmul_scratch_floats;
   t.matmul_blocks = matmul_blocks;
+  t.gemm_tile_tokens = gemm_tile_tokens();
+  t.gemm_block_rows = gemm_block_rows();
+  t.gemm_scratch_floats = gemm_scratch_floats;
+  t.gemm_pack_x = gemm_pack_x;
+  t.gemm_blocks = gemm_blocks;
   t.quantize_row = quantize_row;
   t.qmatmul_block_rows = qmatmul_block_rows();
   t.qmatmul_blocks[size_t(QFormat::W8)] = qmatmul_w8;
