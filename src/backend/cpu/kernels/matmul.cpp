@@ -1,17 +1,18 @@
-// Float matmul kernel: out[n, m] = x[n, k] @ w[m, k]^T (+ bias) for a range of weight row
-// blocks (kernels.h, KernelTable::matmul_blocks).
+// Float matmul kernel for few tokens: out[n, m] = x[n, k] @ w[m, k]^T (+ bias) for a range
+// of weight row blocks (kernels.h, KernelTable::matmul_blocks), used below the prefill
+// GEMM's token tile (kernels/gemm.cpp).
 //
 // Weights are [out, in] as checkpoints store them, so every output is a dot product of two
 // contiguous rows. A block is kRows weight rows; the register tile is kTok tokens x kRows
 // rows of vector accumulators over k (each loaded weight vector serves kTok tokens, each
 // loaded activation vector kRows rows), reduced horizontally once at the end of k.
-//  - Few tokens (decode, n <= kTok): the tile reads the weights in their stored type and
-//    widens BF16/F16 in registers as it streams them; kRows rows are in flight at once and
-//    nothing is written back, so the loop runs at memory speed.
-//  - More tokens (prefill): k is cut in chunks of kChunk. Per block and chunk, the rows'
-//    chunk is widened once to F32 (kRows x kChunk floats: stays in L1) and every token tile
-//    runs over it; the tiles' vector accumulators are parked in scratch between chunks, so
-//    the FMAs read the weights from L1 and the activations from L2 instead of both from L2.
+//  - Decode (n <= kTok): the tile reads the weights in their stored type and widens
+//    BF16/F16 in registers as it streams them; kRows rows are in flight at once and nothing
+//    is written back, so the loop runs at memory speed.
+//  - A few more tokens: k is cut in chunks of kChunk. Per block and chunk, the rows' chunk
+//    is widened once to F32 (kRows x kChunk floats: stays in L1) and every token tile runs
+//    over it; the tiles' vector accumulators are parked in scratch between chunks, so the
+//    FMAs read the weights from L1 and the activations from L2 instead of both from L2.
 // A tail block of fewer rows points its missing rows at its last row (results discarded);
 // a tail of tokens runs a narrower tile; k past the last full vector is summed as scalars.
 #include <algorithm>
