@@ -39,22 +39,24 @@
 
 namespace tf {
 
-cpu::AttendScratch::AttendScratch(int max_rows, int64_t hd)
-    : acc(size_t(max_rows * hd)),
-      s(size_t(max_rows * kTileKeys)),
+cpu::AttendScratch::AttendScratch(int max_rows_, int64_t hd)
+    : max_rows(max_rows_),
+      head_dim(hd),
+      acc(size_t(max_rows_ * hd)),
+      s(size_t(max_rows_ * kTileKeys)),
       kbuf(size_t(kTileKeys * hd)),
       vbuf(size_t(kTileKeys * hd)),
-      m(size_t(max_rows)),
-      l(size_t(max_rows)),
-      q(size_t(max_rows)),
+      m(size_t(max_rows_)),
+      l(size_t(max_rows_)),
+      q(size_t(max_rows_)),
       krow(kTileKeys),
       vrow(kTileKeys),
-      out(size_t(max_rows)),
-      acc_rows(size_t(max_rows)),
-      p_rows(size_t(max_rows)),
-      first(size_t(max_rows)),
-      last(size_t(max_rows)) {
-  for (int r = 0; r < max_rows; ++r) {
+      out(size_t(max_rows_)),
+      acc_rows(size_t(max_rows_)),
+      p_rows(size_t(max_rows_)),
+      first(size_t(max_rows_)),
+      last(size_t(max_rows_)) {
+  for (int r = 0; r < max_rows_; ++r) {
     acc_rows[size_t(r)] = acc.data() + r * hd;
     p_rows[size_t(r)] = s.data() + r * kTileKeys;
   }
@@ -155,10 +157,13 @@ void CpuBackend::attention(int layer, const TensorView& qkv, const AttentionPara
 
   const cpu::KernelTable& kt = cpu::kernels();
   ThreadPool& tp = pool();
-  std::vector<std::optional<cpu::AttendScratch>> scratch(size_t(tp.size()));  // made on a thread's first item
+  // Per-thread scratch, kept across calls (a decode step calls this once per layer): made
+  // on a thread's first item when missing or too small for this call's items.
+  if (attend_scratch_.size() < size_t(tp.size())) attend_scratch_.resize(size_t(tp.size()));
   tp.parallel_for(int64_t(items.size()), [&](int64_t i, int t) {
-    if (!scratch[size_t(t)]) scratch[size_t(t)].emplace(max_rows, hd);
-    kt.attend_item(args, items[size_t(i)], *scratch[size_t(t)]);
+    auto& sc = attend_scratch_[size_t(t)];
+    if (!sc || sc->max_rows < max_rows || sc->head_dim != hd) sc.emplace(max_rows, hd);
+    kt.attend_item(args, items[size_t(i)], *sc);
   });
 }
 

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/kernels/kernels.h"
 #include "backend/host_backend.h"
 #include "core/thread_pool.h"
 
@@ -62,6 +64,7 @@ class CpuBackend : public HostBackend {
   std::vector<std::vector<float>> scratch_;
   std::vector<float> bias_buf_;
   std::vector<float> xt_;       // activations in token tiles (the prefill GEMM)
+  std::vector<std::optional<cpu::AttendScratch>> attend_scratch_;  // per pool thread
   std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
   std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer

@@ -80,10 +80,12 @@ struct AttendArgs {
   float* out = nullptr;        // [n_tokens, n_heads * head_dim]
   int64_t block_size = 0, n_kv_heads = 0;
 };
-// Per-thread scratch of the attention kernel, sized once per call for items of up to
-// max_rows rows (tokens x query heads of a group).
+// Per-thread scratch of the attention kernel for items of up to max_rows rows (tokens x
+// query heads of a group) of head_dim.
 struct AttendScratch {
   static constexpr int kTileKeys = 32;  // keys per tile: a K/V tile of 32 x head_dim stays in L1/L2
+  int max_rows = 0;
+  int64_t head_dim = 0;
   std::vector<float> acc, s, kbuf, vbuf, m, l;
   std::vector<const float*> q, krow, vrow;
   std::vector<float*> out, acc_rows;  // acc_rows[r] = acc + r * head_dim
