@@ -18,7 +18,7 @@ using test::shell_quote;
 const std::string kTiny = test::model_dir("tiny-main");
 
 TEST(Cli, HelpOnEveryVerb) {
-  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench", "kv-plan"}) {
+  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench", "kv-plan", "serve", "chat"}) {
     const auto r = run_twofold(std::string(verb) + " --help");
     EXPECT_EQ(r.exit_code, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb << ": " << r.out;
@@ -159,7 +159,7 @@ TEST(Cli, DummyWeightsFromConfigAlone) {
   std::filesystem::remove_all(dir);
 }
 
-// The validation stream of ../shared/models/README.md: 256 windows of 256 tokens; the figure
+// The validation stream of models/README.md ("Perplexity"): 256 windows of 256 tokens; the figure
 // there (float32 transformers) is 23.1755.
 TEST(Cli, PerplexityMatchesReference) {
   const auto r = run_twofold("perplexity -m " + kTiny + " -f " + test::data_path("valid_tokens_65536.bin") +

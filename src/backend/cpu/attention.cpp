@@ -13,7 +13,7 @@
 // An item walks its keys, positions [min first, max q_pos] over its tokens, in tiles of
 // kTileKeys keys gathered through the block table (a tile may span blocks):
 //   1. load:    K and V rows of the tile as F32 (pointers into an F32 pool; BF16/F16
-//               widened, I8 dequantized as q * scale into a small tile buffer);
+//               widened, I8 and FP8 dequantized as q * scale into a small tile buffer);
 //   2. scores:  q_r . k_j for every row and key of the tile, in register blocks of 4 rows x
 //               2 keys, vectorised over head_dim;
 //   3. softmax: online (FlashAttention) over s = scale * q_r . k_j, keys outside
@@ -35,6 +35,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/shape_checks.h"
+#include "quant/kv_fp8.h"
 #include "quant/kv_int8.h"
 
 namespace tf {
@@ -109,6 +110,10 @@ void CpuBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVie
           case DType::I8:
             k_scale(layer).as<float>()[pr] = quantize_row_kv_int8(k, hd, kc.as<int8_t>() + off);
             v_scale(layer).as<float>()[pr] = quantize_row_kv_int8(v, hd, vc.as<int8_t>() + off);
+            break;
+          case DType::FP8:
+            k_scale(layer).as<float>()[pr] = quantize_row_kv_fp8(k, hd, kc.as<uint8_t>() + off);
+            v_scale(layer).as<float>()[pr] = quantize_row_kv_fp8(v, hd, vc.as<uint8_t>() + off);
             break;
           default:
             for (int64_t i = 0; i < hd; ++i) {

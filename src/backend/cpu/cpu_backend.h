@@ -36,11 +36,17 @@ class CpuBackend : public HostBackend {
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
 
-  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_K) on the integer
-  // kernels (activations quantized per block of 32 to INT8; matmul_quant.cpp). Returns
-  // false, touching nothing, for a dtype or shape those kernels do not cover.
+  // matmul() on a quantized w takes matmul_quant_fast where it covers w, else matmul_dequant.
   //   x [rows, k] F32, w [m, k], bias [m] or empty, out [rows, m] F32
+  //
+  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_K) on the integer
+  // kernels (activations quantized per block of 32 to INT8; matmul_quant_fast.cpp). Returns
+  // false, touching nothing, for a dtype, shape or ISA level those kernels do not cover.
   bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
+  // out = x @ dequant(w)^T (+ bias) for w W8, W4 or FP8 with F32 activations, the weights
+  // dequantized in slices into scratch (matmul_quant.cpp): the values and products of the
+  // reference backend, summed in another order.
+  void matmul_dequant(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
 
   // The worker pool, sized to the calling thread's host_threads() (rebuilt when that changes,
   // e.g. on the first op of a tensor-parallel rank thread).

@@ -39,6 +39,10 @@ const float* CpuBackend::bias_f32(const TensorView& bias) {
 
 void CpuBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                         const TensorView& out) {
+  if (dtype_is_quantized(w.dtype)) {
+    if (!matmul_quant_fast(x, w, bias, out)) matmul_dequant(x, w, bias, out);
+    return;
+  }
   check_matmul(x, w, bias, out);
   TF_ASSERT(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16,
             "matmul: weight dtype {} unsupported", dtype_name(w.dtype));

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/simd.h"
+#include "quant/kv_fp8.h"
 #include "quant/kv_int8.h"
 
 namespace tf::cpu::TF_CPU_ISA_NS {
@@ -20,6 +21,9 @@ const float* row_f32(const KvPool& pool, int64_t row, int64_t hd, float* buf) {
     case DType::F32: return data.as<float>() + row * hd;
     case DType::I8:
       dequantize_row_kv_int8(data.as<int8_t>() + row * hd, pool.scales->as<float>()[row], hd, buf);
+      return buf;
+    case DType::FP8:
+      dequantize_row_kv_fp8(data.as<uint8_t>() + row * hd, pool.scales->as<float>()[row], hd, buf);
       return buf;
     case DType::BF16: {
       const uint16_t* src = data.as<uint16_t>() + row * hd;

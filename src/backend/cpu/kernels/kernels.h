@@ -62,7 +62,7 @@ enum class QFormat : uint8_t { W8, W4, Q8_0, Q4_0, Q4_K, kCount };
 
 // ---- attention ---------------------------------------------------------------------------
 // One layer's K or V pool: rows [n_blocks * n_kv_heads * block_size, head_dim] of `data`,
-// plus one F32 scale per row when the storage is I8.
+// plus one F32 scale per row when the storage is I8 or FP8.
 struct KvPool {
   const TensorView* data = nullptr;
   const TensorView* scales = nullptr;
