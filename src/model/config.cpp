@@ -26,7 +26,23 @@ std::string_view arch_name(Arch a) {
 
 namespace {
 
-constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+// Upper bounds on config.json's sizes, checked before anything is sized from them (the weight
+// table has one entry per layer and tensor; --load-format dummy and the KV pool allocate from
+// these sizes). Each is far above every released Llama-family model (the largest seen: 126
+// layers, hidden 16384 and intermediate 53248 in Llama-3.1-405B, 128 heads, head_dim 256,
+// vocab 262144, context 10M in Llama 4 Scout) and small enough that the products formed from
+// them (weight elements, KV bytes per token) stay far inside int64.
+struct SizeBound {
+  const char* key;
+  int64_t max;
+};
+constexpr SizeBound kMaxLayers{"num_hidden_layers", 1024};
+constexpr SizeBound kMaxHidden{"hidden_size", int64_t(1) << 17};
+constexpr SizeBound kMaxIntermediate{"intermediate_size", int64_t(1) << 20};
+constexpr SizeBound kMaxHeads{"num_attention_heads", 1024};
+constexpr SizeBound kMaxHeadDim{"head_dim", 1024};
+constexpr SizeBound kMaxVocab{"vocab_size", int64_t(1) << 24};
+constexpr SizeBound kMaxPositions{"max_position_embeddings", int64_t(1) << 26};
 
 // A short rendering of a bad value for error messages: `"abc"`, `-3`, `[1, 2]`.
 std::string show(const json& v) {
@@ -57,19 +73,21 @@ class Fields {
     fail("{}: field '{}' is {} (expected {})", origin_, field(key), show(at(key)), expected);
   }
 
-  int64_t positive_int(const char* key) const {
+  // A positive integer no larger than `max`.
+  int64_t positive_int(const char* key, int64_t max) const {
     constexpr const char* kWhat = "a positive integer";
     if (!has(key)) missing(key, kWhat);
     const json& v = at(key);
     if (!v.is_number_integer()) bad(key, kWhat);
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxSize) : v.get<int64_t>() > kMaxSize)
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(max) : v.get<int64_t>() > max)
       fail("{}: field '{}' is {} (expected a positive integer no larger than {})", origin_,
-           field(key), show(v), kMaxSize);
+           field(key), show(v), max);
     if (v.get<int64_t>() <= 0) bad(key, kWhat);
     return v.get<int64_t>();
   }
-  int64_t positive_int_or(const char* key, int64_t fallback) const {
-    return has(key) ? positive_int(key) : fallback;
+  int64_t positive_int(const SizeBound& b) const { return positive_int(b.key, b.max); }
+  int64_t positive_int_or(const char* key, int64_t max, int64_t fallback) const {
+    return has(key) ? positive_int(key, max) : fallback;
   }
 
   double positive_number(const char* key) const {
@@ -79,6 +97,9 @@ class Fields {
     if (!v.is_number()) bad(key, kWhat);
     double d = v.get<double>();
     if (!std::isfinite(d) || d <= 0) bad(key, kWhat);
+    // Stored as float: a value that would become infinity or a denormal there is refused too.
+    if (d > std::numeric_limits<float>::max() || d < std::numeric_limits<float>::min())
+      bad(key, "a positive number within the range of a 32-bit float");
     return d;
   }
   double positive_number_or(const char* key, double fallback) const {
@@ -100,12 +121,14 @@ class Fields {
     return has(key) ? string(key) : fallback;
   }
 
-  // A token id: a non-negative integer that fits int32.
-  int32_t token_id(const char* key, const json& v) const {
-    constexpr const char* kWhat = "a non-negative integer token id, or a list of them";
-    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0) ||
-        v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max()))
-      fail("{}: field '{}' holds {} (expected {})", origin_, field(key), show(v), kWhat);
+  // A token id: a non-negative integer below n_vocab (config.json's vocab_size).
+  int32_t token_id(const char* key, const json& v, int64_t n_vocab) const {
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+      fail("{}: field '{}' holds {} (expected a non-negative integer token id, or a list of them)",
+           origin_, field(key), show(v));
+    if (v.get<uint64_t>() >= uint64_t(n_vocab))
+      fail("{}: field '{}' holds token id {} (expected an id below vocab_size {})", origin_,
+           field(key), show(v), n_vocab);
     return int32_t(v.get<int64_t>());
   }
 
@@ -133,18 +156,21 @@ Arch parse_arch(const Fields& f) {
 // n_heads). Grouped-query attention needs n_heads to be a multiple of n_kv_heads, and
 // rotate-half RoPE pairs dimension i with i + head_dim/2, so head_dim must be even.
 void parse_attention(const Fields& f, const std::string& origin, ModelConfig& c) {
-  c.n_heads = f.positive_int("num_attention_heads");
-  c.n_kv_heads = f.positive_int_or("num_key_value_heads", c.n_heads);
+  c.n_heads = f.positive_int(kMaxHeads);
+  c.n_kv_heads = f.positive_int_or("num_key_value_heads", kMaxHeads.max, c.n_heads);
   if (c.n_heads % c.n_kv_heads != 0)
     fail("{}: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})", origin,
          c.n_heads, c.n_kv_heads);
   if (f.has("head_dim")) {
-    c.head_dim = f.positive_int("head_dim");
+    c.head_dim = f.positive_int(kMaxHeadDim);
   } else {
     if (c.d_model % c.n_heads != 0)
       fail("{}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and field "
            "'head_dim' is absent", origin, c.d_model, c.n_heads);
     c.head_dim = c.d_model / c.n_heads;
+    if (c.head_dim > kMaxHeadDim.max)
+      fail("{}: hidden_size / num_attention_heads = {} / {} = {} is larger than the largest "
+           "supported head_dim ({})", origin, c.d_model, c.n_heads, c.head_dim, kMaxHeadDim.max);
   }
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} is odd (RoPE needs an even head_dim)", origin, c.head_dim);
 }
@@ -188,7 +214,7 @@ void parse_rope(const json& j, const Fields& top, const std::string& origin, Mod
   r.factor = float(s.positive_number("factor"));
   r.low_freq_factor = float(s.positive_number("low_freq_factor"));
   r.high_freq_factor = float(s.positive_number("high_freq_factor"));
-  r.original_max_position_embeddings = s.positive_int("original_max_position_embeddings");
+  r.original_max_position_embeddings = s.positive_int("original_max_position_embeddings", kMaxPositions.max);
   // llama3 interpolates between the two wavelength bounds, dividing by their difference.
   if (!(r.high_freq_factor > r.low_freq_factor))
     fail("{}: field '{}' ({}) must be larger than '{}' ({})", origin, s.field("high_freq_factor"),
@@ -202,7 +228,7 @@ void parse_rope(const json& j, const Fields& top, const std::string& origin, Mod
 // rather than run wrongly.
 void parse_sliding_window(const Fields& f, const std::string& origin, ModelConfig& c) {
   if (c.arch == Arch::Mistral) {
-    c.sliding_window = f.positive_int_or("sliding_window", 0);
+    c.sliding_window = f.positive_int_or("sliding_window", kMaxPositions.max, 0);
     return;
   }
   if (c.arch != Arch::Qwen2 || !f.boolean_or("use_sliding_window", false)) return;
@@ -233,20 +259,21 @@ void parse_sliding_window(const Fields& f, const std::string& origin, ModelConfi
   if (n_sliding != c.n_layers)
     fail("{}: use_sliding_window is true with sliding attention on {} of {} layers; a per-layer "
          "mix of sliding and full attention is not supported", origin, n_sliding, c.n_layers);
-  c.sliding_window = f.positive_int("sliding_window");
+  c.sliding_window = f.positive_int("sliding_window", kMaxPositions.max);
 }
 
 // bos_token_id: an int or null. eos_token_id: an int, a list of ints, or null. Absent or
 // null leaves the current value alone, so generation_config.json only overrides what it has.
+// Every id is below c.n_vocab.
 void parse_special_ids(const Fields& f, ModelConfig& c) {
-  if (f.has("bos_token_id")) c.bos_id = f.token_id("bos_token_id", f.at("bos_token_id"));
+  if (f.has("bos_token_id")) c.bos_id = f.token_id("bos_token_id", f.at("bos_token_id"), c.n_vocab);
   if (f.has("eos_token_id")) {
     const json& v = f.at("eos_token_id");
     c.eos_ids.clear();
     if (v.is_array()) {
-      for (const json& e : v) c.eos_ids.push_back(f.token_id("eos_token_id", e));
+      for (const json& e : v) c.eos_ids.push_back(f.token_id("eos_token_id", e, c.n_vocab));
     } else {
-      c.eos_ids.push_back(f.token_id("eos_token_id", v));
+      c.eos_ids.push_back(f.token_id("eos_token_id", v, c.n_vocab));
     }
   }
 }
@@ -264,11 +291,11 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   c.arch = parse_arch(f);
   c.model_type = f.string("model_type");
 
-  c.d_model = f.positive_int("hidden_size");
-  c.d_ff = f.positive_int("intermediate_size");
-  c.n_layers = f.positive_int("num_hidden_layers");
-  c.n_vocab = f.positive_int("vocab_size");
-  c.max_position = f.positive_int("max_position_embeddings");
+  c.d_model = f.positive_int(kMaxHidden);
+  c.d_ff = f.positive_int(kMaxIntermediate);
+  c.n_layers = f.positive_int(kMaxLayers);
+  c.n_vocab = f.positive_int(kMaxVocab);
+  c.max_position = f.positive_int(kMaxPositions);
   c.rms_norm_eps = float(f.positive_number("rms_norm_eps"));
   parse_attention(f, origin, c);
   parse_rope(j, f, origin, c);
@@ -287,12 +314,14 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 ModelConfig load_model_config(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   if (!file_exists(config_path)) fail("{}: no such file (a model folder needs config.json)", config_path);
-  ModelConfig c = parse_model_config(read_text_file(config_path), config_path);
+  ModelConfig c = load_guarded(config_path, [&] { return parse_model_config(read_text_file(config_path), config_path); });
 
   const std::string gen_path = dir + "/generation_config.json";
   if (file_exists(gen_path)) {
-    json g = parse_json_object(read_text_file(gen_path), gen_path);
-    parse_special_ids(Fields(g, gen_path), c);
+    load_guarded(gen_path, [&] {
+      json g = parse_json_object(read_text_file(gen_path), gen_path);
+      parse_special_ids(Fields(g, gen_path), c);
+    });
   }
   return c;
 }

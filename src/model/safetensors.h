@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,15 @@ struct TensorInfo {
 
   TensorView view() const;        // host view of the mapped bytes
 };
+
+// The tensors and metadata a safetensors file's header lists, validated against its bytes.
+struct SafetensorsHeader {
+  std::map<std::string, TensorInfo> tensors;  // data points into the bytes parsed
+  std::map<std::string, std::string> metadata;
+};
+// Validates `bytes` (a whole safetensors file) and lists its tensors. Throws tf::Error naming
+// `path` (and the tensor at fault).
+SafetensorsHeader parse_safetensors(std::span<const uint8_t> bytes, const std::string& path);
 
 class SafetensorsFile {
  public:

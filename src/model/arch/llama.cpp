@@ -285,7 +285,10 @@ void LlamaModel::run_layers(int64_t n, int64_t n_out) {
 
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   ModelConfig cfg = load_model_config(dir);
-  Checkpoint ckpt = opt.dummy_weights ? Checkpoint::random(llama_weight_specs(cfg), opt.dummy_seed)
+  // Dummy weights are sized by config.json alone, so an allocation failure there is its fault.
+  Checkpoint ckpt = opt.dummy_weights ? load_guarded(dir + "/config.json", [&] {
+    return Checkpoint::random(llama_weight_specs(cfg), opt.dummy_seed);
+  })
                                       : Checkpoint::open(dir);
   auto model = std::make_unique<LlamaModel>(std::move(cfg), std::move(ckpt), backend);
   model->load(opt);
