@@ -32,7 +32,13 @@ constexpr int kTok = 4;   // tokens per micro-tile
 
 typedef uint16_t VecH __attribute__((vector_size(kLanes * 2)));
 typedef uint32_t VecU __attribute__((vector_size(kLanes * 4)));
+// clang 14 has _Float16 on x86 only with AVX512-FP16 (it defines __FLT16_MANT_DIG__ where it
+// has the type); without it, F16 weights take the blocked path, which widens rows with
+// load_row_f32.
+#if defined(__FLT16_MANT_DIG__)
+#define TF_HAVE_FLOAT16 1
 typedef _Float16 VecF16 __attribute__((vector_size(kLanes * 2)));
+#endif
 
 inline VecF load_vec(const float* p) {
   VecF v;
@@ -52,9 +58,11 @@ inline VecF load_w(const W* p) {
     std::memcpy(&f, &u, sizeof(f));
     return f;
   } else {
+#if defined(TF_HAVE_FLOAT16)
     VecF16 h;
     std::memcpy(&h, p, sizeof(h));
     return __builtin_convertvector(h, VecF);
+#endif
   }
 }
 template <typename W>
@@ -160,7 +168,11 @@ void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias
     switch (w.dtype) {
       case DType::F32: return direct_matmul(xp, w.as<float>(), bp, op, n, k, m);
       case DType::BF16: return direct_matmul(xp, w.as<uint16_t>(), bp, op, n, k, m);
+#if defined(TF_HAVE_FLOAT16)
       case DType::F16: return direct_matmul(xp, w.as<_Float16>(), bp, op, n, k, m);
+#else
+      case DType::F16: break;
+#endif
       default: TF_ASSERT(false, "matmul: weight dtype {} unsupported", dtype_name(w.dtype));
     }
   }
