@@ -45,14 +45,17 @@ for name in "${names[@]}"; do
   if [ ! -x "$bin" ]; then echo "fuzz.sh: no harness $bin" >&2; exit 2; fi
   mkdir -p "$BUILD/corpus/$name" "$BUILD/crashes/$name"
   echo "== fuzz_$name: $seconds s"
+  dict=()
+  if [ -f "tests/fuzz/$name.dict" ]; then dict=(-dict="tests/fuzz/$name.dict"); fi
+  log="$BUILD/crashes/$name.log"
   # -rss_limit_mb also caps a single allocation (malloc_limit_mb defaults to it).
-  if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" \
         -artifact_prefix="$BUILD/crashes/$name/" "$BUILD/corpus/$name" "tests/fuzz/corpus/$name" \
-        > "$BUILD/crashes/$name.log" 2>&1; then
+        > "$log" 2>&1; then
     failed+=("$name")
-    tail -n 60 "$BUILD/crashes/$name.log"
+    tail -n 60 "$log"
   else
-    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$BUILD/crashes/$name.log" | tr '\n' ' '
+    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" | tr '\n' ' '
     echo
   fi
 done

@@ -35,24 +35,40 @@ int64_t mul_int(int64_t x, int64_t y) {
   return r;
 }
 
+// The longest string (bytes) or list (items) `seq * n` may build. Python would try to
+// allocate whatever is asked and raise MemoryError; a template from a model file must not be
+// able to take the process down with "-" * 10**12, nor spin on "" * 10**18.
+constexpr int64_t kMaxRepeatLength = int64_t(1) << 24;
+
 Value repeat(const Value& seq, int64_t n) {
   n = std::max<int64_t>(n, 0);
+  const auto len = int64_t(seq.is_string() ? seq.as_string().size() : seq.as_list().items.size());
+  if (len == 0 || n == 0) return seq.is_string() ? Value(std::string()) : Value::list({}, seq.as_list().is_tuple);
+  if (n > kMaxRepeatLength / len)
+    fail_eval("repeating a {} of length {} {} times would exceed {} {}", type_name(seq), len, n, kMaxRepeatLength,
+              seq.is_string() ? "bytes" : "items");
   if (seq.is_string()) {
     std::string out;
+    out.reserve(size_t(len * n));
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value(std::move(out));
   }
   std::vector<Value> out;
+  out.reserve(size_t(len * n));
   for (int64_t i = 0; i < n; ++i)
     out.insert(out.end(), seq.as_list().items.begin(), seq.as_list().items.end());
   return Value::list(std::move(out), seq.as_list().is_tuple);
 }
 
+// base ** exp by squaring: O(log exp) steps, so 1 ** 10**15 answers at once; overflow fails.
 Value int_pow(int64_t base, int64_t exp) {
   if (exp < 0) return Value(std::pow(double(base), double(exp)));
   int64_t result = 1;
-  for (int64_t i = 0; i < exp; ++i)
-    result = mul_int(result, base);
+  while (exp > 0) {
+    if (exp & 1) result = mul_int(result, base);
+    exp >>= 1;
+    if (exp > 0) base = mul_int(base, base);
+  }
   return Value(result);
 }
 

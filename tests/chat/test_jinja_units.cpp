@@ -41,6 +41,23 @@ TEST(JinjaValue, FloatReprIsPythons) {
   EXPECT_EQ(jinja::float_repr(123456789012345678.0), "1.2345678901234568e+17");
 }
 
+// A template must not be able to spin or allocate without bound through one operator:
+// repetition is bounded (16 Mi bytes or items), ** takes O(log exponent) steps.
+TEST(JinjaOps, RepetitionAndPowerAreBounded) {
+  EXPECT_EQ(render("{{ 'ab' * 3 }}|{{ ([1] * 2) | length }}|{{ '' * 1000000000000000000 }}|{{ 3 * 'x' }}"),
+            "ababab|2||xxx");
+  EXPECT_EQ(render("{{ ([] * 1000000000000000000) | length }}|{{ 'x' * -5 }}"), "0|");
+  std::string msg = error_of([] { render("{{ 'ab' * 10000000000 }}"); });
+  EXPECT_CONTAINS(msg, "16777216 bytes");
+  msg = error_of([] { render("{{ ([1, 2] * 100000000) | length }}"); });
+  EXPECT_CONTAINS(msg, "items");
+  EXPECT_EQ(render("{{ 1 ** 1000000000000000 }}|{{ (-1) ** 1000000000000001 }}|{{ 2 ** 62 }}|{{ 0 ** 0 }}"),
+            "1|-1|4611686018427387904|1");
+  EXPECT_EQ(render("{{ 3 ** 39 }}|{{ (-2) ** 63 }}"), "4052555153018976267|-9223372036854775808");
+  EXPECT_CONTAINS(error_of([] { render("{{ 2 ** 63 }}"); }), "overflow");
+  EXPECT_CONTAINS(error_of([] { render("{{ 10 ** 1000000000000 }}"); }), "overflow");
+}
+
 TEST(JinjaJson, DumpsLikePython) {
   const jinja::Value v = jinja::from_json(
       nlohmann::ordered_json::parse(R"({"b": [1, 2.0, "x\u00e9\n"], "a": {}, "c": null})"));
