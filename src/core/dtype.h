@@ -51,20 +51,20 @@ inline uint16_t f32_to_bf16(float f) {
 // _Float16 on x86 only with AVX512-FP16). tests/core/test_dtype.cpp checks the two agree on
 // every half and a sweep of floats.
 namespace detail {
+// Integer ops and one multiply, so a loop of it vectorises (load_row_f32 relies on that): the
+// exponent and mantissa bits shifted into a float's place read as 2^-112 times the half's
+// value (subnormals included), so a multiply by 2^112 is exact; infinity and NaN (exponent 31)
+// map to exponent 255, NaNs quieted as the hardware does.
 inline float f16_to_f32_soft(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  uint32_t u;
-  if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (mant << 13);  // infinity, NaN (payload kept)
-  } else if (exp != 0) {
-    u = sign | ((exp + 112) << 23) | (mant << 13);  // rebias 15 -> 127
-  } else {
-    const float f = float(mant) * 0x1p-24f;  // zero or subnormal: mant * 2^-24, exact
-    std::memcpy(&u, &f, 4);
-    u |= sign;
-  }
+  const uint32_t sign = (uint32_t(h) & 0x8000u) << 16, em = uint32_t(h) & 0x7fffu;
+  const uint32_t shifted = em << 13;
   float f;
+  std::memcpy(&f, &shifted, 4);
+  f *= 0x1p112f;
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (em >= 0x7c00u) u = shifted | 0x7f800000u | (em > 0x7c00u ? 0x00400000u : 0u);
+  u |= sign;
   std::memcpy(&f, &u, 4);
   return f;
 }
