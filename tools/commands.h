@@ -6,7 +6,15 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "twofold/sampling.h"
+
+namespace tf {
+class ChatTemplate;
+}
 
 namespace tf::cli {
 
@@ -24,6 +32,34 @@ void add_model_args(CLI::App* app, ModelArgs& args);
 void add_tp_arg(CLI::App* app, int& tp);
 void apply_threads(int threads);
 
+// The sampling flags generate and chat share: -n, --temp, --top-p, --top-k, --min-p,
+// --repeat-penalty, --seed, --stop, --ignore-eos. Defaults are the struct's initial values.
+struct SamplingArgs {
+  int max_tokens = 64;
+  float temp = 0.8f;
+  float top_p = 0.95f;
+  int top_k = 40;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  int64_t seed = -1;  // -1: a random seed
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+void add_sampling_args(CLI::App* app, SamplingArgs& args);
+SamplingParams sampling_params(const SamplingArgs& args, uint64_t seed);
+// --seed when given, else a random one.
+uint64_t seed_of(const SamplingArgs& args);
+
+// -p TEXT, where "-" means: read the text from standard input (all of it, byte for byte).
+CLI::Option* add_prompt_arg(CLI::App* app, std::string& prompt, const std::string& what = "Prompt text");
+// The prompt itself: `arg`, or standard input's bytes when `arg` is "-".
+std::string prompt_text(const std::string& arg);
+
+// --chat-template FILE (chat, serve): renders messages instead of the model's own template.
+void add_chat_template_arg(CLI::App* app, std::string& path);
+// The template in `file` when it is given, else the model's own; nullopt when neither exists.
+std::optional<ChatTemplate> load_chat_template(const std::string& model, const std::string& file);
+
 // Each adds its subcommand; the callback sets the process exit code through `run`.
 using Runner = std::function<int()>;
 void add_generate(CLI::App& app, Runner& run);
@@ -35,6 +71,7 @@ void add_info(CLI::App& app, Runner& run);
 void add_bench(CLI::App& app, Runner& run);
 void add_kv_plan(CLI::App& app, Runner& run);
 void add_serve(CLI::App& app, Runner& run);
+void add_chat(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
 
 // The decode tokens/s vs batch chart of a bench result (bench --json's object) to an SVG file.

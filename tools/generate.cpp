@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "model/tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "twofold/engine.h"
@@ -18,27 +18,13 @@ struct GenerateArgs {
   ModelArgs model;
   std::string prompt;
   std::string prompts_file;
-  int max_tokens = 64;
-  float temp = 0.8f;
-  float top_p = 0.95f;
-  int top_k = 40;
-  float min_p = 0.0f;
-  float repeat_penalty = 1.0f;
-  int64_t seed = -1;
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
+  SamplingArgs sampling;
   bool json = false;
   int max_batch_tokens = 512;
   int max_seqs = 64;
   int block_size = 16;
   int tp = 1;
 };
-
-SamplingParams sampling_from(const GenerateArgs& a, uint64_t seed) {
-  return SamplingParams{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
-                        .repetition_penalty = a.repeat_penalty, .seed = seed,
-                        .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
-}
 
 EngineOptions engine_options(const GenerateArgs& a) {
   return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .block_size = a.block_size,
@@ -54,8 +40,8 @@ nlohmann::json result_json(Engine& engine, RequestId id, const std::string& text
 
 int run_single(const GenerateArgs& a) {
   Engine engine(engine_options(a));
-  const uint64_t seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
-  const RequestId id = engine.add_request({.prompt = a.prompt, .sampling = sampling_from(a, seed)});
+  const RequestId id =
+      engine.add_request({.prompt = prompt_text(a.prompt), .sampling = sampling_params(a.sampling, seed_of(a.sampling))});
   std::string text;
   FinishReason why = FinishReason::None;
   while (engine.has_unfinished()) {
@@ -90,7 +76,7 @@ GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a
                                   const std::string& where) {
   if (!j.is_object()) fail("{}: expected a JSON object", where);
   if (!j.contains("prompt") || !j["prompt"].is_string()) fail("{}: field 'prompt' must be a string", where);
-  GenerateRequest r{.prompt = j["prompt"].get<std::string>(), .sampling = sampling_from(a, seed)};
+  GenerateRequest r{.prompt = j["prompt"].get<std::string>(), .sampling = sampling_params(a.sampling, seed)};
   auto num = [&](const char* k, auto& dst) {
     if (!j.contains(k)) return;
     if (!j[k].is_number()) fail("{}: field '{}' must be a number", where, k);
@@ -119,14 +105,10 @@ int run_batch(const GenerateArgs& a) {
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      lines.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::parse_error& e) {
-      fail("{}:{}: invalid JSON: {}", a.prompts_file, n, e.what());
-    }
+    lines.push_back(parse_json_bounded(line, fmt::format("{}:{}", a.prompts_file, n)));
   }
   Engine engine(engine_options(a));
-  const uint64_t seed = a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}();
+  const uint64_t seed = seed_of(a.sampling);
   std::vector<RequestId> ids;
   for (size_t i = 0; i < lines.size(); ++i)
     ids.push_back(engine.add_request(
@@ -163,19 +145,11 @@ void add_generate(CLI::App& app, Runner& run) {
   CLI::App* c = app.add_subcommand("generate", "Generate text from a prompt (or a JSONL file of prompts)");
   add_model_args(c, a->model);
   add_tp_arg(c, a->tp);
-  auto* p = c->add_option("-p,--prompt", a->prompt, "Prompt text");
+  auto* p = add_prompt_arg(c, a->prompt);
   auto* f = c->add_option("--prompts-file", a->prompts_file,
                           "JSONL file, one {\"prompt\": ..., \"max_tokens\": ...} per line, run concurrently");
   p->excludes(f);
-  c->add_option("-n,--max-tokens", a->max_tokens, "New tokens at most")->capture_default_str();
-  c->add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
-  c->add_option("--top-p", a->top_p, "Nucleus sampling: keep the smallest set with this much probability")->capture_default_str();
-  c->add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
-  c->add_option("--min-p", a->min_p, "Drop tokens below min_p * p(most likely) (0 = off)")->capture_default_str();
-  c->add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  c->add_option("--seed", a->seed, "RNG seed (same seed, same output; default random)");
-  c->add_option("--stop", a->stop, "Stop string (repeatable); not included in the output");
-  c->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past the end-of-sequence token");
+  add_sampling_args(c, a->sampling);
   c->add_flag("--json", a->json, "Print one JSON object {prompt_ids, output_ids, text} per prompt");
   c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
   c->add_option("--max-seqs", a->max_seqs, "Sequences running at once")->capture_default_str();

@@ -19,14 +19,14 @@ void add_logits(CLI::App& app, Runner& run) {
   CLI::App* c = app.add_subcommand("logits", "Print {\"ids\": [...], \"logits\": [...]} for the last prompt position");
   add_model_args(c, a->model);
   add_tp_arg(c, a->tp);
-  c->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  add_prompt_arg(c, a->prompt)->required();
   c->callback([a, &run] {
     run = [a] {
       apply_threads(a->model.threads);
       Engine engine(EngineOptions{.model_dir = a->model.dir, .backend = a->model.backend, .load_format = a->model.load_format,
                                   .n_kv_blocks = 0, .kv_dtype = a->model.kv_dtype, .max_seqs = 1,
                                   .tensor_parallel = a->tp});
-      const std::vector<int32_t> ids = engine.tokenizer().encode(a->prompt);
+      const std::vector<int32_t> ids = engine.tokenizer().encode(prompt_text(a->prompt));
       const std::vector<float> logits = engine.score(ids, /*all_positions=*/false);
       std::printf("%s\n", json_dump(nlohmann::json{{"ids", ids}, {"logits", logits}}).c_str());
       return 0;

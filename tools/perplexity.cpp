@@ -2,7 +2,7 @@
 //
 // The token stream is cut into windows of --window tokens; each window runs on its own from
 // position 0, and tokens 1..w-1 of it are predicted from the tokens before them (the method
-// of ../shared/models/README.md). A last window shorter than 2 tokens predicts nothing.
+// of models/README.md, "Perplexity"). A last window shorter than 2 tokens predicts nothing.
 #include <cmath>
 #include <cstdio>
 #include <fstream>

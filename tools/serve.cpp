@@ -35,6 +35,7 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   int tp = 1;  // tensor-parallel ranks per replica
   int dp = 1;  // data-parallel replicas
+  std::string chat_template;  // --chat-template FILE
 };
 
 // Blocks the shutdown signals in this thread and so in every thread started after it; the
@@ -54,6 +55,7 @@ std::string model_name(const ServeArgs& a) {
   if (!a.server.served_model_name.empty()) return a.server.served_model_name;
   std::filesystem::path p = std::filesystem::path(a.model.dir).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "models/tiny-main/"
+  if (p.extension() == ".gguf") return p.stem().string();  // "SmolLM2-135M-Instruct.Q4_1"
   return p.filename().string();
 }
 
@@ -62,7 +64,7 @@ int run_serve(ServeArgs a) {
   apply_threads(a.model.threads);
   a.server.served_model_name = model_name(a);
   a.server.max_running = a.max_seqs * a.dp;
-  const ChatTemplate chat = ChatTemplate::from_model_dir(a.model.dir);
+  const std::optional<ChatTemplate> chat = load_chat_template(a.model.dir, a.chat_template);
   serve::ServerMetrics metrics;
   // Replicas share the host's cores: each engine thread gets 1/dp of the OpenMP threads.
   const int replica_threads = a.dp > 1 ? host_thread_share(a.dp) : 0;
@@ -81,12 +83,14 @@ int run_serve(ServeArgs a) {
   const double kv_mib = double(kv_tokens * loops[0]->kv_bytes_per_token()) / (1 << 20);
   const int64_t context = loops[0]->config().max_position;
   serve::ReplicaRouter router(std::move(loops));
-  serve::HttpServer server(router, chat, metrics, a.server);
+  serve::HttpServer server(router, chat ? &*chat : nullptr, metrics, a.server);
   const int port = server.bind();
   std::printf("twofold serve: listening on http://%s:%d\n", a.server.host.c_str(), port);
   std::printf("  model %s (%s), backend %s, context %lld tokens, chat template %s\n",
               a.server.served_model_name.c_str(), a.model.dir.c_str(), a.model.backend.c_str(), (long long)context,
-              chat.is_default() ? "ChatML (default)" : "the model's");
+              !a.chat_template.empty() ? a.chat_template.c_str()
+              : chat                   ? "the model's"
+                                       : "none (chat requests get 400; --chat-template FILE gives one)");
   std::printf("  KV cache: %lld blocks x %d tokens = %lld tokens (%s, %.1f MiB); %d running + %d waiting requests%s\n",
               (long long)kv_blocks, a.block_size, (long long)kv_tokens, a.model.kv_dtype.c_str(), kv_mib,
               a.server.max_running, a.server.max_waiting, a.server.api_key.empty() ? "" : "; API key required");
@@ -131,6 +135,7 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
   c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
+  add_chat_template_arg(c, a->chat_template);
   add_tp_arg(c, a->tp);
   c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -8,21 +8,13 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/mapped_file.h"
+#include "model/gguf/gguf_file.h"
 
 namespace tf {
 
 using json = nlohmann::json;
 
 namespace {
-
-// The template transformers fell back to for models without one (ChatML).
-constexpr const char* kChatMlTemplate =
-    "{% for message in messages %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\\n' }}"
-    "{% endif %}";
 
 json parse_json_file(const std::string& path) {
   const std::string text = read_text_file(path);
@@ -138,51 +130,96 @@ jinja::Value message_value(const Json& m, size_t i) {
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
-                           std::string eos_token, bool is_default)
-    : template_(std::move(tmpl)),
-      bos_token_(std::move(bos_token)),
-      eos_token_(std::move(eos_token)),
-      is_default_(is_default) {}
+                           std::string eos_token)
+    : template_(std::move(tmpl)), bos_token_(std::move(bos_token)), eos_token_(std::move(eos_token)) {}
 
-// Where the template comes from, as transformers loads it: chat_template.jinja beside
-// tokenizer_config.json when there is one (how transformers >= 4.43 saves templates), else
-// tokenizer_config.json's chat_template, else the ChatML default.
-ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
-  const std::string config_path = dir + "/tokenizer_config.json";
-  const std::string jinja_path = dir + "/chat_template.jinja";
-  std::string source, source_origin, bos, eos;
-  if (file_exists(config_path)) {
-    const json config = parse_json_file(config_path);
-    if (!config.is_object()) fail("{}: expected a JSON object at the top level", config_path);
-    source = template_source(config, config_path);
-    source_origin = config_path + ": chat_template";
-    bos = special_token(config, "bos_token", config_path);
-    eos = special_token(config, "eos_token", config_path);
-  }
-  if (file_exists(jinja_path)) {
-    source = read_text_file(jinja_path);
-    source_origin = jinja_path;
-  }
-  if (source.empty()) {
-    ChatTemplate t = from_source(kChatMlTemplate, std::move(bos), std::move(eos));
-    t.is_default_ = true;
-    return t;
-  }
+namespace {
+
+struct SpecialTokens {
+  std::string bos, eos;
+};
+
+// bos_token / eos_token of <dir>/tokenizer_config.json ("" when absent), and its chat_template
+// ("" when absent) into *source when source is not null.
+SpecialTokens read_tokenizer_config(const std::string& dir, std::string* source) {
+  const std::string path = dir + "/tokenizer_config.json";
+  SpecialTokens t;
+  if (!file_exists(path)) return t;
+  const json config = parse_json_file(path);
+  if (!config.is_object()) fail("{}: expected a JSON object at the top level", path);
+  if (source) *source = template_source(config, path);
+  t.bos = special_token(config, "bos_token", path);
+  t.eos = special_token(config, "eos_token", path);
+  return t;
+}
+
+// bos_token / eos_token of a model path: a GGUF file's (its tokenizer.ggml.*_token_id entries of
+// tokenizer.ggml.tokens), else tokenizer_config.json's as above.
+SpecialTokens model_special_tokens(const std::string& path) {
+  const std::optional<std::string> gguf = find_gguf_model(path);
+  if (!gguf) return read_tokenizer_config(path, nullptr);
+  const GgufFile f(*gguf);
+  auto token_text = [&](const char* key) -> std::string {
+    const std::optional<uint64_t> id = f.opt_uint(key);
+    if (!id || !f.has("tokenizer.ggml.tokens")) return "";
+    const std::span<const std::string_view> tokens = f.get_strings("tokenizer.ggml.tokens");
+    return *id < tokens.size() ? std::string(tokens[*id]) : "";
+  };
+  return {token_text("tokenizer.ggml.bos_token_id"), token_text("tokenizer.ggml.eos_token_id")};
+}
+
+// Parses `source`; a syntax error "chat template: line 3: ..." becomes "<origin>: line 3: ...".
+ChatTemplate parse_named(std::string source, const std::string& origin, SpecialTokens tokens) {
   try {
-    return from_source(std::move(source), std::move(bos), std::move(eos));
+    return ChatTemplate::from_source(std::move(source), std::move(tokens.bos), std::move(tokens.eos));
   } catch (const Error& e) {
-    // "chat template: line 3: ..." becomes "<file>: chat_template: line 3: ...".
     std::string what = e.what();
     constexpr std::string_view kPrefix = "chat template: ";
     if (what.rfind(kPrefix, 0) == 0) what.erase(0, kPrefix.size());
-    fail("{}: {}", source_origin, what);
+    fail("{}: {}", origin, what);
   }
+}
+
+}  // namespace
+
+// Where the template comes from, as transformers loads it: chat_template.jinja beside
+// tokenizer_config.json when there is one (how transformers >= 4.43 saves templates), else
+// tokenizer_config.json's chat_template.
+std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir) {
+  const std::string jinja_path = dir + "/chat_template.jinja";
+  std::string source;
+  SpecialTokens tokens = read_tokenizer_config(dir, &source);
+  std::string origin = dir + "/tokenizer_config.json: chat_template";
+  if (file_exists(jinja_path)) {
+    source = read_text_file(jinja_path);
+    origin = jinja_path;
+  }
+  if (source.empty()) return std::nullopt;
+  return parse_named(std::move(source), origin, std::move(tokens));
+}
+
+// A GGUF file keeps the template in tokenizer.chat_template and the special tokens as ids.
+std::optional<ChatTemplate> ChatTemplate::from_model(const std::string& path) {
+  const std::optional<std::string> gguf = find_gguf_model(path);
+  if (!gguf) return from_model_dir(path);
+  std::string source;
+  {
+    const GgufFile f(*gguf);
+    source = std::string(f.opt_string("tokenizer.chat_template").value_or(""));
+  }
+  if (source.empty()) return std::nullopt;
+  return parse_named(std::move(source), *gguf + ": tokenizer.chat_template", model_special_tokens(path));
+}
+
+ChatTemplate ChatTemplate::from_file(const std::string& path, const std::string& model) {
+  if (!file_exists(path)) fail("{}: no such chat template file", path);
+  return parse_named(read_text_file(path), path, model_special_tokens(model));
 }
 
 ChatTemplate ChatTemplate::from_source(std::string source, std::string bos_token,
                                        std::string eos_token) {
   return ChatTemplate(std::make_shared<const jinja::Template>(source), std::move(bos_token),
-                      std::move(eos_token), /*is_default=*/false);
+                      std::move(eos_token));
 }
 
 // The variables transformers' apply_chat_template passes: messages, tools (None when

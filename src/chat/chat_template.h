@@ -1,8 +1,9 @@
 // Chat templates: turns an OpenAI-style list of messages into the prompt text a model was
 // trained on, by rendering the model's own Jinja `chat_template` (tokenizer_config.json) the
 // way Hugging Face's apply_chat_template does (jinja2 with trim_blocks and lstrip_blocks, a
-// json.dumps-style tojson, raise_exception and strftime_now). Models without a template get
-// the ChatML default transformers used to fall back to.
+// json.dumps-style tojson, raise_exception and strftime_now). A model without a template has
+// none here either (transformers >= 4.44 and vLLM refuse to guess one); the caller may give a
+// template file instead (from_file; examples/chatml.jinja is ChatML).
 //
 // A ChatTemplate is parsed once and is immutable: render() may be called from many threads.
 #pragma once
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace tf {
@@ -22,9 +24,16 @@ class ChatTemplate {
  public:
   // Reads <dir>/tokenizer_config.json: chat_template (a string, or a list of {"name","template"}
   // where "default" is used), bos_token and eos_token (strings or {"content": ...} objects).
-  // No tokenizer_config.json or no chat_template: the ChatML default. Errors name the file and field.
   // A <dir>/chat_template.jinja (where transformers >= 4.43 saves templates) takes precedence.
-  static ChatTemplate from_model_dir(const std::string& dir);
+  // nullopt when the folder has neither. Errors name the file and field.
+  static std::optional<ChatTemplate> from_model_dir(const std::string& dir);
+  // The template of a model path: a GGUF file's tokenizer.chat_template (or that of the one
+  // GGUF file a folder holds), else from_model_dir. nullopt when there is none.
+  static std::optional<ChatTemplate> from_model(const std::string& path);
+  // The template in the file `path` (e.g. --chat-template), with bos_token and eos_token from
+  // the model (`model`: a folder's tokenizer_config.json or a GGUF file's tokens) when it has
+  // them. Errors name the file.
+  static ChatTemplate from_file(const std::string& path, const std::string& model);
   static ChatTemplate from_source(std::string source, std::string bos_token, std::string eos_token);
 
   // messages: JSON array of OpenAI-style messages ({"role", "content", ...}; content a string, or an
@@ -47,11 +56,8 @@ class ChatTemplate {
                              const nlohmann::ordered_json& tools = nullptr,
                              const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
-  bool is_default() const { return is_default_; }  // true when the ChatML default is used
-
  private:
-  ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
-               std::string eos_token, bool is_default);
+  ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token, std::string eos_token);
   template <typename Json>
   std::string render_any(const Json& messages, bool add_generation_prompt, const Json& tools,
                          const Json& extra) const;
@@ -59,7 +65,6 @@ class ChatTemplate {
   std::shared_ptr<const jinja::Template> template_;
   std::string bos_token_;  // "" when the model has none (then undefined in the template)
   std::string eos_token_;
-  bool is_default_ = false;
 };
 
 }  // namespace tf

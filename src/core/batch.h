@@ -1,4 +1,4 @@
-// The packed batch the model sees, even with one sequence (see ../shared/DESIGN.md).
+// The packed batch the model sees, even with one sequence (docs/DESIGN.md).
 //
 // No padding: the tokens of all scheduled sequences are concatenated. Sequence s owns rows
 // [seq_starts[s], seq_starts[s+1]) of every activation. Its KV lives in the blocks listed in

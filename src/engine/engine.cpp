@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine_impl.h"
+#include "engine/forward_runner.h"
 #include "model/arch/tensor_parallel_model.h"
 #include "sample/logprobs.h"
 
@@ -41,7 +42,8 @@ DType parse_kv_dtype(const std::string& s) {
   if (s == "bf16") return DType::BF16;
   if (s == "f16") return DType::F16;
   if (s == "int8") return DType::I8;
-  fail("unknown KV dtype '{}' (expected f32, bf16, f16 or int8)", s);
+  if (s == "fp8") return DType::FP8;
+  fail("unknown KV dtype '{}' (expected f32, bf16, f16, int8 or fp8)", s);
 }
 
 // The sampled token's log-probability and the n_top most likely, from the raw row
@@ -58,7 +60,7 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.block_size <= 0) fail("block size must be positive, got {}", opt.block_size);
   if (opt.max_batch_tokens <= 0) fail("max batch tokens must be positive, got {}", opt.max_batch_tokens);
   if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
-  tokenizer = Tokenizer::from_dir(opt.model_dir);
+  tokenizer = Tokenizer::from_model(opt.model_dir);
   if (opt.tensor_parallel < 1) fail("tensor parallel size must be at least 1, got {}", opt.tensor_parallel);
   const BackendKind kind = parse_backend_kind(opt.backend);
   backend = make_backend(kind, backend_options(opt.kernels));
@@ -166,7 +168,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   }
   const Batch batch = build_batch(so);
   const auto t1 = Clock::now();
-  const TensorView logits = model->forward(batch);
+  const TensorView logits = run_forward(*model, *backend, batch);
   const auto t2 = Clock::now();
   const int64_t n_vocab = model->config().n_vocab;
   // Greedy rows need only the argmax: when every row of the step is plain greedy, it is
@@ -323,7 +325,7 @@ std::vector<float> Engine::Impl::score(const std::vector<int32_t>& ids, bool all
       bb.add(SeqChunk{.ids = ids.data() + start, .n_ids = len, .start_pos = start, .blocks = table.data(),
                       .n_blocks = int32_t(table.size()), .want_logits = all_positions || start + len == n,
                       .all_logits = all_positions});
-      const TensorView logits = model->forward(bb.take());
+      const TensorView logits = run_forward(*model, *backend, bb.take());
       const size_t old = out.size();
       out.resize(old + size_t(logits.numel()));
       backend->copy_to_host(logits, out.data() + old);

@@ -36,19 +36,24 @@ std::string new_id(Endpoint e) {
   return id;
 }
 
-// The prompt as token ids. Chat: the model's template renders the messages, then the text
-// is tokenized without adding special tokens, as Hugging Face's apply_chat_template does:
-// the template already wrote BOS and the role markers, and the post-processor would add a
-// second BOS. Completions: text is tokenized as HF's tokenizer(text) does (BOS if the
+// The prompt as token ids. Chat: the model's template renders the messages (400 when there is
+// none: a guessed template, as transformers used before 4.44, feeds the model markers it never
+// saw), then the text is tokenized without adding special tokens, as Hugging Face's
+// apply_chat_template does: the template already wrote BOS and the role markers, and the
+// post-processor would add a second BOS. Completions: text is tokenized as HF's tokenizer(text) does (BOS if the
 // tokenizer's post-processor adds one); token ids are used as given.
 std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& r) {
   const Tokenizer& tok = ctx.loop.tokenizer();
   const char* param = prompt_param(r.endpoint);
   std::vector<int32_t> ids;
   if (r.endpoint == Endpoint::Chat) {
+    if (!ctx.chat)
+      bad_request(param, "this model has no chat template, so 'messages' cannot be turned into a prompt: start "
+                         "the server with --chat-template FILE (examples/chatml.jinja is ChatML), or use "
+                         "/v1/completions");
     std::string text;
     try {
-      text = ctx.chat.render(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+      text = ctx.chat->render(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
     } catch (const tf::Error& e) {
       bad_request(param, std::string("cannot apply the model's chat template to 'messages': ") + e.what());
     }

@@ -25,7 +25,7 @@ class ServerMetrics;
 
 struct CompletionContext {
   ReplicaRouter& loop;
-  const ChatTemplate& chat;
+  const ChatTemplate* chat;  // null: the model has no chat template (chat requests get 400)
   ServerMetrics& metrics;
   Admission& admission;
   std::string model_name;

@@ -20,7 +20,7 @@ namespace tf::serve {
 using nlohmann::json;
 
 struct HttpServer::Impl {
-  Impl(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions o)
+  Impl(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions o)
       : opt(std::move(o)), loop(loop), metrics(metrics), admission(opt.max_running + opt.max_waiting),
         ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name},
         created(int64_t(std::time(nullptr))) {}
@@ -120,7 +120,7 @@ void HttpServer::Impl::models(httplib::Response& res) const {
   send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
 }
 
-HttpServer::HttpServer(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt)
+HttpServer::HttpServer(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions opt)
     : impl_(std::make_unique<Impl>(loop, chat, metrics, std::move(opt))) {
   impl_->configure();
 }

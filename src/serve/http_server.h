@@ -42,7 +42,9 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(ReplicaRouter& loop, const ChatTemplate& chat, ServerMetrics& metrics, ServerOptions opt);
+  // chat: the template /v1/chat/completions renders messages with; null when the model has
+  // none (chat requests then get 400 saying so, as vLLM answers). Must outlive the server.
+  HttpServer(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions opt);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -1,5 +1,5 @@
-// ChatTemplate::from_model_dir: which template a model folder gives, and errors that name the
-// file and the field at fault.
+// ChatTemplate::from_model_dir and from_file: which template a model folder gives (none when it
+// has none), a template file given by the user, and errors that name the file and the field.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -19,31 +19,58 @@ class ChatConfigTest : public test::TempDirTest {
   }
 };
 
-TEST(ChatConfig, ModelWithoutTemplateGetsChatMl) {
-  EXPECT_TRUE(ChatTemplate::from_model_dir(test::model_dir("tiny-main")).is_default());
+TEST(ChatConfig, ModelWithoutTemplateHasNone) {
+  EXPECT_FALSE(ChatTemplate::from_model_dir(test::model_dir("tiny-main")).has_value());
 }
 
-TEST(ChatConfig, RealTemplatesAreNotTheDefault) {
+TEST(ChatConfig, RealTemplatesAreFound) {
   for (const char* name : {"llama3-128k", "qwen3-151k"})
-    EXPECT_FALSE(ChatTemplate::from_model_dir(test::data_path("tokenizers/") + name).is_default());
+    EXPECT_TRUE(ChatTemplate::from_model_dir(test::data_path("tokenizers/") + name).has_value());
 }
 
-TEST_F(ChatConfigTest, NoConfigFileGetsChatMl) {
-  EXPECT_TRUE(ChatTemplate::from_model_dir(dir_.string()).is_default());
+TEST_F(ChatConfigTest, NoConfigFileHasNone) { EXPECT_FALSE(ChatTemplate::from_model_dir(dir_.string()).has_value()); }
+
+TEST_F(ChatConfigTest, ConfigWithoutTemplateHasNone) {
+  write_config(R"({"bos_token": "<s>", "chat_template": null})");
+  EXPECT_FALSE(ChatTemplate::from_model_dir(dir_.string()).has_value());
 }
 
 TEST_F(ChatConfigTest, NamedTemplateListUsesDefault) {
   write_config(R"({"chat_template": [{"name": "tool_use", "template": "x"},
                                      {"name": "default", "template": "y"}]})");
-  EXPECT_FALSE(ChatTemplate::from_model_dir(dir_.string()).is_default());
+  const auto t = ChatTemplate::from_model_dir(dir_.string());
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->render(nlohmann::json::array(), false), "y");
+}
+
+TEST_F(ChatConfigTest, TemplateFileTakesTheModelsSpecialTokens) {
+  write_config(R"({"bos_token": {"content": "<s>"}, "eos_token": "</s>"})");
+  std::ofstream(dir_ / "mine.jinja") << "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}\n";
+  const ChatTemplate t = ChatTemplate::from_file((dir_ / "mine.jinja").string(), dir_.string());
+  EXPECT_EQ(t.render(nlohmann::json::parse(R"([{"role": "user", "content": "hi"}])"), true), "<s>hi</s>");
+  // A model folder without tokenizer_config.json: the tokens are undefined (empty here).
+  const ChatTemplate bare = ChatTemplate::from_file((dir_ / "mine.jinja").string(), (dir_ / "none").string());
+  EXPECT_EQ(bare.render(nlohmann::json::parse(R"([{"role": "user", "content": "hi"}])"), true), "hi");
+
+  EXPECT_CONTAINS(error_of([&] { ChatTemplate::from_file((dir_ / "missing.jinja").string(), dir_.string()); }),
+                  "missing.jinja: no such chat template file");
+  std::ofstream(dir_ / "bad.jinja") << "ok\n{% if %}";
+  EXPECT_CONTAINS(error_of([&] { ChatTemplate::from_file((dir_ / "bad.jinja").string(), dir_.string()); }),
+                  "bad.jinja: line 2");
+}
+
+TEST(ChatConfig, BundledChatMlTemplate) {
+  const ChatTemplate t = ChatTemplate::from_file(test::source_path("examples/chatml.jinja"), test::model_dir("tiny-main"));
+  EXPECT_EQ(t.render(nlohmann::json::parse(R"([{"role": "user", "content": "Hi"}])"), true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST_F(ChatConfigTest, ChatTemplateJinjaFileTakesPrecedence) {
   write_config(R"({"chat_template": "from config", "eos_token": "</s>"})");
   std::ofstream(dir_ / "chat_template.jinja") << "from file {{ eos_token }}\n";
-  const ChatTemplate t = ChatTemplate::from_model_dir(dir_.string());
-  EXPECT_FALSE(t.is_default());
-  EXPECT_EQ(t.render(nlohmann::json::array(), false), "from file </s>");
+  const auto t = ChatTemplate::from_model_dir(dir_.string());
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->render(nlohmann::json::array(), false), "from file </s>");
 
   std::ofstream(dir_ / "chat_template.jinja") << "line 1\n{{ oops( }}";
   const std::string msg = error_of([&] { ChatTemplate::from_model_dir(dir_.string()); });

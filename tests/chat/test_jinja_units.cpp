@@ -245,7 +245,7 @@ TEST(ChatTemplateRender, StrftimeNow) {
 }
 
 TEST(ChatTemplateRender, ConcurrentRendersAgree) {
-  const ChatTemplate t = ChatTemplate::from_model_dir(test::data_path("tokenizers/qwen3-151k"));
+  const ChatTemplate t = ChatTemplate::from_model_dir(test::data_path("tokenizers/qwen3-151k")).value();
   const json messages = json::parse(R"([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
                                         {"role": "assistant", "content": "<think>r</think>a"}])");
   const std::string expected = t.render(messages, true);

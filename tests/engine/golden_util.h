@@ -47,7 +47,7 @@ inline double rel_l2(const float* a, const float* b, size_t n) {
 
 // Number of leading greedy steps that must match exactly: up to (excluding) the first step
 // whose golden top-1/top-2 margin is below `tie_tol`, where another summation order may
-// rightly pick the other token (../shared/models/README.md, "What the golden files hold").
+// rightly pick the other token (models/README.md, "Golden vectors").
 inline size_t greedy_steps_to_compare(const GoldenPrompt& g, double tie_tol) {
   for (size_t i = 0; i < g.greedy_margins.size(); ++i)
     if (g.greedy_margins[i] < tie_tol) return i;  // step i itself may flip: compare steps before it

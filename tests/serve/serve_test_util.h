@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,13 +24,20 @@
 namespace tf::test {
 
 inline const std::string kTinyModel = model_dir("tiny-main");
+// tiny-main has no chat template; the servers here render chats with the bundled ChatML one,
+// as README's `serve --chat-template examples/chatml.jinja` does.
+inline std::optional<ChatTemplate> bundled_chatml() {
+  return ChatTemplate::from_file(source_path("examples/chatml.jinja"), kTinyModel);
+}
 
 // An engine thread (or `replicas` of them, data parallel) and HTTP server running in this
 // process until destroyed (which drains it as SIGTERM would, with the given grace period).
+// `chat`: the chat template (nullopt: none, as tiny-main's own folder gives).
 class TestServer {
  public:
-  explicit TestServer(serve::ServerOptions opt = {}, EngineOptions eng = {}, int replicas = 1)
-      : chat_(ChatTemplate::from_model_dir(kTinyModel)) {
+  explicit TestServer(serve::ServerOptions opt = {}, EngineOptions eng = {}, int replicas = 1,
+                      std::optional<ChatTemplate> chat = bundled_chatml())
+      : chat_(std::move(chat)) {
     eng.model_dir = kTinyModel;
     opt.host = "127.0.0.1";
     opt.port = 0;
@@ -39,7 +47,7 @@ class TestServer {
     for (int i = 0; i < replicas; ++i)
       loops.push_back(std::make_unique<serve::EngineLoop>(std::make_unique<Engine>(eng), metrics_));
     router_ = std::make_unique<serve::ReplicaRouter>(std::move(loops));
-    server_ = std::make_unique<serve::HttpServer>(*router_, chat_, metrics_, opt);
+    server_ = std::make_unique<serve::HttpServer>(*router_, chat_ ? &*chat_ : nullptr, metrics_, opt);
     port_ = server_->bind();
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -64,7 +72,7 @@ class TestServer {
   serve::ReplicaRouter& router() { return *router_; }
 
  private:
-  ChatTemplate chat_;
+  std::optional<ChatTemplate> chat_;
   serve::ServerMetrics metrics_;
   std::unique_ptr<serve::ReplicaRouter> router_;
   std::unique_ptr<serve::HttpServer> server_;

@@ -166,10 +166,9 @@ TEST_F(Serve, ChatShapeStreamedAndNot) {
     ASSERT_EQ(t["top_logprobs"].size(), 2u);
     EXPECT_DOUBLE_EQ(t["top_logprobs"][0]["logprob"].get<double>(), t["logprob"].get<double>());
   }
-  // The ChatML default renders "<|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n";
-  // the rendered text is tokenized without adding BOS again.
-  const ChatTemplate tmpl = ChatTemplate::from_model_dir(kTinyModel);
-  EXPECT_EQ(ch["message"]["content"], engine_greedy(tmpl.render(messages, true), 6, /*add_special=*/false));
+  // The server's template (the bundled ChatML) renders "<|im_start|>user\n...<|im_end|>\n
+  // <|im_start|>assistant\n"; the rendered text is tokenized without adding BOS again.
+  EXPECT_EQ(ch["message"]["content"], engine_greedy(bundled_chatml()->render(messages, true), 6, /*add_special=*/false));
 
   const StreamReply s = post_stream(
       c, "/v1/chat/completions",
@@ -326,6 +325,24 @@ TEST(ServeLimits, ApiKey) {
   auto health = c.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+}
+
+// A model without a chat template (tiny-main's own folder) and no --chat-template: chat
+// requests get 400 saying so, as vLLM answers, instead of a guessed template; completions work.
+TEST(ServeLimits, NoChatTemplateIsA400ForChat) {
+  TestServer s(serve::ServerOptions{}, EngineOptions{}, /*replicas=*/1, /*chat=*/std::nullopt);
+  auto c = s.client();
+  const HttpReply r = post(c, "/v1/chat/completions",
+                           json{{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})}, {"max_tokens", 2}});
+  expect_error(r, 400, "messages");
+  EXPECT_EQ(r.body["error"]["type"], "invalid_request_error");
+  EXPECT_CONTAINS(r.body["error"]["message"].get<std::string>(), "no chat template");
+  EXPECT_CONTAINS(r.body["error"]["message"].get<std::string>(), "--chat-template");
+  const HttpReply stream = post(c, "/v1/chat/completions",
+                                json{{"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})},
+                                     {"max_tokens", 2}, {"stream", true}});
+  expect_error(stream, 400, "messages");
+  EXPECT_EQ(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}}).status, 200);
 }
 
 // shutdown() (what SIGTERM calls): new requests get 503 while in-flight ones run to the end.

@@ -127,6 +127,23 @@ def test_errors(client):
     check([m.id for m in models.data] == ["tiny-main"], "models %r" % (models,))
 
 
+def test_no_chat_template(twofold, model):
+    """Without --chat-template, tiny-main (which has no template of its own) refuses chats with 400."""
+    p, host, port = start_server(twofold, model, "--served-model-name", "tiny-main")
+    try:
+        client = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="unused", max_retries=0)
+        try:
+            client.chat.completions.create(model="tiny-main", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+            check(False, "chat without a chat template accepted")
+        except openai.BadRequestError as e:
+            check(e.status_code == 400 and "no chat template" in e.body.get("message", ""),
+                  "no-template error %r" % (e.body,))
+        r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=2)
+        check(len(r.choices) == 1, "completions refused without a chat template")
+    finally:
+        stop_server(p)
+
+
 def test_api_key(twofold, model):
     p, host, port = start_server(twofold, model, "--api-key", "sekret")
     try:
@@ -253,8 +270,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--twofold", required=True, help="path of the twofold binary")
     ap.add_argument("--model", required=True, help="model folder (models/tiny-main)")
+    ap.add_argument("--chat-template", required=True, help="template file for chats (examples/chatml.jinja)")
     args = ap.parse_args()
-    p, host, port = start_server(args.twofold, args.model, "--served-model-name", "tiny-main")
+    p, host, port = start_server(args.twofold, args.model, "--served-model-name", "tiny-main",
+                                 "--chat-template", args.chat_template)
     try:
         client = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="unused")
         test_completions(client, args.twofold, args.model)
@@ -266,6 +285,7 @@ def main():
         if p.poll() is None:
             stop_server(p)
     test_api_key(args.twofold, args.model)
+    test_no_chat_template(args.twofold, args.model)
     if failures:
         print("%d failures" % len(failures), file=sys.stderr)
         sys.exit(1)

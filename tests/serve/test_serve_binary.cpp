@@ -104,7 +104,7 @@ TEST(ServeBinary, HelpListsTheOptions) {
   const CliResult r = run_twofold("serve --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* opt : {"--port", "--dp", "--tp", "--api-key", "--max-waiting", "--max-body-bytes", "--served-model-name",
-                          "--grace-period", "--max-connections", "--model"})
+                          "--grace-period", "--max-connections", "--model", "--chat-template"})
     EXPECT_CONTAINS(r.out, opt);
 }
 
@@ -118,6 +118,21 @@ TEST(ServeBinary, StartupSaysAddressModelBackendAndKvCapacity) {
   EXPECT_CONTAINS(p.banner(), "backend cpu");
   EXPECT_CONTAINS(p.banner(), "KV cache: ");
   EXPECT_CONTAINS(p.banner(), " tokens (f32, ");
+  EXPECT_CONTAINS(p.banner(), "chat template none (chat requests get 400; --chat-template FILE gives one)");
+}
+
+TEST(ServeBinary, ChatTemplateFileIsUsedForChats) {
+  const std::string chatml = source_path("examples/chatml.jinja");
+  ServeProcess p({"--chat-template", chatml});
+  ASSERT_GT(p.port(), 0) << p.banner();
+  EXPECT_CONTAINS(p.banner(), "chat template " + chatml);
+  httplib::Client c("127.0.0.1", p.port());
+  c.set_read_timeout(120, 0);
+  const HttpReply r = post(c, "/v1/chat/completions",
+                           json{{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 200) << r.text;
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
 }
 
 // --dp 2 (two engine replicas, each sharded --tp 2): concurrent requests all complete and

@@ -18,7 +18,7 @@ using test::shell_quote;
 const std::string kTiny = test::model_dir("tiny-main");
 
 TEST(Cli, HelpOnEveryVerb) {
-  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench", "kv-plan"}) {
+  for (const char* verb : {"", "generate", "logits", "tokenize", "detokenize", "perplexity", "info", "bench", "kv-plan", "serve", "chat"}) {
     const auto r = run_twofold(std::string(verb) + " --help");
     EXPECT_EQ(r.exit_code, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb << ": " << r.out;

@@ -14,8 +14,8 @@ namespace {
 using nlohmann::json;
 using test::run_twofold;
 
-// tests/data/valid_tokens_65536.bin as 255 windows of 256 tokens; float32 transformers gives
-// a perplexity of 23.1755 on it.
+// The validation stream of models/README.md ("Perplexity") as windows of 256 tokens; the
+// figure there (float32 transformers) is 23.1755.
 TEST(Cli, PerplexityMatchesReference) {
   const auto r = run_twofold("perplexity -m " + test::model_dir("tiny-main") + " -f " +
                              test::data_path("valid_tokens_65536.bin") + " --window 256 --json");

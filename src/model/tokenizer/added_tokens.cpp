@@ -1,7 +1,6 @@
 #include "model/tokenizer/added_tokens.h"
 
-#include <unicode/uchar.h>
-
+#include "model/tokenizer/char_class.h"
 #include "model/tokenizer/json_field.h"
 #include "model/tokenizer/normalizer.h"
 #include "model/tokenizer/utf8.h"
@@ -55,19 +54,6 @@ std::pair<int32_t, size_t> TokenTrie::longest_at(std::string_view s, size_t pos)
 
 namespace {
 
-// Rust regex's Unicode \w: alphabetic, marks, decimal digits, connector punctuation, join
-// controls (what HF's single_word check uses).
-bool is_word_char(uint32_t cp) {
-  if (u_hasBinaryProperty(UChar32(cp), UCHAR_ALPHABETIC) || u_hasBinaryProperty(UChar32(cp), UCHAR_JOIN_CONTROL)) {
-    return true;
-  }
-  const int8_t t = u_charType(UChar32(cp));
-  return t == U_NON_SPACING_MARK || t == U_ENCLOSING_MARK || t == U_COMBINING_SPACING_MARK ||
-         t == U_DECIMAL_DIGIT_NUMBER || t == U_CONNECTOR_PUNCTUATION;
-}
-
-bool is_space(uint32_t cp) { return u_hasBinaryProperty(UChar32(cp), UCHAR_WHITE_SPACE); }
-
 // The code point that ends s[0..end) (s valid UTF-8, end > 0 on a character boundary).
 uint32_t cp_before(std::string_view s, size_t end) {
   size_t b = end - 1;
@@ -94,10 +80,10 @@ AddedVocabulary::AddedVocabulary(const json& added, const JsonAt& at, const Norm
     tok.normalized = json_opt_bool(t, "normalized", !tok.special, ti);
     if (tok.content.empty()) continue;  // HF ignores empty added tokens
     const auto index = int32_t(tokens_.size());
+    tok.decode_text = tok.content;
     if (tok.normalized) {
-      std::string form = tok.content;
-      if (normalizer) normalizer->normalize(form);
-      if (!form.empty()) normalized_.insert(form, index);
+      if (normalizer) normalizer->normalize(tok.decode_text);
+      if (!tok.decode_text.empty()) normalized_.insert(tok.decode_text, index);
     } else {
       raw_.insert(tok.content, index);
     }
@@ -121,13 +107,13 @@ void AddedVocabulary::split(std::string_view s, bool normalized_set, std::vector
       size_t begin = pos, end = pos + len;
       pos = end;  // the search resumes after the match whether or not it is kept
       if (tok.single_word) {
-        const bool word_before = begin > 0 && is_word_char(cp_before(s, begin));
+        const bool word_before = begin > 0 && is_word(cp_before(s, begin));
         size_t k = end;
-        const bool word_after = end < s.size() && is_word_char(utf8_next(s, k));
+        const bool word_after = end < s.size() && is_word(utf8_next(s, k));
         if (word_before || word_after) continue;
       }
       if (tok.lstrip) {
-        while (begin > text_begin && is_space(cp_before(s, begin))) {
+        while (begin > text_begin && is_whitespace(cp_before(s, begin))) {
           do --begin;
           while ((uint8_t(s[begin]) & 0xC0) == 0x80);
         }
@@ -135,7 +121,7 @@ void AddedVocabulary::split(std::string_view s, bool normalized_set, std::vector
       if (tok.rstrip) {
         while (end < s.size()) {
           size_t k = end;
-          if (!is_space(utf8_next(s, k))) break;
+          if (!is_whitespace(utf8_next(s, k))) break;
           end = k;
         }
         pos = end;

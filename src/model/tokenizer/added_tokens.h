@@ -26,6 +26,10 @@ class Normalizer;
 
 struct AddedToken {
   std::string content;
+  // What decode() starts from: the normalized form of content when normalized (so that the
+  // decoder can undo, e.g., a byte-level normalizer), else content, as `tokenizers` 0.23
+  // decodes (older versions started from content).
+  std::string decode_text;
   int32_t id = -1;
   bool special = false;
   bool single_word = false;

@@ -129,30 +129,49 @@ class Strip final : public Decoder {
   size_t start_, stop_;
 };
 
+// Every occurrence of `what` (non-empty) in t becomes `with`.
+void replace_all(std::string& t, std::string_view what, std::string_view with) {
+  std::string out;
+  size_t prev = 0;
+  for (size_t pos = t.find(what); pos != std::string::npos; pos = t.find(what, prev)) {
+    out.append(t, prev, pos - prev);
+    out.append(with);
+    prev = pos + what.size();
+  }
+  out.append(t, prev, std::string::npos);
+  t = std::move(out);
+}
+
 // Metaspace: the replacement character becomes a space, except that the first token loses
 // its replacement characters entirely unless prepend_scheme is "never" (HF's rule).
 class Metaspace final : public Decoder {
  public:
   Metaspace(std::string replacement, bool strip_first) : rep_(std::move(replacement)), strip_first_(strip_first) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (size_t i = 0; i < tokens.size(); ++i) replace(tokens[i], i == 0 && strip_first_ ? "" : " ");
+    for (size_t i = 0; i < tokens.size(); ++i) replace_all(tokens[i], rep_, i == 0 && strip_first_ ? "" : " ");
   }
-  void token_bytes(std::string& t) const override { replace(t, " "); }
+  void token_bytes(std::string& t) const override { replace_all(t, rep_, " "); }
 
  private:
-  void replace(std::string& t, std::string_view with) const {
-    std::string out;
-    size_t prev = 0;
-    for (size_t pos = t.find(rep_); pos != std::string::npos; pos = t.find(rep_, prev)) {
-      out.append(t, prev, pos - prev);
-      out.append(with);
-      prev = pos + rep_.size();
-    }
-    out.append(t, prev, std::string::npos);
-    t = std::move(out);
-  }
   std::string rep_;
   bool strip_first_;
+};
+
+// BPEDecoder: the end-of-word suffix becomes a space, except in the last token where it is
+// dropped.
+class BpeSuffix final : public Decoder {
+ public:
+  explicit BpeSuffix(std::string suffix) : suffix_(std::move(suffix)) {}
+  void decode_chain(std::vector<std::string>& tokens) const override {
+    if (suffix_.empty()) return;
+    for (size_t i = 0; i < tokens.size(); ++i) replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
+  }
+  void token_bytes(std::string& t) const override {
+    if (!suffix_.empty()) replace_all(t, suffix_, " ");
+  }
+
+ private:
+  std::string suffix_;
 };
 
 class Sequence final : public Decoder {
@@ -187,6 +206,11 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const JsonAt& at) {
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallback>();
   if (type == "Fuse") return std::make_unique<Fuse>();
+  if (type == "BPEDecoder") {
+    const json* suffix = json_find(j, "suffix");
+    if (suffix && !suffix->is_string()) (at / "suffix").fail("expected a string");
+    return std::make_unique<BpeSuffix>(suffix ? suffix->get<std::string>() : "</w>");
+  }
   if (type == "Strip") {
     const std::string content = json_need_string(j, "content", at);
     size_t len = 0;
@@ -216,7 +240,7 @@ std::unique_ptr<Decoder> make_decoder(const json& j, const JsonAt& at) {
     return std::make_unique<Sequence>(std::move(parts));
   }
   (at / "type").fail("decoder type {:?} is not supported (expected ByteLevel, Replace, ByteFallback, Fuse, "
-                     "Strip, Metaspace or Sequence)", type);
+                     "Strip, Metaspace, BPEDecoder or Sequence)", type);
 }
 
 }  // namespace tf::tok

@@ -1,6 +1,6 @@
 // tokenizer.json "decoder": turns token strings back into text, as HF's decode_chain does on
 // the list of token strings. Supported: ByteLevel, Replace, ByteFallback, Fuse, Strip,
-// Metaspace, Sequence.
+// Metaspace, BPEDecoder (end-of-word suffix), Sequence.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -2,12 +2,16 @@
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
+#include <unicode/locid.h>
+#include <unicode/unistr.h>
 
 #include <vector>
 
 #include "model/tokenizer/byte_level.h"
+#include "model/tokenizer/char_class.h"
 #include "model/tokenizer/json_field.h"
 #include "model/tokenizer/regex.h"
+#include "model/tokenizer/utf8.h"
 
 namespace tf::tok {
 
@@ -98,6 +102,75 @@ class ByteLevelNorm final : public Normalizer {
   }
 };
 
+// Lowercase: each character by its own full lowercase mapping, as Rust's char::to_lowercase
+// (no context, so a final capital sigma becomes σ, not ς; İ becomes "i̇").
+class Lowercase final : public Normalizer {
+ public:
+  void normalize(std::string& s) const override {
+    if (is_ascii(s)) {
+      for (char& c : s) c = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
+      return;
+    }
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+      const uint32_t cp = utf8_next(s, i);
+      if (cp < 0x80) {
+        out.push_back((cp >= 'A' && cp <= 'Z') ? char(cp - 'A' + 'a') : char(cp));
+        continue;
+      }
+      // Per character: ICU's string mapping would apply the final-sigma context rule.
+      icu::UnicodeString one = icu::UnicodeString(UChar32(cp));
+      one.toLower(icu::Locale::getRoot());
+      one.toUTF8String(out);
+    }
+    s = std::move(out);
+  }
+};
+
+// Strip: removes leading and/or trailing whitespace (char::is_whitespace).
+class Strip final : public Normalizer {
+ public:
+  Strip(bool left, bool right) : left_(left), right_(right) {}
+  void normalize(std::string& s) const override {
+    size_t begin = 0, end = s.size();
+    if (left_) {
+      for (size_t i = 0; i < end;) {
+        if (!is_whitespace(utf8_next(s, i))) break;
+        begin = i;
+      }
+    }
+    if (right_) {
+      while (end > begin) {
+        size_t start = end - 1;
+        while (start > begin && (uint8_t(s[start]) & 0xC0) == 0x80) --start;
+        size_t i = start;
+        if (!is_whitespace(utf8_next(s, i))) break;
+        end = start;
+      }
+    }
+    s = s.substr(begin, end - begin);
+  }
+
+ private:
+  bool left_, right_;
+};
+
+// StripAccents: drops combining marks (general category M*).
+class StripAccents final : public Normalizer {
+ public:
+  void normalize(std::string& s) const override {
+    if (is_ascii(s)) return;
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+      const size_t begin = i;
+      if (!is_mark(utf8_next(s, i))) out.append(s, begin, i - begin);
+    }
+    s = std::move(out);
+  }
+};
+
 class Sequence final : public Normalizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
@@ -124,6 +197,11 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const JsonAt& at) {
                                      json_need_string(j, "content", at));
   }
   if (type == "ByteLevel") return std::make_unique<ByteLevelNorm>();
+  if (type == "Lowercase") return std::make_unique<Lowercase>();
+  if (type == "Strip") {
+    return std::make_unique<Strip>(json_opt_bool(j, "strip_left", true, at), json_opt_bool(j, "strip_right", true, at));
+  }
+  if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "Sequence") {
     const json& list = json_need(j, "normalizers", at);
     if (!list.is_array()) (at / "normalizers").fail("expected an array");
@@ -134,7 +212,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const JsonAt& at) {
     return std::make_unique<Sequence>(std::move(parts));
   }
   (at / "type").fail("normalizer type {:?} is not supported (expected NFC, NFD, NFKC, NFKD, Prepend, "
-                     "Replace, ByteLevel or Sequence)", type);
+                     "Replace, Lowercase, Strip, StripAccents, ByteLevel or Sequence)", type);
 }
 
 }  // namespace tf::tok

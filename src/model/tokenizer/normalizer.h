@@ -1,6 +1,7 @@
 // tokenizer.json "normalizer": rewrites each piece of input text (between added tokens)
 // before pre-tokenization. Supported: null, NFC, NFD, NFKC, NFKD (ICU), Prepend, Replace
-// (String or Regex pattern), ByteLevel, Sequence. Anything else is an error naming the field.
+// (String or Regex pattern), Lowercase, Strip (strip_left, strip_right), StripAccents,
+// ByteLevel, Sequence. Anything else is an error naming the field.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "model/tokenizer/byte_level.h"
+#include "model/tokenizer/char_class.h"
 #include "model/tokenizer/json_field.h"
 #include "model/tokenizer/regex.h"
+#include "model/tokenizer/utf8.h"
 
 namespace tf::tok {
 
@@ -104,6 +106,98 @@ class Split final : public PreTokenizer {
   bool invert_;
 };
 
+using Matches = std::vector<std::pair<size_t, size_t>>;
+
+// Every character of `s` for which pred(code point) holds, each its own match (HF's split on
+// a char predicate: Contiguous is what joins neighbouring matches).
+template <typename Pred>
+Matches char_matches(const std::string& s, Pred pred) {
+  Matches out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t begin = i;
+    if (pred(utf8_next(s, i))) out.emplace_back(begin, i);
+  }
+  return out;
+}
+
+// Splits every piece on single characters chosen by a predicate: Digits, Punctuation,
+// WhitespaceSplit, CharDelimiterSplit.
+class CharSplit final : public PreTokenizer {
+ public:
+  using Pred = bool (*)(uint32_t);
+  CharSplit(Pred pred, Behavior behavior) : pred_(pred), behavior_(behavior) {}
+
+  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    std::vector<PreToken> out;
+    out.reserve(pieces.size() * 2);
+    for (const PreToken& p : pieces) split_piece(p, char_matches(p.text, pred_), behavior_, false, out);
+    pieces = std::move(out);
+  }
+
+ private:
+  Pred pred_;
+  Behavior behavior_;
+};
+
+// CharDelimiterSplit: one given character is the delimiter, removed.
+class DelimiterSplit final : public PreTokenizer {
+ public:
+  explicit DelimiterSplit(uint32_t delimiter) : delimiter_(delimiter) {}
+
+  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    std::vector<PreToken> out;
+    for (const PreToken& p : pieces) {
+      split_piece(p, char_matches(p.text, [this](uint32_t c) { return c == delimiter_; }), Behavior::Removed, false, out);
+    }
+    pieces = std::move(out);
+  }
+
+ private:
+  uint32_t delimiter_;
+};
+
+// Whitespace: the pieces are the matches of \w+|[^\w\s]+ (the regex crate's Unicode \w and
+// \s); the whitespace between them is dropped. A regex engine is not needed for that: the
+// matches are the maximal runs of word characters and of characters that are neither word
+// nor whitespace, found in one pass over the code points.
+class Whitespace final : public PreTokenizer {
+ public:
+  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    std::vector<PreToken> out;
+    for (const PreToken& p : pieces) {
+      enum Kind { Space, Word, Other };
+      Matches runs;
+      Kind run_kind = Space;
+      for (size_t i = 0; i < p.text.size();) {
+        const size_t begin = i;
+        const uint32_t c = utf8_next(p.text, i);
+        const Kind k = is_word(c) ? Word : is_whitespace(c) ? Space : Other;
+        if (k != Space && k == run_kind) {
+          runs.back().second = i;
+        } else if (k != Space) {
+          runs.emplace_back(begin, i);
+        }
+        run_kind = k;
+      }
+      split_piece(p, runs, Behavior::Removed, /*invert=*/true, out);
+    }
+    pieces = std::move(out);
+  }
+};
+
+// BertPreTokenizer: whitespace removed, then every punctuation character isolated.
+class Bert final : public PreTokenizer {
+ public:
+  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    whitespace_.pre_tokenize(pieces);
+    punctuation_.pre_tokenize(pieces);
+  }
+
+ private:
+  CharSplit whitespace_{is_whitespace, Behavior::Removed};
+  CharSplit punctuation_{is_punctuation, Behavior::Isolated};
+};
+
 class ByteLevel final : public PreTokenizer {
  public:
   ByteLevel(bool add_prefix_space, bool use_regex, const JsonAt& at) : add_prefix_space_(add_prefix_space) {
@@ -193,7 +287,9 @@ class Sequence final : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
 };
 
-Behavior parse_behavior(const json& j, const JsonAt& at) {
+// `behavior` of Split (required) and Punctuation (Isolated when absent).
+Behavior parse_behavior(const json& j, const JsonAt& at, bool required) {
+  if (!required && !json_find(j, "behavior")) return Behavior::Isolated;
   const std::string b = json_need_string(j, "behavior", at);
   if (b == "Removed") return Behavior::Removed;
   if (b == "Isolated") return Behavior::Isolated;
@@ -210,7 +306,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const JsonAt& at
   const std::string type = json_type(j, at);
   if (type == "Split") {
     return std::make_unique<Split>(Pattern::from_json(json_need(j, "pattern", at), at / "pattern"),
-                                   parse_behavior(j, at), json_opt_bool(j, "invert", false, at));
+                                   parse_behavior(j, at, /*required=*/true),
+                                   json_opt_bool(j, "invert", false, at));
   }
   if (type == "ByteLevel") {
     return std::make_unique<ByteLevel>(json_opt_bool(j, "add_prefix_space", true, at),
@@ -241,6 +338,21 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const JsonAt& at
     }
     return std::make_unique<Metaspace>(std::move(replacement), prepend, json_opt_bool(j, "split", true, at));
   }
+  if (type == "Digits") {
+    const bool individual = json_opt_bool(j, "individual_digits", false, at);
+    return std::make_unique<CharSplit>(is_numeric, individual ? Behavior::Isolated : Behavior::Contiguous);
+  }
+  if (type == "Punctuation") return std::make_unique<CharSplit>(is_punctuation, parse_behavior(j, at, /*required=*/false));
+  if (type == "WhitespaceSplit") return std::make_unique<CharSplit>(is_whitespace, Behavior::Removed);
+  if (type == "Whitespace") return std::make_unique<Whitespace>();
+  if (type == "BertPreTokenizer") return std::make_unique<Bert>();
+  if (type == "CharDelimiterSplit") {
+    const std::string d = json_need_string(j, "delimiter", at);
+    size_t end = 0;
+    const uint32_t c = d.empty() ? 0 : utf8_next(d, end);
+    if (d.empty() || end != d.size()) (at / "delimiter").fail("expected a single character, got {:?}", d);
+    return std::make_unique<DelimiterSplit>(c);
+  }
   if (type == "Sequence") {
     const json& list = json_need(j, "pretokenizers", at);
     if (!list.is_array()) (at / "pretokenizers").fail("expected an array");
@@ -250,8 +362,9 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const JsonAt& at
     }
     return std::make_unique<Sequence>(std::move(parts));
   }
-  (at / "type").fail("pre_tokenizer type {:?} is not supported (expected Split, ByteLevel, Metaspace or "
-                     "Sequence)", type);
+  (at / "type").fail("pre_tokenizer type {:?} is not supported (expected Split, ByteLevel, Metaspace, Digits, "
+                     "Punctuation, Whitespace, WhitespaceSplit, BertPreTokenizer, CharDelimiterSplit or Sequence)",
+                     type);
 }
 
 }  // namespace tf::tok

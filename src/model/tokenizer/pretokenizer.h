@@ -1,7 +1,9 @@
 // tokenizer.json "pre_tokenizer": splits normalized text into the words BPE runs on.
 // Supported: null, Split (String or Regex pattern, every behavior, invert), ByteLevel
 // (add_prefix_space, use_regex with GPT-2's pattern; maps bytes to GPT-2's characters),
-// Metaspace (replacement, prepend_scheme first/always/never, split), Sequence.
+// Metaspace (replacement, prepend_scheme first/always/never, split), Digits
+// (individual_digits), Punctuation (behavior), Whitespace, WhitespaceSplit, BertPreTokenizer,
+// CharDelimiterSplit, Sequence. Character classes are Rust's, as HF uses them (char_class.h).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

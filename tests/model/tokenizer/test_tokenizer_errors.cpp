@@ -89,11 +89,19 @@ TEST(TokenizerErrors, BadFieldsAreNamed) {
     const char* field;
   };
   const Case cases[] = {
-      {"pretok", [](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "pre_tokenizer.type"},
+      {"pretok", [](json& j) { j["pre_tokenizer"] = {{"type", "UnicodeScripts"}}; }, "pre_tokenizer.type"},
       {"seq", [](json& j) {
-         j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({{{"type", "Digits"}}})}};
+         j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({{{"type", "FixedLength"}}})}};
        }, "pre_tokenizer.pretokenizers[0].type"},
       {"norm", [](json& j) { j["normalizer"] = {{"type", "BertNormalizer"}}; }, "normalizer.type"},
+      {"delim", [](json& j) { j["pre_tokenizer"] = {{"type", "CharDelimiterSplit"}, {"delimiter", "ab"}}; },
+       "pre_tokenizer.delimiter"},
+      {"punct", [](json& j) { j["pre_tokenizer"] = {{"type", "Punctuation"}, {"behavior", "Sideways"}}; },
+       "pre_tokenizer.behavior"},
+      {"digits", [](json& j) { j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", 1}}; },
+       "pre_tokenizer.individual_digits"},
+      {"strip", [](json& j) { j["normalizer"] = {{"type", "Strip"}, {"strip_left", "yes"}}; }, "normalizer.strip_left"},
+      {"bpedec", [](json& j) { j["decoder"] = {{"type", "BPEDecoder"}, {"suffix", 3}}; }, "decoder.suffix"},
       {"dec", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "decoder.type"},
       {"post", [](json& j) { j["post_processor"] = {{"type", "Nonsense"}}; }, "post_processor.type"},
       {"regex", [](json& j) {

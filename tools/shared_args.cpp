@@ -1,0 +1,58 @@
+// Flags more than one verb takes (see commands.h), defined once.
+#include <cstdio>
+#include <random>
+
+#include "chat/chat_template.h"
+#include "core/error.h"
+#include "tools/commands.h"
+
+namespace tf::cli {
+
+void add_sampling_args(CLI::App* app, SamplingArgs& a) {
+  app->add_option("-n,--max-tokens", a.max_tokens, "New tokens at most")->capture_default_str();
+  app->add_option("--temp", a.temp, "Temperature (0 = greedy)")->capture_default_str();
+  app->add_option("--top-p", a.top_p, "Nucleus sampling: keep the smallest set with this much probability")
+      ->capture_default_str();
+  app->add_option("--top-k", a.top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
+  app->add_option("--min-p", a.min_p, "Drop tokens below min_p * p(most likely) (0 = off)")->capture_default_str();
+  app->add_option("--repeat-penalty", a.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  app->add_option("--seed", a.seed, "RNG seed (same seed, same output; default random)");
+  app->add_option("--stop", a.stop, "Stop string (repeatable); not included in the output");
+  app->add_flag("--ignore-eos", a.ignore_eos, "Keep generating past the end-of-sequence token");
+}
+
+SamplingParams sampling_params(const SamplingArgs& a, uint64_t seed) {
+  return SamplingParams{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
+                        .repetition_penalty = a.repeat_penalty, .seed = seed,
+                        .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
+}
+
+uint64_t seed_of(const SamplingArgs& a) { return a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}(); }
+
+CLI::Option* add_prompt_arg(CLI::App* app, std::string& prompt, const std::string& what) {
+  return app->add_option("-p,--prompt", prompt, what + " (\"-\": read it from standard input, byte for byte)");
+}
+
+std::string prompt_text(const std::string& arg) {
+  if (arg != "-") return arg;
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
+  if (std::ferror(stdin)) fail("--prompt -: cannot read standard input");
+  return text;
+}
+
+void add_chat_template_arg(CLI::App* app, std::string& path) {
+  app->add_option("--chat-template", path,
+                  "Jinja chat template file to render messages with instead of the model's own (needed when the "
+                  "model has none; examples/chatml.jinja is ChatML)")
+      ->check(CLI::ExistingFile);
+}
+
+std::optional<ChatTemplate> load_chat_template(const std::string& model, const std::string& file) {
+  if (!file.empty()) return ChatTemplate::from_file(file, model);
+  return ChatTemplate::from_model(model);
+}
+
+}  // namespace tf::cli
