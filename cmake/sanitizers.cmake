@@ -1,8 +1,8 @@
 # Sanitizer and fuzzing builds (README.md, "Testing"). Both instrument every target, the
 # libraries included, so they get a build folder of their own.
 #
-#   -DTF_SANITIZE=address,undefined   ASan + UBSan (gcc or clang); scripts/test_sanitizers.sh
-#   -DTF_SANITIZE=thread              ThreadSanitizer; scripts/test_tsan.sh
+#   -DTF_SANITIZE=address,undefined   ASan + UBSan (gcc or clang); scripts/test_sanitizers.sh asan
+#   -DTF_SANITIZE=thread              ThreadSanitizer; scripts/test_sanitizers.sh tsan
 #   -DTF_FUZZ=ON                      libFuzzer harnesses (clang only; tests/fuzz, scripts/fuzz.sh):
 #                                     everything with ASan + UBSan and coverage for the fuzzer
 #
