@@ -21,6 +21,7 @@ namespace tf {
 class Tokenizer;
 struct ModelConfig;
 class Model;
+struct SpecCostModel;
 
 // Switches of the CUDA backend, for measuring each optimisation alone (`twofold bench`);
 // the host backends ignore them.
@@ -36,6 +37,24 @@ struct KernelOptions {
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 
+// Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores
+// them in the step's packed batch and keeps those it would have produced (lossless: greedy
+// ids are those without speculation, sampled tokens have the same distribution).
+struct SpecOptions {
+  std::string method;           // "" (off) | "ngram" (prompt lookup) | "draft" (a draft model)
+  std::string draft_model_dir;  // method "draft": a small model with the target's tokenizer
+  int32_t k = 4;                // proposals per sequence and step, at most
+  // On: each sequence's proposal length follows its acceptance rate and the measured cost of
+  // verifying extra tokens at the step's batch size, including none where it does not pay.
+  // Off: k every step (as far as the budget, free blocks and max_tokens allow).
+  bool adaptive = true;
+  // Adaptive: the cost model (`twofold bench --spec ... --spec-costs-out FILE`) instead of
+  // measuring it at start-up.
+  std::string cost_model_file;
+  int32_t ngram_min = 1;  // prompt lookup: suffix lengths tried, longest first
+  int32_t ngram_max = 3;
+};
+
 struct EngineOptions {
   std::string model_dir;
   std::string backend = "cpu";     // cpu | ref | cuda
@@ -49,6 +68,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;  // reuse KV blocks of identical prompt prefixes
   int32_t tensor_parallel = 1;     // ranks the model is sharded over (host backends: threads in this process)
   KernelOptions kernels;            // CUDA switches (defaults: everything on)
+  SpecOptions spec;                 // speculative decoding (default: off)
 };
 
 // Counters for monitoring (the server's /metrics) and tests.
@@ -67,6 +87,12 @@ struct EngineMetrics {
   // result (GPU execution not hidden behind the launch), and sampling/streaming outputs.
   int64_t n_steps = 0;
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;
+  // Speculative decoding, summed over requests: verifications of at least one proposal, the
+  // proposals verified, and those accepted. Acceptance rate = accepted / draft tokens; mean
+  // accepted length (tokens a verification yields, vLLM's definition) = 1 + accepted / drafts.
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
 };
 
 class Engine {
@@ -112,6 +138,16 @@ class Engine {
   // Blocks not held by any sequence (free + cached; cached ones are evicted on demand).
   int32_t n_kv_blocks_free() const;
   int32_t n_kv_blocks_total() const;
+  // "" when the scheduler's, the KV manager's and the proposer's invariants hold, else the
+  // first violation (for tests; walks every block).
+  std::string check_invariants() const;
+
+  // Speculative decoding (options().spec). The cost model adaptive lengths use (empty when
+  // speculation is off or fixed-length), and a fresh measurement of it: the time of a step
+  // verifying k proposals per sequence for each batch size up to max_batch and k up to k_max
+  // (target forwards over scratch sequences, and draft steps), taken between steps.
+  const SpecCostModel& spec_cost_model() const;
+  SpecCostModel measure_spec_cost_model(int32_t max_batch, int32_t k_max);
 
   struct Impl;
 
