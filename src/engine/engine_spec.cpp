@@ -61,7 +61,8 @@ void Engine::Impl::propose() {
       ids.push_back(id);
   std::sort(ids.begin(), ids.end());  // a fixed order: the proposer's batches do not depend on hashing
   const int32_t batch = std::max(1, sched->n_running());
-  const std::vector<double> tau = spec_costs.empty() ? std::vector<double>{} : proposal_costs(spec_costs, batch, opt.spec.k);
+  const std::vector<double> costs =
+      spec_costs.empty() ? std::vector<double>{} : proposal_costs(spec_costs, batch, opt.spec.k);
   std::vector<ProposeRequest> reqs;
   for (RequestId id : ids) {
     RequestState& r = state(id);
@@ -69,7 +70,7 @@ void Engine::Impl::propose() {
     s.proposal.clear();
     s.q.clear();
     const int32_t room = r.max_len - int32_t(r.all_tokens.size()) - 1;  // the step yields up to k + 1 tokens
-    int32_t k = spec_costs.empty() ? opt.spec.k : proposal_length(s.acceptance.rate(), tau);
+    int32_t k = spec_costs.empty() ? opt.spec.k : proposal_length(s.acceptance.rate(), costs);
     k = std::min(k, room);
     if (k <= 0) {
       s.acceptance.idle();

@@ -52,8 +52,7 @@ class DraftProposer final : public Proposer {
   double measure_step_seconds(int32_t batch) override;
   std::string check_invariants() const override;
 
-  const Model& model() const { return *model_; }
-  Backend& backend() { return *backend_; }
+  const KvManager& kv() const { return *kv_; }
 
  private:
   struct SeqState {

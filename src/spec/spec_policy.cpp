@@ -121,21 +121,24 @@ void AcceptanceRate::idle() {
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max) {
-  std::vector<double> tau;
   const double plain = m.verify(batch, 0), draft = m.draft(batch);
-  for (int32_t j = 1; j <= k_max; ++j) tau.push_back((m.verify(batch, j) - m.verify(batch, j - 1) + draft) / plain);
-  return tau;
+  std::vector<double> c;
+  for (int32_t j = 0; j <= k_max; ++j) c.push_back((m.verify(batch, j) + j * draft) / plain);
+  return c;
 }
 
-int32_t proposal_length(double rate, const std::vector<double>& tau) {
-  double used = 1.0;  // rate^j
-  int32_t j = 0;
-  for (double t : tau) {
-    used *= rate;
-    if (used < t) break;
-    ++j;
+int32_t proposal_length(double rate, const std::vector<double>& c) {
+  double tokens = 1.0, used = 1.0, best = 0.0;
+  int32_t best_j = 0;
+  for (size_t j = 0; j < c.size(); ++j) {
+    if (j > 0) tokens += (used *= rate);
+    const double ratio = tokens / c[j];
+    if (ratio > best * (1.0 + 1e-12)) {
+      best = ratio;
+      best_j = int32_t(j);
+    }
   }
-  return j;
+  return best_j;
 }
 
 }  // namespace tf

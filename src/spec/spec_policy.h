@@ -3,14 +3,15 @@
 //
 // Rule (adaptive). Let T_v(B, j) be the time of a target step in which each of B sequences
 // verifies j proposals, T_d(B) the time of one draft step for B sequences (0 for prompt
-// lookup) and a a sequence's acceptance rate. A plain step yields B tokens per T_v(B, 0). The
-// j-th proposal of a sequence is used with probability a^j (all before it kept) and costs
-// (T_v(B, j) - T_v(B, j - 1) + T_d(B)) / B. It pays when its tokens per second are at least
-// the plain step's, a^j >= tau_j = (T_v(B, j) - T_v(B, j - 1) + T_d(B)) / T_v(B, 0); a step
-// made of the plain work plus only such proposals is then at least as fast as plain decoding
-// (the mediant of ratios each >= B / T_v(B, 0) is >= it), under the cost model. A sequence
-// gets the longest run j = 1..k_max of proposals that all pay; none where the first does not
-// (large batches on a compute-bound device, sequences whose proposals keep failing).
+// lookup), and a a sequence's acceptance rate. With j proposals a sequence yields
+// E_j = 1 + a + ... + a^j tokens per step (proposal i is used when all before it are kept,
+// probability a^i, acceptances taken as independent) at a relative cost
+// c_j = (T_v(B, j) + j T_d(B)) / T_v(B, 0) of the step; plain decoding is j = 0, E_0 = c_0 = 1.
+// Each sequence takes the j in [0, k_max] that maximises E_j / c_j, its expected tokens per
+// unit of step time. As every sequence's ratio is at least plain decoding's, so is the step's
+// (a mediant), as far as the cost model holds and the batch's costs add up per sequence: no
+// speculation where it does not pay (large batches on a compute-bound device, text the
+// proposer cannot guess), long proposals where it does (batch 1, good acceptance).
 #pragma once
 
 #include <cstdint>
@@ -73,10 +74,10 @@ class AcceptanceRate {
   double kept_ = 0, seen_ = 0;
 };
 
-// tau[j - 1] for j = 1..k_max at batch size `batch` (the rule at the top).
+// c[j] for j = 0..k_max at batch size `batch` (the rule at the top; c[0] == 1).
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max);
-// The longest run of proposals that pay at acceptance rate `rate`: the largest j <= tau.size()
-// with rate^i >= tau[i - 1] for every i <= j.
-int32_t proposal_length(double rate, const std::vector<double>& tau);
+// The j in [0, c.size() - 1] that maximises (1 + rate + ... + rate^j) / c[j] (the shortest
+// among equals).
+int32_t proposal_length(double rate, const std::vector<double>& c);
 
 }  // namespace tf
