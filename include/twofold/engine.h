@@ -93,6 +93,7 @@ struct EngineMetrics {
   int64_t spec_drafts = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  int32_t spec_kv_blocks_used = 0;  // blocks of the draft model's own KV pool held by sequences
 };
 
 class Engine {

@@ -359,7 +359,8 @@ EngineMetrics Engine::metrics() const {
                        .output_s = impl_->output_s,
                        .spec_drafts = impl_->spec_drafts,
                        .spec_draft_tokens = impl_->spec_draft_tokens,
-                       .spec_accepted_tokens = impl_->spec_accepted};
+                       .spec_accepted_tokens = impl_->spec_accepted,
+                       .spec_kv_blocks_used = impl_->proposer ? impl_->proposer->kv_blocks_used() : 0};
 }
 std::string Engine::check_invariants() const {
   if (std::string e = impl_->sched->check_invariants(); !e.empty()) return e;

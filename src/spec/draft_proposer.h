@@ -51,6 +51,7 @@ class DraftProposer final : public Proposer {
   void release(int64_t seq) override;
   double measure_step_seconds(int32_t batch) override;
   std::string check_invariants() const override;
+  int32_t kv_blocks_used() const override { return kv_->pool().n_blocks_used(); }
 
   const KvManager& kv() const { return *kv_; }
 

@@ -49,6 +49,8 @@ class Proposer {
     (void)batch;
     return 0;
   }
+  // KV blocks the proposer holds for sequences (a draft model's own pool); 0 without a model.
+  virtual int32_t kv_blocks_used() const { return 0; }
   // "" when the proposer's own structures (a draft model's KV blocks) are consistent. For tests.
   virtual std::string check_invariants() const { return ""; }
 };
