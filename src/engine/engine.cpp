@@ -242,7 +242,7 @@ void Engine::Impl::on_token(RequestState& r, int32_t token, RequestOutput& o) {
   o.new_token_ids.push_back(token);
   const auto& eos = model->config().eos_ids;
   const bool is_eos = !r.params.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
-  if (!is_eos) o.text = r.stop->push(r.decoder->push(token));
+  if (!is_eos) o.text += r.stop->push(r.decoder->push(token));  // a verification emits several tokens
   if (r.stop->stopped()) return finish(r, FinishReason::Stop, o);
   if (is_eos) return finish(r, FinishReason::Stop, o);
   if (int32_t(r.all_tokens.size()) >= r.max_len) return finish(r, FinishReason::Length, o);

@@ -198,7 +198,10 @@ void Scheduler::commit(const ScheduleOutput& out, const std::vector<int64_t>& sa
   for (int64_t id : sampled) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) continue;
-    TF_ASSERT(it->second.n_tokens() > it->second.n_computed,
+    // A stop on an accepted proposal leaves every token computed (the engine removes it).
+    const bool stopped_in_run =
+        std::any_of(spec.begin(), spec.end(), [&](const SpecOutcome& o) { return o.id == id && o.n_accepted > 0; });
+    TF_ASSERT(it->second.n_tokens() > it->second.n_computed || stopped_in_run,
               "sequence {} sampled but no token was appended to its tokens", id);
   }
 }

@@ -12,6 +12,7 @@
 // in the batch (tests/engine/test_batching.cpp), so equality is exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -32,6 +33,7 @@ const std::string kDraft = test::model_dir("tiny-draft");
 struct Outcome {
   std::vector<std::vector<int32_t>> ids;
   std::vector<std::vector<SampledLogprobs>> logprobs;
+  std::vector<std::string> text;       // streamed text, several tokens' worth per verification
   std::vector<FinishReason> finish;
   EngineMetrics metrics;
 };
@@ -43,12 +45,18 @@ Outcome run(const EngineOptions& opt, const std::vector<GenerateRequest>& reqs, 
   std::map<size_t, RequestId> ids;
   Outcome out;
   out.logprobs.resize(reqs.size());
+  out.text.resize(reqs.size());
+  out.finish.resize(reqs.size());
   std::map<RequestId, size_t> index;
   for (int step = 0; ids.size() < reqs.size() || e.has_unfinished(); ++step) {
     for (size_t i = 0; i < reqs.size(); ++i)
       if (!ids.count(i) && (arrival.empty() || arrival[i] <= step)) index[ids[i] = e.add_request(reqs[i])] = i;
-    for (const RequestOutput& o : e.step())
-      for (const SampledLogprobs& lp : o.logprobs) out.logprobs[index[o.id]].push_back(lp);
+    for (const RequestOutput& o : e.step()) {
+      const size_t i = index[o.id];
+      for (const SampledLogprobs& lp : o.logprobs) out.logprobs[i].push_back(lp);
+      out.text[i] += o.text;
+      if (o.finished) out.finish[i] = o.finish_reason;
+    }
     const std::string broken = e.check_invariants();
     EXPECT_EQ(broken, "") << "after step " << step;
     if (step > 5000 || !broken.empty()) {
@@ -74,8 +82,8 @@ std::vector<GenerateRequest> golden_requests() {
   const auto golden = test::load_golden("tiny-main");
   for (size_t i = 0; i < golden.size(); ++i) {
     GenerateRequest r = greedy(golden[i].input_ids, 24 + int32_t(i));
-    if (i % 4 == 1) r.sampling.stop = {"\n\n"};
-    if (i % 4 == 2) r.sampling.ignore_eos = false, r.sampling.logprobs = 2;
+    if (i % 4 == 1) r.sampling.stop = {"."};
+    if (i % 4 == 2) r.sampling.ignore_eos = false, r.sampling.logprobs = 2, r.sampling.stop = {"\n"};
     if (i % 4 == 3) r.sampling.repetition_penalty = 1.3f;
     reqs.push_back(r);
   }
@@ -106,6 +114,8 @@ class SpecEngine : public test::TempDirTest {
     ASSERT_EQ(got.ids.size(), want.ids.size());
     for (size_t i = 0; i < got.ids.size(); ++i) {
       EXPECT_EQ(got.ids[i], want.ids[i]) << "request " << i;
+      EXPECT_EQ(got.text[i], want.text[i]) << "request " << i;
+      EXPECT_EQ(got.finish[i], want.finish[i]) << "request " << i;
       ASSERT_EQ(got.logprobs[i].size(), want.logprobs[i].size()) << "request " << i;
       for (size_t t = 0; t < got.logprobs[i].size(); ++t) {
         EXPECT_EQ(got.logprobs[i][t].sampled.id, want.logprobs[i][t].sampled.id);
@@ -124,6 +134,8 @@ class SpecEngine : public test::TempDirTest {
 TEST_F(SpecEngine, GreedyIdsOfEveryGoldenPromptAreThoseWithoutSpeculation) {
   const std::vector<GenerateRequest> reqs = golden_requests();
   const Outcome plain = run({.model_dir = kMain}, reqs);
+  EXPECT_GE(std::count(plain.finish.begin(), plain.finish.end(), FinishReason::Stop), 2)
+      << "stops inside a verified run must be covered";
   for (const char* method : {"draft", "ngram"}) {
     for (bool adaptive : {false, true}) {
       SCOPED_TRACE(std::string(method) + (adaptive ? " adaptive" : " fixed k"));
