@@ -55,6 +55,13 @@ struct SpecOptions {
   int32_t ngram_max = 3;
 };
 
+// How a speculating engine proposes, switchable between steps (Engine::set_spec_mode).
+struct SpecMode {
+  bool enabled = true;   // off: plain decoding (the proposer stays loaded)
+  int32_t k = 4;         // proposals per sequence and step, at most
+  bool adaptive = true;  // lengths from the cost model (Engine::spec_cost_model)
+};
+
 struct EngineOptions {
   std::string model_dir;
   std::string backend = "cpu";     // cpu | ref | cuda
@@ -143,12 +150,18 @@ class Engine {
   // first violation (for tests; walks every block).
   std::string check_invariants() const;
 
-  // Speculative decoding (options().spec). The cost model adaptive lengths use (empty when
-  // speculation is off or fixed-length), and a fresh measurement of it: the time of a step
-  // verifying k proposals per sequence for each batch size up to max_batch and k up to k_max
-  // (target forwards over scratch sequences, and draft steps), taken between steps.
+  // Speculative decoding (EngineOptions::spec). The cost model adaptive lengths use (empty
+  // when none was measured or loaded); a fresh measurement: the time of a target step in which
+  // each of `batch` sequences verifies k proposals, for every pair of batches x ks (forwards
+  // over scratch sequences, the median of 7 after 2 warm-ups), and of a draft step per batch,
+  // taken between steps; and the means to switch both between steps (the bench compares
+  // modes in one process). set_spec_mode with adaptive needs a cost model: it measures one
+  // (batch sizes up to max_seqs) when there is none. Both throw tf::Error when the engine was
+  // built without speculation.
   const SpecCostModel& spec_cost_model() const;
-  SpecCostModel measure_spec_cost_model(int32_t max_batch, int32_t k_max);
+  SpecCostModel measure_spec_cost_model(const std::vector<int32_t>& batches, const std::vector<int32_t>& ks);
+  void set_spec_cost_model(const SpecCostModel& m);
+  void set_spec_mode(const SpecMode& m);
 
   struct Impl;
 

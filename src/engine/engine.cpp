@@ -367,9 +367,11 @@ std::string Engine::check_invariants() const {
   return impl_->proposer ? impl_->proposer->check_invariants() : "";
 }
 const SpecCostModel& Engine::spec_cost_model() const { return impl_->spec_costs; }
-SpecCostModel Engine::measure_spec_cost_model(int32_t max_batch, int32_t k_max) {
-  return impl_->measure_spec_costs(max_batch, k_max);
+SpecCostModel Engine::measure_spec_cost_model(const std::vector<int32_t>& batches, const std::vector<int32_t>& ks) {
+  return impl_->measure_spec_costs(CostGrid{.batches = batches, .ks = ks});
 }
+void Engine::set_spec_cost_model(const SpecCostModel& m) { impl_->set_spec_costs(m); }
+void Engine::set_spec_mode(const SpecMode& m) { impl_->set_spec_mode(m); }
 int64_t Engine::kv_bytes_per_token() const { return tf::kv_bytes_per_token(impl_->backend->kv_spec()); }
 int32_t Engine::kv_block_size() const { return impl_->kv->block_size(); }
 // Cached prefix blocks count as free here: nobody uses them and allocation evicts them.

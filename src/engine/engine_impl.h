@@ -50,6 +50,7 @@ struct SpecState {
   explicit SpecState(uint64_t seed) : rng(seed ^ 0x5bd1e9955bd1e995ull) {}
   Rng rng;
   AcceptanceRate acceptance;
+  int32_t n_idle = 0;                   // steps in a row the policy proposed nothing
   std::vector<int32_t> proposal;        // [n] offered to the scheduler this step
   std::vector<std::vector<float>> q;    // [n][n_vocab] their draft distributions (empty: point masses)
   int32_t n_drafts = 0, n_draft_tokens = 0, n_accepted = 0;
@@ -100,8 +101,10 @@ struct Engine::Impl {
   TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)
   std::vector<int32_t> ids_host;
   std::unique_ptr<Proposer> proposer;  // speculative decoding; null when off
-  SpecCostModel spec_costs;            // adaptive proposal lengths; empty when not adaptive
+  SpecMode spec_mode;                  // how it proposes now (from EngineOptions::spec)
+  SpecCostModel spec_costs;            // adaptive proposal lengths; empty when none measured or loaded
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;  // see EngineMetrics
+  AcceptanceRate spec_acceptance{0.98};  // over every sequence: a new sequence's prior
 
   // engine_spec.cpp: speculative decoding inside the step.
   void init_spec();
@@ -113,7 +116,9 @@ struct Engine::Impl {
   int32_t emit_verified(RequestState& r, const ScheduledSeq& q, int32_t row0, bool ids_ready, RequestOutput& o);
   // Seconds of a target step in which `batch` scratch sequences verify k proposals each.
   double time_verify_step(int32_t batch, int32_t k);
-  SpecCostModel measure_spec_costs(int32_t max_batch, int32_t k_max);
+  SpecCostModel measure_spec_costs(const CostGrid& grid);
+  void set_spec_costs(const SpecCostModel& m);
+  void set_spec_mode(const SpecMode& m);
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;

@@ -4,14 +4,16 @@
 // A step: propose() asks the proposer for up to k tokens for every running sequence that is
 // decoding (one token left to compute), k from SpecOptions or, adaptive, from the sequence's
 // acceptance rate and the cost model at this batch size (spec_policy.h), capped so that the
-// step cannot pass max_len; the scheduler takes them where budget and free blocks allow
+// step cannot pass max_len. A sequence the policy left without proposals for kProbeEvery
+// steps in a row gets one, if any length could pay at this batch size, so that its rate
+// follows its text (at most one extra token per sequence every kProbeEvery steps); the scheduler takes them where budget and free blocks allow
 // (scheduler.h). The batch runs each such sequence's last token and its proposals with logits
 // for all, beside the other sequences' decodes and prefill chunks. emit_verified() keeps the
 // proposals the target would have produced (verifier.h) and emits them and the token after
 // them; the scheduler's commit rolls back the rest.
 #include <algorithm>
-#include <chrono>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -41,9 +43,10 @@ void Engine::Impl::init_spec() {
   } else {
     fail("unknown speculative decoding method '{}' (expected ngram or draft:DIR)", so.method);
   }
+  spec_mode = SpecMode{.enabled = true, .k = so.k, .adaptive = so.adaptive};
   if (!so.adaptive) return;
   if (so.cost_model_file.empty()) {
-    spec_costs = measure_spec_costs(opt.max_seqs, so.k);
+    spec_costs = measure_spec_costs(default_cost_grid(opt.max_seqs, so.k));
     return;
   }
   std::ifstream in(so.cost_model_file);
@@ -54,7 +57,22 @@ void Engine::Impl::init_spec() {
   spec_costs = SpecCostModel::from_json(j.contains("spec_cost_model") ? j["spec_cost_model"] : j, so.cost_model_file);
 }
 
+void Engine::Impl::set_spec_costs(const SpecCostModel& m) {
+  if (!proposer) fail("a speculation cost model for an engine built without speculation (--spec)");
+  spec_costs = m;
+}
+
+void Engine::Impl::set_spec_mode(const SpecMode& m) {
+  if (!proposer) fail("speculation settings for an engine built without speculation (--spec)");
+  if (m.k < 1) fail("speculative decoding: k must be at least 1, got {}", m.k);
+  if (m.adaptive && spec_costs.empty()) spec_costs = measure_spec_costs(default_cost_grid(opt.max_seqs, m.k));
+  spec_mode = m;
+}
+
+constexpr int32_t kProbeEvery = 16;
+
 void Engine::Impl::propose() {
+  if (!spec_mode.enabled) return;
   std::vector<RequestId> ids;
   for (const auto& [id, r] : requests)
     if (!r.finished && sched->is_running(id) && sched->n_computed(id) + 1 == int32_t(r.all_tokens.size()))
@@ -62,7 +80,9 @@ void Engine::Impl::propose() {
   std::sort(ids.begin(), ids.end());  // a fixed order: the proposer's batches do not depend on hashing
   const int32_t batch = std::max(1, sched->n_running());
   const std::vector<double> costs =
-      spec_costs.empty() ? std::vector<double>{} : proposal_costs(spec_costs, batch, opt.spec.k);
+      spec_mode.adaptive ? proposal_costs(spec_costs, batch, spec_mode.k) : std::vector<double>{};
+  const bool can_pay = spec_mode.adaptive && proposals_can_pay(costs);
+  const double prior = spec_acceptance.rate();
   std::vector<ProposeRequest> reqs;
   for (RequestId id : ids) {
     RequestState& r = state(id);
@@ -70,12 +90,15 @@ void Engine::Impl::propose() {
     s.proposal.clear();
     s.q.clear();
     const int32_t room = r.max_len - int32_t(r.all_tokens.size()) - 1;  // the step yields up to k + 1 tokens
-    int32_t k = spec_costs.empty() ? opt.spec.k : proposal_length(s.acceptance.rate(), costs);
-    k = std::min(k, room);
-    if (k <= 0) {
+    int32_t k = spec_mode.adaptive ? proposal_length(s.acceptance.rate(prior), costs) : spec_mode.k;
+    if (spec_mode.adaptive && k == 0) {
       s.acceptance.idle();
-      continue;
+      if (can_pay && ++s.n_idle % kProbeEvery == 0) k = 1;
+    } else {
+      s.n_idle = 0;
     }
+    k = std::min(k, room);
+    if (k <= 0) continue;
     reqs.push_back({.seq = id, .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
   }
   if (reqs.empty()) return;
@@ -137,6 +160,7 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
   s.n_draft_tokens += n;
   s.n_accepted += v.n_accepted;
   s.acceptance.observe(n, v.n_accepted);
+  spec_acceptance.observe(n, v.n_accepted);
   ++spec_drafts;
   spec_draft_tokens += n;
   spec_accepted += v.n_accepted;
@@ -152,11 +176,9 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
 }
 
 // `batch` scratch sequences (ids below any request's) with 64 cached positions each run
-// 1 + k tokens with logits for all, as a verification does; the greedy ids come back. The
-// first two runs warm up (per-shape kernel choices, CUDA Graph recording); the best of the
-// next three counts. Fewer sequences (scaled up) or shorter contexts when the pool is short.
+// 1 + k tokens with logits for all, as a verification does; the greedy ids come back
+// (median_step_seconds). Fewer sequences (scaled up) or shorter contexts when the pool is short.
 double Engine::Impl::time_verify_step(int32_t batch, int32_t k) {
-  using TimeClock = std::chrono::steady_clock;
   const int32_t bs = kv->block_size(), n_avail = kv->pool().n_blocks_free();
   const int32_t width = 1 + k;
   const int32_t per_seq = std::min(KvManager::blocks_for(64 + width, bs), std::max(1, n_avail / std::max(1, batch)));
@@ -174,9 +196,7 @@ double Engine::Impl::time_verify_step(int32_t batch, int32_t k) {
     bb.add(SeqChunk{.ids = ids.data(), .n_ids = width, .start_pos = ctx, .blocks = kv->table(id).data(),
                     .n_blocks = int32_t(kv->table(id).size()), .all_logits = true});
   const Batch b = bb.take();
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = TimeClock::now();
+  const double t = median_step_seconds([&] {
     const TensorView logits = model->forward(b);
     if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
       if (ids_dev.data) backend->release(ids_dev);
@@ -187,15 +207,18 @@ double Engine::Impl::time_verify_step(int32_t batch, int32_t k) {
     backend->argmax_rows(logits, dev);
     ids_host.resize(size_t(logits.shape[0]));
     backend->copy_to_host(dev, ids_host.data());
-    if (rep >= 2) best = std::min(best, std::chrono::duration<double>(TimeClock::now() - t0).count());
-  }
+  });
   for (int64_t id : seqs) kv->free(id);
-  return best * double(batch) / double(n_fit);
+  return t * double(batch) / double(n_fit);
 }
 
-SpecCostModel Engine::Impl::measure_spec_costs(int32_t max_batch, int32_t k_max) {
-  TF_ASSERT(proposer != nullptr, "measuring speculation costs with speculation off");
-  const CostGrid grid = default_cost_grid(max_batch, k_max);
+SpecCostModel Engine::Impl::measure_spec_costs(const CostGrid& grid) {
+  if (!proposer) fail("measuring speculation costs on an engine built without speculation (--spec)");
+  auto ascending_from = [](const std::vector<int32_t>& v, int32_t lo) {
+    return !v.empty() && v[0] >= lo && std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
+  };
+  if (!ascending_from(grid.batches, 1) || !ascending_from(grid.ks, 0) || grid.ks[0] != 0)
+    fail("speculation cost grid: batch sizes must ascend from >= 1 and proposal counts from 0");
   ProgressBar bar("measuring speculation costs", int64_t(grid.batches.size() * (grid.ks.size() + 1)));
   SpecCostModel m = measure_cost_model(
       grid, [&](int32_t b, int32_t k) { return time_verify_step(b, k); },

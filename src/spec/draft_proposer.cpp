@@ -1,9 +1,9 @@
 #include "spec/draft_proposer.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.h"
+#include "spec/spec_policy.h"
 #include "spec/verifier.h"
 
 namespace tf {
@@ -187,9 +187,9 @@ void DraftProposer::forward_and_draw(const Batch& batch, std::span<const Propose
 }
 
 // `batch` sequences of 64 cached tokens each decode one token: the draft's step in the
-// steady state. Shorter contexts, or fewer sequences (scaled up), when the pool is small.
+// steady state (median_step_seconds). Shorter contexts, or fewer sequences (scaled up), when
+// the pool is small.
 double DraftProposer::measure_step_seconds(int32_t batch) {
-  using Clock = std::chrono::steady_clock;
   const int32_t n_fit = std::min(batch, kv_->pool().n_blocks_available());
   const int32_t ctx = std::clamp(kv_->pool().n_blocks_available() / std::max(1, n_fit) * params_.block_size - 1, 1,
                                  std::min<int32_t>(64, int32_t(model_->config().max_position) - 1));
@@ -207,9 +207,7 @@ double DraftProposer::measure_step_seconds(int32_t batch) {
                     .n_blocks = int32_t(kv_->table(id).size())});
   const Batch b = bb.take();
   std::vector<int32_t> host(static_cast<size_t>(n_fit));
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {  // the first two: warm-up (per-shape choices, recording)
-    const auto t0 = Clock::now();
+  const double t = median_step_seconds([&] {
     const TensorView logits = model_->forward(b);
     if (!ids_dev_.data || ids_dev_.numel() < n_fit) {
       if (ids_dev_.data) backend_->release(ids_dev_);
@@ -219,10 +217,9 @@ double DraftProposer::measure_step_seconds(int32_t batch) {
     dev.shape[0] = n_fit;
     backend_->argmax_rows(logits, dev);
     backend_->copy_to_host(dev, host.data());
-    if (rep >= 2) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
+  });
   for (int64_t id : ids) kv_->free(id);
-  return best * double(batch) / double(n_fit);
+  return t * double(batch) / double(n_fit);
 }
 
 std::string DraftProposer::check_invariants() const {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 
@@ -81,6 +82,19 @@ SpecCostModel SpecCostModel::from_json(const nlohmann::json& j, const std::strin
   return m;
 }
 
+double median_step_seconds(const std::function<void()>& step, int warmup, int runs) {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
 CostGrid default_cost_grid(int32_t max_batch, int32_t k_max) {
   CostGrid g;
   for (int32_t b = 1; b < max_batch; b *= 4) g.batches.push_back(b);
@@ -111,13 +125,19 @@ SpecCostModel measure_cost_model(const CostGrid& grid, const std::function<doubl
 
 void AcceptanceRate::observe(int32_t n_proposed, int32_t n_accepted) {
   if (n_proposed <= 0) return;
-  kept_ = kDecay * kept_ + n_accepted;
-  seen_ = kDecay * seen_ + n_accepted + (n_accepted < n_proposed ? 1 : 0);
+  kept_ = decay_ * kept_ + n_accepted;
+  seen_ = decay_ * seen_ + n_accepted + (n_accepted < n_proposed ? 1 : 0);
 }
 
 void AcceptanceRate::idle() {
   kept_ *= kIdleDecay;
   seen_ *= kIdleDecay;
+}
+
+bool proposals_can_pay(const std::vector<double>& c) {
+  for (size_t j = 1; j < c.size(); ++j)
+    if (double(j + 1) > c[j]) return true;
+  return false;
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max) {

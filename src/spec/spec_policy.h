@@ -45,6 +45,12 @@ struct SpecCostModel {
   static SpecCostModel from_json(const nlohmann::json& j, const std::string& where);
 };
 
+// Seconds `step` takes (it runs it to completion, results on the host): the median of `runs`
+// after `warmup` unreported runs (per-shape kernel choices, CUDA Graph recording). The median,
+// not the best: the model predicts throughput, which a shared machine's interruptions are
+// part of, and on a quiet device the two agree.
+double median_step_seconds(const std::function<void()>& step, int warmup = 2, int runs = 7);
+
 // Times each grid point with the callbacks (which run the steps and return seconds).
 struct CostGrid {
   std::vector<int32_t> batches;
@@ -57,20 +63,22 @@ SpecCostModel measure_cost_model(const CostGrid& grid, const std::function<doubl
 // (and max_batch), ks 0, 1, 2, 4, ... (and k_max).
 CostGrid default_cost_grid(int32_t max_batch, int32_t k_max);
 
-// A sequence's running acceptance rate: exponentially weighted counts of kept and rejected
-// proposals (each verification is a run of keeps ended by one rejection, unless all were
-// kept), with a prior of one keep and one rejection, so a new sequence starts at 0.5. Steps
-// without proposals decay the counts toward the prior, so a sequence whose proposals stopped
-// paying is offered some again later (its text may have changed).
+// A running acceptance rate: exponentially weighted counts of kept and rejected proposals
+// (each verification is a run of keeps ended by one rejection, unless all were kept), read
+// against a prior worth 2 observations. A sequence's prior is the engine's rate over all
+// sequences (itself read against 0.5), so a new sequence starts where its neighbours are; steps
+// without proposals decay a sequence's counts toward that prior, so a sequence whose proposals
+// stopped paying is offered some again later (its text may have changed).
 class AcceptanceRate {
  public:
+  explicit AcceptanceRate(double decay = 0.8) : decay_(decay) {}  // 0.8: about the last 5 count
   void observe(int32_t n_proposed, int32_t n_accepted);
   void idle();
-  double rate() const { return (kept_ + 1.0) / (seen_ + 2.0); }
+  double rate(double prior = 0.5) const { return (kept_ + 2.0 * prior) / (seen_ + 2.0); }
 
  private:
-  static constexpr double kDecay = 0.8;      // per verification: about the last 5 count
   static constexpr double kIdleDecay = 0.9;  // per step without proposals
+  double decay_;
   double kept_ = 0, seen_ = 0;
 };
 
@@ -79,5 +87,9 @@ std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_
 // The j in [0, c.size() - 1] that maximises (1 + rate + ... + rate^j) / c[j] (the shortest
 // among equals).
 int32_t proposal_length(double rate, const std::vector<double>& c);
+// Whether some length pays at all, at acceptance rate 1 (j + 1 tokens per step at cost c[j]):
+// where none does (a large batch on a compute-bound device), nothing is proposed, not even to
+// probe a sequence's acceptance.
+bool proposals_can_pay(const std::vector<double>& c);
 
 }  // namespace tf

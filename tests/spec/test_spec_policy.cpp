@@ -86,6 +86,18 @@ TEST(AcceptanceRate, FollowsRecentVerificationsAndDriftsBackWhenIdle) {
   EXPECT_NEAR(a.rate(), 0.5, 0.01);
   a.observe(0, 0);  // nothing verified: no information
   EXPECT_NEAR(a.rate(), 0.5, 0.01);
+  EXPECT_NEAR(a.rate(0.9), 0.9, 0.01) << "without data: the prior";
+  AcceptanceRate slow(0.98);
+  for (int i = 0; i < 5; ++i) slow.observe(4, 4);
+  EXPECT_GT(slow.rate(0.5), 0.85);
+}
+
+TEST(ProposalLength, ProposalsCanPayOnlyWhereSomeLengthBeatsPlainAtFullAcceptance) {
+  EXPECT_TRUE(proposals_can_pay({1.0, 1.9}));
+  EXPECT_FALSE(proposals_can_pay({1.0, 2.0, 3.1, 4.5}));
+  EXPECT_FALSE(proposals_can_pay({1.0}));
+  EXPECT_FALSE(proposals_can_pay(proposal_costs(device_like(), 128, 8)));
+  EXPECT_TRUE(proposals_can_pay(proposal_costs(device_like(), 1, 8)));
 }
 
 // Expected tokens per second of a step at batch b where every sequence proposes j tokens at
