@@ -220,19 +220,24 @@ TensorView LlamaModel::forward(const Batch& batch) {
   const int64_t n = batch.n_tokens(), n_out = batch.n_out();
   TF_ASSERT(n > 0, "empty batch");
   const int32_t pad_block = be_.pad_kv_block();
-  const int32_t bucket = batch.n_tokens() == batch.n_seqs() ? graph_bucket(batch.n_seqs()) : 0;
+  // Decode steps (one token per sequence) and verification steps (1 + k tokens per sequence,
+  // logits for all) record; other batches (prefill chunks, mixed widths) run eagerly.
+  const int32_t width = pad_block < 0 ? 0 : uniform_width(batch);
+  const int32_t bucket = width > 0 && width <= be_.kv_spec().block_size ? graph_bucket(batch.n_seqs()) : 0;
   if (pad_block < 0 || bucket == 0) {
     ensure_scratch(n, std::max<int64_t>(n_out, 1));
     be_.set_batch(batch);
     run_layers(batch.n_tokens(), batch.n_out());
     return rows(s_.logits, n_out);
   }
-  // A decode step on a recording backend: pad to the bucket, then replay, record or run.
+  // A decode or verification step on a recording backend: pad to the bucket, then replay,
+  // record or run.
   const int32_t max_blocks = (batch.max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
-  const Batch padded = pad_decode_batch(batch, bucket, max_blocks, pad_block, int32_t(be_.kv_spec().block_size));
-  ensure_scratch(bucket, padded.n_out());
+  const Batch padded = pad_uniform_batch(batch, bucket, max_blocks, pad_block, int32_t(be_.kv_spec().block_size));
+  ensure_scratch(padded.n_tokens(), padded.n_out());
   be_.set_batch(padded);
-  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 20 | uint64_t(padded.n_out()) << 40;
+  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 16 | uint64_t(padded.n_out()) << 36 |
+                       uint64_t(width) << 52;
   const GraphStep g = be_.graph_begin(key);
   try {
     if (g != GraphStep::Replayed) run_layers(padded.n_tokens(), padded.n_out());
