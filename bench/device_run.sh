@@ -9,6 +9,8 @@
 #   profile   nsys kernel summary of a short bench ($PROFILE_ARGS)
 #   hf        Hugging Face transformers' generate on the same shape (bench/hf_baseline.py)
 #   tiny      twofold bench on the bundled tiny-main
+#   quant     the quantized matmul kernels alone on the Llama-3-8B shapes, rows 1..256
+#             (tests/backend/cuda/bench_quant_gemm; $QUANT_ARGS)
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -21,7 +23,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.
 {
   cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON -DTF_TESTS=ON -DTF_NATIVE=ON \
     -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DPKG_CONFIG_EXECUTABLE=$S/bin/pkg-config &&
-  cmake --build build-dev -j16 --target test_cuda_ops twofold
+  cmake --build build-dev -j16 --target test_cuda_ops twofold bench_quant_gemm
 } > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
 echo "build ok ($(git rev-parse --short HEAD 2>/dev/null) + working tree)"
 TF=build-dev/tools/twofold
@@ -55,6 +57,9 @@ for step in $STEPS; do
       sh bench/llama3_8b_shape.sh /tmp/l8
       python3 bench/hf_baseline.py --config /tmp/l8 ${HF_ARGS:---batch 1,32 --prompt-len 128 --gen 256} > "$OUT/hf.log" 2>&1
       echo "hf rc=$?"; grep -v Warning "$OUT/hf.log" | tail -8 ;;
+    quant)
+      build-dev/tests/backend/cuda/bench_quant_gemm ${QUANT_ARGS:-} > "$OUT/quant.log" 2>&1
+      echo "quant rc=$?"; cat "$OUT/quant.log" | tail -80 ;;
     tiny)
       $TF bench -m models/tiny-main --backend cuda ${TINY_ARGS:---kv-dtype bf16 --batch 1,64 --prompt-len 128 --gen 128} > "$OUT/tiny.log" 2>&1
       echo "tiny rc=$?"; tail -12 "$OUT/tiny.log" ;;

@@ -1,10 +1,13 @@
 # Third-party libraries, all from Debian 12 packages (see README.md / .ci/run):
 #   nlohmann-json3-dev, libcli11-dev, libfmt-dev, libpcre2-dev, libgtest-dev, OpenMP (gcc),
-#   libcpp-httplib-dev (the server).
+#   libcpp-httplib-dev (the server), libeigen3-dev (the quantizers' linear algebra).
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)
+# Header-only; Cholesky factorisations and matrix products for GPTQ/AWQ (src/quant), where a
+# library's blocked, vectorised code beats a hand-written loop.
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # Debian builds cpp-httplib as a shared library with OpenSSL/zlib/brotli on; its .pc file

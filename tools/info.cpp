@@ -1,26 +1,48 @@
-// `twofold info`: what a model folder holds, without running it.
+// `twofold info`: what a model folder or GGUF file holds, without running it.
 #include <cstdio>
 #include <map>
 
-#include "model/config.h"
-#include "model/safetensors.h"
-#include "model/weights.h"
+#include "model/arch/registry.h"
+#include "model/gguf/gguf_file.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
+namespace {
+
+// A GGUF file's tensor types as stored (twofold dequantizes the block types at load).
+void print_gguf_types(const std::string& path) {
+  const GgufFile f(path);
+  struct Count { int64_t tensors = 0, params = 0, bytes = 0; };
+  std::map<std::string, Count> by_type;
+  for (const GgufTensor& t : f.tensors()) {
+    Count& c = by_type[std::string(t.type_name())];
+    ++c.tensors;
+    c.params += t.numel();
+    c.bytes += int64_t(t.nbytes);
+  }
+  std::printf("GGUF file:        %s (version %u, %zu tensors, %zu metadata keys)\n", path.c_str(), f.version(),
+              f.tensors().size(), f.metadata().size());
+  for (const auto& [type, c] : by_type)
+    std::printf("  stored %-8s  %lld tensors, %lld parameters, %lld bytes\n", type.c_str(), (long long)c.tensors,
+                (long long)c.params, (long long)c.bytes);
+}
+
+}  // namespace
 
 void add_info(CLI::App& app, Runner& run) {
   auto dir = std::make_shared<std::string>();
   CLI::App* c = app.add_subcommand("info", "Architecture, parameters, dtypes, weight bytes, KV bytes per token");
-  c->add_option("-m,--model", *dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", *dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->callback([dir, &run] {
     run = [dir] {
+      const std::optional<std::string> gguf = find_gguf_model(*dir);
       const ModelConfig cfg = load_model_config(*dir);
-      const Checkpoint ckpt = Checkpoint::open(*dir);
-      validate_checkpoint(cfg, ckpt);
+      const std::unique_ptr<TensorSource> weights = open_tensor_source(*dir);
+      const WeightTable table = weight_table(cfg);
+      validate_weights(table, *weights);
       int64_t params = 0, bytes = 0;
       std::map<std::string, int64_t> by_dtype;
-      for (const auto& [name, t] : ckpt.all()) {
+      for (const auto& [name, t] : weights->all()) {
         int64_t n = 1;
         for (int64_t s : t->shape) n *= s;
         params += n;
@@ -28,7 +50,8 @@ void add_info(CLI::App& app, Runner& run) {
         by_dtype[std::string(dtype_name(t->dtype))] += n;
       }
       std::printf("model:            %s\n", dir->c_str());
-      std::printf("architecture:     %s (model_type %s)\n", std::string(arch_name(cfg.arch)).c_str(), cfg.model_type.c_str());
+      std::printf("architecture:     %s (weight table: %zu tensors, %zu forward weights)\n",
+                  cfg.model_type.c_str(), table.tensors.size(), table.weights.size());
       std::printf("layers:           %lld\n", (long long)cfg.n_layers);
       std::printf("d_model / d_ff:   %lld / %lld\n", (long long)cfg.d_model, (long long)cfg.d_ff);
       std::printf("heads:            %lld query, %lld key/value (%s), head_dim %lld\n", (long long)cfg.n_heads,
@@ -43,7 +66,9 @@ void add_info(CLI::App& app, Runner& run) {
       std::printf("tied embeddings:  %s\n", cfg.tie_word_embeddings ? "yes" : "no");
       std::printf("parameters:       %lld (%.2f M)\n", (long long)params, double(params) / 1e6);
       for (const auto& [dt, n] : by_dtype) std::printf("  %-5s           %lld parameters\n", dt.c_str(), (long long)n);
-      std::printf("weight bytes:     %lld (%.2f MiB)\n", (long long)bytes, double(bytes) / (1 << 20));
+      std::printf("weight bytes:     %lld (%.2f MiB)%s\n", (long long)bytes, double(bytes) / (1 << 20),
+                  gguf ? " after dequantization at load" : "");
+      if (gguf) print_gguf_types(*gguf);
       std::printf("KV bytes/token:   %lld (f32), %lld (bf16/f16), %lld (int8, + scales)\n",
                   (long long)cfg.kv_bytes_per_token(4), (long long)cfg.kv_bytes_per_token(2),
                   (long long)cfg.kv_bytes_per_token(1));

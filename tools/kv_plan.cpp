@@ -7,8 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "model/config.h"
-#include "model/weights.h"
+#include "model/arch/registry.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
@@ -30,8 +29,8 @@ struct Args {
 int64_t kv_row_bytes(const std::string& dt, int64_t head_dim) {
   if (dt == "f32") return head_dim * 4;
   if (dt == "bf16" || dt == "f16") return head_dim * 2;
-  if (dt == "int8") return head_dim + 4;
-  fail("--kv-dtype must be f32, bf16, f16 or int8, got '{}'", dt);
+  if (dt == "int8" || dt == "fp8") return head_dim + 4;
+  fail("--kv-dtype must be f32, bf16, f16, int8 or fp8, got '{}'", dt);
 }
 
 int64_t weight_elem_bytes(const std::string& dt) {
@@ -41,16 +40,10 @@ int64_t weight_elem_bytes(const std::string& dt) {
 }
 
 int run_kv_plan(const Args& a) {
-  // From config.json alone (the weight table gives every shape), so a plan can be made for a
+  // From config.json (or GGUF metadata) alone (the weight table gives every shape), so a plan can be made for a
   // model before its weights are downloaded, or for a `--load-format dummy` shape.
   const ModelConfig cfg = load_model_config(a.dir);
-  int64_t params = 0;
-  for (const WeightSpec& w : llama_weight_specs(cfg)) {
-    if (w.optional) continue;  // lm_head when tied to the embeddings
-    int64_t n = 1;
-    for (int64_t s : w.shape) n *= s;
-    params += n;
-  }
+  const int64_t params = weight_table(cfg).n_params();
   if (a.gpu_mem_gb <= 0) fail("--gpu-mem must be positive, got {}", a.gpu_mem_gb);
   if (a.mem_util <= 0 || a.mem_util > 1) fail("--mem-util must be in (0, 1], got {}", a.mem_util);
   const int64_t ctx = a.ctx > 0 ? a.ctx : cfg.max_position;
@@ -70,7 +63,8 @@ int run_kv_plan(const Args& a) {
   const double for_kv = total - double(weights) - double(act);
   const int64_t n_seqs = for_kv > 0 ? int64_t(std::floor(for_kv / double(per_seq))) : 0;
   const int64_t n_blocks = for_kv > 0 ? int64_t(for_kv / double(a.block_size * per_token)) : 0;
-  const int64_t elem = a.kv_dtype == "int8" ? 1 : row / cfg.head_dim;
+  const bool scaled = a.kv_dtype == "int8" || a.kv_dtype == "fp8";  // one byte and a row scale
+  const int64_t elem = scaled ? 1 : row / cfg.head_dim;
 
   if (a.json) {
     std::printf("%s\n", json_dump(nlohmann::json{
@@ -83,8 +77,8 @@ int run_kv_plan(const Args& a) {
   std::printf("model %s: %lld layers, %lld KV heads, head_dim %lld, %lld parameters\n", a.dir.c_str(),
               (long long)cfg.n_layers, (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)params);
   std::printf("KV per token   = layers x kv_heads x 2 (K,V) x %s\n",
-              a.kv_dtype == "int8" ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
-  if (a.kv_dtype == "int8")
+              scaled ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
+  if (scaled)
     std::printf("               = %lld x %lld x 2 x (%lld + 4) = %lld bytes\n", (long long)cfg.n_layers,
                 (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)per_token);
   else
@@ -101,11 +95,11 @@ int run_kv_plan(const Args& a) {
               "  %lld x %lld x %lld x %lld x %lld x 2 x %s = %.3f GB)\n",
               (long long)n_seqs, (long long)n_seqs, (long long)ctx, (long long)cfg.n_layers,
               (long long)cfg.n_kv_heads, (long long)cfg.head_dim,
-              a.kv_dtype == "int8" ? "(1 + 4/head_dim)" : std::to_string(elem).c_str(),
+              scaled ? "(1 + 4/head_dim)" : std::to_string(elem).c_str(),
               double(n_seqs) * double(per_seq) / 1e9);
   std::printf("reserving max length instead of paging fits the same count at full length, but a paged\n"
               "cache holds sequences of average length L in ctx/L times as many.\n");
-  if (n_seqs == 0) std::printf("warning: not even one full-context sequence fits; lower --ctx%s\n", a.kv_dtype == "int8" ? "" : " or use --kv-dtype int8");
+  if (n_seqs == 0) std::printf("warning: not even one full-context sequence fits; lower --ctx%s\n", scaled ? "" : " or use --kv-dtype int8");
   return 0;
 }
 
@@ -114,7 +108,7 @@ int run_kv_plan(const Args& a) {
 void add_kv_plan(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("kv-plan", "KV-cache bytes per token and sequence, and how many sequences fit");
-  c->add_option("-m,--model", a->dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", a->dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->add_option("--gpu-mem", a->gpu_mem_gb, "Device memory in GB")->capture_default_str();
   c->add_option("--mem-util", a->mem_util, "Fraction of memory the engine may use")->capture_default_str();
   c->add_option("--kv-dtype", a->kv_dtype, "KV element type: int8, bf16, f16, f32")->capture_default_str();

@@ -10,16 +10,17 @@
 namespace tf::cli {
 
 void add_model_args(CLI::App* app, ModelArgs& args) {
-  app->add_option("-m,--model", args.dir, "Model folder (config.json, *.safetensors, tokenizer.json)")
+  app->add_option("-m,--model", args.dir,
+                  "Model: a folder (config.json, *.safetensors, tokenizer.json) or a GGUF file (or a folder holding one)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   app->add_option("--backend", args.backend, "Backend: cpu (fast), ref (scalar reference), cuda")
       ->capture_default_str();
   app->add_option("-t,--threads", args.threads, "CPU threads (0 = all cores)")->capture_default_str();
   app->add_option("--load-format", args.load_format,
-                  "auto (safetensors) or dummy (random weights from config.json, for speed work)")
+                  "auto (the safetensors or GGUF weights) or dummy (random weights of the configured shapes, for speed work)")
       ->capture_default_str();
-  app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8")->capture_default_str();
+  app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8, fp8 (E4M3)")->capture_default_str();
 }
 
 void add_tp_arg(CLI::App* app, int& tp) {

@@ -56,6 +56,7 @@ std::string model_name(const ServeArgs& a) {
   if (!a.server.served_model_name.empty()) return a.server.served_model_name;
   std::filesystem::path p = std::filesystem::path(a.model.dir).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "models/tiny-main/"
+  if (p.extension() == ".gguf") return p.stem().string();  // "SmolLM2-135M-Instruct.Q4_1"
   return p.filename().string();
 }
 

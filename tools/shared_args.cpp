@@ -83,7 +83,7 @@ void add_chat_template_arg(CLI::App* app, std::string& path) {
 
 std::optional<ChatTemplate> load_chat_template(const std::string& model, const std::string& file) {
   if (!file.empty()) return ChatTemplate::from_file(file, model);
-  return ChatTemplate::from_model_dir(model);
+  return ChatTemplate::from_model(model);
 }
 
 }  // namespace tf::cli

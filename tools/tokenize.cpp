@@ -16,12 +16,12 @@ void add_tokenize(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("tokenize", "Print {\"ids\": [...]} for a text");
-  c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json)")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json) or GGUF file")->required()->check(CLI::ExistingPath);
   add_prompt_arg(c, a->prompt, "Text to tokenize")->required();
   c->add_flag("--no-special", a->no_special, "Do not add what the tokenizer adds by default (e.g. BOS)");
   c->callback([a, &run] {
     run = [a] {
-      auto tok = Tokenizer::from_dir(a->dir);
+      auto tok = Tokenizer::from_model(a->dir);
       std::printf("%s\n", json_dump(nlohmann::json{{"ids", tok->encode(prompt_text(a->prompt), !a->no_special)}}).c_str());
       return 0;
     };
@@ -35,12 +35,12 @@ void add_detokenize(CLI::App& app, Runner& run) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("detokenize", "Print the text of comma-separated token ids");
-  c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json)")->required()->check(CLI::ExistingDirectory);
+  c->add_option("-m,--model", a->dir, "Model folder (tokenizer.json) or GGUF file")->required()->check(CLI::ExistingPath);
   c->add_option("--ids", a->ids, "Token ids, e.g. 1,2,3")->required();
   c->add_flag("--skip-special", a->skip_special, "Leave out special tokens");
   c->callback([a, &run] {
     run = [a] {
-      auto tok = Tokenizer::from_dir(a->dir);
+      auto tok = Tokenizer::from_model(a->dir);
       std::vector<int32_t> ids;
       std::stringstream ss(a->ids);
       for (std::string item; std::getline(ss, item, ',');) {

@@ -48,8 +48,8 @@ struct SpecOptions {
   // verifying extra tokens at the step's batch size, including none where it does not pay.
   // Off: k every step (as far as the budget, free blocks and max_tokens allow).
   bool adaptive = true;
-  // Adaptive: the cost model (`twofold bench --spec ... --spec-costs-out FILE`) instead of
-  // measuring it at start-up.
+  // Adaptive: a file holding the cost model (a `twofold bench --spec ... --json` result, or
+  // its "spec_cost_model" object) instead of measuring it at start-up.
   std::string cost_model_file;
   int32_t ngram_min = 1;  // prompt lookup: suffix lengths tried, longest first
   int32_t ngram_max = 3;
@@ -63,13 +63,13 @@ struct SpecMode {
 };
 
 struct EngineOptions {
-  std::string model_dir;
+  std::string model_dir;           // a Hugging Face folder, or a GGUF file (or a folder holding one)
   std::string backend = "cpu";     // cpu | ref | cuda
   std::string load_format = "auto";  // auto (safetensors) | dummy (random weights, config.json only)
   int32_t block_size = 16;         // tokens per KV block
   int32_t n_kv_blocks = 0;         // 0: enough for max_seqs sequences of full context, capped by kv_memory_mb
   int64_t kv_memory_mb = 2048;     // cap on the automatic KV pool size
-  std::string kv_dtype = "f32";    // f32 | bf16 | f16 | int8 (a scale per token and head)
+  std::string kv_dtype = "f32";    // f32 | bf16 | f16 | int8 | fp8 (int8, fp8: a scale per token and head)
   int32_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int32_t max_seqs = 64;           // sequences running at once
   bool enable_prefix_caching = true;  // reuse KV blocks of identical prompt prefixes

@@ -21,25 +21,29 @@ namespace tf {
 
 // Shape of the paged KV pool. Per layer, K and V are each
 // [n_blocks, n_kv_heads, block_size, head_dim] of `dtype`, so one head's keys in one block
-// are contiguous. dtype F32/BF16/F16 stores the values; I8 stores them quantized per row
-// (src/quant/kv_int8.h: symmetric, scale = max|row| / 127) with one F32 scale per
-// (token slot, kv head) of K and of V, in backend-owned arrays
-// [n_blocks, n_kv_heads, block_size] per layer (the row index of the data).
+// are contiguous. dtype F32/BF16/F16 stores the values; I8 and FP8 store them quantized per
+// row (src/quant/kv_int8.h: symmetric, scale = max|row| / 127; src/quant/kv_fp8.h: E4M3,
+// scale = max|row| / 448) with one F32 scale per (token slot, kv head) of K and of V, in
+// backend-owned arrays [n_blocks, n_kv_heads, block_size] per layer (the row index of the data).
 struct KvCacheSpec {
   int64_t n_layers = 0;
   int64_t n_blocks = 0;
   int64_t block_size = 16;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
-  DType dtype = DType::F32;  // F32, BF16, F16 or I8
+  DType dtype = DType::F32;  // F32, BF16, F16, I8 or FP8
 };
+
+// KV storage with a scale per row (I8, FP8).
+inline bool kv_dtype_scaled(DType t) { return t == DType::I8 || t == DType::FP8; }
 
 // Bytes of K and V (scales included) that one token occupies across all spec.n_layers layers;
 // n_blocks is not used, so a planner can call it before choosing the pool size. Per layer
-// that is 2 * n_kv_heads * head_dim * dtype_size, plus 2 * n_kv_heads * 4 for I8's scales.
+// that is 2 * n_kv_heads * head_dim * dtype_size, plus 2 * n_kv_heads * 4 for the scales of
+// I8 and FP8.
 inline int64_t kv_bytes_per_token(const KvCacheSpec& spec) {
   const int64_t row_bytes = spec.head_dim * int64_t(dtype_size(spec.dtype)) +
-                            (spec.dtype == DType::I8 ? int64_t(sizeof(float)) : 0);
+                            (kv_dtype_scaled(spec.dtype) ? int64_t(sizeof(float)) : 0);
   return spec.n_layers * 2 * spec.n_kv_heads * row_bytes;
 }
 
@@ -167,9 +171,10 @@ class Backend {
 
   // ---- recorded forwards (CUDA Graphs) ----------------------------------------------------------
   // A KV block outside the pool that padding rows of a recorded batch may write to, or -1
-  // when the backend records nothing (then the model never pads a batch).
+  // when the backend records nothing (then run_forward, src/engine/forward_runner.h, never
+  // pads a batch).
   virtual int32_t pad_kv_block() const { return -1; }
-  // Called after set_batch() with a key naming every shape of the batch (the model pads a
+  // Called after set_batch() with a key naming every shape of the batch (run_forward pads a
   // decode batch to a bucket so keys repeat). The first time a key is seen the answer is
   // Eager (warm-up: lazy module loading and per-shape choices happen outside a recording),
   // the second time Capture, afterwards Replayed.

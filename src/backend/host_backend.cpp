@@ -91,7 +91,11 @@ void HostBackend::release(const TensorView& buf) {
 }
 
 TensorView HostBackend::upload(const TensorView& host, DType dtype) {
-  if (host.dtype == dtype) return host;  // zero copy: use the mapped bytes in place
+  // zero copy: use the mapped bytes in place (a quantized view's scales and zeros with them)
+  if (host.dtype == dtype) return host;
+  TF_ASSERT(!dtype_is_quantized(host.dtype) && !dtype_is_quantized(dtype),
+            "upload {} as {}: quantized weights are uploaded in their own format (quantize them first)",
+            dtype_name(host.dtype), dtype_name(dtype));
   TensorView out = host;
   TensorView buf = alloc(dtype, {host.numel()});
   out.data = buf.data;
@@ -111,8 +115,8 @@ void HostBackend::copy_from_host(const void* src, const TensorView& dst) {
 
 void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
   TF_ASSERT(spec.dtype == DType::F32 || spec.dtype == DType::BF16 || spec.dtype == DType::F16 ||
-                spec.dtype == DType::I8,
-            "host backends store KV as F32/BF16/F16/I8, not {}", dtype_name(spec.dtype));
+                kv_dtype_scaled(spec.dtype),
+            "host backends store KV as F32/BF16/F16/I8/FP8, not {}", dtype_name(spec.dtype));
   kv_spec_ = spec;
   const int64_t rows = spec.n_blocks * spec.n_kv_heads * spec.block_size;
   for (auto* pools : {&k_cache_, &v_cache_, &k_scale_, &v_scale_}) {
@@ -123,7 +127,7 @@ void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
   for (int64_t il = 0; il < spec.n_layers; ++il) {
     k_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
     v_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
-    const bool scaled = spec.dtype == DType::I8;
+    const bool scaled = kv_dtype_scaled(spec.dtype);
     k_scale_.push_back(scaled ? alloc(DType::F32, {rows}) : TensorView{});
     v_scale_.push_back(scaled ? alloc(DType::F32, {rows}) : TensorView{});
   }

@@ -30,7 +30,7 @@ class HostBackend : public Backend {
   // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype
   const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
   const TensorView& v_cache(int layer) const { return v_cache_[size_t(layer)]; }
-  // I8 storage only: the F32 scale of each row of k_cache / v_cache,
+  // I8 and FP8 storage only: the F32 scale of each row of k_cache / v_cache,
   // [n_blocks * n_kv_heads * block_size] (an empty view for float storage).
   const TensorView& k_scale(int layer) const { return k_scale_[size_t(layer)]; }
   const TensorView& v_scale(int layer) const { return v_scale_[size_t(layer)]; }
@@ -54,7 +54,7 @@ class HostBackend : public Backend {
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers_;
   KvCacheSpec kv_spec_;
   std::vector<TensorView> k_cache_, v_cache_;  // per layer
-  std::vector<TensorView> k_scale_, v_scale_;  // per layer, data == nullptr unless I8
+  std::vector<TensorView> k_scale_, v_scale_;  // per layer, data == nullptr unless I8/FP8
   Batch batch_;
 };
 

@@ -22,4 +22,15 @@ inline void check_matmul(const TensorView& x, const TensorView& w, const TensorV
             w.shape_str());
 }
 
+// A W8/W4/FP8 weight carries its parameters (quant/formats.h); other dtypes pass. Views made by
+// make_quantized_view (quant/quantized_weight.h) always do: this catches a view built by hand.
+inline void check_quantized(const TensorView& w) {
+  if (w.dtype != DType::W8 && w.dtype != DType::W4 && w.dtype != DType::FP8) return;
+  TF_ASSERT(w.n_dims == 2 && w.scales, "{} weight {}: 2-d with scales", dtype_name(w.dtype), w.shape_str());
+  if (w.dtype == DType::W4)
+    TF_ASSERT(w.zeros && w.group_size > 0 && w.group_size % 32 == 0 && w.shape[1] % w.group_size == 0,
+              "W4 weight {}: zeros and a group size (a multiple of 32 dividing k), not {}", w.shape_str(),
+              w.group_size);
+}
+
 }  // namespace tf

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/mapped_file.h"
+#include "model/gguf/gguf_file.h"
 
 namespace tf {
 
@@ -152,6 +153,21 @@ SpecialTokens read_tokenizer_config(const std::string& dir, std::string* source)
   return t;
 }
 
+// bos_token / eos_token of a model path: a GGUF file's (its tokenizer.ggml.*_token_id entries of
+// tokenizer.ggml.tokens), else tokenizer_config.json's as above.
+SpecialTokens model_special_tokens(const std::string& path) {
+  const std::optional<std::string> gguf = find_gguf_model(path);
+  if (!gguf) return read_tokenizer_config(path, nullptr);
+  const GgufFile f(*gguf);
+  auto token_text = [&](const char* key) -> std::string {
+    const std::optional<uint64_t> id = f.opt_uint(key);
+    if (!id || !f.has("tokenizer.ggml.tokens")) return "";
+    const std::span<const std::string_view> tokens = f.get_strings("tokenizer.ggml.tokens");
+    return *id < tokens.size() ? std::string(tokens[*id]) : "";
+  };
+  return {token_text("tokenizer.ggml.bos_token_id"), token_text("tokenizer.ggml.eos_token_id")};
+}
+
 // Parses `source`; a syntax error "chat template: line 3: ..." becomes "<origin>: line 3: ...".
 ChatTemplate parse_named(std::string source, const std::string& origin, SpecialTokens tokens) {
   try {
@@ -182,9 +198,22 @@ std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& dir)
   return parse_named(std::move(source), origin, std::move(tokens));
 }
 
-ChatTemplate ChatTemplate::from_file(const std::string& path, const std::string& model_dir) {
+// A GGUF file keeps the template in tokenizer.chat_template and the special tokens as ids.
+std::optional<ChatTemplate> ChatTemplate::from_model(const std::string& path) {
+  const std::optional<std::string> gguf = find_gguf_model(path);
+  if (!gguf) return from_model_dir(path);
+  std::string source;
+  {
+    const GgufFile f(*gguf);
+    source = std::string(f.opt_string("tokenizer.chat_template").value_or(""));
+  }
+  if (source.empty()) return std::nullopt;
+  return parse_named(std::move(source), *gguf + ": tokenizer.chat_template", model_special_tokens(path));
+}
+
+ChatTemplate ChatTemplate::from_file(const std::string& path, const std::string& model) {
   if (!file_exists(path)) fail("{}: no such chat template file", path);
-  return parse_named(read_text_file(path), path, read_tokenizer_config(model_dir, nullptr));
+  return parse_named(read_text_file(path), path, model_special_tokens(model));
 }
 
 ChatTemplate ChatTemplate::from_source(std::string source, std::string bos_token,

@@ -27,9 +27,13 @@ class ChatTemplate {
   // A <dir>/chat_template.jinja (where transformers >= 4.43 saves templates) takes precedence.
   // nullopt when the folder has neither. Errors name the file and field.
   static std::optional<ChatTemplate> from_model_dir(const std::string& dir);
+  // The template of a model path: a GGUF file's tokenizer.chat_template (or that of the one
+  // GGUF file a folder holds), else from_model_dir. nullopt when there is none.
+  static std::optional<ChatTemplate> from_model(const std::string& path);
   // The template in the file `path` (e.g. --chat-template), with bos_token and eos_token from
-  // <model_dir>/tokenizer_config.json when it has them. Errors name the file.
-  static ChatTemplate from_file(const std::string& path, const std::string& model_dir);
+  // the model (`model`: a folder's tokenizer_config.json or a GGUF file's tokens) when it has
+  // them. Errors name the file.
+  static ChatTemplate from_file(const std::string& path, const std::string& model);
   static ChatTemplate from_source(std::string source, std::string bos_token, std::string eos_token);
 
   // messages: JSON array of OpenAI-style messages ({"role", "content", ...}; content a string, or an

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine_impl.h"
+#include "engine/forward_runner.h"
 #include "model/arch/tensor_parallel_model.h"
 #include "sample/logprobs.h"
 
@@ -21,12 +22,11 @@ const char* finish_reason_name(FinishReason r) {
   return "none";
 }
 
-
 Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.block_size <= 0) fail("block size must be positive, got {}", opt.block_size);
   if (opt.max_batch_tokens <= 0) fail("max batch tokens must be positive, got {}", opt.max_batch_tokens);
   if (opt.max_seqs <= 0) fail("max sequences must be positive, got {}", opt.max_seqs);
-  tokenizer = Tokenizer::from_dir(opt.model_dir);
+  tokenizer = Tokenizer::from_model(opt.model_dir);
   if (opt.tensor_parallel < 1) fail("tensor parallel size must be at least 1, got {}", opt.tensor_parallel);
   const BackendKind kind = parse_backend_kind(opt.backend);
   backend = make_backend(kind, backend_options(opt.kernels));
@@ -200,7 +200,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   }
   const Batch batch = build_batch(so);
   const auto t1 = Clock::now();
-  const TensorView logits = model->forward(batch);
+  const TensorView logits = run_forward(*model, *backend, batch);
   const auto t2 = Clock::now();
   const bool ids_ready = fetch_results(so, logits);
   const auto t3 = Clock::now();
@@ -307,7 +307,7 @@ std::vector<float> Engine::Impl::score(const std::vector<int32_t>& ids, bool all
       bb.add(SeqChunk{.ids = ids.data() + start, .n_ids = len, .start_pos = start, .blocks = table.data(),
                       .n_blocks = int32_t(table.size()), .want_logits = all_positions || start + len == n,
                       .all_logits = all_positions});
-      const TensorView logits = model->forward(bb.take());
+      const TensorView logits = run_forward(*model, *backend, bb.take());
       const size_t old = out.size();
       out.resize(old + size_t(logits.numel()));
       backend->copy_to_host(logits, out.data() + old);

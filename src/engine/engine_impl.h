@@ -41,7 +41,8 @@ inline DType parse_kv_dtype(const std::string& s) {
   if (s == "bf16") return DType::BF16;
   if (s == "f16") return DType::F16;
   if (s == "int8") return DType::I8;
-  fail("unknown KV dtype '{}' (expected f32, bf16, f16 or int8)", s);
+  if (s == "fp8") return DType::FP8;
+  fail("unknown KV dtype '{}' (expected f32, bf16, f16, int8 or fp8)", s);
 }
 
 // A request's speculative decoding: its own RNG for sampled proposals and verification, its

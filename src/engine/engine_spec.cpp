@@ -20,6 +20,7 @@
 #include "core/json_bounded.h"
 #include "core/progress.h"
 #include "engine/engine_impl.h"
+#include "engine/forward_runner.h"
 #include "sample/logprobs.h"
 #include "spec/draft_proposer.h"
 #include "spec/ngram_proposer.h"
@@ -39,7 +40,8 @@ void Engine::Impl::init_spec() {
         .model_dir = so.draft_model_dir, .backend = opt.backend, .backend_options = backend_options(opt.kernels),
         .n_blocks = kv->pool().n_blocks_total(), .block_size = opt.block_size,
         .kv_dtype = parse_kv_dtype(opt.kv_dtype), .max_batch_tokens = opt.max_batch_tokens,
-        .enable_prefix_caching = opt.enable_prefix_caching, .n_vocab = model->config().n_vocab});
+        .enable_prefix_caching = opt.enable_prefix_caching, .n_vocab = model->config().n_vocab,
+        .forward = run_forward});
   } else {
     fail("unknown speculative decoding method '{}' (expected ngram or draft:DIR)", so.method);
   }
@@ -197,7 +199,7 @@ double Engine::Impl::time_verify_step(int32_t batch, int32_t k) {
                     .n_blocks = int32_t(kv->table(id).size()), .all_logits = true});
   const Batch b = bb.take();
   const double t = median_step_seconds([&] {
-    const TensorView logits = model->forward(b);
+    const TensorView logits = run_forward(*model, *backend, b);
     if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
       if (ids_dev.data) backend->release(ids_dev);
       ids_dev = backend->alloc(DType::I32, {std::max<int64_t>(logits.shape[0], opt.max_seqs)});

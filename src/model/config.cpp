@@ -1,7 +1,5 @@
 #include "model/config.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,20 +7,11 @@
 
 #include "core/error.h"
 #include "core/json_bounded.h"
-#include "core/mapped_file.h"
+#include "model/config_fields.h"
 
 namespace tf {
 
 using json = nlohmann::json;
-
-std::string_view arch_name(Arch a) {
-  switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Mistral: return "mistral";
-    case Arch::Qwen2: return "qwen2";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -35,85 +24,76 @@ std::string show(const json& v) {
   return s;
 }
 
-// Typed access to one JSON object (config.json itself, or a nested rope_scaling object),
-// where every error names the file and the field. Absent and null mean the same: "not set",
-// because transformers writes null for unset optional fields.
-class Fields {
- public:
-  Fields(const json& obj, const std::string& origin, std::string prefix = "")
-      : obj_(obj), origin_(origin), prefix_(std::move(prefix)) {}
+}  // namespace
 
-  bool has(const char* key) const {
-    auto it = obj_.find(key);
-    return it != obj_.end() && !it->is_null();
-  }
-  const json& at(const char* key) const { return obj_.at(key); }
-  std::string field(const char* key) const { return prefix_ + key; }
+// ---- ConfigFields ---------------------------------------------------------------------------
 
-  [[noreturn]] void missing(const char* key, const char* expected) const {
-    fail("{}: field '{}' is missing (expected {})", origin_, field(key), expected);
-  }
-  [[noreturn]] void bad(const char* key, const char* expected) const {
-    fail("{}: field '{}' is {} (expected {})", origin_, field(key), show(at(key)), expected);
-  }
+bool ConfigFields::has(const char* key) const {
+  auto it = obj_.find(key);
+  return it != obj_.end() && !it->is_null();
+}
 
-  int64_t positive_int(const char* key) const {
-    constexpr const char* kWhat = "a positive integer";
-    if (!has(key)) missing(key, kWhat);
-    const json& v = at(key);
-    if (!v.is_number_integer()) bad(key, kWhat);
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxSize) : v.get<int64_t>() > kMaxSize)
-      fail("{}: field '{}' is {} (expected a positive integer no larger than {})", origin_,
-           field(key), show(v), kMaxSize);
-    if (v.get<int64_t>() <= 0) bad(key, kWhat);
-    return v.get<int64_t>();
-  }
-  int64_t positive_int_or(const char* key, int64_t fallback) const {
-    return has(key) ? positive_int(key) : fallback;
-  }
+void ConfigFields::missing(const char* key, const std::string& expected) const {
+  fail("{}: field '{}' is missing (expected {})", origin_, field(key), expected);
+}
 
-  double positive_number(const char* key) const {
-    constexpr const char* kWhat = "a positive number";
-    if (!has(key)) missing(key, kWhat);
-    const json& v = at(key);
-    if (!v.is_number()) bad(key, kWhat);
-    double d = v.get<double>();
-    if (!std::isfinite(d) || d <= 0) bad(key, kWhat);
-    return d;
-  }
-  double positive_number_or(const char* key, double fallback) const {
-    return has(key) ? positive_number(key) : fallback;
-  }
+void ConfigFields::bad(const char* key, const std::string& expected) const {
+  fail("{}: field '{}' is {} (expected {})", origin_, field(key), show(at(key)), expected);
+}
 
-  bool boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!at(key).is_boolean()) bad(key, "true or false");
-    return at(key).get<bool>();
-  }
+int64_t ConfigFields::positive_int(const char* key) const {
+  constexpr const char* kWhat = "a positive integer";
+  if (!has(key)) missing(key, kWhat);
+  const json& v = at(key);
+  if (!v.is_number_integer()) bad(key, kWhat);
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxSize) : v.get<int64_t>() > kMaxSize)
+    fail("{}: field '{}' is {} (expected a positive integer no larger than {})", origin_, field(key), show(v),
+         kMaxSize);
+  if (v.get<int64_t>() <= 0) bad(key, kWhat);
+  return v.get<int64_t>();
+}
 
-  std::string string(const char* key) const {
-    if (!has(key)) missing(key, "a string");
-    if (!at(key).is_string()) bad(key, "a string");
-    return at(key).get<std::string>();
-  }
-  std::string string_or(const char* key, std::string fallback) const {
-    return has(key) ? string(key) : fallback;
-  }
+int64_t ConfigFields::positive_int_or(const char* key, int64_t fallback) const {
+  return has(key) ? positive_int(key) : fallback;
+}
 
-  // A token id: a non-negative integer that fits int32.
-  int32_t token_id(const char* key, const json& v) const {
-    constexpr const char* kWhat = "a non-negative integer token id, or a list of them";
-    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0) ||
-        v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max()))
-      fail("{}: field '{}' holds {} (expected {})", origin_, field(key), show(v), kWhat);
-    return int32_t(v.get<int64_t>());
-  }
+double ConfigFields::positive_number(const char* key) const {
+  constexpr const char* kWhat = "a positive number";
+  if (!has(key)) missing(key, kWhat);
+  const json& v = at(key);
+  if (!v.is_number()) bad(key, kWhat);
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d <= 0) bad(key, kWhat);
+  return d;
+}
 
- private:
-  const json& obj_;
-  const std::string& origin_;
-  std::string prefix_;
-};
+double ConfigFields::positive_number_or(const char* key, double fallback) const {
+  return has(key) ? positive_number(key) : fallback;
+}
+
+bool ConfigFields::boolean_or(const char* key, bool fallback) const {
+  if (!has(key)) return fallback;
+  if (!at(key).is_boolean()) bad(key, "true or false");
+  return at(key).get<bool>();
+}
+
+std::string ConfigFields::string(const char* key) const {
+  if (!has(key)) missing(key, "a string");
+  if (!at(key).is_string()) bad(key, "a string");
+  return at(key).get<std::string>();
+}
+
+std::string ConfigFields::string_or(const char* key, std::string fallback) const {
+  return has(key) ? string(key) : fallback;
+}
+
+int32_t ConfigFields::token_id(const char* key, const json& v) const {
+  constexpr const char* kWhat = "a non-negative integer token id, or a list of them";
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0) ||
+      v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max()))
+    fail("{}: field '{}' holds {} (expected {})", origin_, field(key), show(v), kWhat);
+  return int32_t(v.get<int64_t>());
+}
 
 json parse_json_object(const std::string& text, const std::string& origin) {
   json j = parse_json_bounded(text, origin);
@@ -121,18 +101,15 @@ json parse_json_object(const std::string& text, const std::string& origin) {
   return j;
 }
 
-Arch parse_arch(const Fields& f) {
-  std::string type = f.string("model_type");
-  if (type == "llama") return Arch::Llama;
-  if (type == "mistral") return Arch::Mistral;
-  if (type == "qwen2") return Arch::Qwen2;
-  f.bad("model_type", "one of the supported values: llama, mistral, qwen2");
-}
+// ---- the shared fields ----------------------------------------------------------------------
+
+namespace {
 
 // Attention geometry: heads, key/value heads (absent = MHA) and head_dim (absent = d_model /
 // n_heads). Grouped-query attention needs n_heads to be a multiple of n_kv_heads, and
 // rotate-half RoPE pairs dimension i with i + head_dim/2, so head_dim must be even.
-void parse_attention(const Fields& f, const std::string& origin, ModelConfig& c) {
+void parse_attention(const ConfigFields& f, ModelConfig& c) {
+  const std::string& origin = f.origin();
   c.n_heads = f.positive_int("num_attention_heads");
   c.n_kv_heads = f.positive_int_or("num_key_value_heads", c.n_heads);
   if (c.n_heads % c.n_kv_heads != 0)
@@ -152,14 +129,16 @@ void parse_attention(const Fields& f, const std::string& origin, ModelConfig& c)
 // RoPE base and frequency scaling. transformers 5 writes both under "rope_parameters"
 // ({"rope_type", "rope_theta", ...}); older versions write a top-level "rope_theta" and a
 // "rope_scaling" object (or null) whose kind is "rope_type" or, older still, "type".
-void parse_rope(const json& j, const Fields& top, const std::string& origin, ModelConfig& c) {
+void parse_rope(const ConfigFields& top, ModelConfig& c) {
+  const json& j = top.object();
+  const std::string& origin = top.origin();
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (top.has(key) && !top.at(key).is_object()) top.bad(key, "an object or null");
   }
   const bool has_params = top.has("rope_parameters");
   const bool has_scaling = top.has("rope_scaling");
 
-  Fields params(has_params ? j.at("rope_parameters") : j, origin, "rope_parameters.");
+  ConfigFields params(has_params ? j.at("rope_parameters") : j, origin, "rope_parameters.");
   if (has_params && params.has("rope_theta")) {
     c.rope_theta = float(params.positive_number("rope_theta"));
   } else {
@@ -168,7 +147,7 @@ void parse_rope(const json& j, const Fields& top, const std::string& origin, Mod
 
   if (!has_params && !has_scaling) return;
   const char* obj_key = has_scaling ? "rope_scaling" : "rope_parameters";
-  Fields s(j.at(obj_key), origin, std::string(obj_key) + ".");
+  ConfigFields s(j.at(obj_key), origin, std::string(obj_key) + ".");
   const char* type_key = s.has("rope_type") ? "rope_type" : "type";
   std::string type;
   if (s.has(type_key)) {
@@ -195,50 +174,11 @@ void parse_rope(const json& j, const Fields& top, const std::string& origin, Mod
          r.high_freq_factor, s.field("low_freq_factor"), r.low_freq_factor);
 }
 
-// Sliding-window attention, as transformers decides it. Mistral: every layer uses
-// sliding_window when it is set. Qwen2: only with use_sliding_window, and then only layers
-// whose layer_types entry is "sliding_attention" (absent: layers il >= max_window_layers,
-// default 28). One window for all layers is all ModelConfig can say, so a mix is refused
-// rather than run wrongly.
-void parse_sliding_window(const Fields& f, const std::string& origin, ModelConfig& c) {
-  if (c.arch == Arch::Mistral) {
-    c.sliding_window = f.positive_int_or("sliding_window", 0);
-    return;
-  }
-  if (c.arch != Arch::Qwen2 || !f.boolean_or("use_sliding_window", false)) return;
-
-  int64_t n_sliding = 0;
-  if (f.has("layer_types")) {
-    const json& lt = f.at("layer_types");
-    if (!lt.is_array() || int64_t(lt.size()) != c.n_layers)
-      f.bad("layer_types", "a list with one entry per layer");
-    for (const json& t : lt) {
-      if (!t.is_string()) f.bad("layer_types", "a list of \"full_attention\" / \"sliding_attention\"");
-      if (t == "sliding_attention") {
-        ++n_sliding;
-      } else if (t != "full_attention") {
-        f.bad("layer_types", "a list of \"full_attention\" / \"sliding_attention\"");
-      }
-    }
-  } else {
-    int64_t first = 28;  // transformers' Qwen2Config default for max_window_layers
-    if (f.has("max_window_layers")) {
-      if (!f.at("max_window_layers").is_number_integer() || f.at("max_window_layers").get<int64_t>() < 0)
-        f.bad("max_window_layers", "a non-negative integer");
-      first = f.at("max_window_layers").get<int64_t>();
-    }
-    n_sliding = first >= c.n_layers ? 0 : c.n_layers - first;
-  }
-  if (n_sliding == 0) return;
-  if (n_sliding != c.n_layers)
-    fail("{}: use_sliding_window is true with sliding attention on {} of {} layers; a per-layer "
-         "mix of sliding and full attention is not supported", origin, n_sliding, c.n_layers);
-  c.sliding_window = f.positive_int("sliding_window");
-}
+}  // namespace
 
 // bos_token_id: an int or null. eos_token_id: an int, a list of ints, or null. Absent or
 // null leaves the current value alone, so generation_config.json only overrides what it has.
-void parse_special_ids(const Fields& f, ModelConfig& c) {
+void parse_special_ids(const ConfigFields& f, ModelConfig& c) {
   if (f.has("bos_token_id")) c.bos_id = f.token_id("bos_token_id", f.at("bos_token_id"));
   if (f.has("eos_token_id")) {
     const json& v = f.at("eos_token_id");
@@ -251,50 +191,27 @@ void parse_special_ids(const Fields& f, ModelConfig& c) {
   }
 }
 
-}  // namespace
-
-// Reads the Llama-family fields of a Hugging Face config.json. Required: model_type,
-// hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, vocab_size,
-// max_position_embeddings and rms_norm_eps; every other field has transformers' default.
-// Fields we cannot honour (an MLP bias, another activation) are refused, not ignored.
-ModelConfig parse_model_config(const std::string& config_json, const std::string& origin) {
-  json j = parse_json_object(config_json, origin);
-  Fields f(j, origin);
+ModelConfig parse_common_config(const ConfigFields& f) {
   ModelConfig c;
-  c.arch = parse_arch(f);
   c.model_type = f.string("model_type");
-
   c.d_model = f.positive_int("hidden_size");
   c.d_ff = f.positive_int("intermediate_size");
   c.n_layers = f.positive_int("num_hidden_layers");
   c.n_vocab = f.positive_int("vocab_size");
   c.max_position = f.positive_int("max_position_embeddings");
   c.rms_norm_eps = float(f.positive_number("rms_norm_eps"));
-  parse_attention(f, origin, c);
-  parse_rope(j, f, origin, c);
-  parse_sliding_window(f, origin, c);
-
-  std::string act = f.string_or("hidden_act", "silu");
-  if (act != "silu" && act != "swish") f.bad("hidden_act", "\"silu\" (the SwiGLU MLP)");
-  if (f.boolean_or("mlp_bias", false)) f.bad("mlp_bias", "false (MLP biases are not supported)");
-  c.attention_bias = c.arch == Arch::Qwen2 || (c.arch == Arch::Llama && f.boolean_or("attention_bias", false));
+  parse_attention(f, c);
+  parse_rope(f, c);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   parse_special_ids(f, c);
   c.torch_dtype = f.has("dtype") ? f.string("dtype") : f.string_or("torch_dtype", "");
   return c;
 }
 
-ModelConfig load_model_config(const std::string& dir) {
-  const std::string config_path = dir + "/config.json";
-  if (!file_exists(config_path)) fail("{}: no such file (a model folder needs config.json)", config_path);
-  ModelConfig c = parse_model_config(read_text_file(config_path), config_path);
-
-  const std::string gen_path = dir + "/generation_config.json";
-  if (file_exists(gen_path)) {
-    json g = parse_json_object(read_text_file(gen_path), gen_path);
-    parse_special_ids(Fields(g, gen_path), c);
-  }
-  return c;
+void require_silu_mlp(const ConfigFields& f) {
+  std::string act = f.string_or("hidden_act", "silu");
+  if (act != "silu" && act != "swish") f.bad("hidden_act", "\"silu\" (the SwiGLU MLP)");
+  if (f.boolean_or("mlp_bias", false)) f.bad("mlp_bias", "false (MLP biases are not supported)");
 }
 
 }  // namespace tf

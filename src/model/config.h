@@ -1,5 +1,7 @@
 // Model hyper-parameters read from a Hugging Face folder's config.json (and
-// generation_config.json for bos/eos). One struct for the Llama family: llama, mistral, qwen2.
+// generation_config.json for bos/eos), or from a GGUF file's metadata (gguf_config.h). The fields every architecture shares are read here
+// (parse_common_config); each architecture file reads its own (src/model/arch/registry.h has
+// load_model_config, which dispatches on model_type).
 #pragma once
 
 #include <cstdint>
@@ -7,9 +9,6 @@
 #include <vector>
 
 namespace tf {
-
-enum class Arch : uint8_t { Llama, Mistral, Qwen2 };
-std::string_view arch_name(Arch a);
 
 // RoPE frequency scaling. "default" = none; "llama3" = Llama-3.1's piecewise scaling.
 struct RopeScaling {
@@ -21,8 +20,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  Arch arch = Arch::Llama;
-  std::string model_type;        // as written in config.json
+  std::string model_type;        // as written in config.json: the architecture registry's key
   int64_t d_model = 0;           // hidden_size
   int64_t d_ff = 0;              // intermediate_size
   int64_t n_layers = 0;          // num_hidden_layers
@@ -35,7 +33,7 @@ struct ModelConfig {
   float rope_theta = 10000.0f;   // top-level rope_theta or rope_parameters.rope_theta
   RopeScaling rope_scaling;
   int64_t sliding_window = 0;    // 0 = none (mistral sets it; qwen2 only with use_sliding_window)
-  bool attention_bias = false;   // q/k/v biases (qwen2 always; llama if attention_bias)
+  bool attention_bias = false;   // q/k/v biases (qwen2 always; llama if attention_bias, with o_proj's)
   bool tie_word_embeddings = false;
   int32_t bos_id = -1;           // -1 = none
   std::vector<int32_t> eos_ids;  // any of these ends generation
@@ -46,12 +44,5 @@ struct ModelConfig {
     return n_layers * n_kv_heads * head_dim * 2 * elem_bytes;
   }
 };
-
-// Reads DIR/config.json (required) and DIR/generation_config.json (optional, overrides
-// bos/eos). Throws tf::Error naming the file and the field on any missing or bad value,
-// and on an unknown model_type or rope_scaling type.
-ModelConfig load_model_config(const std::string& dir);
-// The same from JSON text (for tests); `origin` names the file in error messages.
-ModelConfig parse_model_config(const std::string& config_json, const std::string& origin);
 
 }  // namespace tf

@@ -20,12 +20,6 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // A non-negative JSON integer, or false.
 bool get_u64(const json& v, uint64_t* out) {
   if (!v.is_number_integer()) return false;
@@ -40,19 +34,6 @@ struct Range {
 };
 
 }  // namespace
-
-TensorView TensorInfo::view() const {
-  if (shape.size() > size_t(TensorView::kMaxDims))
-    fail("{}: tensor '{}' has {} dimensions; at most {} are supported", file, name, shape.size(),
-         TensorView::kMaxDims);
-  TensorView v;
-  v.data = const_cast<uint8_t*>(data);  // TensorView is not const-typed; mapped pages are read-only
-  v.dtype = dtype;
-  v.device = Device::Host;
-  for (int64_t s : shape) v.shape[v.n_dims++] = s;
-  TF_ASSERT(v.nbytes() == nbytes, "{}", name);
-  return v;
-}
 
 // Layout: [u64 little-endian N][N bytes of JSON header][data section]. Every entry of the
 // header is checked against the bytes actually present before a pointer is formed, in this
@@ -207,17 +188,6 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     ck.index_[name] = &t->second;
   }
   return ck;
-}
-
-const TensorInfo* Checkpoint::find(const std::string& name) const {
-  auto it = index_.find(name);
-  return it == index_.end() ? nullptr : it->second;
-}
-
-const TensorInfo& Checkpoint::get(const std::string& name) const {
-  const TensorInfo* t = find(name);
-  if (!t) fail("{}: tensor '{}' is not in the checkpoint", dir_, name);
-  return *t;
 }
 
 }  // namespace tf

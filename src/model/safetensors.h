@@ -10,20 +10,9 @@
 #include <vector>
 
 #include "core/mapped_file.h"
-#include "core/tensor.h"
+#include "model/tensor_source.h"
 
 namespace tf {
-
-struct TensorInfo {
-  std::string name;
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;  // inside the mapping
-  size_t nbytes = 0;
-  std::string file;               // which shard it lives in
-
-  TensorView view() const;        // host view of the mapped bytes
-};
 
 class SafetensorsFile {
  public:
@@ -41,28 +30,17 @@ class SafetensorsFile {
 
 // All tensors of a model folder, from model.safetensors or the shards named in
 // model.safetensors.index.json.
-struct WeightSpec;
-
-class Checkpoint {
+class Checkpoint final : public TensorSource {
  public:
   static Checkpoint open(const std::string& dir);
-  // Random BF16 weights of the shapes in `specs`, generated in host memory (vLLM's
-  // `--load-format dummy`): speed work on real shapes without the real files. Values are
-  // uniform with variance 1/fan_in (norm weights 1), so activations stay finite.
-  static Checkpoint random(const std::vector<WeightSpec>& specs, uint64_t seed);
 
-  const TensorInfo* find(const std::string& name) const;  // nullptr if absent
-  const TensorInfo& get(const std::string& name) const;   // throws naming the tensor
-  const std::map<std::string, const TensorInfo*>& all() const { return index_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& origin() const override { return dir_; }
+  const std::map<std::string, const TensorInfo*>& all() const override { return index_; }
 
  private:
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
-  // Only for random(): the generated tensors and their bytes.
-  std::map<std::string, TensorInfo> owned_infos_;
-  std::vector<std::unique_ptr<uint16_t[]>> owned_data_;
 };
 
 }  // namespace tf

@@ -29,6 +29,11 @@ constexpr float kKvInt8Max = 127.0f;  // largest |q|
 // Quantizes x[n] into q[n] and returns the row's scale (see the file comment).
 float quantize_row_kv_int8(const float* x, int64_t n, int8_t* q);
 
+// The scale of a KV row for a format whose largest code is q_max (127 here, 448 for FP8,
+// quant/kv_fp8.h): max|x| / q_max, NaN when the row holds an inf or NaN. A result that is
+// not > 0 (zero, NaN) means the row's codes are all 0.
+float kv_row_scale(const float* x, int64_t n, float q_max);
+
 // One stored element as F32.
 inline float dequantize_kv_int8(int8_t q, float scale) { return float(q) * scale; }
 

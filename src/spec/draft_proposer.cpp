@@ -33,6 +33,13 @@ DraftProposer::DraftProposer(const DraftParams& p) : params_(p) {
 
 DraftProposer::~DraftProposer() = default;
 
+TensorView DraftProposer::run_forward(const Batch& batch) {
+  if (params_.forward) return params_.forward(*model_, *backend_, batch);
+  const PreparedStep p = model_->prepare(batch);
+  model_->run();
+  return p.logits;
+}
+
 void DraftProposer::release(int64_t seq) {
   kv_->free(seq);
   seqs_.erase(seq);
@@ -146,7 +153,7 @@ void DraftProposer::decode(std::span<const ProposeRequest> reqs, std::vector<Wor
 
 void DraftProposer::forward_and_draw(const Batch& batch, std::span<const ProposeRequest> reqs,
                                      std::vector<Work*>& rows, std::vector<Proposal>& out) {
-  const TensorView logits = model_->forward(batch);
+  const TensorView logits = run_forward(batch);
   if (rows.empty()) return;
   const int64_t n_vocab = model_->config().n_vocab;
   bool all_plain_greedy = true;
@@ -208,7 +215,7 @@ double DraftProposer::measure_step_seconds(int32_t batch) {
   const Batch b = bb.take();
   std::vector<int32_t> host(static_cast<size_t>(n_fit));
   const double t = median_step_seconds([&] {
-    const TensorView logits = model_->forward(b);
+    const TensorView logits = run_forward(b);
     if (!ids_dev_.data || ids_dev_.numel() < n_fit) {
       if (ids_dev_.data) backend_->release(ids_dev_);
       ids_dev_ = backend_->alloc(DType::I32, {std::max<int64_t>(n_fit, 64)});

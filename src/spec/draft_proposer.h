@@ -17,6 +17,7 @@
 // after the sequence's own penalty, temperature and truncation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,10 @@ struct DraftParams {
   int32_t max_batch_tokens = 512;    // tokens per draft forward
   bool enable_prefix_caching = true;
   int64_t n_vocab = 0;               // the target's: the draft must have the same
+  // One forward of the draft model over a batch, returning its logits (the engine passes
+  // run_forward, which records decode steps as CUDA Graphs where the backend records); when
+  // empty, prepare() then run(), eagerly.
+  std::function<TensorView(Model&, Backend&, const Batch&)> forward;
 };
 
 class DraftProposer final : public Proposer {
@@ -72,6 +77,8 @@ class DraftProposer final : public Proposer {
   bool prepare(const ProposeRequest& r, Work& w);
   void catch_up(std::span<const ProposeRequest> reqs, std::vector<Work>& work, std::vector<Proposal>& out);
   void decode(std::span<const ProposeRequest> reqs, std::vector<Work>& work, std::vector<Proposal>& out);
+  // The draft's logits over `batch` (params_.forward, or eagerly).
+  TensorView run_forward(const Batch& batch);
   // Runs `batch` and appends one proposal per logits row to the sequences in `rows`.
   void forward_and_draw(const Batch& batch, std::span<const ProposeRequest> reqs, std::vector<Work*>& rows,
                         std::vector<Proposal>& out);

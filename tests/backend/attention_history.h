@@ -77,7 +77,9 @@ inline std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
   std::vector<uint8_t> out(size_t(n) * dtype_size(dtype));
   for (int64_t i = 0; i < n; ++i) {
     if (dtype == DType::I8) {
-      out[size_t(i)] = 0x80;
+      out[size_t(i)] = 0x80;  // -128, which quantization never produces
+    } else if (dtype == DType::FP8) {
+      out[size_t(i)] = 0x7f;  // E4M3 NaN, which quantization never produces
     } else if (dtype == DType::F32) {
       const uint32_t bits = 0x7fc0beefu;
       std::memcpy(out.data() + i * 4, &bits, 4);
@@ -87,6 +89,14 @@ inline std::vector<uint8_t> nan_bytes(DType dtype, int64_t n) {
     }
   }
   return out;
+}
+
+// A stored I8 / FP8 KV code as an ordinal in which neighbouring values differ by one: I8 the
+// integer; FP8 the E4M3 magnitude bits with the sign (+0 and -0 both 0). nan_bytes' poison
+// maps to -128 (I8) and 127 (FP8).
+inline int kv_code_ordinal(DType dtype, uint8_t b) {
+  if (dtype == DType::I8) return int8_t(b);
+  return (b & 0x80) ? -int(b & 0x7f) : int(b & 0x7f);
 }
 
 // inv_freq[i] = theta^(-2i / head_dim), theta = 10000 (Llama), as F32.

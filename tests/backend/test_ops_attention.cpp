@@ -15,7 +15,8 @@
 // which the comparisons reject. (This is why vLLM's paged kernels zero V rows past the
 // context length instead of multiplying them by a zero probability.) I8 storage cannot hold
 // a NaN: there the row scales start as NaN (and the int8 values as -128, which quantization
-// never produces), so an unwritten row still dequantizes to NaN.
+// never produces), so an unwritten row still dequantizes to NaN; FP8 rows likewise (NaN
+// scales, the codes the E4M3 NaN 0x7f, which quantization never produces either).
 //
 // A second, longer history (kLongSteps: contexts of a few hundred tokens) runs the same
 // comparison over many key tiles and query tiles of the CPU kernel.
@@ -73,7 +74,7 @@ void poison_pools(Backend& be) {
   for (int il = 0; il < int(s.n_layers); ++il) {
     be.copy_from_host(nan.data(), hb.k_cache(il));
     be.copy_from_host(nan.data(), hb.v_cache(il));
-    if (s.dtype == DType::I8) {
+    if (kv_dtype_scaled(s.dtype)) {
       be.copy_from_host(nan_scales.data(), hb.k_scale(il));
       be.copy_from_host(nan_scales.data(), hb.v_scale(il));
     }
@@ -92,7 +93,7 @@ void poison_block(Backend& be, int32_t block) {
           make_view(pool->as<uint8_t>() + block * n * int64_t(dtype_size(s.dtype)), s.dtype, {n});
       be.copy_from_host(nan.data(), blk);
     }
-    if (s.dtype == DType::I8) {
+    if (kv_dtype_scaled(s.dtype)) {
       const int64_t rows = s.n_kv_heads * s.block_size;
       const std::vector<uint8_t> nan_scales = nan_bytes(DType::F32, rows);
       for (const TensorView* scales : {&hb.k_scale(il), &hb.v_scale(il)})
@@ -159,16 +160,17 @@ constexpr double kRopeTol = 1e-6;
   return ::testing::AssertionSuccess();
 }
 
-// The same for I8 storage, whose rows are int8 values q and a scale each. Written rows (scale
-// not NaN) and unwritten ones (scale NaN, q = -128) must coincide. A written row's scale is
-// max|row| / 127 of values that differ between the backends by the RoPE rounding above, a few
-// 2^-24 relative for the largest element of a row, so scales must agree to 1e-6 relative.
-// Each q = round(x / scale) may then land on the neighbouring integer when x / scale lies
-// within ~127 * 1e-7 of a rounding boundary, a chance of ~3e-5 per element (measured: at most
-// 1 per sweep of 0.25-3.4 million written elements); so |q_got - q_want| <= 1 everywhere, with
-// differences in at most 1 + 0.1% of the written elements (a wrong rounding mode, e.g.
+// The same for I8 and FP8 storage, whose rows are codes q and a scale each. Written rows
+// (scale not NaN) and unwritten ones (scale NaN, q the poison) must coincide. A written row's
+// scale is max|row| / 127 (I8) or / 448 (FP8) of values that differ between the backends by
+// the RoPE rounding above, a few 2^-24 relative for the largest element of a row, so scales
+// must agree to 1e-6 relative. Each q may then land on the neighbouring code when x / scale
+// lies within ~1e-7 relative of a rounding boundary, a chance of ~3e-5 per element for I8
+// (127 * 1e-7) and less for FP8 (1e-7 / 2^-4 relative spacing) (measured: at most 1 per sweep
+// of 0.25-3.4 million written elements); so codes differ by at most one step everywhere,
+// with differences in at most 1 + 0.1% of the written elements (a wrong rounding mode, e.g.
 // truncation, differs in half of them).
-::testing::AssertionResult int8_pools_match(const std::vector<uint8_t>& got_q, const std::vector<uint8_t>& want_q,
+::testing::AssertionResult scaled_pools_match(const std::vector<uint8_t>& got_q, const std::vector<uint8_t>& want_q,
                                             const std::vector<float>& got_scale,
                                             const std::vector<float>& want_scale, const KvCacheSpec& s,
                                             int64_t* n_rounding_flips, int64_t* n_written) {
@@ -180,17 +182,18 @@ constexpr double kRopeTol = 1e-6;
       return ::testing::AssertionFailure() << (std::isnan(ws) ? "row written only by the backend under test"
                                                                : "row not written by the backend under test")
                                            << " at " << where << ": scale got " << gs << " want " << ws;
+    const int poison = test::kv_code_ordinal(s.dtype, nan_bytes(s.dtype, 1)[0]);
     for (int64_t i = 0; i < s.head_dim; ++i) {
       const size_t at = row * size_t(s.head_dim) + size_t(i);
-      const int gq = int8_t(got_q[at]), wq = int8_t(want_q[at]);
+      const int gq = test::kv_code_ordinal(s.dtype, got_q[at]), wq = test::kv_code_ordinal(s.dtype, want_q[at]);
       if (std::isnan(ws)) {
-        if (gq != -128 || wq != -128)
+        if (gq != poison || wq != poison)
           return ::testing::AssertionFailure() << "unwritten row with a written value at " << where << " dim "
                                                << i << ": got " << gq << " want " << wq;
         continue;
       }
-      if (std::abs(gq - wq) > 1 || gq == -128)
-        return ::testing::AssertionFailure() << "int8 value at " << where << " dim " << i << ": got " << gq
+      if (std::abs(gq - wq) > 1 || gq == poison)
+        return ::testing::AssertionFailure() << dtype_name(s.dtype) << " code at " << where << " dim " << i << ": got " << gq
                                              << " want " << wq;
       flips += gq != wq;
       ++written;
@@ -202,7 +205,7 @@ constexpr double kRopeTol = 1e-6;
   *n_written += written;
   if (flips > 1 + written / 1000)
     return ::testing::AssertionFailure() << flips << " of " << written
-                                         << " written int8 values differ by one: a systematic rounding difference";
+                                         << " written codes differ by one: a systematic rounding difference";
   return ::testing::AssertionSuccess();
 }
 
@@ -212,8 +215,8 @@ constexpr double kRopeTol = 1e-6;
 // of size ~1), an F32 exp, a sum over at most 36 keys and the final division. That is ~1e-6
 // relative at most (measured worst 1.7e-7); 1e-5 leaves margin. A wrong key range (window,
 // causal edge), GQA head mapping or block lookup changes which keys are averaged and gives
-// errors of 1e-2 or more. The same tolerance holds for I8 storage (both backends dequantize
-// the same int8 values and scales with the same F32 product) and for the long history (sums
+// errors of 1e-2 or more. The same tolerance holds for I8 and FP8 storage (both backends
+// dequantize the same codes and scales with the same F32 product) and for the long history (sums
 // over up to 320 keys: ~2^-24 * sqrt(320) ~ 1e-6; measured worst 3.6e-7).
 constexpr double kAttnTol = 1e-5;
 
@@ -320,11 +323,11 @@ void run_case(const AttnCase& c, WorstErrors& worst) {
         const TensorView& cpu_pool = kv ? cpu_host.v_cache(il) : cpu_host.k_cache(il);
         const std::vector<uint8_t> want = test::to_host_bytes(*be.ref, ref_pool);
         const std::vector<uint8_t> got = test::to_host_bytes(*be.cpu, cpu_pool);
-        if (spec.dtype == DType::I8) {
+        if (kv_dtype_scaled(spec.dtype)) {
           const TensorView& ref_scale = kv ? ref_host.v_scale(il) : ref_host.k_scale(il);
           const TensorView& cpu_scale = kv ? cpu_host.v_scale(il) : cpu_host.k_scale(il);
           const std::vector<float> want_scale = test::to_host_f32(*be.ref, ref_scale);
-          EXPECT_TRUE(int8_pools_match(got, want, test::to_host_f32(*be.cpu, cpu_scale), want_scale, spec,
+          EXPECT_TRUE(scaled_pools_match(got, want, test::to_host_f32(*be.cpu, cpu_scale), want_scale, spec,
                                        &worst.rounding_flips, &worst.written_elements))
               << (kv ? "V" : "K") << " pool of layer " << il;
           be.cpu->copy_from_host(want_scale.data(), cpu_scale);
@@ -384,7 +387,7 @@ TEST_P(PagedAttentionSweep, CpuMatchesRef) {
     }
   }
   std::printf(
-      "worst rel L2: rope %.3g, F32 pool %.3g, attention %.3g; BF16/F16/I8 rounding flips in %lld of %lld "
+      "worst rel L2: rope %.3g, F32 pool %.3g, attention %.3g; BF16/F16/I8/FP8 rounding flips in %lld of %lld "
       "comparisons of written elements\n",
       worst.rope, worst.pool, worst.attn, (long long)worst.rounding_flips, (long long)worst.written_elements);
 }
@@ -418,7 +421,7 @@ std::string attn_name(const ::testing::TestParamInfo<std::tuple<DType, std::pair
 
 // heads: MHA 4/4, GQA 4/2 and 8/2, MQA 4/1
 INSTANTIATE_TEST_SUITE_P(Ops, PagedAttentionSweep,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I8),
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I8, DType::FP8),
                                             ::testing::Values(std::pair<int64_t, int64_t>{4, 4},
                                                               std::pair<int64_t, int64_t>{4, 2},
                                                               std::pair<int64_t, int64_t>{8, 2},

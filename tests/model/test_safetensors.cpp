@@ -131,7 +131,7 @@ TEST(Safetensors, AllBundledModelsOpen) {
                         Case{"parity/llama-mha", 21, DType::F32, true}, Case{"parity/qwen2", 26, DType::F32, false}}) {
     Checkpoint ck = Checkpoint::open(test::model_dir(c.dir));
     EXPECT_EQ(ck.all().size(), c.n_tensors) << c.dir;
-    EXPECT_EQ(ck.dir(), test::model_dir(c.dir));
+    EXPECT_EQ(ck.origin(), test::model_dir(c.dir));
     for (const auto& [name, t] : ck.all()) EXPECT_EQ(t->dtype, c.dtype) << c.dir << " " << name;
     EXPECT_EQ(ck.find("lm_head.weight") != nullptr, c.has_lm_head) << c.dir;
     EXPECT_EQ(ck.get("model.embed_tokens.weight").shape[0], 8192) << c.dir;

@@ -1,13 +1,19 @@
-// The weight table and checkpoint validation against it.
-#include "model/weights.h"
+// The weight table (Llama and Qwen2 rows of the registry), tensor-parallel groups, random
+// weights, and checkpoint validation against the table.
+#include "model/weight_table.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "model/arch/registry.h"
+#include "model/dummy_weights.h"
+#include "model/safetensors.h"
 #include "model/safetensors_writer.h"
 #include "test_util.h"
 
@@ -19,87 +25,203 @@ using nlohmann::json;
 
 using test::error_of;
 
-const WeightSpec* find_spec(const std::vector<WeightSpec>& specs, const std::string& name) {
-  for (const WeightSpec& s : specs) if (s.name == name) return &s;
-  return nullptr;
+WeightTable table_of(const std::string& model) { return weight_table(load_model_config(test::model_dir(model))); }
+
+std::vector<std::string> part_tensors(const WeightSpec& w) {
+  std::vector<std::string> names;
+  for (const WeightPart& p : w.parts) names.push_back(p.tensor);
+  return names;
 }
 
 // ---- the table ------------------------------------------------------------------------------
 
-TEST(WeightSpecs, TinyMain) {
-  ModelConfig cfg = load_model_config(test::model_dir("tiny-main"));
-  std::vector<WeightSpec> specs = llama_weight_specs(cfg);
-  ASSERT_EQ(specs.size(), 57u);  // 3 global + 6 layers * 9
-  for (const WeightSpec& s : specs) EXPECT_FALSE(s.optional) << s.name;  // untied: lm_head required
-
-  struct Want { const char* name; WeightRole role; int layer; std::vector<int64_t> shape; };
-  for (const Want& w : std::vector<Want>{
-           {"model.embed_tokens.weight", WeightRole::Embedding, -1, {8192, 256}},
-           {"model.norm.weight", WeightRole::FinalNorm, -1, {256}},
-           {"lm_head.weight", WeightRole::LmHead, -1, {8192, 256}},
-           {"model.layers.0.input_layernorm.weight", WeightRole::AttnNorm, 0, {256}},
-           {"model.layers.5.self_attn.q_proj.weight", WeightRole::Wq, 5, {256, 256}},
-           {"model.layers.5.self_attn.k_proj.weight", WeightRole::Wk, 5, {128, 256}},
-           {"model.layers.5.self_attn.v_proj.weight", WeightRole::Wv, 5, {128, 256}},
-           {"model.layers.5.self_attn.o_proj.weight", WeightRole::Wo, 5, {256, 256}},
-           {"model.layers.3.post_attention_layernorm.weight", WeightRole::MlpNorm, 3, {256}},
-           {"model.layers.3.mlp.gate_proj.weight", WeightRole::Wgate, 3, {576, 256}},
-           {"model.layers.3.mlp.up_proj.weight", WeightRole::Wup, 3, {576, 256}},
-           {"model.layers.3.mlp.down_proj.weight", WeightRole::Wdown, 3, {256, 576}},
-       }) {
-    const WeightSpec* s = find_spec(specs, w.name);
-    ASSERT_NE(s, nullptr) << w.name;
-    EXPECT_EQ(s->role, w.role) << w.name;
-    EXPECT_EQ(s->layer, w.layer) << w.name;
-    EXPECT_EQ(s->shape, w.shape) << w.name;
+TEST(WeightTable, TinyMainTensors) {
+  const WeightTable t = table_of("tiny-main");
+  EXPECT_EQ(t.arch, "llama");
+  ASSERT_EQ(t.tensors.size(), 57u);  // 3 global + 6 layers * 9
+  for (const TensorSpec& s : t.tensors) {
+    EXPECT_FALSE(s.optional) << s.name;  // untied: lm_head required
+    EXPECT_EQ(s.format, WeightFormat::Dense) << s.name;
+    EXPECT_EQ(s.component, TensorComponent::Values) << s.name;
   }
-  EXPECT_EQ(find_spec(specs, "model.layers.6.input_layernorm.weight"), nullptr);
-  EXPECT_EQ(find_spec(specs, "model.layers.0.self_attn.q_proj.bias"), nullptr);
+  struct Want { const char* name; std::vector<int64_t> shape; DummyInit init; };
+  for (const Want& w : std::vector<Want>{
+           {"model.embed_tokens.weight", {8192, 256}, DummyInit::FanIn},
+           {"model.norm.weight", {256}, DummyInit::Ones},
+           {"lm_head.weight", {8192, 256}, DummyInit::FanIn},
+           {"model.layers.0.input_layernorm.weight", {256}, DummyInit::Ones},
+           {"model.layers.5.self_attn.q_proj.weight", {256, 256}, DummyInit::FanIn},
+           {"model.layers.5.self_attn.k_proj.weight", {128, 256}, DummyInit::FanIn},
+           {"model.layers.5.self_attn.v_proj.weight", {128, 256}, DummyInit::FanIn},
+           {"model.layers.5.self_attn.o_proj.weight", {256, 256}, DummyInit::FanIn},
+           {"model.layers.3.post_attention_layernorm.weight", {256}, DummyInit::Ones},
+           {"model.layers.3.mlp.gate_proj.weight", {576, 256}, DummyInit::FanIn},
+           {"model.layers.3.mlp.up_proj.weight", {576, 256}, DummyInit::FanIn},
+           {"model.layers.3.mlp.down_proj.weight", {256, 576}, DummyInit::FanIn},
+       }) {
+    const TensorSpec* s = t.find_tensor(w.name);
+    ASSERT_NE(s, nullptr) << w.name;
+    EXPECT_EQ(s->shape, w.shape) << w.name;
+    EXPECT_EQ(s->init, w.init) << w.name;
+  }
+  EXPECT_EQ(t.find_tensor("model.layers.6.input_layernorm.weight"), nullptr);
+  EXPECT_EQ(t.find_tensor("model.layers.0.self_attn.q_proj.bias"), nullptr);
+  EXPECT_EQ(t.n_params(), 8031488);  // models README
 }
 
-TEST(WeightSpecs, TiedDraftHasOptionalLmHead) {
-  ModelConfig cfg = load_model_config(test::model_dir("tiny-draft"));
-  std::vector<WeightSpec> specs = llama_weight_specs(cfg);
-  EXPECT_EQ(specs.size(), 30u);  // 3 + 3 * 9
-  const WeightSpec* lm = find_spec(specs, "lm_head.weight");
+TEST(WeightTable, TinyMainForwardWeights) {
+  const WeightTable t = table_of("tiny-main");
+  ASSERT_EQ(t.weights.size(), 3u + 6u * 6u);  // embed, norm, head + per layer 2 norms, qkv, o, gate_up, down
+  using R = WeightRole;
+  const WeightSpec* qkv = t.find({R::Wqkv, 5});
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(part_tensors(*qkv), (std::vector<std::string>{"model.layers.5.self_attn.q_proj.weight",
+                                                           "model.layers.5.self_attn.k_proj.weight",
+                                                           "model.layers.5.self_attn.v_proj.weight"}));
+  // q by its 4 heads of 64, k and v by their 2 KV heads
+  EXPECT_EQ(qkv->parts[0].tp.split, TpSplit::Rows);
+  EXPECT_EQ(qkv->parts[0].tp.n_groups, 4);
+  EXPECT_EQ(qkv->parts[0].tp.group_size, 64);
+  EXPECT_EQ(qkv->parts[1].tp.n_groups, 2);
+  EXPECT_EQ(qkv->parts[2].tp.n_groups, 2);
+  const WeightSpec* o = t.find({R::Wo, 0});
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->parts[0].tp.split, TpSplit::Columns);
+  EXPECT_EQ(o->parts[0].tp.n_groups, 4);
+  const WeightSpec* gate_up = t.find({R::WgateUp, 3});
+  ASSERT_NE(gate_up, nullptr);
+  EXPECT_EQ(part_tensors(*gate_up), (std::vector<std::string>{"model.layers.3.mlp.gate_proj.weight",
+                                                               "model.layers.3.mlp.up_proj.weight"}));
+  EXPECT_EQ(gate_up->parts[1].tp.n_groups, 576);
+  EXPECT_EQ(t.find({R::Wdown, 3})->parts[0].tp.split, TpSplit::Columns);
+  EXPECT_EQ(t.find({R::Embedding})->parts[0].tp.split, TpSplit::Replicated);
+  const WeightSpec* head = t.find({R::LmHead});
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(part_tensors(*head), std::vector<std::string>{"lm_head.weight"});
+  EXPECT_EQ(head->parts[0].tp.n_groups, 8192);  // by vocabulary
+  EXPECT_EQ(t.find({R::Bqkv, 0}), nullptr);
+  EXPECT_EQ(t.find({R::Bo, 0}), nullptr);
+}
+
+TEST(WeightTable, TiedDraftHeadIsTheEmbedding) {
+  const WeightTable t = table_of("tiny-draft");
+  EXPECT_EQ(t.tensors.size(), 30u);  // 3 + 3 * 9
+  const TensorSpec* lm = t.find_tensor("lm_head.weight");
   ASSERT_NE(lm, nullptr);
   EXPECT_TRUE(lm->optional);
+  EXPECT_EQ(part_tensors(*t.find({WeightRole::LmHead})), std::vector<std::string>{"model.embed_tokens.weight"});
   // 4 query heads of 32, 1 key/value head of 32.
-  EXPECT_EQ(find_spec(specs, "model.layers.2.self_attn.q_proj.weight")->shape, (std::vector<int64_t>{128, 128}));
-  EXPECT_EQ(find_spec(specs, "model.layers.2.self_attn.k_proj.weight")->shape, (std::vector<int64_t>{32, 128}));
+  EXPECT_EQ(t.find_tensor("model.layers.2.self_attn.q_proj.weight")->shape, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(t.find_tensor("model.layers.2.self_attn.k_proj.weight")->shape, (std::vector<int64_t>{32, 128}));
+  EXPECT_EQ(t.n_params(), 1614720);  // models README: the tied head counts once
 }
 
-TEST(WeightSpecs, Qwen2Biases) {
-  ModelConfig cfg = load_model_config(test::model_dir("parity/qwen2"));
-  std::vector<WeightSpec> specs = llama_weight_specs(cfg);
-  EXPECT_EQ(specs.size(), 27u);  // 3 + 2 * 12
-  const WeightSpec* bq = find_spec(specs, "model.layers.1.self_attn.q_proj.bias");
+TEST(WeightTable, Qwen2Biases) {
+  const WeightTable t = table_of("parity/qwen2");
+  EXPECT_EQ(t.arch, "qwen2");
+  EXPECT_EQ(t.tensors.size(), 27u);  // 3 + 2 * 12
+  const TensorSpec* bq = t.find_tensor("model.layers.1.self_attn.q_proj.bias");
   ASSERT_NE(bq, nullptr);
-  EXPECT_EQ(bq->role, WeightRole::Bq);
   EXPECT_EQ(bq->shape, std::vector<int64_t>{128});
-  EXPECT_EQ(find_spec(specs, "model.layers.1.self_attn.k_proj.bias")->shape, std::vector<int64_t>{64});
-  EXPECT_EQ(find_spec(specs, "model.layers.1.self_attn.v_proj.bias")->role, WeightRole::Bv);
-  EXPECT_EQ(find_spec(specs, "model.layers.1.self_attn.o_proj.bias"), nullptr);  // Qwen2: none
+  EXPECT_EQ(t.find_tensor("model.layers.1.self_attn.k_proj.bias")->shape, std::vector<int64_t>{64});
+  EXPECT_EQ(t.find_tensor("model.layers.1.self_attn.o_proj.bias"), nullptr);  // Qwen2: none
+  const WeightSpec* b = t.find({WeightRole::Bqkv, 1});
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(part_tensors(*b), (std::vector<std::string>{"model.layers.1.self_attn.q_proj.bias",
+                                                         "model.layers.1.self_attn.k_proj.bias",
+                                                         "model.layers.1.self_attn.v_proj.bias"}));
+  EXPECT_EQ(b->parts[1].tp.n_groups, 2);  // k bias by KV heads
+  EXPECT_EQ(t.find({WeightRole::Bo, 1}), nullptr);
 }
 
-TEST(WeightSpecs, LlamaAttentionBiasIncludesOProj) {
+TEST(WeightTable, LlamaAttentionBiasIncludesOProj) {
   ModelConfig cfg = load_model_config(test::model_dir("parity/llama-mha"));
   cfg.attention_bias = true;
-  std::vector<WeightSpec> specs = llama_weight_specs(cfg);
-  const WeightSpec* bo = find_spec(specs, "model.layers.0.self_attn.o_proj.bias");
+  const WeightTable t = weight_table(cfg);
+  const TensorSpec* bo = t.find_tensor("model.layers.0.self_attn.o_proj.bias");
   ASSERT_NE(bo, nullptr);
-  EXPECT_EQ(bo->role, WeightRole::Bo);
   EXPECT_EQ(bo->shape, std::vector<int64_t>{128});
-  EXPECT_NE(find_spec(specs, "model.layers.0.self_attn.k_proj.bias"), nullptr);
+  EXPECT_NE(t.find_tensor("model.layers.0.self_attn.k_proj.bias"), nullptr);
+  const WeightSpec* w = t.find({WeightRole::Bo, 0});
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->parts[0].tp.split, TpSplit::FirstRank);  // added once, before the all-reduce
+}
+
+TEST(WeightTable, MistralUsesTheLlamaTable) {
+  ModelConfig cfg = load_model_config(test::model_dir("tiny-main"));
+  const WeightTable llama = weight_table(cfg);
+  cfg.model_type = "mistral";
+  const WeightTable mistral = weight_table(cfg);
+  EXPECT_EQ(mistral.arch, "mistral");
+  ASSERT_EQ(mistral.tensors.size(), llama.tensors.size());
+  for (size_t i = 0; i < llama.tensors.size(); ++i) EXPECT_EQ(mistral.tensors[i].name, llama.tensors[i].name);
+}
+
+TEST(WeightTable, InconsistentTablesAssert) {
+  WeightTable t = table_of("parity/llama-mha");
+  t.weights[0].parts[0].tensor = "model.nothing.weight";
+  EXPECT_DEATH(check_table(t), "not in the table");
+  t = table_of("parity/llama-mha");
+  t.weights.push_back(t.weights[0]);
+  EXPECT_DEATH(check_table(t), "listed twice");
+  t = table_of("parity/llama-mha");
+  for (WeightSpec& w : t.weights)
+    if (w.key.role == WeightRole::Wqkv) w.parts[0].row0 = 1;  // q's rows run past the tensor
+  EXPECT_DEATH(check_table(t), "rows \\[1, 129\\)");
+  t = table_of("parity/llama-mha");
+  t.weights[0].parts[0].scales = "model.norm.weight";  // a Values tensor named as scales
+  EXPECT_DEATH(check_table(t), "for its scales or zeros");
+}
+
+// ---- tensor-parallel groups -----------------------------------------------------------------
+
+TEST(TpGroups, EqualSharesAndReplicatedGroups) {
+  EXPECT_EQ(tp_groups(8, 0, 1).count, 8);
+  for (int32_t r = 0; r < 4; ++r) {
+    const TpRange g = tp_groups(8, r, 4);
+    EXPECT_EQ(g.begin, 2 * r);
+    EXPECT_EQ(g.count, 2);
+  }
+  // 2 KV heads over 4 ranks: ranks 0, 1 read head 0 and ranks 2, 3 head 1
+  for (int32_t r = 0; r < 4; ++r) {
+    const TpRange g = tp_groups(2, r, 4);
+    EXPECT_EQ(g.begin, r / 2);
+    EXPECT_EQ(g.count, 1);
+  }
+  EXPECT_CONTAINS(error_of([] { tp_groups(6, 0, 4); }), "tensor parallel size 4");
+}
+
+// ---- random weights -------------------------------------------------------------------------
+
+TEST(RandomWeights, EveryRequiredTensorOfTheTable) {
+  const WeightTable t = table_of("tiny-draft");  // tied: lm_head.weight optional, so not drawn
+  const RandomWeights a(t, 7), b(t, 7), c(t, 8);
+  EXPECT_NO_THROW(validate_weights(t, a));
+  EXPECT_EQ(a.all().size(), t.tensors.size() - 1);
+  EXPECT_EQ(a.find("lm_head.weight"), nullptr);
+  const TensorInfo& norm = a.get("model.layers.1.input_layernorm.weight");
+  for (int64_t i = 0; i < 128; ++i) EXPECT_EQ(bf16_to_f32(norm.view().as<uint16_t>()[i]), 1.0f);
+  const TensorInfo& q = a.get("model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(q.dtype, DType::BF16);
+  const float bound = std::sqrt(3.0f / 128.0f);  // uniform, variance 1/fan_in
+  double sum_sq = 0;
+  for (int64_t i = 0; i < 128 * 128; ++i) {
+    const float v = bf16_to_f32(q.view().as<uint16_t>()[i]);
+    EXPECT_LE(std::fabs(v), bound * 1.01f);
+    sum_sq += double(v) * v;
+  }
+  EXPECT_NEAR(sum_sq / (128 * 128), 1.0 / 128, 0.1 / 128);
+  EXPECT_EQ(std::memcmp(q.data, b.get(q.name).data, q.nbytes), 0) << "same seed, same weights";
+  EXPECT_NE(std::memcmp(q.data, c.get(q.name).data, q.nbytes), 0) << "another seed, other weights";
 }
 
 // ---- validation of the bundled models -------------------------------------------------------
 
-TEST(ValidateCheckpoint, BundledModels) {
+TEST(ValidateWeights, BundledModels) {
   for (const char* m : {"tiny-main", "tiny-draft", "parity/llama-mha", "parity/qwen2"}) {
-    ModelConfig cfg = load_model_config(test::model_dir(m));
+    const WeightTable t = table_of(m);
     Checkpoint ck = Checkpoint::open(test::model_dir(m));
-    EXPECT_NO_THROW(validate_checkpoint(cfg, ck)) << m;
+    EXPECT_NO_THROW(validate_weights(t, ck)) << m;
   }
 }
 
@@ -134,16 +256,19 @@ class WeightsModelCopy : public test::TempDirTest {
     write_safetensors(dir_ / "model.safetensors", out);
   }
   std::string validate_error() {
-    ModelConfig cfg = load_model_config(dir_.string());
+    const WeightTable t = weight_table(load_model_config(dir_.string()));
     Checkpoint ck = Checkpoint::open(dir_.string());
-    return error_of([&] { validate_checkpoint(cfg, ck); });
+    return error_of([&] { validate_weights(t, ck); });
+  }
+  void expect_valid() {
+    const WeightTable t = weight_table(load_model_config(dir_.string()));
+    EXPECT_NO_THROW(validate_weights(t, Checkpoint::open(dir_.string())));
   }
 };
 
 TEST_F(WeightsModelCopy, UnchangedCopyValidates) {
   copy_model("tiny-main", json::object());
-  ModelConfig cfg = load_model_config(dir_.string());
-  EXPECT_NO_THROW(validate_checkpoint(cfg, Checkpoint::open(dir_.string())));
+  expect_valid();
 }
 
 TEST_F(WeightsModelCopy, WrongIntermediateSize) {
@@ -181,9 +306,8 @@ TEST_F(WeightsModelCopy, UntiedConfigNeedsLmHead) {
 
 TEST_F(WeightsModelCopy, TiedConfigWithLmHeadPresentIsFine) {
   copy_model("tiny-main", {{"tie_word_embeddings", true}});
-  ModelConfig cfg = load_model_config(dir_.string());
-  EXPECT_TRUE(cfg.tie_word_embeddings);
-  EXPECT_NO_THROW(validate_checkpoint(cfg, Checkpoint::open(dir_.string())));
+  EXPECT_TRUE(load_model_config(dir_.string()).tie_word_embeddings);
+  expect_valid();
 }
 
 TEST_F(WeightsModelCopy, Qwen2MissingBias) {
@@ -221,8 +345,7 @@ TEST_F(WeightsModelCopy, OldRotaryBuffersAreIgnored) {
   copy_model("parity/llama-mha", json::object(), /*link_weights=*/false);
   rewrite_weights("parity/llama-mha", [](RawTensor&) { return true; },
                   {{"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {16}, std::string(64, '\0')}});
-  ModelConfig cfg = load_model_config(dir_.string());
-  EXPECT_NO_THROW(validate_checkpoint(cfg, Checkpoint::open(dir_.string())));
+  expect_valid();
 }
 
 }  // namespace

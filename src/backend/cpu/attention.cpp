@@ -13,7 +13,7 @@
 // An item walks its keys, positions [min first, max q_pos] over its tokens, in tiles of
 // kTileKeys keys gathered through the block table (a tile may span blocks):
 //   1. load:    K and V rows of the tile as F32 (pointers into an F32 pool; BF16/F16
-//               widened, I8 dequantized as q * scale into a small tile buffer);
+//               widened, I8 / FP8 dequantized as value * scale into a small tile buffer);
 //   2. scores:  q_r . k_j for every row and key of the tile, in register blocks of 4 rows x
 //               2 keys, vectorised over head_dim;
 //   3. softmax: online (FlashAttention) over s = scale * q_r . k_j, keys outside
@@ -34,6 +34,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/shape_checks.h"
+#include "quant/kv_fp8.h"
 #include "quant/kv_int8.h"
 
 namespace tf {
@@ -77,7 +78,7 @@ void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_freq) {
 }
 
 // One layer's K or V pool: rows [n_blocks * n_kv_heads * block_size, head_dim] of `data`,
-// plus one F32 scale per row when the storage is I8.
+// plus one F32 scale per row when the storage is I8 or FP8.
 struct Pool {
   const TensorView& data;
   const TensorView& scales;
@@ -88,6 +89,9 @@ struct Pool {
       case DType::F32: return data.as<float>() + row * hd;
       case DType::I8:
         dequantize_row_kv_int8(data.as<int8_t>() + row * hd, scales.as<float>()[row], hd, buf);
+        return buf;
+      case DType::FP8:
+        dequantize_row_kv_fp8(data.as<uint8_t>() + row * hd, scales.as<float>()[row], hd, buf);
         return buf;
       default: load_row_f32(data.data, data.dtype, row * hd, hd, buf); return buf;
     }
@@ -321,6 +325,10 @@ void CpuBackend::rope_kv_write(int layer, const TensorView& qkv, const TensorVie
         case DType::I8:
           k_scale(layer).as<float>()[pr] = quantize_row_kv_int8(k, hd, kc.as<int8_t>() + off);
           v_scale(layer).as<float>()[pr] = quantize_row_kv_int8(v, hd, vc.as<int8_t>() + off);
+          break;
+        case DType::FP8:
+          k_scale(layer).as<float>()[pr] = quantize_row_kv_fp8(k, hd, kc.as<uint8_t>() + off);
+          v_scale(layer).as<float>()[pr] = quantize_row_kv_fp8(v, hd, vc.as<uint8_t>() + off);
           break;
         default:
           for (int64_t i = 0; i < hd; ++i) {

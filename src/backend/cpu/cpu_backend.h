@@ -23,7 +23,11 @@ class CpuBackend : public HostBackend {
 };
 
 // out[rows, m] = x[rows, k] @ w[m, k]^T (+ bias); exposed for the micro-benchmarks and tests.
+// Quantized weights (W8/W4/FP8) go to cpu_matmul_quant (matmul_quant.cpp).
 void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                 const TensorView& out);
+// The quantized half of cpu_matmul: w W8/W4/FP8 [m, k] (checked by the caller), bias [m] F32
+// or nullptr.
+void cpu_matmul_quant(const TensorView& x, const TensorView& w, const float* bias, const TensorView& out);
 
 }  // namespace tf

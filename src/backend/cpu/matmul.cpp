@@ -15,30 +15,18 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/gemm_tile.h"
 #include "backend/shape_checks.h"
 
 namespace tf {
 namespace {
 
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-#else
-constexpr int kLanes = 8;
-#endif
-typedef float VecF __attribute__((vector_size(kLanes * 4)));
-
-constexpr int kRows = 4;  // weight rows per block
-constexpr int kTok = 4;   // tokens per micro-tile
+using namespace cpu_tile;
 
 typedef uint16_t VecH __attribute__((vector_size(kLanes * 2)));
 typedef uint32_t VecU __attribute__((vector_size(kLanes * 4)));
 typedef _Float16 VecF16 __attribute__((vector_size(kLanes * 2)));
 
-inline VecF load_vec(const float* p) {
-  VecF v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 // kLanes weights of type W at p, widened to F32.
 template <typename W>
 inline VecF load_w(const W* p) {
@@ -62,36 +50,6 @@ inline float to_f32(W v) {
   if constexpr (std::is_same_v<W, float>) return v;
   else if constexpr (std::is_same_v<W, uint16_t>) return bf16_to_f32(v);
   else return float(v);
-}
-inline float hsum(VecF v) {
-  float s = 0;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
-
-// acc[t][r] = sum_i x[t][i] * w[r][i] for NT tokens and kRows rows over k (k_vec multiple of lanes).
-template <int NT>
-inline void micro_tile(const float* x, int64_t ldx, const float* wbuf, int64_t k, float* dst,
-                       int64_t ldo, const float* bias_blk, int n_rows) {
-  VecF acc[NT][kRows];
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < kRows; ++r) acc[t][r] = VecF{};
-  const int64_t k_vec = k / kLanes * kLanes;
-  for (int64_t i = 0; i < k_vec; i += kLanes) {
-    VecF wv[kRows];
-    for (int r = 0; r < kRows; ++r) wv[r] = load_vec(wbuf + r * k + i);
-    for (int t = 0; t < NT; ++t) {
-      const VecF xv = load_vec(x + t * ldx + i);
-      for (int r = 0; r < kRows; ++r) acc[t][r] += xv * wv[r];
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    for (int r = 0; r < n_rows; ++r) {
-      float s = hsum(acc[t][r]);
-      for (int64_t i = k_vec; i < k; ++i) s += x[t * ldx + i] * wbuf[r * k + i];
-      dst[t * ldo + r] = s + (bias_blk ? bias_blk[r] : 0.0f);
-    }
-  }
 }
 
 // Decode path: NT tokens (NT <= kTok) against kRows weight rows read in their stored type.
@@ -146,6 +104,7 @@ constexpr int64_t kDirectMaxTokens = 8;
 void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                 const TensorView& out) {
   check_matmul(x, w, bias, out);
+  check_quantized(w);
   const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0];
   const int64_t n_blocks = (m + kRows - 1) / kRows;
   std::vector<float> bias_f32;
@@ -156,6 +115,7 @@ void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias
   const float* xp = x.as<float>();
   float* op = out.as<float>();
   const float* bp = bias.data ? bias_f32.data() : nullptr;
+  if (dtype_is_quantized(w.dtype)) return cpu_matmul_quant(x, w, bp, out);
   if (n <= kDirectMaxTokens) {
     switch (w.dtype) {
       case DType::F32: return direct_matmul(xp, w.as<float>(), bp, op, n, k, m);

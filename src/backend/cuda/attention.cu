@@ -129,6 +129,7 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     case DType::BF16: paged_attention_kernel<bf16><<<grid, kThreads, 0, stream>>>(a); break;
     case DType::F16: paged_attention_kernel<__half><<<grid, kThreads, 0, stream>>>(a); break;
     case DType::I8: paged_attention_kernel<int8_t><<<grid, kThreads, 0, stream>>>(a); break;
+    case DType::FP8: paged_attention_kernel<fp8_e4m3><<<grid, kThreads, 0, stream>>>(a); break;
     default: paged_attention_kernel<float><<<grid, kThreads, 0, stream>>>(a); break;
   }
   TF_CUDA_CHECK_LAUNCH("paged_attention_kernel");

@@ -17,8 +17,8 @@ struct PagedAttentionArgs {
   const __nv_bfloat16* qkv = nullptr;  // [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim], q read
   const void* k_pool = nullptr;        // this layer's K: [n_blocks, n_kv_heads, block_size, head_dim]
   const void* v_pool = nullptr;        // this layer's V, same layout
-  DType kv_dtype = DType::BF16;        // F32, BF16, F16 or I8
-  const float* k_scale = nullptr;      // I8: scale of each pool row [n_blocks * n_kv_heads * block_size]
+  DType kv_dtype = DType::BF16;        // F32, BF16, F16, I8 or FP8
+  const float* k_scale = nullptr;      // I8, FP8: scale of each pool row [n_blocks * n_kv_heads * block_size]
   const float* v_scale = nullptr;
   __nv_bfloat16* out = nullptr;        // [n_tokens, n_heads * head_dim]
   BatchArgs batch;                     // positions, seq_starts, block_tables, work lists

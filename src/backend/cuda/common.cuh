@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -12,12 +13,15 @@
 namespace tf::cuda {
 
 using bf16 = __nv_bfloat16;
+using fp8_e4m3 = __nv_fp8_e4m3;  // FP8 KV elements (quant/kv_fp8.h)
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 // INT8 KV elements: the stored integer (callers multiply by the row's scale).
 __device__ __forceinline__ float to_float(int8_t x) { return float(x); }
+// FP8 KV elements: the E4M3 value (callers multiply by the row's scale).
+__device__ __forceinline__ float to_float(fp8_e4m3 x) { return float(x); }
 
 // Round to nearest even, as tf::f32_to_bf16 / f32_to_f16 on the host.
 template <typename T>

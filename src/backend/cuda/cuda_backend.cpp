@@ -98,7 +98,12 @@ void CudaBackend::release(const TensorView& buf) {
 }
 
 TensorView CudaBackend::upload(const TensorView& host, DType dtype) {
-  TF_ASSERT(is_float(dtype) && is_float(host.dtype), "CUDA upload: {} -> {}: only float weights are supported",
+  if (host.dtype == DType::W8 || host.dtype == DType::W4 || host.dtype == DType::FP8) {
+    TF_ASSERT(dtype == host.dtype, "CUDA upload: {} -> {}: quantized weights keep their format", dtype_name(host.dtype),
+              dtype_name(dtype));
+    return upload_quantized(host);
+  }
+  TF_ASSERT(is_float(dtype) && is_float(host.dtype), "CUDA upload: {} -> {}: float or W8/W4/FP8 weights only",
             dtype_name(host.dtype), dtype_name(dtype));
   TensorView out = host;
   out.dtype = DType::BF16;  // see the header: weights are BF16 on this backend
@@ -141,8 +146,8 @@ void CudaBackend::free_kv_cache() {
 }
 
 void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
-  if (!is_float(spec.dtype) && spec.dtype != DType::I8)
-    fail("the CUDA backend stores KV as bf16, f16, f32 or int8, not {}", dtype_name(spec.dtype));
+  if (!is_float(spec.dtype) && !kv_dtype_scaled(spec.dtype))
+    fail("the CUDA backend stores KV as bf16, f16, f32, int8 or fp8, not {}", dtype_name(spec.dtype));
   TF_ASSERT(spec.head_dim <= kAttnMaxHeadDim, "head_dim {}: the CUDA kernels take head_dim <= {}", spec.head_dim,
             kAttnMaxHeadDim);
   TF_ASSERT(spec.n_layers > 0 && spec.n_blocks > 0 && spec.block_size > 0 && spec.n_kv_heads > 0 &&
@@ -161,7 +166,7 @@ void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
   for (int64_t il = 0; il < spec.n_layers; ++il) {
     k_cache_.push_back(view_of(spec.dtype, {rows_alloc, spec.head_dim}, rows));
     v_cache_.push_back(view_of(spec.dtype, {rows_alloc, spec.head_dim}, rows));
-    if (spec.dtype == DType::I8) {
+    if (kv_dtype_scaled(spec.dtype)) {
       k_scale_.push_back(view_of(DType::F32, {rows_alloc}, rows));
       v_scale_.push_back(view_of(DType::F32, {rows_alloc}, rows));
     }

@@ -2,9 +2,9 @@
 //
 // Activations are BF16 (act_dtype), every op computes in FP32 and rounds once on the store;
 // logits (matmul with an F32 output) are F32. Weights: upload() stores every float tensor as
-// BF16, whatever dtype it is asked for (the op table reads BF16 weights only: cuBLAS BF16
-// GEMMs or the decode GEMV, BF16 norm weights, bias and embedding table). The KV pool is F32,
-// BF16, F16 or I8 (with F32 row scales) in the host backends' layout, [n_blocks, n_kv_heads,
+// BF16, whatever dtype it is asked for (cuBLAS BF16 GEMMs or the decode GEMV, BF16 norm
+// weights, bias and embedding table), and quantized ones in their format (below). The KV pool is F32,
+// BF16, F16, I8 or FP8 (those two with F32 row scales) in the host backends' layout, [n_blocks, n_kv_heads,
 // block_size, head_dim] per layer, plus one padding block at index n_blocks that padded rows
 // of recorded decode steps write to.
 //
@@ -21,6 +21,11 @@
 // All work goes to one stream in order. set_batch() copies the batch metadata with one
 // cudaMemcpyAsync from a pinned staging buffer into a device buffer that only grows, so a
 // forward makes no host round trip; copy_to_host()/copy_from_host() synchronize the stream.
+//
+// Quantized weights (W8, W4, FP8; quant/formats.h) are uploaded in their own layout with their
+// scales and zeros (cuda_quant.cpp); matmul on them takes the quantized decode GEMV for a few
+// rows, the tensor-core kernel (W4, W8) or cuBLASLt's FP8 GEMM on per-token quantized
+// activations (FP8) beyond, and dequantize-then-cuBLAS for shapes those do not take.
 //
 // The front half (this class, cuda_backend.cpp) checks shapes and dtypes and dispatches to
 // the launchers of the .cu files (back halves), which see pointers and sizes only.
@@ -95,7 +100,7 @@ class CudaBackend final : public Backend {
   // on the device (tests read and poison them with copy_to_host / copy_from_host).
   const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
   const TensorView& v_cache(int layer) const { return v_cache_[size_t(layer)]; }
-  // I8 only: the F32 scale of each row of k_cache / v_cache, [n_blocks * n_kv_heads * block_size].
+  // I8 and FP8 only: the F32 scale of each row of k_cache / v_cache, [n_blocks * n_kv_heads * block_size].
   const TensorView& k_scale(int layer) const { return k_scale_[size_t(layer)]; }
   const TensorView& v_scale(int layer) const { return v_scale_[size_t(layer)]; }
   cudaStream_t stream() const { return stream_; }
@@ -127,6 +132,13 @@ class CudaBackend final : public Backend {
   struct RopeKvArgs rope_args(int layer, const TensorView& qkv, const TensorView& inv_freq,
                               const AttentionParams& p) const;
   float* attention_workspace(size_t floats);
+  // Quantized weights (cuda_quant.cpp): the upload of a W8/W4/FP8 host view, and the matmul
+  // of g (g.wq set) on the kernel its shape takes. quant_workspace(slot) is a scratch buffer
+  // of at least `bytes` that only grows (slots: FP8 activations, their scales, F32 / BF16
+  // intermediates).
+  TensorView upload_quantized(const TensorView& host);
+  void matmul_quant(const struct GemmArgs& g);
+  void* quant_workspace(int slot, size_t bytes);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV
@@ -145,10 +157,15 @@ class CudaBackend final : public Backend {
   std::unordered_set<void*> buffers_;  // everything alloc()/upload() handed out, freed at the end
   KvCacheSpec kv_spec_;
   std::vector<TensorView> k_cache_, v_cache_;  // per layer (views of n_blocks; the padding block follows)
-  std::vector<TensorView> k_scale_, v_scale_;  // per layer, I8 only
+  std::vector<TensorView> k_scale_, v_scale_;  // per layer, I8 and FP8 only
   void* cublas_workspace_ = nullptr;
   float* attn_ws_ = nullptr;
   size_t attn_ws_floats_ = 0;
+  struct Workspace {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  Workspace quant_ws_[3];
   void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
   size_t sample_args_n_ = 0;
   using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias

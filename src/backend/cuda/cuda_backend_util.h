@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "backend/cuda/gemm.cuh"
+#include "backend/shape_checks.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -30,6 +32,15 @@ inline void check_dev(const TensorView& t, DType dtype, const char* what) {
 // The row scales of a layer's I8 pool (k_scale_ / v_scale_), or nullptr for float storage.
 inline float* scales_of(const std::vector<TensorView>& scales, int layer) {
   return scales.empty() ? nullptr : scales[size_t(layer)].as<float>();
+}
+
+// The device view of a W8/W4/FP8 weight for the quantized kernels (empty for float weights);
+// TF_ASSERT on a quantized view without its parameters.
+inline QuantWeightArgs quant_args(const TensorView& w) {
+  if (!dtype_is_quantized(w.dtype)) return {};
+  check_quantized(w);
+  return QuantWeightArgs{.dtype = w.dtype, .q = static_cast<const uint8_t*>(w.data), .scales = w.scales,
+                         .zeros = static_cast<const uint8_t*>(w.zeros), .group_size = w.group_size};
 }
 
 inline const bf16* bf(const TensorView& t) { return static_cast<const bf16*>(t.data); }

@@ -61,7 +61,8 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
                                const TensorView& out, const MatmulFusion& f) {
   using Epi = MatmulFusion::Epilogue;
   check_dev(x, DType::BF16, "matmul_fused x");
-  check_dev(w, DType::BF16, "matmul_fused w");
+  const bool quantized = dtype_is_quantized(w.dtype);
+  check_dev(w, quantized ? w.dtype : DType::BF16, "matmul_fused w");
   check_dev(out, DType::BF16, "matmul_fused out");
   if (bias.data) check_dev(bias, DType::BF16, "matmul_fused bias");
   TF_ASSERT(x.n_dims == 2 && w.n_dims == 2 && out.n_dims == 2 && x.shape[1] == w.shape[1],
@@ -83,8 +84,8 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
     check_2d(f.y, rows, m, "matmul_fused y");
   }
 
-  GemmArgs plain{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr,
-                 .out = out_is_y ? out.data : f.y.data, .rows = rows, .k = k, .m = m};
+  GemmArgs plain{.x = bf(x), .w = quantized ? nullptr : bf(w), .bias = bias.data ? bf(bias) : nullptr,
+                 .out = out_is_y ? out.data : f.y.data, .rows = rows, .k = k, .m = m, .wq = quant_args(w)};
   GemvFusion gf{.norm_w = f.norm_w.data ? bf(f.norm_w) : nullptr,
                 .eps = f.eps,
                 .epilogue = f.epilogue == Epi::AddTo    ? GemvEpilogue::AddTo
@@ -92,7 +93,8 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
                             : f.epilogue == Epi::RopeKv ? GemvEpilogue::RopeKv
                                                         : GemvEpilogue::Store};
   if (f.epilogue == Epi::RopeKv) gf.rope = rope_args(f.rope_layer, out, f.inv_freq, f.attn);
-  if (fused_gemv_pays(plain, gf)) {
+  // Quantized weights have no cuBLAS path to weigh the GEMV against: fused whenever it runs.
+  if (quantized ? opt_.fusion && gemv_supported(plain, gf) : fused_gemv_pays(plain, gf)) {
     OpScope scope(prof(),
                   profiler_ ? fmt::format("matmul{}{} (GEMV) rows={} k={} m={}", f.norm_w.data ? "+norm" : "",
                                           epilogue_name(f.epilogue), rows, k, m)
@@ -113,7 +115,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
     rest.norm_w = {};
   }
   plain.x = bf(in);
-  if (f.epilogue == Epi::AddTo && opt_.fusion && !bias.data && !use_gemv(plain)) {
+  if (f.epilogue == Epi::AddTo && opt_.fusion && !bias.data && !quantized && !use_gemv(plain)) {
     OpScope scope(prof(), profiler_ ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
     const LtAlgo* lt = lt_pick(plain);  // times the plain product into y on first sight
     GemmArgs g = plain;

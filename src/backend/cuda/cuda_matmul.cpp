@@ -19,12 +19,17 @@ using namespace detail;
 void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) {
   check_matmul(x, w, bias, out);
   check_dev(x, DType::BF16, "matmul x");
-  check_dev(w, DType::BF16, "matmul w");
+  const bool quantized = w.dtype == DType::W8 || w.dtype == DType::W4 || w.dtype == DType::FP8;
+  check_dev(w, quantized ? w.dtype : DType::BF16, "matmul w");
   if (bias.data) check_dev(bias, DType::BF16, "matmul bias");
   TF_ASSERT(out.dtype == DType::BF16 || out.dtype == DType::F32, "matmul out: dtype {}", dtype_name(out.dtype));
   check_dev(out, out.dtype, "matmul out");
   TF_ASSERT(x.shape[0] <= INT32_MAX && x.shape[1] <= INT32_MAX && w.shape[0] <= INT32_MAX,
             "matmul: dims beyond cuBLAS's int");
+  if (quantized)
+    return matmul_quant(GemmArgs{.x = bf(x), .bias = bias.data ? bf(bias) : nullptr, .out = out.data,
+                                 .out_f32 = out.dtype == DType::F32, .rows = x.shape[0], .k = x.shape[1],
+                                 .m = w.shape[0], .wq = quant_args(w)});
   OpScope scope(prof(), profiler_ ? fmt::format("matmul rows={} k={} m={}", x.shape[0], x.shape[1], w.shape[0]) : "",
                 stream_);
   const GemmArgs g{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr, .out = out.data,

@@ -263,6 +263,7 @@ void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
       case DType::BF16: launch_kv<bf16>(a, grid, stream); break;
       case DType::F16: launch_kv<__half>(a, grid, stream); break;
       case DType::I8: launch_kv<int8_t>(a, grid, stream); break;
+      case DType::FP8: launch_kv<fp8_e4m3>(a, grid, stream); break;
       default: launch_kv<float>(a, grid, stream); break;
     }
     TF_CUDA_CHECK_LAUNCH("decode_attention_kernel");

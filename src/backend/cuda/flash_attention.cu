@@ -8,7 +8,7 @@
 // lists them as (sequence, first row, rows)) and one query head; grid (tiles, heads), four
 // warps, each owning 16 query rows. Per key tile of kKeys = 64 keys:
 //   1. the block loads the tile's K and V rows from the paged pool into shared memory as
-//      BF16 (F16/F32 rounded to BF16, INT8 dequantized with its row scale; masked or
+//      BF16 (F16/F32 rounded to BF16, INT8 and FP8 dequantized with their row scale; masked or
 //      missing keys are zeros); GQA reads the kv head h / group in place;
 //   2. S = Q K^T with WMMA 16x16x16 BF16 fragments, FP32 accumulation, into shared memory;
 //   3. each warp runs the online softmax on its 16 rows (two lanes per row): scale, causal
@@ -218,6 +218,7 @@ void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     case DType::BF16: launch_flash_attention_bf16(a, stream); break;
     case DType::F16: launch_kv<__half>(a, stream); break;
     case DType::I8: launch_kv<int8_t>(a, stream); break;
+    case DType::FP8: launch_kv<fp8_e4m3>(a, stream); break;
     default: launch_kv<float>(a, stream); break;
   }
   TF_CUDA_CHECK_LAUNCH("flash_attention_kernel");

@@ -39,19 +39,25 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   const int64_t kvh = is_v ? head - a.n_heads - a.n_kv_heads : head - a.n_heads;
   const int64_t row = kv_slot_row(slot, a.n_kv_heads, kvh, a.block_size);
   KvT* dst = static_cast<KvT*>(is_v ? a.v_pool : a.k_pool) + row * hd;
-  if constexpr (std::is_same_v<KvT, int8_t>) {
+  if constexpr (std::is_same_v<KvT, int8_t> || std::is_same_v<KvT, fp8_e4m3>) {
+    constexpr bool kInt8 = std::is_same_v<KvT, int8_t>;
     const bool finite = isfinite(y0) && isfinite(y1);
     const float amax = block_max(!active ? 0.0f : finite ? fmaxf(fabsf(y0), fabsf(y1)) : INFINITY, scratch);
     float scale;
     if (isinf(amax)) {
       scale = NAN;
     } else {
-      scale = amax / 127.0f;
+      scale = amax / (kInt8 ? 127.0f : 448.0f);
     }
     if (active) {
       const bool zero = !(scale > 0.0f) || isnan(scale);  // zero row, underflow, or non-finite
-      dst[i] = zero ? int8_t(0) : int8_t(fminf(fmaxf(rintf(y0 / scale), -127.0f), 127.0f));
-      dst[i + half] = zero ? int8_t(0) : int8_t(fminf(fmaxf(rintf(y1 / scale), -127.0f), 127.0f));
+      if constexpr (kInt8) {
+        dst[i] = zero ? int8_t(0) : int8_t(fminf(fmaxf(rintf(y0 / scale), -127.0f), 127.0f));
+        dst[i + half] = zero ? int8_t(0) : int8_t(fminf(fmaxf(rintf(y1 / scale), -127.0f), 127.0f));
+      } else {  // the constructor rounds to nearest even and saturates (__NV_SATFINITE)
+        dst[i] = zero ? fp8_e4m3(0.0f) : fp8_e4m3(y0 / scale);
+        dst[i + half] = zero ? fp8_e4m3(0.0f) : fp8_e4m3(y1 / scale);
+      }
     }
     if (i == 0) (is_v ? a.v_scale : a.k_scale)[row] = scale;
   } else {
@@ -82,6 +88,7 @@ void launch_rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
     case DType::BF16: launch_kv<bf16>(a, grid, threads, stream); break;
     case DType::F16: launch_kv<__half>(a, grid, threads, stream); break;
     case DType::I8: launch_kv<int8_t>(a, grid, threads, stream); break;
+    case DType::FP8: launch_kv<fp8_e4m3>(a, grid, threads, stream); break;
     default: launch_kv<float>(a, grid, threads, stream); break;
   }
   TF_CUDA_CHECK_LAUNCH("rope_kv_write_kernel");

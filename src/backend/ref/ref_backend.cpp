@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "backend/shape_checks.h"
+#include "quant/kv_fp8.h"
 #include "quant/kv_int8.h"
+#include "quant/quantized_weight.h"
 
 namespace tf {
 
@@ -32,15 +34,23 @@ void RefBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
   }
 }
 
+// Quantized weights (W8/W4/FP8, GGUF Q8_0/Q4_0) are dequantized row by row to F32
+// (quant/quantized_weight.h), then multiplied as float weights are: this defines every
+// quantized kernel's result.
 void RefBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                         const TensorView& out) {
   check_matmul(x, w, bias, out);
+  check_quantized(w);
   const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0];
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < m; ++j) {
+  std::vector<float> wrow(static_cast<size_t>(k));
+  for (int64_t j = 0; j < m; ++j) {
+    if (dtype_is_quantized(w.dtype))
+      dequantize_row(w, j, wrow.data());
+    else
+      for (int64_t i = 0; i < k; ++i) wrow[size_t(i)] = load_f32(w.data, w.dtype, j * k + i);
+    for (int64_t r = 0; r < n; ++r) {
       double acc = bias.data ? load_f32(bias.data, bias.dtype, j) : 0.0;
-      for (int64_t i = 0; i < k; ++i)
-        acc += double(x.as<float>()[r * k + i]) * load_f32(w.data, w.dtype, j * k + i);
+      for (int64_t i = 0; i < k; ++i) acc += double(x.as<float>()[r * k + i]) * wrow[size_t(i)];
       out.as<float>()[r * m + j] = float(acc);
     }
   }
@@ -59,21 +69,28 @@ static void rope_head(float* v, int64_t head_dim, int32_t pos, const float* inv_
 }
 
 // Writes one row of K or V (head_dim values) to row `row` of a layer's pool in the storage
-// dtype: rounded to F32/BF16/F16, or quantized to I8 with the row's scale (src/quant/kv_int8.h).
+// dtype: rounded to F32/BF16/F16, or quantized to I8 / FP8 with the row's scale
+// (src/quant/kv_int8.h, kv_fp8.h).
 static void store_kv_row(const TensorView& pool, const TensorView& scales, int64_t row,
                          const float* x, int64_t hd) {
   if (pool.dtype == DType::I8) {
     scales.as<float>()[row] = quantize_row_kv_int8(x, hd, pool.as<int8_t>() + row * hd);
     return;
   }
+  if (pool.dtype == DType::FP8) {
+    scales.as<float>()[row] = quantize_row_kv_fp8(x, hd, pool.as<uint8_t>() + row * hd);
+    return;
+  }
   for (int64_t i = 0; i < hd; ++i) store_f32(pool.data, pool.dtype, row * hd + i, x[i]);
 }
 
-// Element i of row `row` of a layer's pool as F32 (I8: q * scale).
+// Element i of row `row` of a layer's pool as F32 (I8, FP8: the stored value times the scale).
 static float load_kv(const TensorView& pool, const TensorView& scales, int64_t row, int64_t hd,
                      int64_t i) {
   if (pool.dtype == DType::I8)
     return dequantize_kv_int8(pool.as<int8_t>()[row * hd + i], scales.as<float>()[row]);
+  if (pool.dtype == DType::FP8)
+    return dequantize_kv_fp8(pool.as<uint8_t>()[row * hd + i], scales.as<float>()[row]);
   return load_f32(pool.data, pool.dtype, row * hd + i);
 }
 

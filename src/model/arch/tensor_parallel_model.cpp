@@ -58,8 +58,8 @@ void TensorParallelModel::init_kv_cache(Backend& backend, const KvCacheSpec& spe
   }
 }
 
-void TensorParallelModel::ensure_logits(int64_t n_out) {
-  if (n_out <= cap_out_) return;
+bool TensorParallelModel::ensure_logits(int64_t n_out) {
+  if (n_out <= cap_out_) return false;
   const int64_t cap = std::max(n_out, cap_out_), n = size(), v = config().n_vocab;
   for (int r = 0; r < n; ++r) {
     Backend& be = *backends_[size_t(r)];
@@ -69,30 +69,42 @@ void TensorParallelModel::ensure_logits(int64_t n_out) {
   if (logits_.data) backends_[0]->release(logits_);
   logits_ = backends_[0]->alloc(DType::F32, {cap, v});
   cap_out_ = cap;
+  return true;
+}
+
+PreparedStep TensorParallelModel::prepare(const Batch& batch) {
+  n_out_ = batch.n_out();
+  bool moved = ensure_logits(std::max<int64_t>(n_out_, 1));
+  local_.resize(shards_.size());
+  for (size_t r = 0; r < shards_.size(); ++r) {
+    const PreparedStep p = shards_[r]->prepare(batch);
+    local_[r] = p.logits;
+    moved |= p.buffers_moved;
+  }
+  TensorView out = logits_;
+  out.shape[0] = n_out_;
+  return PreparedStep{.logits = out, .buffers_moved = moved};
 }
 
 // Phases: (1) every rank's shard forward, which all-reduces inside; (2) an all-gather of
 // the vocabulary slices [n_out, n_vocab / N] into [N, n_out, n_vocab / N] on every rank;
 // (3) rank 0 transposes the slices into rows [n_out, n_vocab]. A failure on one rank breaks
 // the group's barrier so the others throw too; the group is reset before rethrowing.
-TensorView TensorParallelModel::forward(const Batch& batch) {
-  const int64_t n_out = batch.n_out(), n = size(), v_rank = config().n_vocab / n;
-  ensure_logits(std::max<int64_t>(n_out, 1));
+void TensorParallelModel::run() {
+  const int64_t n_out = n_out_, n = size(), v_rank = config().n_vocab / n;
   try {
     threads_->run([&](int r) {
-      const TensorView local = shards_[size_t(r)]->forward(batch);
+      shards_[size_t(r)]->run();
       if (n_out == 0) return;
       TensorView recv = gathered_[size_t(r)];
       recv.shape[1] = n_out;  // [n, n_out, v_rank], contiguous
-      group_.communicator(r).all_gather(local, recv);
+      group_.communicator(r).all_gather(local_[size_t(r)], recv);
     });
   } catch (...) {
     group_.reset();
     throw;
   }
-  TensorView out = logits_;
-  out.shape[0] = n_out;
-  if (n_out == 0) return out;
+  if (n_out == 0) return;
   const int64_t v = config().n_vocab;
   host_gathered_.resize(size_t(n * n_out * v_rank));
   host_logits_.resize(size_t(n_out * v));
@@ -103,8 +115,9 @@ TensorView TensorParallelModel::forward(const Batch& batch) {
     for (int64_t i = 0; i < n_out; ++i)
       std::memcpy(host_logits_.data() + i * v + r * v_rank, host_gathered_.data() + (r * n_out + i) * v_rank,
                   size_t(v_rank) * sizeof(float));
+  TensorView out = logits_;
+  out.shape[0] = n_out;
   backends_[0]->copy_from_host(host_logits_.data(), out);
-  return out;
 }
 
 }  // namespace tf

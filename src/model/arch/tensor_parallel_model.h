@@ -1,10 +1,11 @@
-// Tensor parallelism inside one process: N shard models (llama.cpp loaded with
+// Tensor parallelism inside one process: N shard models (load_model with
 // LoadOptions::tp_rank/tp_size, each holding 1/N of the heads, d_ff and vocabulary) on N
 // backends, driven by N rank threads that meet in an in-process communicator.
 //
-//   forward(batch): every rank runs its shard's forward on its own thread (two all-reduces
-//   per layer inside), then all-gathers its vocabulary slice of the logits; rank 0 lays the
-//   slices side by side into [n_out, n_vocab] on its backend, which is what is returned.
+//   prepare(batch): every rank's shard prepares the batch on its backend.
+//   run(): every rank runs its shard's forward on its own thread (two all-reduces per layer
+//   inside), then all-gathers its vocabulary slice of the logits; rank 0 lays the slices
+//   side by side into [n_out, n_vocab] on its backend, where prepare() said.
 //
 // Rank 0's backend is the caller's (the engine's), so the engine reads logits and runs
 // argmax where it always does. Host backends only: the in-process communicator reads and
@@ -33,7 +34,8 @@ class TensorParallelModel final : public Model {
   ~TensorParallelModel() override;
 
   const ModelConfig& config() const override { return shards_[0]->config(); }
-  TensorView forward(const Batch& batch) override;
+  PreparedStep prepare(const Batch& batch) override;
+  void run() override;
   // Weight bytes and parameters resident over all ranks (replicated tensors count once per rank).
   int64_t weight_bytes() const override;
   int64_t n_params() const override;
@@ -46,7 +48,7 @@ class TensorParallelModel final : public Model {
   const TpShard& layout(int rank) const { return layouts_[size_t(rank)]; }
 
  private:
-  void ensure_logits(int64_t n_out);
+  bool ensure_logits(int64_t n_out);  // true when the buffers were reallocated
 
   std::vector<Backend*> backends_;                  // [size]; [0] is the caller's
   std::vector<std::unique_ptr<Backend>> owned_;     // ranks 1..size-1
@@ -57,6 +59,8 @@ class TensorParallelModel final : public Model {
   std::vector<TensorView> gathered_;                // per rank: [size, cap_out, n_vocab / size] F32
   TensorView logits_;                               // rank 0: [cap_out, n_vocab] F32
   int64_t cap_out_ = 0;
+  int64_t n_out_ = 0;                               // of the prepared batch
+  std::vector<TensorView> local_;                   // per rank: its shard's logits [n_out, n_vocab / size]
   std::vector<float> host_gathered_, host_logits_;  // rank 0's reordering in host memory
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/weight_table.h"
 
 namespace tf {
 
@@ -19,21 +20,11 @@ TpShard tp_shard(const ModelConfig& cfg, int32_t rank, int32_t size) {
   if (cfg.n_kv_heads % size != 0 && size % cfg.n_kv_heads != 0)
     fail("tensor parallel size {} neither divides num_key_value_heads = {} nor is a multiple of it", size,
          cfg.n_kv_heads);
-  TpShard s{.rank = rank, .size = size};
-  s.n_heads = cfg.n_heads / size;
-  s.head0 = rank * s.n_heads;
-  if (cfg.n_kv_heads % size == 0) {
-    s.n_kv_heads = cfg.n_kv_heads / size;
-    s.kv_head0 = rank * s.n_kv_heads;
-  } else {  // fewer KV heads than ranks: the one KV head this rank's query heads read
-    s.n_kv_heads = 1;
-    s.kv_head0 = int64_t(rank) * cfg.n_kv_heads / size;
-  }
-  s.d_ff = cfg.d_ff / size;
-  s.ff0 = rank * s.d_ff;
-  s.n_vocab = cfg.n_vocab / size;
-  s.vocab0 = rank * s.n_vocab;
-  return s;
+  const TpRange heads = tp_groups(cfg.n_heads, rank, size), kv = tp_groups(cfg.n_kv_heads, rank, size),
+                ff = tp_groups(cfg.d_ff, rank, size), vocab = tp_groups(cfg.n_vocab, rank, size);
+  return TpShard{.rank = rank, .size = size, .head0 = heads.begin, .n_heads = heads.count, .kv_head0 = kv.begin,
+                 .n_kv_heads = kv.count, .ff0 = ff.begin, .d_ff = ff.count, .vocab0 = vocab.begin,
+                 .n_vocab = vocab.count};
 }
 
 TensorView slice_rows(const TensorView& t, int64_t row0, int64_t n) {

@@ -1,4 +1,6 @@
-// How tensor parallelism splits the Llama-family weights among ranks (Megatron-LM):
+// This rank's widths under tensor parallelism (Megatron-LM): its query heads, KV heads, MLP
+// columns and vocabulary rows, which size its scratch and attention. How each weight is cut
+// to match is in the weight table (weight_table.h TpSlice; the loader applies it):
 //
 //   column-parallel (rows of W [out, in] split; outputs split, no communication):
 //     q_proj, k_proj, v_proj (+ biases): by heads;  gate_proj, up_proj: by d_ff;
@@ -9,7 +11,8 @@
 //
 // Rank r holds query heads [r H/N, (r+1) H/N). KV heads split the same way when N divides
 // them; when the model has fewer KV heads than ranks (N a multiple of n_kv_heads), each
-// rank keeps the one KV head its query heads read, so KV heads are replicated N/n_kv times.
+// rank keeps the one KV head its query heads read, so KV heads are replicated N/n_kv times
+// (tp_groups() is that rule for every split).
 #pragma once
 
 #include <cstdint>

@@ -77,7 +77,24 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   VocabEntries vocab;
   bool vocab_seen = false;
   const json root = parse_tokenizer_json(path, vocab, vocab_seen);
-  const JsonAt top{path, ""};
+  build(root, vocab_seen ? &vocab : nullptr, path);
+  if (!config_path.empty() && file_exists(config_path)) load_config(config_path);
+}
+
+HfTokenizer::HfTokenizer(const json& tokenizer, VocabEntries vocab, const std::string& origin,
+                         SpecialIds special) {
+  build(tokenizer, &vocab, origin);
+  for (const std::optional<int32_t> id : {special.bos, special.eos}) {
+    if (id && (*id < 0 || *id >= n_vocab_)) fail("{}: special token id {} is outside the vocabulary [0, {})", origin, *id, n_vocab_);
+  }
+  bos_id_ = special.bos;
+  eos_id_ = special.eos;
+}
+
+// The components in HF's order; `vocab` (may be null) holds model.vocab's entries when they
+// were kept out of the DOM. It is consumed.
+void HfTokenizer::build(const json& root, VocabEntries* vocab, const std::string& origin) {
+  const JsonAt top{origin, ""};
   if (!root.is_object()) top.fail("expected a JSON object");
 
   const json& model = json_need(root, "model", top);
@@ -98,8 +115,8 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   };
   normalizer_ = make_normalizer(field("normalizer"), top / "normalizer");
   pre_tokenizer_ = make_pre_tokenizer(field("pre_tokenizer"), top / "pre_tokenizer");
-  model_ = std::make_unique<Bpe>(model, at_model, vocab_seen ? &vocab : nullptr);
-  VocabEntries().swap(vocab);
+  model_ = std::make_unique<Bpe>(model, at_model, vocab);
+  if (vocab) VocabEntries().swap(*vocab);
   decoder_ = make_decoder(field("decoder"), top / "decoder");
   post_ = PostProcessor::from_json(field("post_processor"), top / "post_processor");
   added_ = AddedVocabulary(field("added_tokens"), top / "added_tokens", normalizer_.get());
@@ -118,7 +135,6 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   for (int32_t id : post_.suffix) {
     if (id >= n_vocab_) (top / "post_processor").fail("id {} is outside the vocabulary", id);
   }
-  if (!config_path.empty() && file_exists(config_path)) load_config(config_path);
 }
 
 // bos_token / eos_token of tokenizer_config.json: a string, {"content": ...} or null.

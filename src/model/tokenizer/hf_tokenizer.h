@@ -29,6 +29,13 @@ class HfTokenizer final : public Tokenizer {
  public:
   // See Tokenizer::from_files.
   HfTokenizer(const std::string& tokenizer_json, const std::string& tokenizer_config_json);
+  // From a tokenizer.json document built in memory (a GGUF file's tokenizer: gguf_vocab.h);
+  // model.vocab's entries may be given apart in `vocab`. `origin` names the source in errors;
+  // `special` stands for what tokenizer_config.json would say.
+  struct SpecialIds {
+    std::optional<int32_t> bos, eos;
+  };
+  HfTokenizer(const nlohmann::json& tokenizer, VocabEntries vocab, const std::string& origin, SpecialIds special);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special = true) const override;
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override;
@@ -41,6 +48,7 @@ class HfTokenizer final : public Tokenizer {
   std::optional<int32_t> eos_id() const override { return eos_id_; }
 
  private:
+  void build(const nlohmann::json& root, VocabEntries* vocab, const std::string& origin);
   void load_config(const std::string& path);
   // Steps 3 and 4 for one piece of normalized text.
   void encode_piece(std::string_view piece, bool at_start, std::vector<int32_t>& ids) const;

@@ -1,5 +1,7 @@
 #include "model/tokenizer/tokenizer.h"
 
+#include "model/gguf/gguf_file.h"
+#include "model/tokenizer/gguf_vocab.h"
 #include "model/tokenizer/hf_tokenizer.h"
 #include "model/tokenizer/utf8.h"
 
@@ -12,6 +14,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_files(const std::string& tokenizer_js
 
 std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
   return from_files(dir + "/tokenizer.json", dir + "/tokenizer_config.json");
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_model(const std::string& path) {
+  if (const std::optional<std::string> gguf = find_gguf_model(path)) return gguf_tokenizer(GgufFile(*gguf));
+  return from_dir(path);
 }
 
 // Bytes accumulate in pending_ until they end on a character boundary; ill-formed bytes that

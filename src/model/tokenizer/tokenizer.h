@@ -1,4 +1,5 @@
-// Tokenizers loaded from a Hugging Face tokenizer.json (+ tokenizer_config.json).
+// Tokenizers loaded from a Hugging Face tokenizer.json (+ tokenizer_config.json), or from the
+// tokenizer metadata of a GGUF file (translated to the same description: gguf_vocab.h).
 //
 // Two model families cover nearly all open models:
 //  - byte-level BPE (GPT-2, Llama-3, Qwen2/3): a Unicode regex pre-tokenizer (PCRE2), GPT-2's
@@ -32,6 +33,9 @@ class Tokenizer {
                                                const std::string& tokenizer_config_json = "");
   // DIR/tokenizer.json and DIR/tokenizer_config.json.
   static std::unique_ptr<Tokenizer> from_dir(const std::string& dir);
+  // The tokenizer of a model path: a GGUF file (or a folder holding one; its tokenizer.ggml.*
+  // metadata, gguf_vocab.h) or a Hugging Face folder (from_dir).
+  static std::unique_ptr<Tokenizer> from_model(const std::string& path);
 
   // add_special: add what the tokenizer's configuration adds (e.g. BOS), as HF's
   // encode(text, add_special_tokens=True).

@@ -112,14 +112,14 @@ class KvPools {
   }
   void set_bytes(int il, int kv, const std::vector<uint8_t>& b) const { be_->copy_from_host(b.data(), pool_(il, kv)); }
 
-  // Every element of both layers' pools NaN (quiet, with a payload); I8: every scale NaN
-  // (and the values -128, which quantization never produces).
+  // Every element of both layers' pools NaN (quiet, with a payload); I8 and FP8: every scale
+  // NaN (and the codes nan_bytes' poison, which quantization never produces).
   void poison_all() const {
     const KvCacheSpec& s = be_->kv_spec();
     for (int il = 0; il < int(s.n_layers); ++il)
       for (int kv = 0; kv < 2; ++kv) {
         set_bytes(il, kv, nan_bytes(s.dtype, pool_(il, kv).numel()));
-        if (s.dtype == DType::I8)
+        if (kv_dtype_scaled(s.dtype))
           set_scales(il, kv, std::vector<float>(size_t(scale_(il, kv).numel()), std::nanf("")));
       }
   }
@@ -129,7 +129,7 @@ class KvPools {
     const int64_t n = s.n_kv_heads * s.block_size * s.head_dim;
     for (int il = 0; il < int(s.n_layers); ++il)
       for (int kv = 0; kv < 2; ++kv) {
-        if (s.dtype == DType::I8) {
+        if (kv_dtype_scaled(s.dtype)) {
           std::vector<float> sc = scales(il, kv);
           for (int64_t r = 0; r < s.n_kv_heads * s.block_size; ++r)
             sc[size_t(block * s.n_kv_heads * s.block_size + r)] = std::nanf("");

@@ -28,6 +28,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/batch.h"
+#include "engine/forward_runner.h"
 #include "model/arch/model.h"
 #include "sample/sampler.h"
 #include "cuda_test_report.h"
@@ -606,7 +607,7 @@ struct AttnCase {
 //   attention, from identical rotated q and identical pools: FP32 scores, exp and sums over
 //     <= 322 keys (~1e-6 relative) and one BF16 rounding of the output: tol 5e-3. A wrong key
 //     range, GQA mapping or block lookup averages other keys: errors of 1e-2 or more.
-//     The tiled (flash) kernel also rounds the softmax weights, and F16/F32/INT8 pool values,
+//     The tiled (flash) kernel also rounds the softmax weights, and F16/F32/INT8/FP8 pool values,
 //     to BF16 for its tensor-core products: ~2^-9 relative per term, averaging over the keys,
 //     so it is held to the same tolerance.
 constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
@@ -634,13 +635,14 @@ constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
   return ::testing::AssertionSuccess();
 }
 
-// I8 pools: rows written by both (scale not NaN) must have scales equal up to the FP32
-// rotation's ~1e-7 (tol 1e-5 relative) and values within one step, with at most 1 + 1% of
-// the values one step apart (a value next to a rounding boundary); rows written by one
+// I8 and FP8 pools: rows written by both (scale not NaN) must have scales equal up to the
+// FP32 rotation's ~1e-7 (tol 1e-5 relative) and codes within one step, with at most 1 + 1% of
+// the codes one step apart (a value next to a rounding boundary); rows written by one
 // backend only fail.
-::testing::AssertionResult int8_pools_match(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
-                                            const std::vector<float>& got_scale, const std::vector<float>& want_scale,
-                                            int64_t head_dim, double* flip_fraction) {
+::testing::AssertionResult scaled_pools_match(DType dtype, const std::vector<uint8_t>& got,
+                                              const std::vector<uint8_t>& want, const std::vector<float>& got_scale,
+                                              const std::vector<float>& want_scale, int64_t head_dim,
+                                              double* flip_fraction) {
   int64_t flips = 0, written = 0;
   for (size_t r = 0; r < want_scale.size(); ++r) {
     const float gs = got_scale[r], ws = want_scale[r];
@@ -650,7 +652,8 @@ constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
     if (std::abs(double(gs) - double(ws)) > 1e-5 * std::abs(double(ws)))
       return ::testing::AssertionFailure() << "row " << r << ": scale " << gs << " want " << ws;
     for (int64_t d = 0; d < head_dim; ++d) {
-      const int gv = int8_t(got[r * size_t(head_dim) + size_t(d)]), wv = int8_t(want[r * size_t(head_dim) + size_t(d)]);
+      const int gv = test::kv_code_ordinal(dtype, got[r * size_t(head_dim) + size_t(d)]),
+                wv = test::kv_code_ordinal(dtype, want[r * size_t(head_dim) + size_t(d)]);
       if (std::abs(gv - wv) > 1)
         return ::testing::AssertionFailure() << "row " << r << " dim " << d << ": " << gv << " want " << wv;
       flips += gv != wv;
@@ -659,7 +662,7 @@ constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
   }
   *flip_fraction = written ? double(flips) / double(written) : 0.0;
   if (double(flips) > 1 + kFlipFraction * double(written))
-    return ::testing::AssertionFailure() << flips << " of " << written << " int8 values differ by one";
+    return ::testing::AssertionFailure() << flips << " of " << written << " codes differ by one";
   return ::testing::AssertionSuccess();
 }
 
@@ -729,11 +732,13 @@ void run_attn_case(const AttnCase& c) {
       for (int kv = 0; kv < 2; ++kv) {
         const std::vector<uint8_t> want = pools[0].bytes(il, kv), got = pools[1].bytes(il, kv);
         double flip_fraction = 0;
-        if (c.kv_dtype == DType::I8) {
+        if (kv_dtype_scaled(c.kv_dtype)) {
           const std::vector<float> want_scale = pools[0].scales(il, kv);
-          const auto ok = int8_pools_match(got, want, pools[1].scales(il, kv), want_scale, c.head_dim, &flip_fraction);
+          const auto ok = scaled_pools_match(c.kv_dtype, got, want, pools[1].scales(il, kv), want_scale, c.head_dim,
+                                             &flip_fraction);
           EXPECT_TRUE(ok) << (kv ? "V" : "K") << " pool of layer " << il;
-          test::record("rope_kv_write pools (I8)", "1-step flips", flip_fraction, kFlipFraction, bool(ok));
+          test::record("rope_kv_write pools (" + std::string(dtype_name(c.kv_dtype)) + ")", "1-step flips",
+                       flip_fraction, kFlipFraction, bool(ok));
           pools[1].set_scales(il, kv, want_scale);
         } else {
           const auto ok = pools_match(got, want, c.kv_dtype, &flip_fraction);
@@ -815,16 +820,16 @@ std::string attn_name(const ::testing::TestParamInfo<std::tuple<DType, HeadsPara
 
 // heads: MHA 4/4, GQA 4/2 and 8/2, MQA 4/1 and 8/1 (the decode kernel's groups 1, 2, 4, 8),
 // and 16/1 (a group the decode kernel does not cover: decodes take the plain kernel); KV
-// pool BF16, F16 and I8.
+// pool BF16, F16, I8 and FP8.
 INSTANTIATE_TEST_SUITE_P(Ops, CudaAttention,
-                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16, DType::I8),
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16, DType::I8, DType::FP8),
                                             ::testing::Values(HeadsParam{4, 4}, HeadsParam{4, 2}, HeadsParam{8, 2},
                                                               HeadsParam{4, 1}, HeadsParam{8, 1}, HeadsParam{16, 1})),
                          attn_name);
 
 // ---- CUDA Graphs ------------------------------------------------------------------------------
 
-// tiny-main's decode steps through the model on two CUDA backends: one records and replays
+// tiny-main's decode steps through run_forward on two CUDA backends: one records and replays
 // (after one eager warm-up per key), the other drops every recording before each step so it
 // always runs the same padded shapes eagerly. Both use the GEMV kernel (not the timed choice,
 // which may differ between two backends), so the logits must agree bit for bit. Four
@@ -858,7 +863,7 @@ TEST(CudaGraphs, ReplayEqualsEagerBitwise) {
   }
   auto run = [&](int i, const Batch& batch) {
     if (i == 1) be[i]->graph_reset();
-    const TensorView logits = model[i]->forward(batch);
+    const TensorView logits = run_forward(*model[i], *be[i], batch);
     std::vector<float> out(size_t(logits.numel()));
     be[i]->copy_to_host(logits, out.data());
     return out;

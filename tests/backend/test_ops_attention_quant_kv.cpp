@@ -1,11 +1,11 @@
-// INT8 KV storage, checked independently of the reference backend:
-//  - what rope_kv_write stores (int8 values and one scale per token and KV head, for K and
-//    for V) against a quantization done here, from the definition, of the rotated K and the
-//    unrotated V; and attention over the I8 cache against a double-precision computation
-//    over those dequantized values;
-//  - that attention with an I8 cache stays close to attention with an F32 cache;
+// Quantized KV storage, INT8 and FP8 (E4M3), checked independently of the reference backend:
+//  - what rope_kv_write stores (codes and one scale per token and KV head, for K and for V)
+//    against a quantization done here, from the definition, of the rotated K and the
+//    unrotated V; and attention over the quantized cache against a double-precision
+//    computation over those dequantized values;
+//  - that attention with a quantized cache stays close to attention with an F32 cache;
 //  - kv_bytes_per_token against what the host backends allocate.
-// (The CPU backend against the reference with I8 storage is part of the sweep in
+// (The CPU backend against the reference with I8 and FP8 storage is part of the sweep in
 // test_ops_attention.cpp.)
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "attention_history.h"
 #include "core/batch.h"
 #include "op_test_util.h"
+#include "quant/fp8.h"
 
 namespace tf {
 namespace {
@@ -70,16 +71,29 @@ struct Scenario {
   }
 };
 
-// The quantization by its definition (written here, not taken from src/quant): scale =
-// max|x| / 127 in F32, q = round-half-even(x / scale) clamped to [-127, 127], zeros for scale 0.
-float quantize_here(const float* x, int64_t n, int8_t* q) {
+// The quantization by its definition (written here, not taken from src/quant's KV code):
+// I8: scale = max|x| / 127 in F32, q = round-half-even(x / scale) clamped to [-127, 127];
+// FP8: scale = max|x| / 448 in F32, q = the E4M3 encoding of x / scale (quant/fp8.h's codec,
+// itself checked against ml_dtypes in tests/quant/test_fp8.cpp); zeros for scale 0.
+float quantize_here(DType dtype, const float* x, int64_t n, uint8_t* q) {
   float amax = 0;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
-  const float scale = amax / 127.0f;
-  for (int64_t i = 0; i < n; ++i)
-    q[i] = scale == 0 ? 0 : int8_t(std::max(-127.0f, std::min(127.0f, std::nearbyint(x[i] / scale))));
+  const float scale = amax / (dtype == DType::I8 ? 127.0f : 448.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    if (scale == 0)
+      q[i] = 0;
+    else if (dtype == DType::I8)
+      q[i] = uint8_t(int8_t(std::max(-127.0f, std::min(127.0f, std::nearbyint(x[i] / scale)))));
+    else
+      q[i] = f32_to_e4m3(x[i] / scale);
+  }
   return scale;
 }
+double dequantize_here(DType dtype, uint8_t q, float scale) {
+  return double((dtype == DType::I8 ? float(int8_t(q)) : e4m3_to_f32(q)) * scale);
+}
+
+class QuantKv : public ::testing::TestWithParam<DType> {};
 
 // ---- what is stored, and what attention reads ----------------------------------------------
 
@@ -88,14 +102,15 @@ float quantize_here(const float* x, int64_t n, int8_t* q) {
 // must hold exactly quantize_here(rotated K) and quantize_here(V): bit-equal int8 values and
 // scales, since the rotated K is read back from the backend's own rotated qkv and V is
 // stored unrotated, so both sides quantize the same F32 numbers. Rows not written keep the
-// poison (q = -128, scale NaN), and the other layer stays untouched.
+// poison (q = I8 -128 or the E4M3 NaN, scale NaN), and the other layer stays untouched.
 //
 // Attention is then compared with softmax attention computed here in double over the
 // dequantized rows q * scale (the values the cache holds), from the backend's rotated q.
 // Tolerance 1e-5 as for the F32 cache (BackendsMatchDirectComputation): only the backends'
 // F32 accumulation differs (~1e-7). Reading the int8 values without their scale, a wrong
 // row's scale, or the wrong rounding gives errors of 1e-2 or more.
-TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
+TEST_P(QuantKv, StoresQuantizedRowsAndAttendsOverThem) {
+  const DType dtype = GetParam();
   Scenario sc;
   sc.steps = {{{0, 6}, {1, 3}}, {{1, 1}, {0, 5}}, {{0, 1}, {1, 1}}};
   sc.tables = {{5, 1, 7}, {3, 0}};  // 12 and 5 tokens
@@ -109,9 +124,9 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
     for (BackendKind kind : {BackendKind::Ref, BackendKind::Cpu}) {
       auto be = make_backend(kind);
       SCOPED_TRACE(be->name() + " window=" + std::to_string(window));
-      be->init_kv_cache(sc.spec(DType::I8));
+      be->init_kv_cache(sc.spec(dtype));
       HostBackend& hb = test::as_host(*be);
-      const std::vector<int8_t> poison_q(size_t(n_rows * hd), int8_t(-128));
+      const std::vector<uint8_t> poison_q = test::nan_bytes(dtype, n_rows * hd);
       const std::vector<float> poison_scale(size_t(n_rows), std::numeric_limits<float>::quiet_NaN());
       for (int il = 0; il < 2; ++il) {
         be->copy_from_host(poison_q.data(), hb.k_cache(il));
@@ -123,8 +138,8 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
       be->copy_from_host(inv_freq_host.data(), inv_freq);
       const AttentionParams p = sc.params();
       Rng rng(2024);
-      // expected contents of every pool row of the layer: int8 values and scale, K and V
-      std::vector<int8_t> want_kq(poison_q), want_vq(poison_q);
+      // expected contents of every pool row of the layer: codes and scale, K and V
+      std::vector<uint8_t> want_kq(poison_q), want_vq(poison_q);
       std::vector<float> want_ks(poison_scale), want_vs(poison_scale);
       // history[s][pos]: the dequantized K and V of each kv head, [n_kv_heads * head_dim]
       std::vector<std::vector<std::vector<double>>> hist_k(2), hist_v(2);
@@ -147,12 +162,13 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
           for (int64_t h = 0; h < sc.n_kv_heads; ++h) {
             const int64_t pr = ((slot / sc.block_size) * sc.n_kv_heads + h) * sc.block_size + slot % sc.block_size;
             const size_t at = size_t(pr * hd);
-            want_ks[size_t(pr)] = quantize_here(rotated.data() + t * row + (sc.n_heads + h) * hd, hd, &want_kq[at]);
-            want_vs[size_t(pr)] =
-                quantize_here(qkv_host.data() + t * row + (sc.n_heads + sc.n_kv_heads + h) * hd, hd, &want_vq[at]);
+            want_ks[size_t(pr)] =
+                quantize_here(dtype, rotated.data() + t * row + (sc.n_heads + h) * hd, hd, &want_kq[at]);
+            want_vs[size_t(pr)] = quantize_here(dtype, qkv_host.data() + t * row + (sc.n_heads + sc.n_kv_heads + h) * hd,
+                                                hd, &want_vq[at]);
             for (int64_t i = 0; i < hd; ++i) {
-              k_deq.push_back(double(float(want_kq[at + size_t(i)]) * want_ks[size_t(pr)]));
-              v_deq.push_back(double(float(want_vq[at + size_t(i)]) * want_vs[size_t(pr)]));
+              k_deq.push_back(dequantize_here(dtype, want_kq[at + size_t(i)], want_ks[size_t(pr)]));
+              v_deq.push_back(dequantize_here(dtype, want_vq[at + size_t(i)], want_vs[size_t(pr)]));
             }
           }
           ASSERT_EQ(int64_t(hist_k[size_t(seq_of_row[size_t(t)])].size()), batch.positions[size_t(t)]);
@@ -164,7 +180,7 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
         const struct {
           const char* name;
           const TensorView &q, &scale;
-          const std::vector<int8_t>& want_q;
+          const std::vector<uint8_t>& want_q;
           const std::vector<float>& want_scale;
         } pools[2] = {{"K", hb.k_cache(kLayer), hb.k_scale(kLayer), want_kq, want_ks},
                       {"V", hb.v_cache(kLayer), hb.v_scale(kLayer), want_vq, want_vs}};
@@ -179,12 +195,12 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
             const bool q_ok = std::memcmp(got_q.data() + r * hd, pool.want_q.data() + r * hd, size_t(hd)) == 0;
             if (!(scale_ok && q_ok) && bad_rows++ < 3)
               ADD_FAILURE() << pool.name << " pool row " << r << ": scale got " << got_scale[size_t(r)] << " want "
-                            << pool.want_scale[size_t(r)] << (q_ok ? "" : ", int8 values differ");
+                            << pool.want_scale[size_t(r)] << (q_ok ? "" : ", codes differ");
           }
           EXPECT_EQ(bad_rows, 0) << pool.name << " pool rows that differ from the quantized rows";
         }
         for (const TensorView* other : {&hb.k_cache(1 - kLayer), &hb.v_cache(1 - kLayer)})
-          EXPECT_EQ(test::to_host_bytes(*be, *other), std::vector<uint8_t>(poison_q.size(), 0x80))
+          EXPECT_EQ(test::to_host_bytes(*be, *other), poison_q)
               << "the other layer's pool was written";
         for (const TensorView* other : {&hb.k_scale(1 - kLayer), &hb.v_scale(1 - kLayer)})
           for (float v : test::to_host_f32(*be, *other)) ASSERT_TRUE(std::isnan(v)) << "the other layer's scales";
@@ -224,13 +240,13 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
   }
 }
 
-// ---- I8 against F32 storage ------------------------------------------------------------------
+// ---- quantized against F32 storage ---------------------------------------------------------
 
 // The same history with the same random q/k/v (N(0, 1), as normalised activations are) into a
-// backend with an F32 cache and one with an I8 cache; the attention outputs must agree to
-// relative L2 < 2e-2.
+// backend with an F32 cache and one with a quantized cache; the attention outputs must agree
+// to relative L2 < 2e-2 (I8) or 8e-2 (FP8).
 //
-// Why 2e-2: quantization adds to each stored element an error uniform in +-scale/2, RMS
+// I8, why 2e-2: quantization adds to each stored element an error uniform in +-scale/2, RMS
 // scale / sqrt(12) = max|row| / (127 sqrt(12)); for Gaussian rows of 64-128 elements max|row|
 // is ~2.5-3 sigma, so K and V carry ~0.6-0.7% relative noise. The V noise reaches the output
 // at about that relative size (the output is a weighted mean of V rows, and the noise is
@@ -239,8 +255,15 @@ TEST(OpsAttentionInt8, StoresQuantizedRowsAndAttendsOverThem) {
 // (measured worst 9.2e-3 over these shapes, printed below); 2e-2 leaves 2x margin. A dropped scale (scale 1), a sign error or
 // a row mismatch gives O(1) errors, and a cache that loses one bit more (int4-like steps)
 // would roughly double the error to the bound.
-TEST(OpsAttentionInt8, CloseToF32Cache) {
-  constexpr double kTol = 2e-2;
+//
+// FP8, why 8e-2: E4M3 rounds each element to 3 mantissa bits, an error uniform in half an
+// ulp, 2^-4 of the element's binade: RMS about 2.6% of the element's own magnitude (averaged
+// over mantissas), so K and V carry ~2.6% relative noise, 4x INT8's, and the output ~4x
+// INT8's error (measured worst 3.7e-2, printed below; 8e-2 leaves 2x margin). Small elements keep that relative
+// precision (INT8's step is fixed by the row's maximum), which is why FP8 is not worse still.
+TEST_P(QuantKv, CloseToF32Cache) {
+  const DType dtype = GetParam();
+  const double kTol = dtype == DType::I8 ? 2e-2 : 8e-2;
   Scenario sc;
   sc.n_heads = 8;
   sc.n_kv_heads = 2;
@@ -258,7 +281,7 @@ TEST(OpsAttentionInt8, CloseToF32Cache) {
       const std::vector<float> inv_freq_host = make_inv_freq(head_dim);
       for (BackendKind kind : {BackendKind::Ref, BackendKind::Cpu}) {
         std::unique_ptr<Backend> be[2] = {make_backend(kind), make_backend(kind)};
-        const DType dtypes[2] = {DType::F32, DType::I8};
+        const DType dtypes[2] = {DType::F32, dtype};
         SCOPED_TRACE(be[0]->name() + " head_dim=" + std::to_string(head_dim) + " window=" + std::to_string(window));
         TensorView inv_freq[2];
         for (int i = 0; i < 2; ++i) {
@@ -282,25 +305,27 @@ TEST(OpsAttentionInt8, CloseToF32Cache) {
             be[i]->attention(0, qkv, sc.params(), out);
             outs[i] = test::to_host_f32(*be[i], out);
           }
-          EXPECT_TRUE(test::close_rel_l2(outs[1], outs[0], kTol)) << "I8 cache against F32 cache";
+          EXPECT_TRUE(test::close_rel_l2(outs[1], outs[0], kTol)) << dtype_name(dtype) << " cache against F32 cache";
           worst = std::max(worst, test::error_stats(outs[1], outs[0]).rel_l2);
         }
       }
     }
   }
-  std::printf("I8 against F32 cache: worst rel L2 %.3g (tolerance %.3g)\n", worst, kTol);
+  std::printf("%s against F32 cache: worst rel L2 %.3g (tolerance %.3g)\n", std::string(dtype_name(dtype)).c_str(), worst,
+              kTol);
 }
 
 // ---- memory ----------------------------------------------------------------------------------
 
-// kv_bytes_per_token: K and V rows of every layer, plus I8's two F32 scales per KV head; and it
-// is what the host backends actually allocate per slot.
-TEST(OpsAttentionInt8, KvBytesPerToken) {
+// kv_bytes_per_token: K and V rows of every layer, plus the two F32 scales per KV head of I8
+// and FP8; and it is what the host backends actually allocate per slot.
+TEST(OpsAttentionQuantKv, KvBytesPerToken) {
   KvCacheSpec spec{.n_layers = 3, .n_blocks = 5, .block_size = 4, .n_kv_heads = 2, .head_dim = 64};
   const std::pair<DType, int64_t> want[] = {{DType::F32, 3 * 2 * 2 * 64 * 4},
                                             {DType::BF16, 3 * 2 * 2 * 64 * 2},
                                             {DType::F16, 3 * 2 * 2 * 64 * 2},
-                                            {DType::I8, 3 * 2 * 2 * (64 + 4)}};
+                                            {DType::I8, 3 * 2 * 2 * (64 + 4)},
+                                            {DType::FP8, 3 * 2 * 2 * (64 + 4)}};
   for (const auto& [dtype, bytes] : want) {
     spec.dtype = dtype;
     EXPECT_EQ(kv_bytes_per_token(spec), bytes) << dtype_name(dtype);
@@ -317,6 +342,9 @@ TEST(OpsAttentionInt8, KvBytesPerToken) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Ops, QuantKv, ::testing::Values(DType::I8, DType::FP8),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace tf

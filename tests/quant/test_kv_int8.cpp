@@ -1,7 +1,6 @@
 // src/quant/kv_int8: the reference INT8 KV row quantizer, checked against its definition
 // (scale = max|x| / 127, q = round-half-even(x / scale) clamped to [-127, 127]) and its
-// error bound, with the edge cases spelled out in kv_int8.h. (It lives in tests/backend, next
-// to the attention tests that use it, until tests/quant exists.)
+// error bound, with the edge cases spelled out in kv_int8.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "op_test_util.h"
+#include "backend/op_test_util.h"
 #include "quant/kv_int8.h"
 
 namespace tf {

@@ -1,0 +1,63 @@
+// A Backend decorator base: every call goes to the wrapped backend unchanged. Subclasses
+// override the calls they observe or alter (quant/capture_backend.h records matmul inputs)
+// and stay transparent otherwise: the model cannot tell it runs on the decorator.
+#pragma once
+
+#include "backend/backend.h"
+
+namespace tf {
+
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
+  Backend& inner() const { return inner_; }
+
+  std::string name() const override { return inner_.name(); }
+  Device device() const override { return inner_.device(); }
+  DType act_dtype() const override { return inner_.act_dtype(); }
+  TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override { return inner_.alloc(dtype, shape); }
+  void release(const TensorView& buf) override { inner_.release(buf); }
+  TensorView upload(const TensorView& host, DType dtype) override { return inner_.upload(host, dtype); }
+  void copy_to_host(const TensorView& src, void* dst) override { inner_.copy_to_host(src, dst); }
+  void copy_from_host(const void* src, const TensorView& dst) override { inner_.copy_from_host(src, dst); }
+  void synchronize() override { inner_.synchronize(); }
+  void init_kv_cache(const KvCacheSpec& spec) override { inner_.init_kv_cache(spec); }
+  const KvCacheSpec& kv_spec() const override { return inner_.kv_spec(); }
+  void set_batch(const Batch& batch) override { inner_.set_batch(batch); }
+  void embedding(const TensorView& table, const TensorView& out) override { inner_.embedding(table, out); }
+  void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override {
+    inner_.rms_norm(x, w, eps, out);
+  }
+  void add(const TensorView& residual, const TensorView& delta) override { inner_.add(residual, delta); }
+  void matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) override {
+    inner_.matmul(x, w, bias, out);
+  }
+  void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out,
+                    const MatmulFusion& f) override {
+    inner_.matmul_fused(x, w, bias, out, f);
+  }
+  void rope_kv_write(int layer, const TensorView& qkv, const TensorView& inv_freq, const AttentionParams& p) override {
+    inner_.rope_kv_write(layer, qkv, inv_freq, p);
+  }
+  void attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) override {
+    inner_.attention(layer, qkv, p, out);
+  }
+  void swiglu(const TensorView& gate_up, const TensorView& out) override { inner_.swiglu(gate_up, out); }
+  void gather_logit_rows(const TensorView& x, const TensorView& out) override { inner_.gather_logit_rows(x, out); }
+  void argmax_rows(const TensorView& logits, const TensorView& ids) override { inner_.argmax_rows(logits, ids); }
+  bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override {
+    return inner_.sample_rows(logits, params, ids);
+  }
+  int32_t pad_kv_block() const override { return inner_.pad_kv_block(); }
+  GraphStep graph_begin(uint64_t key) override { return inner_.graph_begin(key); }
+  void graph_end() override { inner_.graph_end(); }
+  void graph_reset() override { inner_.graph_reset(); }
+  double measure_copy_bandwidth(int64_t bytes) override { return inner_.measure_copy_bandwidth(bytes); }
+  void set_options(const BackendOptions& opt) override { inner_.set_options(opt); }
+  std::vector<std::string> tuning_report() const override { return inner_.tuning_report(); }
+
+ private:
+  Backend& inner_;
+};
+
+}  // namespace tf

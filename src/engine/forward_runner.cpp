@@ -1,0 +1,62 @@
+#include "engine/forward_runner.h"
+
+#include "core/error.h"
+
+namespace tf {
+
+namespace {
+
+// Decode batches run padded to one of these sizes when the backend records forwards, so a
+// handful of recordings cover every batch size (vLLM records a similar list).
+int32_t graph_bucket(int32_t n_seqs) {
+  static const int32_t kBuckets[] = {1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256};
+  for (int32_t b : kBuckets)
+    if (n_seqs <= b) return b;
+  return 0;  // too large: run eagerly
+}
+
+// Block-table strides are padded to multiples of this many blocks (one recording per bucket
+// of context length).
+constexpr int32_t kGraphBlockQuantum = 64;
+
+// The logits of the batch's own rows (a padded batch's rows come first).
+TensorView first_rows(const TensorView& t, int64_t n) {
+  TensorView v = t;
+  v.shape[0] = n;
+  return v;
+}
+
+}  // namespace
+
+TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
+  const int32_t pad_block = backend.pad_kv_block();
+  // Decode steps (one token per sequence) and verification steps (1 + k tokens per sequence,
+  // logits for all) record; other batches (prefill chunks, mixed widths) run eagerly.
+  const int32_t width = pad_block < 0 ? 0 : uniform_width(batch);
+  const int32_t bucket = width > 0 && width <= backend.kv_spec().block_size ? graph_bucket(batch.n_seqs()) : 0;
+  if (pad_block < 0 || bucket == 0) {
+    const PreparedStep p = model.prepare(batch);
+    if (p.buffers_moved) backend.graph_reset();  // recordings refer to the old buffers
+    model.run();
+    return p.logits;
+  }
+  // A decode or verification step on a recording backend: pad to the bucket, then replay,
+  // record or run.
+  const int32_t max_blocks = (batch.max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
+  const Batch padded = pad_uniform_batch(batch, bucket, max_blocks, pad_block, int32_t(backend.kv_spec().block_size));
+  const PreparedStep p = model.prepare(padded);
+  if (p.buffers_moved) backend.graph_reset();
+  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 16 | uint64_t(padded.n_out()) << 36 |
+                       uint64_t(width) << 52;
+  const GraphStep g = backend.graph_begin(key);
+  try {
+    if (g != GraphStep::Replayed) model.run();
+  } catch (...) {
+    if (g == GraphStep::Capture) backend.graph_reset();  // ends the broken recording
+    throw;
+  }
+  if (g == GraphStep::Capture) backend.graph_end();
+  return first_rows(p.logits, batch.n_out());
+}
+
+}  // namespace tf

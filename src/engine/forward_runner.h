@@ -1,0 +1,22 @@
+// One forward of a model over a batch, run as the backend runs it best: the one place that
+// pads batches and records or replays forwards (CUDA Graphs).
+//
+// On a backend that records (Backend::pad_kv_block() >= 0), a decode batch (one token per
+// sequence) or a verification batch (the same 1 + k tokens per sequence, logits for all) is
+// padded to a bucket of sequences and a block-table stride rounded up to a quantum
+// (pad_uniform_batch), so a handful of recordings cover every batch; its forward is
+// then run eagerly the first time its shapes are seen, recorded the second, replayed after
+// (Backend::graph_begin). Every other batch runs eagerly.
+#pragma once
+
+#include "backend/backend.h"
+#include "core/batch.h"
+#include "model/arch/model.h"
+
+namespace tf {
+
+// Runs `batch` through `model`, loaded onto `backend`. Returns the logits [batch.n_out(),
+// n_vocab] F32 on the backend, valid until the next forward.
+TensorView run_forward(Model& model, Backend& backend, const Batch& batch);
+
+}  // namespace tf

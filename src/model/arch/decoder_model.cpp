@@ -1,0 +1,86 @@
+#include "model/arch/decoder_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "model/arch/rope.h"
+
+namespace tf {
+
+namespace {
+
+// The first n rows of a scratch buffer.
+TensorView rows(const TensorView& t, int64_t n) {
+  TensorView v = t;
+  v.shape[0] = n;
+  return v;
+}
+
+// This rank's shard of the model, checked against the communicator before any weight is read.
+TpShard checked_shard(const ModelConfig& cfg, const LoadOptions& opt) {
+  const TpShard s = tp_shard(cfg, opt.tp_rank, opt.tp_size);
+  const Communicator* comm = opt.comm;
+  if (s.size > 1 && (!comm || comm->size() != s.size || comm->rank() != s.rank))
+    fail("tensor parallel rank {} of {} needs a communicator of that rank and size", s.rank, s.size);
+  return s;
+}
+
+}  // namespace
+
+DecoderModel::DecoderModel(ModelBuild b)
+    : cfg_(std::move(b.cfg)),
+      source_(std::move(b.weights)),
+      be_(*b.backend),
+      shard_(checked_shard(cfg_, b.opt)),
+      comm_(b.opt.comm),
+      weights_(b.table, *source_, be_, b.opt) {}
+
+TensorView DecoderModel::upload_inv_freq() const {
+  const std::vector<float> inv = rope_inv_freq(cfg_);
+  TensorView t = be_.alloc(DType::F32, {int64_t(inv.size())});
+  be_.copy_from_host(inv.data(), t);
+  return t;
+}
+
+bool DecoderModel::reserve(int64_t n_tokens, int64_t n_out) {
+  if (n_tokens <= cap_tokens_ && n_out <= cap_out_) return false;
+  Activations& s = scratch_;
+  for (TensorView* t : {&s.x, &s.h, &s.qkv, &s.attn, &s.delta, &s.gate_up, &s.act, &s.out_rows, &s.logits})
+    if (t->data) be_.release(*t);
+  const int64_t n = std::max(n_tokens, cap_tokens_), o = std::max(n_out, cap_out_);
+  const DType a = be_.act_dtype();
+  const int64_t hd = cfg_.head_dim;
+  s.x = be_.alloc(a, {n, cfg_.d_model});
+  s.h = be_.alloc(a, {n, cfg_.d_model});
+  s.qkv = be_.alloc(a, {n, (shard_.n_heads + 2 * shard_.n_kv_heads) * hd});
+  s.attn = be_.alloc(a, {n, shard_.n_heads * hd});
+  s.delta = be_.alloc(a, {n, cfg_.d_model});
+  s.gate_up = be_.alloc(a, {n, 2 * shard_.d_ff});
+  s.act = be_.alloc(a, {n, shard_.d_ff});
+  s.out_rows = be_.alloc(a, {o, cfg_.d_model});
+  s.logits = be_.alloc(DType::F32, {o, shard_.n_vocab});
+  cap_tokens_ = n;
+  cap_out_ = o;
+  return true;
+}
+
+PreparedStep DecoderModel::prepare(const Batch& batch) {
+  n_tokens_ = batch.n_tokens();
+  n_out_ = batch.n_out();
+  TF_ASSERT(n_tokens_ > 0, "empty batch");
+  const bool moved = reserve(n_tokens_, std::max<int64_t>(n_out_, 1));
+  be_.set_batch(batch);
+  return PreparedStep{.logits = rows(scratch_.logits, n_out_), .buffers_moved = moved};
+}
+
+void DecoderModel::run() {
+  const Activations& s = scratch_;
+  const int64_t n = n_tokens_, o = n_out_;
+  forward(Activations{.x = rows(s.x, n), .h = rows(s.h, n), .qkv = rows(s.qkv, n), .attn = rows(s.attn, n),
+                      .delta = rows(s.delta, n), .gate_up = rows(s.gate_up, n), .act = rows(s.act, n),
+                      .out_rows = rows(s.out_rows, o), .logits = rows(s.logits, o)},
+          o);
+}
+
+}  // namespace tf

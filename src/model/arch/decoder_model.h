@@ -1,0 +1,55 @@
+// What every decoder-only architecture's model shares, so that its file holds only the
+// forward: the weights loaded by the table (weight_loader.h) as this rank's shard, the scratch
+// activations (blocks.h Activations) grown to the largest batch seen, and prepare()/run()
+// around the architecture's ops.
+#pragma once
+
+#include <memory>
+
+#include "model/arch/blocks.h"
+#include "model/arch/model.h"
+#include "model/arch/registry.h"
+#include "model/arch/tp_shard.h"
+#include "model/arch/weight_loader.h"
+
+namespace tf {
+
+class DecoderModel : public Model {
+ public:
+  // Takes this rank's shard of b.table's weights onto b.backend. Throws tf::Error when the
+  // model does not split into b.opt.tp_size ranks or the communicator does not match.
+  explicit DecoderModel(ModelBuild b);
+
+  const ModelConfig& config() const override { return cfg_; }  // the whole model's, also when sharded
+  PreparedStep prepare(const Batch& batch) override;
+  void run() override;
+  int64_t weight_bytes() const override { return weights_.bytes(); }
+  int64_t n_params() const override { return weights_.n_params(); }
+
+ protected:
+  // The architecture's ops over `a` (n tokens, n_out logit rows; n_out may be 0).
+  virtual void forward(const Activations& a, int64_t n_out) = 0;
+
+  Backend& be() const { return be_; }
+  const TpShard& shard() const { return shard_; }
+  const LoadedWeights& weights() const { return weights_; }
+  BlockContext block_context() const { return BlockContext{.be = be_, .comm = comm_, .eps = cfg_.rms_norm_eps}; }
+  // inv_freq on the backend for the standard RoPE of this config (rope.h).   [head_dim / 2] F32
+  TensorView upload_inv_freq() const;
+
+ private:
+  // Grows the scratch to n_tokens / n_out rows; true when buffers were reallocated.
+  bool reserve(int64_t n_tokens, int64_t n_out);
+
+  ModelConfig cfg_;
+  std::unique_ptr<TensorSource> source_;  // zero-copy backends read weights from here
+  Backend& be_;
+  TpShard shard_;                 // this rank's heads, d_ff and vocabulary (all when unsharded)
+  Communicator* comm_ = nullptr;  // set when sharded
+  LoadedWeights weights_;
+  Activations scratch_;           // full-capacity buffers
+  int64_t cap_tokens_ = 0, cap_out_ = 0;
+  int64_t n_tokens_ = 0, n_out_ = 0;  // of the prepared batch
+};
+
+}  // namespace tf

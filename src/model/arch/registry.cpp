@@ -1,0 +1,88 @@
+// The registry's rows and the entry points that dispatch on model_type.
+#include "model/arch/registry.h"
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "model/arch/archs.h"
+#include "model/dummy_weights.h"
+#include "model/gguf/gguf_file.h"
+#include "model/gguf_config.h"
+
+namespace tf {
+
+namespace {
+
+// One row per architecture. Mistral and Qwen2 differ from Llama in their config fields (and
+// Qwen2 in its biases), not in their forward.
+constexpr ArchEntry kArchs[] = {
+    {"llama", read_llama_config, llama_weight_table, make_llama_model},
+    {"mistral", read_mistral_config, llama_weight_table, make_llama_model},
+    {"qwen2", read_qwen2_config, qwen2_weight_table, make_llama_model},
+};
+
+}  // namespace
+
+std::span<const ArchEntry> arch_registry() { return kArchs; }
+
+const ArchEntry* find_arch(std::string_view model_type) {
+  for (const ArchEntry& a : kArchs)
+    if (a.model_type == model_type) return &a;
+  return nullptr;
+}
+
+const ArchEntry& arch_of(const ModelConfig& cfg) {
+  const ArchEntry* a = find_arch(cfg.model_type);
+  if (!a) fail("model_type '{}' is not supported (supported: {})", cfg.model_type, supported_model_types());
+  return *a;
+}
+
+std::string supported_model_types() {
+  std::string s;
+  for (const ArchEntry& a : kArchs) s += (s.empty() ? "" : ", ") + std::string(a.model_type);
+  return s;
+}
+
+ModelConfig parse_model_config(const std::string& config_json, const std::string& origin) {
+  const nlohmann::json j = parse_json_object(config_json, origin);
+  const ConfigFields f(j, origin);
+  const ArchEntry* arch = find_arch(f.string("model_type"));
+  if (!arch) f.bad("model_type", "one of the supported values: " + supported_model_types());
+  ModelConfig c = parse_common_config(f);
+  arch->read_config(f, c);
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  if (const std::optional<std::string> gguf = find_gguf_model(dir)) return gguf_model_config(GgufFile(*gguf));
+  const std::string config_path = dir + "/config.json";
+  if (!file_exists(config_path)) fail("{}: no such file (a model folder needs config.json)", config_path);
+  ModelConfig c = parse_model_config(read_text_file(config_path), config_path);
+
+  const std::string gen_path = dir + "/generation_config.json";
+  if (file_exists(gen_path)) {
+    const nlohmann::json g = parse_json_object(read_text_file(gen_path), gen_path);
+    parse_special_ids(ConfigFields(g, gen_path), c);
+  }
+  return c;
+}
+
+WeightTable weight_table(const ModelConfig& cfg) {
+  WeightTable t = arch_of(cfg).weight_table(cfg);
+  t.arch = cfg.model_type;
+  check_table(t);
+  return t;
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
+  ModelConfig cfg = load_model_config(dir);
+  WeightTable table = weight_table(cfg);
+  std::unique_ptr<TensorSource> weights = opt.dummy_weights
+                                              ? std::make_unique<RandomWeights>(table, opt.dummy_seed)
+                                              : open_tensor_source(dir);
+  validate_weights(table, *weights);
+  const ArchEntry& arch = arch_of(cfg);
+  return arch.make_model(ModelBuild{.cfg = std::move(cfg), .table = std::move(table), .weights = std::move(weights),
+                                    .backend = &backend, .opt = opt});
+}
+
+}  // namespace tf

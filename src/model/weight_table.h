@@ -1,0 +1,133 @@
+// The weight table of an architecture for one config: every tensor its checkpoint holds and
+// every weight its forward uses, described once. Validation, loading (src/model/arch/
+// weight_loader.h), dummy weights, tensor-parallel sharding, `info` and `kv-plan` read the
+// table; none of them names an architecture. Each architecture file (src/model/arch/) builds
+// its table, mostly through the shared builders of src/model/arch/block_weights.h.
+//
+// Two lists, because checkpoint tensors and forward weights need not match one to one: the
+// forward's fused q|k|v matrix is three checkpoint tensors concatenated (Llama) or one
+// (Phi-3's qkv_proj, whose rows the parts address with row0); a tied LM head is the
+// embedding's tensor again; a quantized matrix (src/quant/formats.h) is several stored
+// tensors (values, scales, zero points) for one weight, which its parts name. Every entry
+// has its own shape, so layers may differ (pruned layers, per-layer attention types).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/tensor_source.h"
+
+namespace tf {
+
+// How a weight is stored in the checkpoint. Dense: each part is one tensor in F32, F16 or
+// BF16 (the only format loading reads).
+enum class WeightFormat : uint8_t { Dense };
+std::string_view weight_format_name(WeightFormat f);
+
+// What a stored tensor holds of its weight: the values (a dense matrix, or a quantized
+// format's packed values), or a quantized format's scales or zero points.
+enum class TensorComponent : uint8_t { Values, Scales, Zeros };
+
+// What `--load-format dummy` fills a tensor with: uniform values of variance 1/fan_in
+// (fan_in = the last dimension of a matrix, 1 for a vector), or ones (RMSNorm weights).
+enum class DummyInit : uint8_t { FanIn, Ones };
+
+// One tensor the checkpoint holds.
+struct TensorSpec {
+  std::string name;            // checkpoint name, e.g. "model.layers.3.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // exact shape; matrices [out_features, in_features]
+  WeightFormat format = WeightFormat::Dense;
+  TensorComponent component = TensorComponent::Values;
+  bool optional = false;       // may be absent (lm_head.weight when embeddings are tied)
+  DummyInit init = DummyInit::FanIn;
+};
+
+// How tensor parallelism (Megatron-LM) cuts one part among ranks.
+//   Replicated: every rank holds all of it (embedding, norms).
+//   Rows:       column-parallel, the rows (output features) split: q/k/v by heads, gate/up by
+//               d_ff, the LM head by vocabulary. Outputs are split; no communication.
+//   Columns:    row-parallel, the columns (input features) split: o_proj by heads, down_proj
+//               by d_ff. Each rank's product is partial; the forward all-reduces it.
+//   FirstRank:  rank 0 holds all of it, the others nothing: the bias of a row-parallel
+//               projection, added once before the all-reduce.
+// Rows and Columns cut the axis into n_groups groups of group_size (heads of head_dim, or
+// single d_ff columns / vocabulary rows): see tp_groups().
+enum class TpSplit : uint8_t { Replicated, Rows, Columns, FirstRank };
+struct TpSlice {
+  TpSplit split = TpSplit::Replicated;
+  int64_t n_groups = 1;
+  int64_t group_size = 1;
+};
+inline TpSlice tp_rows(int64_t n_groups, int64_t group_size = 1) { return {TpSplit::Rows, n_groups, group_size}; }
+inline TpSlice tp_columns(int64_t n_groups, int64_t group_size = 1) { return {TpSplit::Columns, n_groups, group_size}; }
+inline constexpr TpSlice kReplicated{};
+inline constexpr TpSlice kFirstRank{TpSplit::FirstRank, 1, 1};
+
+// Groups [begin, begin + count) that rank `rank` of `size` holds of n_groups: an equal share
+// when size divides n_groups; when n_groups divides size (fewer KV heads than ranks), the one
+// group the rank's query heads read, rank * n_groups / size. Throws tf::Error otherwise.
+struct TpRange {
+  int64_t begin = 0, count = 0;
+};
+TpRange tp_groups(int64_t n_groups, int32_t rank, int32_t size);
+
+// What a weight is to the forward. Architecture files fetch weights by {role, layer}.
+enum class WeightRole : uint8_t {
+  Embedding, FinalNorm, LmHead,
+  AttnNorm, Wqkv, Bqkv, Wo, Bo,
+  MlpNorm, WgateUp, Wdown,
+};
+std::string_view weight_role_name(WeightRole r);
+
+struct WeightKey {
+  WeightRole role;
+  int32_t layer = -1;  // -1 for global weights
+  auto operator<=>(const WeightKey&) const = default;
+};
+
+// Rows [row0, row0 + shape[0]) of the checkpoint tensor `tensor`: one piece of a weight.
+struct WeightPart {
+  std::string tensor;          // a TensorSpec name: the values (Dense: the matrix itself)
+  std::string scales, zeros;   // TensorSpec names of its scale / zero-point arrays (components
+                               // Scales / Zeros) in a quantized format; empty for Dense
+  int64_t row0 = 0;            // first row inside that tensor (a fused tensor holds several parts)
+  std::vector<int64_t> shape;  // [rows, cols] or [rows]
+  TpSlice tp;
+};
+
+// One weight as the forward sees it on the backend: its parts (each cut to this rank's
+// slice) concatenated along dim 0 in order, e.g. q|k|v or gate|up for one fused matmul.
+struct WeightSpec {
+  WeightKey key;
+  std::vector<WeightPart> parts;
+  WeightFormat format = WeightFormat::Dense;
+};
+
+struct WeightTable {
+  std::string arch;                 // model_type, for messages
+  std::vector<TensorSpec> tensors;  // in checkpoint order of the forward: globals, then layers
+  std::vector<WeightSpec> weights;  // in load order
+
+  const TensorSpec* find_tensor(std::string_view name) const;  // nullptr if absent
+  const WeightSpec* find(WeightKey key) const;                  // nullptr if absent
+  // Elements of every required tensor (the model's parameter count; a tied LM head once).
+  int64_t n_params() const;
+};
+
+// Appends a Dense tensor and returns a part covering all of it with slice `tp`.
+WeightPart add_dense_tensor(WeightTable& t, TensorSpec spec, TpSlice tp);
+
+// Internal consistency, asserted: every part names a Values tensor of the table and lies
+// inside it (and Scales / Zeros tensors, in a quantized format only), parts of one weight
+// agree on their columns, keys are unique.
+void check_table(const WeightTable& t);
+
+// The checkpoint against the table: every required tensor present with exactly its shape and
+// a dtype of its format (Dense: F32, F16, BF16), and no tensor the table does not know (it
+// would be a feature the forward silently leaves out). Throws tf::Error naming the tensor, the
+// file, the expected and the actual shape.
+void validate_weights(const WeightTable& table, const TensorSource& source);
+
+}  // namespace tf

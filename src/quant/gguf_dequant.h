@@ -1,0 +1,37 @@
+// Dequantization of GGUF weights (ggml's block formats) to float32, on the host.
+//
+// Each result is bit for bit what the `gguf` Python package's gguf.quants.dequantize returns:
+// the same float32 products and sums in the same order (this file's .cpp is compiled with
+// -ffp-contract=off so that no fused multiply-add changes a rounding). Blocks along a row,
+// a block's scales first (d, dmin, m are f16; q the quantized values):
+//   Q8_0  32 elements, 34 bytes: d, 32 x i8 q                        w = q * d
+//   Q4_0  32 elements, 18 bytes: d, 16 bytes; element j < 16 is the low nibble of byte j,
+//         element j + 16 its high nibble                              w = d * (q - 8)
+//   Q4_1  32 elements, 20 bytes: d, m, 16 bytes as Q4_0               w = d * q + m
+//   Q4_K  256 elements, 144 bytes: d, dmin, 12 bytes of eight 6-bit (scale, min) pairs, 128
+//         bytes of nibbles: sub-block 2i is the low nibbles of bytes 32i..32i+31, 2i+1 the high
+//                                                                     w = (d * sc) * q - dmin * mn
+//   Q5_K  256 elements, 176 bytes: as Q4_K with 32 bytes of fifth bits before the nibbles
+//         (bit s of byte l is the fifth bit of element l of sub-block s)
+//   Q6_K  256 elements, 210 bytes: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 x i8
+//         scales (one per 16 elements), d                             w = (d * sc) * (q - 32)
+// F32, F16 and BF16 rows convert exactly.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tf {
+
+// Whether dequantize_row handles t: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
+bool can_dequantize(DType t);
+
+// One row of k elements (k a multiple of dtype_block_elems(t)): dtype_row_bytes(t, k) bytes
+// at `src` (any alignment) into out[k].
+void dequantize_row(DType t, const uint8_t* src, float* out, int64_t k);
+
+// n_rows consecutive rows, split over the OpenMP threads.
+void dequantize_rows(DType t, const uint8_t* src, float* out, int64_t n_rows, int64_t k);
+
+}  // namespace tf

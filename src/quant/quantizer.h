@@ -1,0 +1,68 @@
+// Weight quantizers over one linear layer: a weight matrix w [m, k] (row-major F32,
+// [out_features, in_features]) and, for the calibrated methods, rows of the layer's input
+// seen on calibration text, x [n, k] (CaptureBackend records them). Each returns the
+// quantized weight in one of the formats of quant/formats.h, named `name` in errors.
+//
+//   RTN   round to nearest with each group's min/max parameters (quant/group_quant.h).
+//   AWQ   activation-aware scaling (Lin et al. 2023): input channels that carry large
+//         activations are scaled up before rounding, w' = w * s (per column), so their
+//         weights lose less relative precision; the layer then needs x / s as its input.
+//         s = mean|x|^alpha (normalised), alpha searched on a grid for the least output
+//         error ||x w^T - (x / s) Q(w s)^T||, then each group's range is clipped by the
+//         ratio with the least output error on that group's share of the product.
+//   GPTQ  error compensation (Frantar et al. 2022): columns are rounded one at a time and
+//         each column's rounding error is spread onto the columns not yet rounded, weighted
+//         by the inverse Hessian H = 2 x^T x / n of the layer's squared output error, so
+//         later columns absorb what earlier ones lost. Columns in order (no act-order, so
+//         groups stay contiguous along k as the layouts want).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "quant/group_quant.h"
+#include "quant/quantized_weight.h"
+
+namespace tf {
+
+// Calibration rows of one layer's input.
+struct CalibRows {
+  const float* x = nullptr;  // [n, k]
+  int64_t n = 0;
+};
+
+QuantizedWeight quantize_rtn(const float* w, int64_t m, int64_t k, const QuantSpec& spec, std::string_view name);
+
+struct AwqParams {
+  int n_grid = 20;        // alpha in {0, 1/n_grid, ..., (n_grid - 1) / n_grid}
+  int n_clip = 10;        // clip ratios 1, 0.95, ..., 1 - 0.05 (n_clip - 1); 1: no clip search
+  int64_t clip_rows = 128;  // calibration rows used by the clip search (the first ones)
+};
+struct AwqResult {
+  QuantizedWeight weight;          // Q(w * s)
+  std::vector<float> input_scales;  // s [k]: the layer computes (x / s) @ Q(w * s)^T
+  float alpha = 0.0f;               // the exponent the grid search chose
+};
+// The caller folds 1 / s into whatever produces x (the RMSNorm weight before q/k/v and
+// gate/up, the rows of v before o, of up before down).
+AwqResult quantize_awq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
+                       std::string_view name, const AwqParams& params = {});
+
+struct GptqParams {
+  double damp = 0.01;      // added to H's diagonal, times the mean of the diagonal
+  int64_t block = 128;     // columns per lazy batch (raised to the group size when smaller)
+};
+QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
+                              std::string_view name, const GptqParams& params = {});
+
+// The checks every quantizer runs first: spec against k, finite weights, and with `calib`
+// at least one finite calibration row of k features. tf::Error naming `name`.
+void check_quantizer_inputs(const float* w, int64_t m, int64_t k, const CalibRows* calib, const QuantSpec& spec,
+                            std::string_view name);
+
+// ||x a^T - x b^T||_F / ||x a^T||_F over the calibration rows: the relative output error of
+// using weights b [m, k] in place of a [m, k].
+double relative_output_error(const float* a, const float* b, int64_t m, int64_t k, CalibRows calib);
+
+}  // namespace tf
