@@ -13,13 +13,10 @@
 #include <cstdio>
 #include <map>
 
-#include "backend/cuda/cuda_backend.h"
 #include "core/batch.h"
 #include "cuda_test_report.h"
-#include "engine/forward_runner.h"
 #include "engine/golden_util.h"
-#include "model/arch/model.h"
-#include "op_test_util.h"
+#include "cuda_test_util.h"
 #include "twofold/engine.h"
 
 namespace tf {
@@ -119,24 +116,13 @@ TEST(CudaSpec, GreedyEqualsPlainUpToNearTies) {
 }
 
 // Verification steps (each sequence runs its last token and 2 proposals, logits for all 3)
-// through run_forward on two CUDA backends: one pads them to a bucket and records and replays
-// them, the other drops every recording before each step so it runs the same padded shapes
-// eagerly. Both use the GEMV kernel (not the timed choice), so the logits must agree bit for
-// bit: 4 sequences, then 3 (the recording for 4 replayed with a padding sequence of width 3).
+// through run_forward on two CUDA backends (test::RecordedAndEager): one pads them to a bucket
+// and records and replays them, the other runs the same padded shapes eagerly; the logits
+// must agree bit for bit: 4 sequences, then 3 (the recording for 4 replayed with a padding sequence of width 3).
 TEST(CudaSpecGraphs, VerificationReplayEqualsEagerBitwise) {
   TF_REQUIRE_CUDA_DEVICE();
-  const std::string dir = test::model_dir("tiny-main");
-  std::unique_ptr<Backend> be[2] = {make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"}),
-                                    make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"})};
-  std::unique_ptr<Model> model[2];
-  for (int i = 0; i < 2; ++i) {
-    model[i] = load_model(dir, *be[i]);
-    const ModelConfig& cfg = model[i]->config();
-    be[i]->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = 64, .block_size = 16,
-                                     .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim, .dtype = DType::BF16});
-  }
-  const int64_t n_vocab = model[0]->config().n_vocab;
-  auto& rec = dynamic_cast<cuda::CudaBackend&>(*be[0]);
+  test::RecordedAndEager two(test::model_dir("tiny-main"), 64);
+  const int64_t n_vocab = two.model[0]->config().n_vocab;
   test::Rng rng(test::seed_of({11}));
   const int32_t lens[4] = {20, 33, 7, 12};
   std::vector<std::vector<int32_t>> seqs(4), tables(4);
@@ -144,13 +130,7 @@ TEST(CudaSpecGraphs, VerificationReplayEqualsEagerBitwise) {
     for (int32_t i = 0; i < lens[s]; ++i) seqs[size_t(s)].push_back(int32_t(rng.uniform_int(0, n_vocab - 1)));
     for (int b = 0; b < 5; ++b) tables[size_t(s)].push_back(5 * s + b);  // 80 tokens each
   }
-  auto run = [&](int i, const Batch& batch) {
-    if (i == 1) be[i]->graph_reset();
-    const TensorView logits = run_forward(*model[i], *be[i], batch);
-    std::vector<float> out(size_t(logits.numel()));
-    be[i]->copy_to_host(logits, out.data());
-    return out;
-  };
+  auto run = [&](int i, const Batch& batch) { return two.run(i, batch); };
   {  // the prompts, all but their last token (eager on both)
     BatchBuilder bb(16, 5);
     for (int s = 0; s < 4; ++s)
@@ -183,7 +163,7 @@ TEST(CudaSpecGraphs, VerificationReplayEqualsEagerBitwise) {
       seqs[size_t(s)].push_back(ids[size_t(s)][2]);
     }
   }
-  EXPECT_GE(rec.n_graphs(), 1) << "no verification step was recorded";
+  EXPECT_GE(two.recording().n_graphs(), 1) << "no verification step was recorded";
   test::record("graphs: verification replay vs eager", "unequal steps", kSteps - n_equal, 0, n_equal == kSteps);
 }
 
