@@ -11,6 +11,7 @@
 #include "bench/membw.h"
 #include "bench/throughput.h"
 #include "bench/workload.h"
+#include "tools/bench_spec.h"
 #include "core/error.h"
 #include "core/host_threads.h"
 #include "model/arch/model.h"
@@ -34,6 +35,9 @@ struct Args {
   std::string variants = "default";
   int workload = 0;          // requests of the static-vs-continuous workload (0: skip)
   double kv_budget_gb = 40;  // KV memory for the "max concurrent sequences" figure
+  SpecArgs spec;             // --spec: the speculation benchmark instead (bench_spec.h)
+  std::string prompts_file;
+  int spec_reps = 3;
 };
 
 // N of a variant named "splits-N" (1 to 999), else 0.
@@ -134,6 +138,11 @@ void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohm
 }
 
 int run_bench(const Args& a) {
+  if (!a.spec.spec.empty())
+    return run_spec_bench(SpecBenchArgs{.model = a.model, .spec = a.spec, .batches = parse_list(a.batches, "--batch"),
+                                        .gen_len = a.gen_len, .max_batch_tokens = a.max_batch_tokens,
+                                        .kv_memory_mb = a.kv_memory_mb, .prompts_file = a.prompts_file,
+                                        .reps = a.spec_reps, .json = a.json});
   apply_threads(a.model.threads);
   const std::vector<int> batches = parse_list(a.batches, "--batch");
   const std::vector<int> prompt_lens = parse_list(a.prompt_lens, "--prompt-len");
@@ -271,6 +280,12 @@ void add_bench(CLI::App& app, Runner& run) {
                 "no-cublaslt, no-decode-mma, splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager)")
+      ->capture_default_str();
+  add_spec_args(c, a->spec);
+  c->add_option("--prompts-file", a->prompts_file,
+                "With --spec: JSONL prompts ({\"prompt\": ...} per line) cycled over the batch (bench/spec_prompts/: "
+                "prose.jsonl for a draft model, quote.jsonl for prompt lookup)");
+  c->add_option("--spec-reps", a->spec_reps, "With --spec: rounds of plain / fixed / adaptive runs per batch size")
       ->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_bench(*a); }; });
 }

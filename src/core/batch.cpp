@@ -26,11 +26,24 @@ void BatchBuilder::add(const SeqChunk& c) {
     batch_.block_tables.push_back(b < c.n_blocks ? c.blocks[b] : -1);
 }
 
-Batch pad_decode_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, int32_t pad_block, int32_t block_size) {
-  TF_ASSERT(b.n_tokens() == b.n_seqs(), "pad_decode_batch: {} tokens for {} sequences (decode only)", b.n_tokens(),
-            b.n_seqs());
+int32_t uniform_width(const Batch& b) {
+  // Every token has a logits row, in order (a decode step has one token per sequence, so its
+  // rows are also every token).
+  if (b.n_seqs() == 0 || b.n_out() != b.n_tokens()) return 0;
+  for (int32_t i = 0; i < b.n_out(); ++i)
+    if (b.logits_rows[size_t(i)] != i) return 0;
+  const int32_t w = b.seq_starts[1] - b.seq_starts[0];
+  for (int32_t s = 0; s < b.n_seqs(); ++s)
+    if (b.seq_starts[size_t(s) + 1] - b.seq_starts[size_t(s)] != w) return 0;
+  return w;
+}
+
+Batch pad_uniform_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, int32_t pad_block, int32_t block_size) {
+  const int32_t w = uniform_width(b);
+  TF_ASSERT(w > 0 && w <= block_size, "pad_uniform_batch: not a batch of uniform width <= {} (decode or verification)",
+            block_size);
   TF_ASSERT(b.n_seqs() <= n_seqs && b.max_blocks <= max_blocks && pad_block >= 0,
-            "pad_decode_batch: {} sequences / {} blocks into {} / {}", b.n_seqs(), b.max_blocks, n_seqs, max_blocks);
+            "pad_uniform_batch: {} sequences / {} blocks into {} / {}", b.n_seqs(), b.max_blocks, n_seqs, max_blocks);
   Batch p;
   p.token_ids = b.token_ids;
   p.positions = b.positions;
@@ -44,12 +57,15 @@ Batch pad_decode_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, int32
     for (int32_t j = 0; j < b.max_blocks; ++j)
       p.block_tables[size_t(s) * size_t(max_blocks) + size_t(j)] = b.block_tables[size_t(s) * size_t(b.max_blocks) + size_t(j)];
   for (int32_t s = b.n_seqs(); s < n_seqs; ++s) {
-    p.token_ids.push_back(0);
-    p.positions.push_back(0);
-    p.seq_starts.push_back(s + 1);
-    p.context_lens.push_back(1);
-    p.slot_mapping.push_back(pad_block * block_size);
-    p.logits_rows.push_back(s);
+    for (int32_t t = 0; t < w; ++t) {
+      const int32_t row = p.n_tokens();
+      p.token_ids.push_back(0);
+      p.positions.push_back(t);
+      p.slot_mapping.push_back(pad_block * block_size + t);
+      p.logits_rows.push_back(row);
+    }
+    p.seq_starts.push_back(p.n_tokens());
+    p.context_lens.push_back(w);
     p.block_tables[size_t(s) * size_t(max_blocks)] = pad_block;
   }
   return p;

@@ -1,5 +1,5 @@
-// pad_decode_batch: the padded batch keeps every real row as it was and adds padding
-// sequences that only touch the padding block.
+// uniform_width and pad_uniform_batch: the padded batch keeps every real row as it was and
+// adds padding sequences of the same width that only touch the padding block.
 #include <gtest/gtest.h>
 
 #include "core/batch.h"
@@ -17,9 +17,10 @@ Batch decode_batch() {
   return bb.take();
 }
 
-TEST(PadDecodeBatch, KeepsRealRowsAndPadsToTheBucket) {
+TEST(PadUniformBatch, KeepsRealRowsAndPadsToTheBucket) {
   const Batch b = decode_batch();
-  const Batch p = pad_decode_batch(b, 8, 64, /*pad_block=*/100, /*block_size=*/16);
+  EXPECT_EQ(uniform_width(b), 1);
+  const Batch p = pad_uniform_batch(b, 8, 64, /*pad_block=*/100, /*block_size=*/16);
   ASSERT_EQ(p.n_seqs(), 8);
   ASSERT_EQ(p.n_tokens(), 8);
   ASSERT_EQ(p.n_out(), 8);
@@ -45,16 +46,63 @@ TEST(PadDecodeBatch, KeepsRealRowsAndPadsToTheBucket) {
   }
 }
 
+// A verification step: 2 sequences of 3 tokens (the last token and 2 proposals) with logits
+// for every token, padded to 4 sequences of 3 tokens with 3 logits rows each.
+TEST(PadUniformBatch, VerificationStepsPadWithTheirWidthAndRows) {
+  BatchBuilder bb(16, 2);
+  const int32_t ids[3] = {5, 6, 7};
+  const std::vector<int32_t> t0 = {4, 9}, t1 = {2};
+  bb.add(SeqChunk{.ids = ids, .n_ids = 3, .start_pos = 20, .blocks = t0.data(), .n_blocks = 2, .all_logits = true});
+  bb.add(SeqChunk{.ids = ids, .n_ids = 3, .start_pos = 5, .blocks = t1.data(), .n_blocks = 1, .all_logits = true});
+  const Batch b = bb.take();
+  ASSERT_EQ(uniform_width(b), 3);
+  const Batch p = pad_uniform_batch(b, 4, 64, /*pad_block=*/100, /*block_size=*/16);
+  ASSERT_EQ(p.n_seqs(), 4);
+  ASSERT_EQ(p.n_tokens(), 12);
+  ASSERT_EQ(p.n_out(), 12);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(p.token_ids[size_t(i)], b.token_ids[size_t(i)]);
+    EXPECT_EQ(p.slot_mapping[size_t(i)], b.slot_mapping[size_t(i)]);
+    EXPECT_EQ(p.logits_rows[size_t(i)], i);
+  }
+  for (int s = 2; s < 4; ++s) {
+    EXPECT_EQ(p.seq_starts[size_t(s) + 1], 3 * (s + 1));
+    EXPECT_EQ(p.context_lens[size_t(s)], 3);
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_EQ(p.positions[size_t(3 * s + t)], t);
+      EXPECT_EQ(p.slot_mapping[size_t(3 * s + t)], 100 * 16 + t);
+      EXPECT_EQ(p.logits_rows[size_t(3 * s + t)], 3 * s + t);
+    }
+    EXPECT_EQ(p.block_tables[size_t(s * 64)], 100);
+  }
+}
+
+TEST(PadUniformBatch, OtherBatchesHaveNoUniformWidth) {
+  const int32_t ids[3] = {1, 2, 3};
+  const int32_t table = 0;
+  BatchBuilder prefill(16, 1);  // logits for the last token of a 3-token chunk
+  prefill.add(SeqChunk{.ids = ids, .n_ids = 3, .start_pos = 0, .blocks = &table, .n_blocks = 1});
+  EXPECT_EQ(uniform_width(prefill.peek()), 0);
+  BatchBuilder mixed(16, 1);  // a verification beside a decode
+  mixed.add(SeqChunk{.ids = ids, .n_ids = 2, .start_pos = 0, .blocks = &table, .n_blocks = 1, .all_logits = true});
+  mixed.add(SeqChunk{.ids = ids, .n_ids = 1, .start_pos = 4, .blocks = &table, .n_blocks = 1});
+  EXPECT_EQ(uniform_width(mixed.peek()), 0);
+  BatchBuilder partial(16, 1);  // a chunk without logits beside one with
+  partial.add(SeqChunk{.ids = ids, .n_ids = 1, .start_pos = 0, .blocks = &table, .n_blocks = 1, .want_logits = false});
+  partial.add(SeqChunk{.ids = ids, .n_ids = 1, .start_pos = 0, .blocks = &table, .n_blocks = 1});
+  EXPECT_EQ(uniform_width(partial.peek()), 0);
+}
+
 // Preconditions are assertions (a caller bug, not bad input): the process stops naming them.
-TEST(PadDecodeBatchDeathTest, RejectsPrefillChunksAndOverflows) {
+TEST(PadUniformBatchDeathTest, RejectsPrefillChunksAndOverflows) {
   BatchBuilder bb(16, 1);
   const int32_t ids[2] = {1, 2};
   const int32_t table = 0;
   bb.add(SeqChunk{.ids = ids, .n_ids = 2, .start_pos = 0, .blocks = &table, .n_blocks = 1});
   const Batch prefill = bb.take();
-  EXPECT_DEATH(pad_decode_batch(prefill, 4, 64, 10, 16), "decode only");
-  EXPECT_DEATH(pad_decode_batch(decode_batch(), 2, 64, 10, 16), "3 sequences / 3 blocks into 2 / 64");
-  EXPECT_DEATH(pad_decode_batch(decode_batch(), 4, 2, 10, 16), "into 4 / 2");
+  EXPECT_DEATH(pad_uniform_batch(prefill, 4, 64, 10, 16), "not a batch of uniform width");
+  EXPECT_DEATH(pad_uniform_batch(decode_batch(), 2, 64, 10, 16), "3 sequences / 3 blocks into 2 / 64");
+  EXPECT_DEATH(pad_uniform_batch(decode_batch(), 4, 2, 10, 16), "into 4 / 2");
 }
 
 }  // namespace
