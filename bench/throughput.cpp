@@ -17,7 +17,7 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   std::vector<GenerateRequest> reqs;
   for (int32_t b = 0; b < p.batch; ++b) {
     GenerateRequest r;
-    r.prompt_ids = random_prompt(rng, n_vocab, p.prompt_len);
+    r.prompt_ids = p.prompts ? (*p.prompts)[size_t(b) % p.prompts->size()] : random_prompt(rng, n_vocab, p.prompt_len);
     r.sampling = SamplingParams{.temperature = 0, .max_tokens = p.gen_len, .ignore_eos = true};
     reqs.push_back(std::move(r));
   }
@@ -78,6 +78,11 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   r.step_launch_ms = 1e3 * (m.launch_s - at_decode.launch_s) / steps;
   r.step_wait_ms = 1e3 * (m.wait_s - at_decode.wait_s) / steps;
   r.step_output_ms = 1e3 * (m.output_s - at_decode.output_s) / steps;
+  r.decode_steps = m.n_steps - at_decode.n_steps;
+  r.decode_tokens = n_decoded;
+  r.spec_drafts = m.spec_drafts - at_decode.spec_drafts;
+  r.spec_draft_tokens = m.spec_draft_tokens - at_decode.spec_draft_tokens;
+  r.spec_accepted_tokens = m.spec_accepted_tokens - at_decode.spec_accepted_tokens;
   return r;
 }
 

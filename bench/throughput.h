@@ -15,6 +15,9 @@ struct ThroughputParams {
   int32_t gen_len = 128;    // new tokens per request (EOS ignored)
   uint64_t seed = 1;         // prompts; use a new seed per run, or the prefix cache serves them
   bool sequential = false;  // run the requests one after another instead of concurrently
+  // When set: these prompts, request b taking prompt b % size (greedy outputs are then text
+  // a model or a proposer can predict), instead of random ids of prompt_len.
+  const std::vector<std::vector<int32_t>>* prompts = nullptr;
 };
 
 struct ThroughputResult {
@@ -31,6 +34,9 @@ struct ThroughputResult {
   // Mean per engine step during the decode phase (EngineMetrics): host work before the
   // forward, launching it, waiting for its result, host work after it.
   double step_schedule_ms = 0, step_launch_ms = 0, step_wait_ms = 0, step_output_ms = 0;
+  // The decode phase's engine steps, tokens, and speculation counters (EngineMetrics).
+  int64_t decode_steps = 0, decode_tokens = 0;
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
 };
 
 ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p);

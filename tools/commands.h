@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "twofold/engine.h"
 #include "twofold/sampling.h"
 
 namespace tf {
@@ -22,7 +23,7 @@ namespace tf::cli {
 struct ModelArgs {
   std::string dir;
   std::string backend = "cpu";
-  int threads = 0;  // 0 = all cores
+  int threads = 0;  // 0 = default_host_threads() (core/host_threads.h)
   std::string kv_dtype = "f32";
   std::string load_format = "auto";
 };
@@ -49,6 +50,18 @@ void add_sampling_args(CLI::App* app, SamplingArgs& args);
 SamplingParams sampling_params(const SamplingArgs& args, uint64_t seed);
 // --seed when given, else a random one.
 uint64_t seed_of(const SamplingArgs& args);
+
+// Speculative decoding flags (generate, bench, serve): --spec draft:DIR | ngram, --spec-k N,
+// --spec-adaptive on|off, --spec-costs FILE.
+struct SpecArgs {
+  std::string spec;  // "" = off
+  int k = 4;
+  std::string adaptive = "on";
+  std::string costs;
+};
+void add_spec_args(CLI::App* app, SpecArgs& args);
+// The engine's options for the flags; throws tf::Error naming the flag at fault.
+SpecOptions spec_options(const SpecArgs& args);
 
 // -p TEXT, where "-" means: read the text from standard input (all of it, byte for byte).
 CLI::Option* add_prompt_arg(CLI::App* app, std::string& prompt, const std::string& what = "Prompt text");

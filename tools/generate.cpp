@@ -24,12 +24,21 @@ struct GenerateArgs {
   int max_seqs = 64;
   int block_size = 16;
   int tp = 1;
+  SpecArgs spec;
 };
 
 EngineOptions engine_options(const GenerateArgs& a) {
   return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .block_size = a.block_size,
                        .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
-                       .max_seqs = a.max_seqs, .tensor_parallel = a.tp};
+                       .max_seqs = a.max_seqs, .tensor_parallel = a.tp, .spec = spec_options(a.spec)};
+}
+
+// " | spec: ..." for the stats line when speculation ran: acceptance rate and mean accepted
+// length (tokens per verification, EngineMetrics).
+std::string spec_stats(int64_t n_drafts, int64_t n_draft_tokens, int64_t n_accepted) {
+  if (n_drafts == 0) return "";
+  return fmt::format(" | spec: {} proposed, acceptance {:.1f}%, mean accepted length {:.2f}", n_draft_tokens,
+                     100.0 * double(n_accepted) / double(n_draft_tokens), 1.0 + double(n_accepted) / double(n_drafts));
 }
 
 nlohmann::json result_json(Engine& engine, RequestId id, const std::string& text) {
@@ -63,9 +72,10 @@ int run_single(const GenerateArgs& a) {
     std::printf("\n");
   }
   std::fflush(stdout);  // the text's last line before the stats line on stderr
-  std::fprintf(stderr, "prefill: %d tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s | finish: %s\n",
+  std::fprintf(stderr, "prefill: %d tokens, %.1f tokens/s | decode: %d tokens, %.1f tokens/s | finish: %s%s\n",
                st.n_prompt_tokens, st.ttft_s > 0 ? st.n_prompt_tokens / st.ttft_s : 0.0,
-               st.n_output_tokens, st.decode_tokens_per_s, finish_reason_name(why));
+               st.n_output_tokens, st.decode_tokens_per_s, finish_reason_name(why),
+               spec_stats(st.n_spec_drafts, st.n_spec_draft_tokens, st.n_spec_accepted_tokens).c_str());
   return 0;
 }
 
@@ -133,8 +143,10 @@ int run_batch(const GenerateArgs& a) {
     j["tokens_per_s"] = st.decode_tokens_per_s;
     std::printf("%s\n", json_dump(j).c_str());
   }
-  std::fprintf(stderr, "%zu requests, %lld new tokens in %.2f s: %.1f tokens/s\n", ids.size(),
-               (long long)n_out, secs, secs > 0 ? double(n_out) / secs : 0.0);
+  const EngineMetrics m = engine.metrics();
+  const std::string spec = spec_stats(m.spec_drafts, m.spec_draft_tokens, m.spec_accepted_tokens);
+  std::fprintf(stderr, "%zu requests, %lld new tokens in %.2f s: %.1f tokens/s%s\n", ids.size(),
+               (long long)n_out, secs, secs > 0 ? double(n_out) / secs : 0.0, spec.c_str());
   return 0;
 }
 
@@ -154,6 +166,7 @@ void add_generate(CLI::App& app, Runner& run) {
   c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
   c->add_option("--max-seqs", a->max_seqs, "Sequences running at once")->capture_default_str();
   c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
+  add_spec_args(c, a->spec);
   c->callback([a, &run, p, f] {
     if (p->count() == 0 && f->count() == 0) throw CLI::RequiredError("--prompt or --prompts-file");
     run = [a] {

@@ -37,6 +37,7 @@ struct ServeArgs {
   int tp = 1;  // tensor-parallel ranks per replica
   int dp = 1;  // data-parallel replicas
   std::string chat_template;  // --chat-template FILE
+  SpecArgs spec;
 };
 
 // Blocks the shutdown signals in this thread and so in every thread started after it; the
@@ -72,11 +73,12 @@ int run_serve(ServeArgs a) {
   set_host_threads(replica_threads);  // this thread builds the engines: --tp ranks split the replica's share
   std::vector<std::unique_ptr<serve::EngineLoop>> loops;
   for (int i = 0; i < a.dp; ++i) {
-    auto engine = std::make_unique<Engine>(EngineOptions{
-        .model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
-        .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
-        .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
-        .enable_prefix_caching = !a.no_prefix_caching, .tensor_parallel = a.tp});
+    EngineOptions eo{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+                     .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
+                     .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
+                     .enable_prefix_caching = !a.no_prefix_caching, .tensor_parallel = a.tp};
+    eo.spec = spec_options(a.spec);
+    auto engine = std::make_unique<Engine>(eo);
     loops.push_back(std::make_unique<serve::EngineLoop>(std::move(engine), metrics, replica_threads));
   }
   const int64_t kv_blocks = loops[0]->metrics().kv_blocks_total;
@@ -147,6 +149,7 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
   c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
   add_chat_template_arg(c, a->chat_template);
+  add_spec_args(c, a->spec);
   add_tp_arg(c, a->tp);
   c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -29,6 +29,37 @@ SamplingParams sampling_params(const SamplingArgs& a, uint64_t seed) {
 
 uint64_t seed_of(const SamplingArgs& a) { return a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}(); }
 
+void add_spec_args(CLI::App* app, SpecArgs& a) {
+  app->add_option("--spec", a.spec,
+                  "Speculative decoding: draft:DIR (a small model with the same tokenizer proposes tokens) or ngram "
+                  "(prompt lookup: tokens that followed the last few tokens earlier in prompt + output)");
+  app->add_option("--spec-k", a.k, "Proposed tokens per sequence and step, at most")->capture_default_str();
+  app->add_option("--spec-adaptive", a.adaptive,
+                  "on: proposal length per sequence from its acceptance rate and per step from the measured cost of "
+                  "verifying at that batch size (none where it does not pay); off: always --spec-k")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app->add_option("--spec-costs", a.costs,
+                  "Cost model for --spec-adaptive on (a `bench --spec ... --json` result or its spec_cost_model) "
+                  "instead of measuring it at start-up")
+      ->check(CLI::ExistingFile);
+}
+
+SpecOptions spec_options(const SpecArgs& a) {
+  SpecOptions o{.k = a.k, .adaptive = a.adaptive == "on", .cost_model_file = a.costs};
+  if (a.spec.empty()) return o;
+  if (a.spec == "ngram") {
+    o.method = "ngram";
+  } else if (a.spec.rfind("draft:", 0) == 0 && a.spec.size() > 6) {
+    o.method = "draft";
+    o.draft_model_dir = a.spec.substr(6);
+  } else {
+    fail("--spec: expected draft:DIR or ngram, got '{}'", a.spec);
+  }
+  if (a.k < 1) fail("--spec-k: must be at least 1, got {}", a.k);
+  return o;
+}
+
 CLI::Option* add_prompt_arg(CLI::App* app, std::string& prompt, const std::string& what) {
   return app->add_option("-p,--prompt", prompt, what + " (\"-\": read it from standard input, byte for byte)");
 }

@@ -21,6 +21,7 @@ namespace tf {
 class Tokenizer;
 struct ModelConfig;
 class Model;
+struct SpecCostModel;
 
 // Switches of the CUDA backend, for measuring each optimisation alone (`twofold bench`);
 // the host backends ignore them.
@@ -36,6 +37,31 @@ struct KernelOptions {
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
 };
 
+// Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores
+// them in the step's packed batch and keeps those it would have produced (lossless: greedy
+// ids are those without speculation, sampled tokens have the same distribution).
+struct SpecOptions {
+  std::string method;           // "" (off) | "ngram" (prompt lookup) | "draft" (a draft model)
+  std::string draft_model_dir;  // method "draft": a small model with the target's tokenizer
+  int32_t k = 4;                // proposals per sequence and step, at most
+  // On: each sequence's proposal length follows its acceptance rate and the measured cost of
+  // verifying extra tokens at the step's batch size, including none where it does not pay.
+  // Off: k every step (as far as the budget, free blocks and max_tokens allow).
+  bool adaptive = true;
+  // Adaptive: a file holding the cost model (a `twofold bench --spec ... --json` result, or
+  // its "spec_cost_model" object) instead of measuring it at start-up.
+  std::string cost_model_file;
+  int32_t ngram_min = 1;  // prompt lookup: suffix lengths tried, longest first
+  int32_t ngram_max = 3;
+};
+
+// How a speculating engine proposes, switchable between steps (Engine::set_spec_mode).
+struct SpecMode {
+  bool enabled = true;   // off: plain decoding (the proposer stays loaded)
+  int32_t k = 4;         // proposals per sequence and step, at most
+  bool adaptive = true;  // lengths from the cost model (Engine::spec_cost_model)
+};
+
 struct EngineOptions {
   std::string model_dir;           // a Hugging Face folder, or a GGUF file (or a folder holding one)
   std::string backend = "cpu";     // cpu | ref | cuda
@@ -49,6 +75,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;  // reuse KV blocks of identical prompt prefixes
   int32_t tensor_parallel = 1;     // ranks the model is sharded over (host backends: threads in this process)
   KernelOptions kernels;            // CUDA switches (defaults: everything on)
+  SpecOptions spec;                 // speculative decoding (default: off)
 };
 
 // Counters for monitoring (the server's /metrics) and tests.
@@ -67,6 +94,13 @@ struct EngineMetrics {
   // result (GPU execution not hidden behind the launch), and sampling/streaming outputs.
   int64_t n_steps = 0;
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;
+  // Speculative decoding, summed over requests: verifications of at least one proposal, the
+  // proposals verified, and those accepted. Acceptance rate = accepted / draft tokens; mean
+  // accepted length (tokens a verification yields, vLLM's definition) = 1 + accepted / drafts.
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int32_t spec_kv_blocks_used = 0;  // blocks of the draft model's own KV pool held by sequences
 };
 
 class Engine {
@@ -112,6 +146,22 @@ class Engine {
   // Blocks not held by any sequence (free + cached; cached ones are evicted on demand).
   int32_t n_kv_blocks_free() const;
   int32_t n_kv_blocks_total() const;
+  // "" when the scheduler's, the KV manager's and the proposer's invariants hold, else the
+  // first violation (for tests; walks every block).
+  std::string check_invariants() const;
+
+  // Speculative decoding (EngineOptions::spec). The cost model adaptive lengths use (empty
+  // when none was measured or loaded); a fresh measurement: the time of a target step in which
+  // each of `batch` sequences verifies k proposals, for every pair of batches x ks (forwards
+  // over scratch sequences, the median of 7 after 2 warm-ups), and of a draft step per batch,
+  // taken between steps; and the means to switch both between steps (the bench compares
+  // modes in one process). set_spec_mode with adaptive needs a cost model: it measures one
+  // (batch sizes up to max_seqs) when there is none. Both throw tf::Error when the engine was
+  // built without speculation.
+  const SpecCostModel& spec_cost_model() const;
+  SpecCostModel measure_spec_cost_model(const std::vector<int32_t>& batches, const std::vector<int32_t>& ks);
+  void set_spec_cost_model(const SpecCostModel& m);
+  void set_spec_mode(const SpecMode& m);
 
   struct Impl;
 

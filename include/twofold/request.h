@@ -51,6 +51,11 @@ struct RequestStats {
   double ttft_s = 0;     // arrival to first token
   double total_s = 0;    // arrival to finish
   double decode_tokens_per_s = 0;  // (n_output - 1) / (total - ttft)
+  // Speculative decoding: verifications of at least one proposal, proposals verified, and
+  // those accepted (see EngineMetrics).
+  int32_t n_spec_drafts = 0;
+  int32_t n_spec_draft_tokens = 0;
+  int32_t n_spec_accepted_tokens = 0;
 };
 
 }  // namespace tf

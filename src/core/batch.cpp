@@ -52,12 +52,25 @@ Batch BatchBuilder::take() {
   return std::move(batch_);
 }
 
-Batch pad_decode_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, std::span<const int32_t> pad_blocks,
-                       int32_t block_size) {
-  TF_ASSERT(b.n_tokens() == b.n_seqs(), "pad_decode_batch: {} tokens for {} sequences (decode only)", b.n_tokens(),
-            b.n_seqs());
+int32_t uniform_width(const Batch& b) {
+  // Every token has a logits row, in order (a decode step has one token per sequence, so its
+  // rows are also every token).
+  if (b.n_seqs() == 0 || b.n_out() != b.n_tokens()) return 0;
+  for (int32_t i = 0; i < b.n_out(); ++i)
+    if (b.logits_rows[size_t(i)] != i) return 0;
+  const int32_t w = b.seq_starts[1] - b.seq_starts[0];
+  for (int32_t s = 0; s < b.n_seqs(); ++s)
+    if (b.seq_starts[size_t(s) + 1] - b.seq_starts[size_t(s)] != w) return 0;
+  return w;
+}
+
+Batch pad_uniform_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, std::span<const int32_t> pad_blocks,
+                        int32_t block_size) {
+  const int32_t w = uniform_width(b);
+  TF_ASSERT(w > 0 && w <= block_size, "pad_uniform_batch: not a batch of uniform width <= {} (decode or verification)",
+            block_size);
   TF_ASSERT(b.n_seqs() <= n_seqs && b.max_blocks <= max_blocks && int32_t(pad_blocks.size()) == b.n_kv_groups,
-            "pad_decode_batch: {} sequences / {} blocks / {} KV groups into {} / {} / {} pad blocks", b.n_seqs(),
+            "pad_uniform_batch: {} sequences / {} blocks / {} KV groups into {} / {} / {} pad blocks", b.n_seqs(),
             b.max_blocks, b.n_kv_groups, n_seqs, max_blocks, pad_blocks.size());
   Batch p;
   p.token_ids = b.token_ids;
@@ -68,25 +81,30 @@ Batch pad_decode_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, std::
   p.max_blocks = max_blocks;
   p.n_kv_groups = b.n_kv_groups;
   for (int32_t s = b.n_seqs(); s < n_seqs; ++s) {
-    p.token_ids.push_back(0);
-    p.positions.push_back(0);
-    p.seq_starts.push_back(s + 1);
-    p.context_lens.push_back(1);
-    p.logits_rows.push_back(s);
+    for (int32_t t = 0; t < w; ++t) {
+      const int32_t row = p.n_tokens();
+      p.token_ids.push_back(0);
+      p.positions.push_back(t);
+      p.logits_rows.push_back(row);
+    }
+    p.seq_starts.push_back(p.n_tokens());
+    p.context_lens.push_back(w);
   }
   const size_t n_old = size_t(b.n_seqs()), n_new = size_t(n_seqs), mb_old = size_t(b.max_blocks),
-               mb = size_t(max_blocks);
+               mb = size_t(max_blocks), tok_old = size_t(b.n_tokens());
   p.block_tables.assign(size_t(b.n_kv_groups) * n_new * mb, -1);
   for (int32_t g = 0; g < b.n_kv_groups; ++g) {
-    TF_ASSERT(pad_blocks[size_t(g)] >= 0, "pad_decode_batch: no pad block for KV group {}", g);
+    const int32_t pad = pad_blocks[size_t(g)];
+    TF_ASSERT(pad >= 0, "pad_uniform_batch: no pad block for KV group {}", g);
     int32_t* tables = p.block_tables.data() + size_t(g) * n_new * mb;
     const int32_t* old = b.block_tables.data() + size_t(g) * n_old * mb_old;
     for (size_t s = 0; s < n_old; ++s)
       for (size_t j = 0; j < mb_old; ++j) tables[s * mb + j] = old[s * mb_old + j];
-    for (size_t s = n_old; s < n_new; ++s) tables[s * mb] = pad_blocks[size_t(g)];
-    const auto slots = b.slot_mapping.begin() + std::ptrdiff_t(size_t(g) * n_old);
-    p.slot_mapping.insert(p.slot_mapping.end(), slots, slots + std::ptrdiff_t(n_old));
-    for (size_t s = n_old; s < n_new; ++s) p.slot_mapping.push_back(pad_blocks[size_t(g)] * block_size);
+    for (size_t s = n_old; s < n_new; ++s) tables[s * mb] = pad;
+    const auto slots = b.slot_mapping.begin() + std::ptrdiff_t(size_t(g) * tok_old);
+    p.slot_mapping.insert(p.slot_mapping.end(), slots, slots + std::ptrdiff_t(tok_old));
+    for (size_t s = n_old; s < n_new; ++s)
+      for (int32_t t = 0; t < w; ++t) p.slot_mapping.push_back(pad * block_size + t);
   }
   return p;
 }

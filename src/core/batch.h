@@ -62,14 +62,21 @@ class BatchBuilder {
   std::vector<std::vector<int32_t>> tables_, slots_;  // per group, joined by take()
 };
 
-// Pads a decode batch (one token per sequence) to `n_seqs` sequences and a block-table stride
-// of `max_blocks`, so that a recorded forward (CUDA Graph) sees the same shapes again. Each
-// padding sequence has one token (id 0) at position 0 written to the first slot of
-// pad_blocks[g] in each KV group g (a block outside the group's pools that no sequence
-// reads), a one-block table, and a logits row; real rows keep their indices, so row
-// i < b.n_out() of the logits is unchanged. Preconditions (asserted): one token per sequence,
-// b.n_seqs() <= n_seqs, b.max_blocks <= max_blocks, one pad block >= 0 per group.
-Batch pad_decode_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, std::span<const int32_t> pad_blocks,
-                       int32_t block_size);
+// The tokens per sequence when every sequence of `b` has the same number w of them and every
+// token has a logits row, in order (a decode step, w = 1, or a step verifying w - 1
+// proposals per sequence); 0 for any other batch (a prefill chunk, sequences of different
+// widths, a mixed step).
+int32_t uniform_width(const Batch& b);
+
+// Pads a batch of uniform width w (uniform_width) to `n_seqs` sequences and a block-table
+// stride of `max_blocks`, so that a recorded forward (CUDA Graph) sees the same shapes again.
+// Each padding sequence has w tokens (id 0) at positions 0..w-1, written in each KV group g
+// to the first w slots of pad_blocks[g] (a block outside the group's pools that no sequence
+// reads), a one-block table per group, and a logits row for each token; real rows keep their
+// indices, so row i < b.n_out() of the logits is unchanged.
+// Preconditions (asserted): uniform width w <= block_size, b.n_seqs() <= n_seqs,
+// b.max_blocks <= max_blocks, one pad block >= 0 per KV group.
+Batch pad_uniform_batch(const Batch& b, int32_t n_seqs, int32_t max_blocks, std::span<const int32_t> pad_blocks,
+                        int32_t block_size);
 
 }  // namespace tf

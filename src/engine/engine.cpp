@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
 #include "engine/engine_impl.h"
@@ -23,36 +24,6 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 namespace {
-
-// True when a request's row must come to the host: the repetition penalty reads its history
-// and logprobs read the raw row. Everything else is sampled where the logits live.
-bool needs_host_row(const SamplingParams& p) { return p.repetition_penalty != 1.0f || p.logprobs >= 0; }
-
-// True when sampling needs nothing but the argmax of the raw logits.
-bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_row(p); }
-
-BackendOptions backend_options(const KernelOptions& k) {
-  return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
-                        .fusion = k.fusion, .pdl = k.pdl, .cublaslt = k.cublaslt,
-                        .decode_mma = k.decode_mma, .decode_splits = k.decode_splits, .profile = k.profile};
-}
-
-DType parse_kv_dtype(const std::string& s) {
-  if (s == "f32") return DType::F32;
-  if (s == "bf16") return DType::BF16;
-  if (s == "f16") return DType::F16;
-  if (s == "int8") return DType::I8;
-  if (s == "fp8") return DType::FP8;
-  fail("unknown KV dtype '{}' (expected f32, bf16, f16, int8 or fp8)", s);
-}
-
-// The sampled token's log-probability and the n_top most likely, from the raw row
-// (logits: [n_vocab], copied before the sampler penalised it in place).
-SampledLogprobs raw_logprobs(std::span<const float> logits, int32_t token, int32_t n_top) {
-  SampledLogprobs lp{.sampled = {.id = token, .logprob = double(logits[size_t(token)]) - logsumexp(logits)}};
-  for (const TokenLogprob& t : top_logprobs(logits, n_top)) lp.top.push_back({.id = t.id, .logprob = t.logprob});
-  return lp;
-}
 
 struct KvPlan {
   KvCacheSpec spec;
@@ -123,12 +94,24 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
     model = std::make_unique<TensorParallelModel>(opt.model_dir, *backend, std::move(ranks), load);
   }
   const ModelConfig& cfg = model->config();
+  if (tokenizer->n_vocab() > cfg.n_vocab)
+    fail("{}/tokenizer.json: token ids reach {}, but the model's vocab_size is {} ({}/config.json): "
+         "every token id must be below it", opt.model_dir, tokenizer->n_vocab() - 1, cfg.n_vocab, opt.model_dir);
 
+  // (A tensor-parallel model gives each rank its share of the KV heads.) Group 0 holds at least
+  // one sequence of max_position_embeddings tokens, so config.json sizes it.
   const KvPlan plan = plan_kv(cfg, opt, parse_kv_dtype(opt.kv_dtype));
-  model->init_kv_cache(*backend, plan.spec);  // (a tensor-parallel model gives each rank its share of the KV heads)
+  try {
+    model->init_kv_cache(*backend, plan.spec);
+  } catch (const std::bad_alloc&) {
+    fail("out of memory allocating the KV cache: {} blocks of {} tokens (the pool holds at least one "
+         "sequence of max_position_embeddings = {} tokens, {}/config.json)", plan.spec.n_blocks, opt.block_size,
+         cfg.max_position, opt.model_dir);
+  }
   kv = std::make_unique<KvManager>(plan.params);
   sched = std::make_unique<Scheduler>(
       SchedulerParams{.max_batch_tokens = opt.max_batch_tokens, .max_seqs = opt.max_seqs}, *kv);
+  init_spec();
 }
 
 RequestId Engine::Impl::add(GenerateRequest req) {
@@ -159,27 +142,102 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
   r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));
   r.arrival = Clock::now();
+  if (proposer) r.spec = std::make_unique<SpecState>(req.sampling.seed);
   sched->add(id, req.priority, &r.all_tokens);  // node-based map: the address stays valid
   return id;
 }
 
+// A sequence verifying proposals runs its last token and the proposals, with logits for
+// all of them; the proposals live in its SpecState, not in its tokens.
 Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
   int32_t max_blocks = 1;
   for (const ScheduledSeq& q : so.seqs) max_blocks = std::max(max_blocks, int32_t(kv->table(q.id).size()));
   BatchBuilder bb(kv->block_size(), max_blocks, kv->n_groups());
+  std::vector<int32_t> ids;
   for (const ScheduledSeq& q : so.seqs) {
     const RequestState& r = state(q.id);
-    bb.add(SeqChunk{.ids = r.all_tokens.data() + q.start, .n_ids = q.n_new, .start_pos = q.start,
-                    .tables = kv->tables(q.id), .want_logits = q.samples});
+    SeqChunk c{.ids = r.all_tokens.data() + q.start, .n_ids = q.n_new, .start_pos = q.start,
+               .tables = kv->tables(q.id), .want_logits = q.samples};
+    if (q.n_spec > 0) {
+      ids.assign(r.all_tokens.begin() + q.start, r.all_tokens.end());
+      ids.insert(ids.end(), r.spec->proposal.begin(), r.spec->proposal.begin() + q.n_spec);
+      TF_ASSERT(int32_t(ids.size()) == q.n_new, "sequence {}: {} tokens scheduled, {} to run", q.id, q.n_new, ids.size());
+      c.ids = ids.data();
+      c.all_logits = true;
+    }
+    bb.add(c);  // copies the ids
   }
   return bb.take();
+}
+
+// Greedy rows need only the argmax: when every row of the step is plain greedy, it is taken
+// where the logits live and only the ids come back (4 bytes per row instead of n_vocab
+// floats); the same ids as the host sampler's (both: lowest id among equal maxima). Rows
+// that need nothing from the host but a uniform (temperature, top-k/p, min-p; no penalty, no
+// logprobs, no proposals to verify) are drawn there too when the backend can (sample_rows);
+// the uniform comes from the request's own RNG, as the host sampler would draw it.
+bool Engine::Impl::fetch_results(const ScheduleOutput& so, const TensorView& logits) {
+  bool all_plain_greedy = true, all_device = true;
+  for (const ScheduledSeq& q : so.seqs) {
+    if (!q.samples) continue;
+    const SamplingParams& p = state(q.id).params;
+    all_plain_greedy &= plain_greedy(p);
+    all_device &= !needs_host_row(p) && (q.n_spec == 0 || p.greedy());
+  }
+  const bool ids_ready =
+      logits.shape[0] > 0 && (all_plain_greedy || (all_device && backend->device() != Device::Host));
+  if (!ids_ready) {
+    logits_host.resize(size_t(logits.numel()));
+    backend->copy_to_host(logits, logits_host.data());
+    return false;
+  }
+  if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
+    if (ids_dev.data) backend->release(ids_dev);
+    ids_dev = backend->alloc(DType::I32, {std::max<int64_t>(logits.shape[0], opt.max_seqs)});
+  }
+  TensorView ids = ids_dev;
+  ids.shape[0] = logits.shape[0];
+  if (all_plain_greedy) {
+    backend->argmax_rows(logits, ids);
+  } else {
+    std::vector<Backend::SampleParams> sp;
+    for (const ScheduledSeq& q : so.seqs) {
+      if (!q.samples) continue;
+      RequestState& r = state(q.id);
+      const SamplingParams& p = r.params;
+      for (int32_t i = 0; i <= q.n_spec; ++i)  // proposals only with greedy here: argmax rows
+        sp.push_back({.temperature = p.greedy() ? 0.0f : p.temperature, .top_k = p.top_k, .top_p = p.top_p,
+                      .min_p = p.min_p, .u = p.greedy() ? 0.0f : float(r.sampler->draw_uniform())});
+    }
+    const bool sampled = backend->sample_rows(logits, sp, ids);
+    TF_ASSERT(sampled, "device backend {} has no sampling kernel", backend->name());
+  }
+  ids_host.resize(size_t(logits.shape[0]));
+  backend->copy_to_host(ids, ids_host.data());
+  return true;
+}
+
+void Engine::Impl::emit_sampled(RequestState& r, int32_t row, bool ids_ready, RequestOutput& o) {
+  if (ids_ready) return on_token(r, ids_host[size_t(row)], o);
+  const int64_t n_vocab = model->config().n_vocab;
+  std::span<float> lg(logits_host.data() + int64_t(row) * n_vocab, size_t(n_vocab));
+  // Logprobs are of the raw distribution, so they are read before the sampler penalises the
+  // row in place.
+  std::vector<float> raw;
+  if (r.params.logprobs >= 0) raw.assign(lg.begin(), lg.end());
+  const int32_t token = r.sampler->sample(lg, r.all_tokens);
+  if (r.params.logprobs >= 0) o.logprobs.push_back(sampled_logprobs(raw, token, r.params.logprobs));
+  on_token(r, token, o);
 }
 
 std::vector<RequestOutput> Engine::Impl::step() {
   const auto t0 = Clock::now();
   std::vector<RequestOutput> outs = std::move(pending);
   pending.clear();
+  if (proposer) propose();
   const ScheduleOutput so = sched->schedule();
+  if (proposer)
+    for (int64_t v : so.preempted) proposer->release(v);
   if (so.seqs.empty()) {
     // Nothing fits: only possible if every sequence waits for blocks held by nobody, which
     // the add() checks rule out; fail loudly rather than spin.
@@ -191,80 +249,29 @@ std::vector<RequestOutput> Engine::Impl::step() {
   const auto t1 = Clock::now();
   const TensorView logits = run_forward(*model, *backend, batch);
   const auto t2 = Clock::now();
-  const int64_t n_vocab = model->config().n_vocab;
-  // Greedy rows need only the argmax: when every row of the step is plain greedy, it is
-  // taken where the logits live and only the ids come back (4 bytes per sequence instead of
-  // n_vocab floats); the same ids as the host sampler's (both: lowest id among equal maxima).
-  // Rows that need nothing from the host but a uniform (temperature, top-k/p, min-p; no
-  // penalty, no logprobs) are drawn there too when the backend can (sample_rows); the
-  // uniform comes from the request's own RNG, as the host sampler would draw it.
-  bool all_plain_greedy = true, all_device = true;
-  for (const ScheduledSeq& q : so.seqs) {
-    if (!q.samples) continue;
-    const SamplingParams& p = state(q.id).params;
-    all_plain_greedy &= plain_greedy(p);
-    all_device &= !needs_host_row(p);
-  }
-  const bool ids_ready =
-      logits.shape[0] > 0 && (all_plain_greedy || (all_device && backend->device() != Device::Host));
-  if (ids_ready) {
-    if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
-      if (ids_dev.data) backend->release(ids_dev);
-      ids_dev = backend->alloc(DType::I32, {std::max<int64_t>(logits.shape[0], opt.max_seqs)});
-    }
-    TensorView ids = ids_dev;
-    ids.shape[0] = logits.shape[0];
-    if (all_plain_greedy) {
-      backend->argmax_rows(logits, ids);
-    } else {
-      std::vector<Backend::SampleParams> sp;
-      for (const ScheduledSeq& q : so.seqs) {
-        if (!q.samples) continue;
-        RequestState& r = state(q.id);
-        const SamplingParams& p = r.params;
-        sp.push_back({.temperature = p.greedy() ? 0.0f : p.temperature, .top_k = p.top_k, .top_p = p.top_p,
-                      .min_p = p.min_p, .u = p.greedy() ? 0.0f : float(r.sampler->draw_uniform())});
-      }
-      const bool sampled = backend->sample_rows(logits, sp, ids);
-      TF_ASSERT(sampled, "device backend {} has no sampling kernel", backend->name());
-    }
-    ids_host.resize(size_t(logits.shape[0]));
-    backend->copy_to_host(ids, ids_host.data());
-  } else {
-    logits_host.resize(size_t(logits.numel()));
-    backend->copy_to_host(logits, logits_host.data());
-  }
-
+  const bool ids_ready = fetch_results(so, logits);
   const auto t3 = Clock::now();
+
   std::vector<int64_t> sampled;
-  int32_t row = 0;
+  std::vector<SpecOutcome> spec;
+  int32_t row = 0;  // logits rows: one per sampling sequence, 1 + n_spec per verifying one
   for (const ScheduledSeq& q : so.seqs) {
     if (!q.samples) continue;
     RequestState& r = state(q.id);
-    if (ids_ready) {
-      RequestOutput o;
-      o.id = r.id;
-      on_token(r, ids_host[size_t(row++)], o);
-      sampled.push_back(q.id);
-      outs.push_back(std::move(o));
-      continue;
-    }
-    std::span<float> lg(logits_host.data() + int64_t(row++) * n_vocab, size_t(n_vocab));
-    // Logprobs are of the raw distribution, so they are read before the sampler penalises
-    // the row in place.
-    std::vector<float> raw;
-    if (r.params.logprobs >= 0) raw.assign(lg.begin(), lg.end());
-    const int32_t token = r.sampler->sample(lg, r.all_tokens);
     RequestOutput o;
     o.id = r.id;
-    if (r.params.logprobs >= 0) o.logprobs.push_back(raw_logprobs(raw, token, r.params.logprobs));
-    on_token(r, token, o);
+    if (q.n_spec > 0) spec.push_back({.id = q.id, .n_accepted = emit_verified(r, q, row, ids_ready, o)});
+    else emit_sampled(r, row, ids_ready, o);
+    row += 1 + q.n_spec;
     sampled.push_back(q.id);
     outs.push_back(std::move(o));
   }
-  sched->commit(so, sampled);
-  for (const RequestOutput& o : outs)
-    if (o.finished && o.finish_reason != FinishReason::Abort) sched->remove(o.id);
+  sched->commit(so, sampled, spec);
+  for (const RequestOutput& o : outs) {
+    if (!o.finished || o.finish_reason == FinishReason::Abort) continue;
+    sched->remove(o.id);
+    if (proposer) proposer->release(o.id);
+  }
   const auto t4 = Clock::now();
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   ++n_steps;
@@ -282,7 +289,7 @@ void Engine::Impl::on_token(RequestState& r, int32_t token, RequestOutput& o) {
   o.new_token_ids.push_back(token);
   const auto& eos = model->config().eos_ids;
   const bool is_eos = !r.params.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
-  if (!is_eos) o.text = r.stop->push(r.decoder->push(token));
+  if (!is_eos) o.text += r.stop->push(r.decoder->push(token));  // a verification emits several tokens
   if (r.stop->stopped()) return finish(r, FinishReason::Stop, o);
   if (is_eos) return finish(r, FinishReason::Stop, o);
   if (int32_t(r.all_tokens.size()) >= r.max_len) return finish(r, FinishReason::Length, o);
@@ -304,6 +311,7 @@ void Engine::Impl::abort(RequestId id) {
   auto it = requests.find(id);
   if (it == requests.end() || it->second.finished) return;
   sched->remove(id);  // frees its KV blocks now
+  if (proposer) proposer->release(id);
   RequestOutput o;
   o.id = id;
   RequestState& r = it->second;
@@ -396,8 +404,22 @@ EngineMetrics Engine::metrics() const {
                        .schedule_s = impl_->schedule_s,
                        .launch_s = impl_->launch_s,
                        .wait_s = impl_->wait_s,
-                       .output_s = impl_->output_s};
+                       .output_s = impl_->output_s,
+                       .spec_drafts = impl_->spec_drafts,
+                       .spec_draft_tokens = impl_->spec_draft_tokens,
+                       .spec_accepted_tokens = impl_->spec_accepted,
+                       .spec_kv_blocks_used = impl_->proposer ? impl_->proposer->kv_blocks_used() : 0};
 }
+std::string Engine::check_invariants() const {
+  if (std::string e = impl_->sched->check_invariants(); !e.empty()) return e;
+  return impl_->proposer ? impl_->proposer->check_invariants() : "";
+}
+const SpecCostModel& Engine::spec_cost_model() const { return impl_->spec_costs; }
+SpecCostModel Engine::measure_spec_cost_model(const std::vector<int32_t>& batches, const std::vector<int32_t>& ks) {
+  return impl_->measure_spec_costs(CostGrid{.batches = batches, .ks = ks});
+}
+void Engine::set_spec_cost_model(const SpecCostModel& m) { impl_->set_spec_costs(m); }
+void Engine::set_spec_mode(const SpecMode& m) { impl_->set_spec_mode(m); }
 int64_t Engine::kv_bytes_per_token() const { return tf::kv_bytes_per_token(impl_->backend->kv_spec()); }
 int32_t Engine::kv_block_size() const { return impl_->kv->block_size(); }
 // Cached prefix blocks count as free here: nobody uses them and allocation evicts them.
@@ -415,6 +437,11 @@ RequestStats Engine::stats(RequestId id) const {
     s.total_s = std::chrono::duration<double>(end - r.arrival).count();
     const double decode_s = s.total_s - s.ttft_s;
     s.decode_tokens_per_s = s.n_output_tokens > 1 && decode_s > 0 ? (s.n_output_tokens - 1) / decode_s : 0;
+  }
+  if (r.spec) {
+    s.n_spec_drafts = r.spec->n_drafts;
+    s.n_spec_draft_tokens = r.spec->n_draft_tokens;
+    s.n_spec_accepted_tokens = r.spec->n_accepted;
   }
   return s;
 }

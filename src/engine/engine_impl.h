@@ -8,17 +8,54 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "kv/kv_manager.h"
 #include "model/arch/model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "sample/sampler.h"
 #include "sample/stop_matcher.h"
 #include "sched/scheduler.h"
+#include "spec/proposer.h"
+#include "spec/spec_policy.h"
 #include "twofold/engine.h"
 
 namespace tf {
 
 using Clock = std::chrono::steady_clock;
+
+// True when a request's row must come to the host: the repetition penalty reads its history
+// and logprobs read the raw row. Everything else is sampled where the logits live.
+inline bool needs_host_row(const SamplingParams& p) { return p.repetition_penalty != 1.0f || p.logprobs >= 0; }
+
+// True when sampling needs nothing but the argmax of the raw logits.
+inline bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_row(p); }
+
+inline BackendOptions backend_options(const KernelOptions& k) {
+  return BackendOptions{.graphs = k.cuda_graphs, .attention = k.attention_kernel, .gemv = k.gemv,
+                        .fusion = k.fusion, .pdl = k.pdl, .cublaslt = k.cublaslt,
+                        .decode_mma = k.decode_mma, .decode_splits = k.decode_splits, .profile = k.profile};
+}
+
+inline DType parse_kv_dtype(const std::string& s) {
+  if (s == "f32") return DType::F32;
+  if (s == "bf16") return DType::BF16;
+  if (s == "f16") return DType::F16;
+  if (s == "int8") return DType::I8;
+  if (s == "fp8") return DType::FP8;
+  fail("unknown KV dtype '{}' (expected f32, bf16, f16, int8 or fp8)", s);
+}
+
+// A request's speculative decoding: its own RNG for sampled proposals and verification, its
+// acceptance rate, this step's proposals, and counters.
+struct SpecState {
+  explicit SpecState(uint64_t seed) : rng(seed ^ 0x5bd1e9955bd1e995ull) {}
+  Rng rng;
+  AcceptanceRate acceptance;
+  int32_t n_idle = 0;                   // steps in a row the policy proposed nothing
+  std::vector<int32_t> proposal;        // [n] offered to the scheduler this step
+  std::vector<std::vector<float>> q;    // [n][n_vocab] their draft distributions (empty: point masses)
+  int32_t n_drafts = 0, n_draft_tokens = 0, n_accepted = 0;
+};
 
 struct RequestState {
   RequestId id = -1;
@@ -34,6 +71,7 @@ struct RequestState {
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   Clock::time_point arrival, first_token, finish;
+  std::unique_ptr<SpecState> spec;  // set when speculation is on
 };
 
 struct Engine::Impl {
@@ -63,9 +101,33 @@ struct Engine::Impl {
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;  // see EngineMetrics
   TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)
   std::vector<int32_t> ids_host;
+  std::unique_ptr<Proposer> proposer;  // speculative decoding; null when off
+  SpecMode spec_mode;                  // how it proposes now (from EngineOptions::spec)
+  SpecCostModel spec_costs;            // adaptive proposal lengths; empty when none measured or loaded
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;  // see EngineMetrics
+  AcceptanceRate spec_acceptance{0.98};  // over every sequence: a new sequence's prior
+
+  // engine_spec.cpp: speculative decoding inside the step.
+  void init_spec();
+  // Offers proposals to the scheduler for every decoding sequence that gets some this step.
+  void propose();
+  // Verifies the proposals of `q` against its logits rows [row0, row0 + 1 + q.n_spec) and
+  // emits the kept ones and the token after them (until a stop); returns the proposals appended.
+  // ids_ready: the rows came back as greedy ids (ids_host), else as logits (logits_host).
+  int32_t emit_verified(RequestState& r, const ScheduledSeq& q, int32_t row0, bool ids_ready, RequestOutput& o);
+  // Seconds of a target step in which `batch` scratch sequences verify k proposals each.
+  double time_verify_step(int32_t batch, int32_t k);
+  SpecCostModel measure_spec_costs(const CostGrid& grid);
+  void set_spec_costs(const SpecCostModel& m);
+  void set_spec_mode(const SpecMode& m);
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;
+  // Brings the step's results to the host: greedy ids or sampled ids where the logits live
+  // (returns true), else the logits themselves (logits_host).
+  bool fetch_results(const ScheduleOutput& so, const TensorView& logits);
+  // Samples one token for a sequence from logits row `row` (or takes ids_host[row]).
+  void emit_sampled(RequestState& r, int32_t row, bool ids_ready, RequestOutput& o);
   // Appends a sampled token and checks every stop condition; fills `o`.
   void on_token(RequestState& r, int32_t token, RequestOutput& o);
   void finish(RequestState& r, FinishReason why, RequestOutput& o);

@@ -34,19 +34,24 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   std::vector<int32_t> pad_blocks;
   for (int32_t g = 0; g < batch.n_kv_groups; ++g) pad_blocks.push_back(backend.pad_kv_block(g));
   const bool records = pad_blocks[0] >= 0;
-  const int32_t bucket = batch.n_tokens() == batch.n_seqs() ? graph_bucket(batch.n_seqs()) : 0;
+  // Decode steps (one token per sequence) and verification steps (1 + k tokens per sequence,
+  // logits for all) record; other batches (prefill chunks, mixed widths) run eagerly.
+  const int32_t width = records ? uniform_width(batch) : 0;
+  const int32_t bucket = width > 0 && width <= backend.kv_spec().block_size ? graph_bucket(batch.n_seqs()) : 0;
   if (!records || bucket == 0) {
     const PreparedStep p = model.prepare(batch);
     if (p.buffers_moved) backend.graph_reset();  // recordings refer to the old buffers
     model.run();
     return p.logits;
   }
-  // A decode step on a recording backend: pad to the bucket, then replay, record or run.
+  // A decode or verification step on a recording backend: pad to the bucket, then replay,
+  // record or run.
   const int32_t max_blocks = (batch.max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
-  const Batch padded = pad_decode_batch(batch, bucket, max_blocks, pad_blocks, int32_t(backend.kv_spec().block_size));
+  const Batch padded = pad_uniform_batch(batch, bucket, max_blocks, pad_blocks, int32_t(backend.kv_spec().block_size));
   const PreparedStep p = model.prepare(padded);
   if (p.buffers_moved) backend.graph_reset();
-  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 20 | uint64_t(padded.n_out()) << 40;
+  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 16 | uint64_t(padded.n_out()) << 36 |
+                       uint64_t(width) << 52;
   const GraphStep g = backend.graph_begin(key);
   try {
     if (g != GraphStep::Replayed) model.run();

@@ -2,8 +2,10 @@
 // pads batches and records or replays forwards (CUDA Graphs).
 //
 // On a backend that records (Backend::pad_kv_block(0) >= 0), a decode batch (one token per
-// sequence) is padded to a bucket of sequences and a block-table stride rounded up to a
-// quantum (pad_decode_batch), so a handful of recordings cover every batch; its forward is
+// sequence) or a verification batch (the same 1 + k tokens per sequence, logits for all) is
+// padded to a bucket of sequences and a block-table stride rounded up to a quantum
+// (pad_uniform_batch, one padding block per KV group), so a handful of recordings cover every
+// batch; its forward is
 // then run eagerly the first time its shapes are seen, recorded the second, replayed after
 // (Backend::graph_begin). Every other batch runs eagerly.
 #pragma once

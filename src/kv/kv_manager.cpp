@@ -187,6 +187,28 @@ void KvManager::release_out_of_window(SeqBlocks& s) {
   }
 }
 
+// The tail blocks lie at or past the block of position n_computed, and only blocks wholly
+// before n_computed are ever registered, so none of them has a hash (asserted). Every group
+// keeps the same number of entries (a window releases only blocks before n_computed).
+void KvManager::truncate(int64_t seq, int32_t n_tokens) {
+  auto it = seqs_.find(seq);
+  TF_ASSERT(it != seqs_.end(), "truncate() of unknown sequence {}", seq);
+  SeqBlocks& s = it->second;
+  TF_ASSERT(n_tokens >= s.n_computed, "sequence {}: truncate() to {} tokens drops computed tokens ({})", seq,
+            n_tokens, s.n_computed);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    std::vector<int32_t>& table = s.tables[g];
+    const size_t keep = size_t(std::max(blocks_for(n_tokens, block_size_), s.n_dropped[g]));
+    while (table.size() > keep) {
+      const int32_t id = table.back();
+      TF_ASSERT(id >= 0 && !groups_[g].pool.has_hash(id),
+                "sequence {}: truncated block {} of group {} is released or registered", seq, id, g);
+      groups_[g].pool.release(id);
+      table.pop_back();
+    }
+  }
+}
+
 void KvManager::free(int64_t seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;

@@ -9,7 +9,8 @@
 //
 // Invariants, after every public call, in every group:
 // - A sequence's table covers the tokens it was grown to: table.size() ==
-//   ceil(n / block_size) for the largest n passed to start()/grow().
+//   ceil(n / block_size) for the largest n passed to start()/grow() since its last
+//   truncate(), or the n of that truncate() if larger.
 // - Every table entry is a used block or -1; a block's ref count equals the number of
 //   table entries that hold it (so sharing and freeing can never double free).
 // - -1 entries form a prefix of the table and exist only in a group with a sliding window:
@@ -17,6 +18,9 @@
 //   attention never reads them again (BatchBuilder only touches blocks of written positions).
 // - A registered (hashed) block is full of computed tokens and is never written again:
 //   a sequence writes only positions >= its n_computed, which lie past its full blocks.
+// - Only computed tokens are hashed: slots written past n_computed (speculative tokens not
+//   yet verified) never reach the prefix cache, and truncate() hands back the blocks that
+//   hold nothing but such slots.
 //
 // Prefix caching: a full block of computed tokens is registered under its chain hash
 // (block_hash.h) when the scheduler reports the tokens computed (on_computed). A new
@@ -105,6 +109,11 @@ class KvManager {
   // Preconditions: `seq` is known; n_computed never decreases for a sequence and is
   // covered by its tables; its tokens hold at least n_computed entries.
   void on_computed(int64_t seq, int32_t n_computed);
+  // Rolls back slots written past the computed tokens (rejected speculative tokens): shrinks
+  // the table of `seq` to ceil(n_tokens / block_size) blocks, releasing the tail (blocks that
+  // hold no computed token, so never registered). A no-op when the table is not longer.
+  // Preconditions: `seq` is known; n_tokens >= its n_computed (computed K/V stay).
+  void truncate(int64_t seq, int32_t n_tokens);
   // Releases every block of `seq` (the table's tail first, so that a cached chain is
   // evicted from its end, keeping its start hittable) and forgets it. No-op if unknown.
   void free(int64_t seq);

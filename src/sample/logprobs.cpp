@@ -38,4 +38,10 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n)
   return out;
 }
 
+SampledLogprobs sampled_logprobs(std::span<const float> logits, int32_t token, int32_t n_top) {
+  SampledLogprobs lp{.sampled = {.id = token, .logprob = double(logits[size_t(token)]) - logsumexp(logits)}};
+  for (const TokenLogprob& t : top_logprobs(logits, n_top)) lp.top.push_back({.id = t.id, .logprob = t.logprob});
+  return lp;
+}
+
 }  // namespace tf

@@ -44,6 +44,8 @@ void Scheduler::preempt(int64_t id) {
 // stalls them: they cost one token each and their users are waiting on every step.
 // When blocks run out in either phase, the lowest-priority, latest running sequence is
 // preempted (possibly the one being scheduled, if it is the lowest).
+// Phase 1b: decodes scheduled in phase 1 take their offered proposals (set_spec_tokens) as
+// far as the budget and free blocks go; a proposal never preempts, evicts or delays a decode.
 // Phase 3: waiting sequences are admitted while budget, the sequence cap and blocks allow.
 // It is skipped in a step that preempted: blocks are short, and admitting now would only
 // take blocks that running sequences need next step (or readmit the victim at once).
@@ -52,10 +54,39 @@ ScheduleOutput Scheduler::schedule() {
   ScheduleOutput out;
   int32_t budget = params_.max_batch_tokens;
   schedule_running(/*decodes=*/true, out, budget);
+  schedule_spec_tokens(out, budget);
   schedule_running(/*decodes=*/false, out, budget);
   if (out.preempted.empty()) admit_waiting(out, budget);
   for (const auto& q : out.seqs) out.n_tokens += q.n_new;
+  for (auto& [id, s] : seqs_) s.n_spec = 0;
   return out;
+}
+
+void Scheduler::set_spec_tokens(int64_t id, int32_t n_spec) {
+  auto it = seqs_.find(id);
+  TF_ASSERT(it != seqs_.end() && it->second.running, "proposals for sequence {} that is not running", id);
+  Seq& s = it->second;
+  TF_ASSERT(s.n_tokens() - s.n_computed == 1 && n_spec >= 0,
+            "sequence {}: {} proposals with {} tokens left to compute (proposals follow a decode)", id, n_spec,
+            s.n_tokens() - s.n_computed);
+  s.n_spec = n_spec;
+}
+
+// Capacity without eviction: n_blocks_free() only, so that proposals never push a cached
+// prefix out of the pool (they are likely rejected; the prefix is likely hit).
+void Scheduler::schedule_spec_tokens(ScheduleOutput& out, int32_t& budget) {
+  for (ScheduledSeq& q : out.seqs) {
+    Seq& s = seqs_.at(q.id);
+    int32_t n = std::min(s.n_spec, budget);
+    if (n <= 0 || q.n_new != 1 || !q.samples) continue;
+    while (n > 0 && kv_.blocks_needed(q.id, q.start + 1 + n) > kv_.pool().n_blocks_free()) --n;
+    if (n == 0) continue;
+    const bool grown = kv_.grow(q.id, q.start + 1 + n);
+    TF_ASSERT(grown, "sequence {}: free blocks vanished", q.id);
+    q.n_new += n;
+    q.n_spec = n;
+    budget -= n;
+  }
 }
 
 void Scheduler::schedule_running(bool decodes, ScheduleOutput& out, int32_t& budget) {
@@ -145,19 +176,32 @@ std::list<int64_t>::iterator Scheduler::pick_waiting(int32_t ref_len) {
   return best;
 }
 
-void Scheduler::commit(const ScheduleOutput& out, const std::vector<int64_t>& sampled) {
+// A verified sequence computed its last token and the accepted proposals; the K/V of the
+// rejected ones sit past n_computed and are overwritten by later steps. If it finished inside
+// the accepted run (a stop), it has fewer tokens than that, all of them computed.
+void Scheduler::commit(const ScheduleOutput& out, const std::vector<int64_t>& sampled,
+                       const std::vector<SpecOutcome>& spec) {
   for (const ScheduledSeq& q : out.seqs) {
     auto it = seqs_.find(q.id);
     if (it == seqs_.end()) continue;  // removed (aborted) during the step
     Seq& s = it->second;
     TF_ASSERT(s.running && s.n_computed == q.start, "commit of sequence {} that was not scheduled so", q.id);
-    s.n_computed = q.start + q.n_new;
+    int32_t n_accepted = 0;
+    for (const SpecOutcome& o : spec)
+      if (o.id == q.id) n_accepted = o.n_accepted;
+    TF_ASSERT(n_accepted >= 0 && n_accepted <= q.n_spec, "sequence {}: {} of {} proposals accepted", q.id,
+              n_accepted, q.n_spec);
+    s.n_computed = std::min(q.start + q.n_new - q.n_spec + n_accepted, s.n_tokens());
     kv_.on_computed(q.id, s.n_computed);
+    if (q.n_spec > 0) kv_.truncate(q.id, s.n_tokens());
   }
   for (int64_t id : sampled) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) continue;
-    TF_ASSERT(it->second.n_tokens() > it->second.n_computed,
+    // A stop on an accepted proposal leaves every token computed (the engine removes it).
+    const bool stopped_in_run =
+        std::any_of(spec.begin(), spec.end(), [&](const SpecOutcome& o) { return o.id == id && o.n_accepted > 0; });
+    TF_ASSERT(it->second.n_tokens() > it->second.n_computed || stopped_in_run,
               "sequence {} sampled but no token was appended to its tokens", id);
   }
 }

@@ -8,6 +8,13 @@
 // n_computed = 0 and is recomputed later (the prefix cache may give some blocks back). The
 // engine samples a new token for a sequence whenever a step brings n_computed up to n_tokens.
 //
+// Speculative tokens are the same rule with a longer target: a decoding sequence (one token
+// left) may carry n_spec proposed tokens after its n_tokens (set_spec_tokens, for the next
+// schedule() only), and its step computes up to 1 + n_spec tokens. The proposals are not in
+// the token vector, so the KV manager never hashes them; commit() advances n_computed over
+// the accepted ones only and truncates the table to the tokens the sequence now has, which
+// releases blocks that held nothing but rejected proposals.
+//
 // Guarantees (tested in tests/sched/test_scheduler.cpp):
 // - Per step: at most max_batch_tokens tokens and max_seqs running sequences.
 // - A prefill never delays a decode: running sequences with one token left are scheduled
@@ -18,6 +25,9 @@
 //   priority is the first admitted in any step that admits at all, and a sequence can be
 //   passed over by grouping at most max_group_skips times.
 // - When blocks run out, the lowest-priority, latest running sequence is preempted first.
+// - Speculative tokens take only what is left: they are added after every decode has its one
+//   token (before prefill chunks), within the budget, and only where blocks are free without
+//   evicting a cached prefix or preempting anyone; otherwise fewer (or none) are scheduled.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +53,22 @@ struct SchedulerParams {
 struct ScheduledSeq {
   int64_t id = -1;
   int32_t start = 0;     // first token index computed this step (== n_computed before)
-  int32_t n_new = 0;     // tokens computed this step
-  bool samples = false;  // the step reaches n_tokens: the engine samples a token
+  int32_t n_new = 0;     // tokens computed this step, n_spec proposals included
+  int32_t n_spec = 0;    // the last n_spec of them are proposed tokens to verify
+  bool samples = false;  // the step reaches n_tokens: the engine samples (or verifies) a token
 };
 
 struct ScheduleOutput {
   std::vector<ScheduledSeq> seqs;  // running decodes, running prefills, then admissions
   std::vector<int64_t> preempted;  // sequences that lost their blocks this step
   int32_t n_tokens = 0;
+};
+
+// How many of a sequence's scheduled proposals the engine accepted (and appended to its
+// tokens) this step.
+struct SpecOutcome {
+  int64_t id = -1;
+  int32_t n_accepted = 0;
 };
 
 // Counters for the server's /metrics.
@@ -74,12 +92,19 @@ class Scheduler {
   // by the caller). The caller owns the vector, keeps it alive until remove(id) and only
   // appends to it; n_tokens is tokens->size(). Preconditions: `id` is new, tokens non-empty.
   void add(int64_t id, int32_t priority, const std::vector<int32_t>* tokens);
+  // Offers n_spec proposed tokens after the tokens of running sequence `id` for the next
+  // schedule() (which may take fewer; every schedule() forgets the offers). Preconditions:
+  // `id` is running with exactly one token left to compute; n_spec >= 0.
+  void set_spec_tokens(int64_t id, int32_t n_spec);
   // Decides this step's work and reserves KV blocks for it.
   ScheduleOutput schedule();
-  // Applies a step's results: n_computed advances by each n_new (full blocks become
-  // hittable by later sequences). Sequences in `sampled` must have had their new token
-  // appended to their token vector already.
-  void commit(const ScheduleOutput& out, const std::vector<int64_t>& sampled);
+  // Applies a step's results: n_computed advances by each n_new less its rejected proposals
+  // (full blocks become hittable by later sequences); a sequence that verified proposals
+  // keeps the blocks its tokens need and releases the rest. Sequences in `sampled` must have
+  // had their new tokens appended to their token vector already, those in `spec` their
+  // accepted proposals too (a sequence with n_spec > 0 and no entry accepted none).
+  void commit(const ScheduleOutput& out, const std::vector<int64_t>& sampled,
+              const std::vector<SpecOutcome>& spec = {});
   // Removes a sequence (finished or aborted) and frees its blocks at once. No-op if unknown.
   void remove(int64_t id);
 
@@ -103,6 +128,7 @@ class Scheduler {
     const std::vector<int32_t>* tokens;
     int32_t n_computed = 0;
     int32_t n_skips = 0;  // times length grouping admitted a later arrival instead
+    int32_t n_spec = 0;   // proposals offered for the next schedule()
     bool running = false;
     int32_t n_tokens() const { return int32_t(tokens->size()); }
   };
@@ -112,6 +138,7 @@ class Scheduler {
   }
   void insert_sorted(std::list<int64_t>& q, int64_t id);
   void schedule_running(bool decodes, ScheduleOutput& out, int32_t& budget);
+  void schedule_spec_tokens(ScheduleOutput& out, int32_t& budget);
   bool reserve_or_preempt(Seq& s, int32_t n_new, ScheduleOutput& out, int32_t& budget);
   void admit_waiting(ScheduleOutput& out, int32_t& budget);
   std::list<int64_t>::iterator pick_waiting(int32_t ref_len);

@@ -78,6 +78,17 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
         e.prefix_query_tokens > 0 ? double(e.prefix_hit_tokens) / double(e.prefix_query_tokens) : 0.0);
   counter(out, "twofold_num_preemptions_total", "Sequences preempted (recomputed later) for lack of KV blocks.",
           e.n_preemptions);
+  // Speculative decoding (vLLM's spec_decode names): always present, 0 with speculation off.
+  counter(out, "twofold_spec_decode_num_drafts_total", "Verifications of at least one proposed token.", e.spec_drafts);
+  counter(out, "twofold_spec_decode_num_draft_tokens_total", "Proposed tokens verified.", e.spec_draft_tokens);
+  counter(out, "twofold_spec_decode_num_accepted_tokens_total", "Proposed tokens accepted.", e.spec_accepted_tokens);
+  gauge(out, "twofold_spec_decode_acceptance_rate", "num_accepted_tokens_total / num_draft_tokens_total.",
+        e.spec_draft_tokens > 0 ? double(e.spec_accepted_tokens) / double(e.spec_draft_tokens) : 0.0);
+  gauge(out, "twofold_spec_decode_mean_accepted_length",
+        "Tokens one verification yields: 1 + num_accepted_tokens_total / num_drafts_total.",
+        e.spec_drafts > 0 ? 1.0 + double(e.spec_accepted_tokens) / double(e.spec_drafts) : 0.0);
+  gauge(out, "twofold_spec_decode_kv_blocks_used", "Blocks of the draft model's KV pool held by requests.",
+        e.spec_kv_blocks_used);
   counter(out, "twofold_prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens.load());
   counter(out, "twofold_generation_tokens_total", "Generated tokens.", generation_tokens.load());
   out += "# HELP twofold_request_success_total Finished requests by finish reason.\n"

@@ -98,6 +98,10 @@ EngineMetrics ReplicaRouter::metrics() const {
     sum.launch_s += m.launch_s;
     sum.wait_s += m.wait_s;
     sum.output_s += m.output_s;
+    sum.spec_drafts += m.spec_drafts;
+    sum.spec_draft_tokens += m.spec_draft_tokens;
+    sum.spec_accepted_tokens += m.spec_accepted_tokens;
+    sum.spec_kv_blocks_used += m.spec_kv_blocks_used;
   }
   return sum;
 }

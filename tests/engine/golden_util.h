@@ -19,6 +19,21 @@ struct GoldenPrompt {
   std::vector<double> greedy_margins;  // top1 - top2 logit at each greedy step
 };
 
+// Top-1 minus top-2 of one row of logits (the margin the golden files call
+// top1_top2_margins): how near a greedy choice is to a tie.
+inline double top2_margin(const float* row, int64_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (row[i] > a) {
+      b = a;
+      a = row[i];
+    } else if (row[i] > b) {
+      b = row[i];
+    }
+  }
+  return double(a) - double(b);
+}
+
 inline std::vector<GoldenPrompt> load_golden(const std::string& model) {
   const auto j = load_json(data_path("golden-" + model + ".json"));
   std::vector<GoldenPrompt> out;

@@ -260,6 +260,41 @@ TEST(KvManager, SequencesGrownWithoutTokensAreNeverHashed) {
   expect_counts(kv, 8, 0, 0);
 }
 
+// Speculative rollback: a sequence grown for unverified tokens keeps only what its computed
+// tokens and its next tokens need; the released tail blocks were never hashed, so nothing
+// unverified can be hit by a later prompt, and blocks shared with another sequence stay.
+TEST(KvManager, TruncateReleasesTheTailOfUnverifiedSlots) {
+  KvManager kv({.n_blocks = 12, .block_size = kBs});
+  std::vector<int32_t> a = toks(6, 100);
+  ASSERT_TRUE(kv.start(1, &a, {}, 6));
+  kv.on_computed(1, 5);           // the last prompt token is still to compute
+  ASSERT_TRUE(kv.grow(1, 5 + 9)); // it and 8 proposed tokens: positions 5..13, 4 blocks
+  ASSERT_EQ(kv.table(1).size(), 4u);
+  expect_counts(kv, 8, 4, 0);
+  // Verification kept 2 proposals and sampled one token: 6 + 2 + 1 tokens, 8 computed.
+  for (int32_t t : {7, 8, 9}) a.push_back(t);
+  kv.on_computed(1, 8);
+  const std::vector<int32_t> before = kv.table(1);
+  kv.truncate(1, int32_t(a.size()));  // 9 tokens: 3 blocks
+  ASSERT_EQ(kv.table(1).size(), 3u);
+  EXPECT_EQ(kv.table(1), head(before, 3));
+  EXPECT_EQ(kv.pool().ref_count(before[3]), 0);
+  EXPECT_FALSE(kv.pool().has_hash(before[3]));
+  expect_counts(kv, 9, 3, 0);
+  // Blocks 0 and 1 are full of computed tokens and registered; block 2 holds one computed
+  // token and one pending: not registered, so a probe hits 2 blocks, not 3.
+  EXPECT_TRUE(kv.pool().has_hash(before[0]) && kv.pool().has_hash(before[1]));
+  EXPECT_FALSE(kv.pool().has_hash(before[2]));
+  EXPECT_EQ(kv.find_prefix(cat(a, toks(8, 900))).n_tokens, 8);
+  kv.truncate(1, 9);  // not longer: no-op
+  expect_counts(kv, 9, 3, 0);
+  kv.truncate(1, 8);  // down to exactly the 8 computed tokens: 2 full blocks
+  EXPECT_EQ(kv.table(1).size(), 2u);
+  expect_counts(kv, 10, 2, 0);
+  kv.free(1);
+  expect_counts(kv, 10, 0, 2);
+}
+
 using KvManagerDeathTest = ::testing::Test;
 
 TEST_F(KvManagerDeathTest, PreconditionsAreAsserted) {
@@ -271,6 +306,8 @@ TEST_F(KvManagerDeathTest, PreconditionsAreAsserted) {
   kv.on_computed(1, 8);
   EXPECT_DEATH(kv.on_computed(1, 4), "goes back");
   EXPECT_DEATH(kv.on_computed(7, 4), "unknown sequence");
+  EXPECT_DEATH(kv.truncate(1, 7), "drops computed tokens");
+  EXPECT_DEATH(kv.truncate(7, 4), "unknown sequence");
   const PrefixHit hit = kv.find_prefix(cat(a, {1}));
   ASSERT_EQ(hit.n_tokens, 8);
   kv.free(1);

@@ -10,43 +10,12 @@
 
 #include "sample/sampler.h"
 #include "sampling_reference.h"
+#include "stats_util.h"
 
 namespace tf {
 namespace {
 
-// Regularised upper incomplete gamma Q(a, x) (Numerical Recipes 6.2: series below a + 1,
-// Lentz's continued fraction above).
-double gamma_q(double a, double x) {
-  if (x <= 0.0) return 1.0;
-  const double log_prefactor = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1.0) {
-    double ap = a, term = 1.0 / a, sum = term;
-    for (int n = 0; n < 10000 && std::abs(term) > std::abs(sum) * 1e-16; ++n) {
-      ap += 1.0;
-      term *= x / ap;
-      sum += term;
-    }
-    return 1.0 - sum * std::exp(log_prefactor);
-  }
-  const double tiny = 1e-300;
-  double b = x + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2.0;
-    d = an * d + b;
-    if (std::abs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::abs(c) < tiny) c = tiny;
-    d = 1.0 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::abs(delta - 1.0) < 1e-16) break;
-  }
-  return std::exp(log_prefactor) * h;
-}
-
-// P(X >= x) for X ~ chi-square with df degrees of freedom.
-double chi_square_survival(double x, int df) { return gamma_q(df / 2.0, x / 2.0); }
+using test::chi_square_survival;
 
 TEST(SampleChiSquareHelper, MatchesTabulatedQuantiles) {
   // 0.999 quantiles from standard tables.

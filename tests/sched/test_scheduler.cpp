@@ -390,14 +390,91 @@ TEST(Scheduler, SlidingWindowReleasesOutOfWindowBlocks) {
   EXPECT_EQ(sim.sched.n_preemptions(), 0);
 }
 
+// Speculation: a decoding sequence computes its last token and its proposals in one step,
+// keeps the accepted ones and the token after them, and ends with the output it has without
+// speculation, in fewer steps. Rejected proposals' slots are rolled back (the sim's KV check
+// fails on a stale one) and their blocks released (checked after every step).
+TEST(Scheduler, SpeculativeTokensAreVerifiedAndRolledBack) {
+  auto run = [](int32_t spec_k) {
+    Sim sim({.kv = {.n_blocks = 32, .block_size = kBs}, .sched = {.max_batch_tokens = 64, .max_seqs = 4},
+             .spec_k = spec_k});
+    sim.add(0, 0, toks(6, 10), 40);
+    sim.add(1, 0, toks(3, 70), 33);
+    sim.run();
+    return sim;
+  };
+  const Sim plain = run(0), spec = run(4);
+  for (int64_t id : {0, 1}) {
+    EXPECT_EQ(spec.reqs.at(id).tokens, plain.reqs.at(id).tokens) << "request " << id;
+    EXPECT_GT(spec.reqs.at(id).n_accepted, 0) << "request " << id;
+    EXPECT_LT(spec.reqs.at(id).n_accepted, spec.reqs.at(id).n_proposed) << "request " << id;
+  }
+  EXPECT_LT(spec.n_steps(), plain.n_steps() * 2 / 3);
+  EXPECT_EQ(spec.kv.pool().n_blocks_used(), 0);
+  EXPECT_EQ(spec.kv.pool().n_blocks_free() + spec.kv.pool().n_blocks_cached(), 32);
+}
+
+// Proposals take only what decodes leave: with 4 decoding sequences and a budget of 7, each
+// decode gets its token every step and the proposals share the 3 tokens left, first come
+// first served in priority order; a prefill chunk waiting behind them gets what remains.
+TEST(Scheduler, ProposalsNeverDelayADecode) {
+  Sim sim({.kv = {.n_blocks = 64, .block_size = kBs}, .sched = {.max_batch_tokens = 7, .max_seqs = 5}, .spec_k = 2});
+  for (int64_t id = 0; id < 4; ++id) sim.add(id, int32_t(id), toks(2, int32_t(100 * id)), 30);
+  for (int i = 0; i < 4; ++i) sim.step();  // every prompt computed
+  sim.add(4, 9, toks(20, 5000), 24);       // highest priority, but a prefill
+  for (int i = 0; i < 6 && !sim.reqs.at(0).done; ++i) {
+    const ScheduleOutput so = sim.step();
+    int32_t n_spec = 0;
+    for (int64_t id = 0; id < 4; ++id) {
+      if (sim.reqs.at(id).done) continue;
+      const ScheduledSeq* q = find(so, id);
+      ASSERT_NE(q, nullptr) << "decode " << id << " stalled";
+      n_spec += q->n_spec;
+    }
+    EXPECT_LE(n_spec, 3);
+    EXPECT_LE(so.n_tokens, 7);
+  }
+  sim.run();
+}
+
+// Proposals never preempt a sequence or evict a cached prefix: a pool of 4 blocks, 2 of them
+// cached; the decoding sequence's proposals stop at the free blocks, and a cached block is
+// evicted only when the sequence's own next token needs it.
+TEST(Scheduler, ProposalsNeverPreemptOrEvict) {
+  Sim sim({.kv = {.n_blocks = 4, .block_size = kBs}, .sched = {.max_batch_tokens = 32, .max_seqs = 2}, .spec_k = 6});
+  sim.add(0, 0, toks(8, 900), 9);  // finishes in one step: 2 full blocks stay cached
+  sim.run();
+  ASSERT_EQ(sim.kv.pool().n_blocks_cached(), 2);
+  sim.add(1, 0, toks(3, 10), 16);
+  sim.step();
+  while (!sim.sched.empty()) {
+    const int32_t have = int32_t(sim.kv.table(1).size()), n_free = sim.kv.pool().n_blocks_free();
+    const int64_t evictions = sim.kv.pool().n_evictions();
+    const int32_t n_before = sim.sched.n_computed(1);
+    const ScheduleOutput so = sim.step();
+    const ScheduledSeq* q = find(so, 1);
+    ASSERT_NE(q, nullptr);
+    const int32_t own = std::max(have, KvManager::blocks_for(n_before + 1, kBs));  // blocks the decode needs
+    EXPECT_LE(KvManager::blocks_for(q->start + q->n_new, kBs) - own, std::max(0, n_free - (own - have)))
+        << "proposals took more than the free blocks at step " << sim.n_steps() - 1;
+    if (sim.kv.pool().n_evictions() > evictions) {
+      EXPECT_TRUE(own > have && n_free == 0) << "a proposal evicted";
+    }
+    ASSERT_LT(sim.n_steps(), 40);
+  }
+  EXPECT_EQ(sim.sched.n_preemptions(), 0);
+  EXPECT_EQ(sim.kv.pool().n_evictions(), 2) << "the sequence's own tokens needed both cached blocks in the end";
+  EXPECT_GT(sim.reqs.at(1).n_proposed, 0);
+}
+
 // Random traffic: shared prefixes, priorities, aborts, a small pool (preemption), with and
 // without a sliding window. Every request completes with the output of an unconstrained run.
 TEST(Scheduler, RandomTrafficMatchesAnUnconstrainedRun) {
   for (int32_t window : {0, 12}) {
-    auto run = [&](int32_t n_blocks, int32_t budget, int32_t max_seqs, bool caching) {
+    auto run = [&](int32_t n_blocks, int32_t budget, int32_t max_seqs, bool caching, int32_t spec_k = 0) {
       Sim sim({.kv = {.n_blocks = n_blocks, .block_size = kBs, .sliding_window = window,
                       .enable_prefix_caching = caching},
-               .sched = {.max_batch_tokens = budget, .max_seqs = max_seqs}});
+               .sched = {.max_batch_tokens = budget, .max_seqs = max_seqs}, .spec_k = spec_k});
       std::mt19937 rng(1234);
       const std::vector<int32_t> systems[2] = {toks(9, 10000), toks(16, 20000)};
       int64_t next = 0;
@@ -422,16 +499,28 @@ TEST(Scheduler, RandomTrafficMatchesAnUnconstrainedRun) {
     };
     SCOPED_TRACE("window " + std::to_string(window));
     const Sim ref = run(1024, 1024, 64, false);
-    const Sim tight = run(16, 24, 6, true);
-    EXPECT_EQ(ref.sched.n_preemptions(), 0);
-    EXPECT_GT(tight.sched.n_preemptions(), 0) << "the small pool should force preemption";
-    EXPECT_GT(tight.sched.stats().n_prefix_hit_tokens, 0);
-    ASSERT_EQ(ref.reqs.size(), tight.reqs.size());
-    for (const auto& [id, r] : ref.reqs) {
-      const Sim::Req& t = tight.reqs.at(id);
-      if (id % 11 == 5) continue;  // aborted
-      EXPECT_EQ(t.tokens, r.tokens) << "request " << id;
-      EXPECT_EQ(int32_t(t.tokens.size()), t.max_len) << "request " << id;
+    // Speculation with the same small pool and budget: proposals, rollback, preemption
+    // and prefix hits in one run.
+    for (int32_t spec_k : {0, 3}) {
+      SCOPED_TRACE("spec_k " + std::to_string(spec_k));
+      const Sim tight = run(14, 24, 6, true, spec_k);
+      EXPECT_EQ(ref.sched.n_preemptions(), 0);
+      EXPECT_GT(tight.sched.n_preemptions(), 0) << "the small pool should force preemption";
+      EXPECT_GT(tight.sched.stats().n_prefix_hit_tokens, 0);
+      ASSERT_EQ(ref.reqs.size(), tight.reqs.size());
+      int64_t n_accepted = 0, n_proposed = 0;
+      for (const auto& [id, r] : ref.reqs) {
+        const Sim::Req& t = tight.reqs.at(id);
+        n_accepted += t.n_accepted;
+        n_proposed += t.n_proposed;
+        if (id % 11 == 5) continue;  // aborted
+        EXPECT_EQ(t.tokens, r.tokens) << "request " << id;
+        EXPECT_EQ(int32_t(t.tokens.size()), t.max_len) << "request " << id;
+      }
+      if (spec_k > 0) {
+        EXPECT_GT(n_accepted, 0);
+        EXPECT_LT(n_accepted, n_proposed) << "some proposals were meant to be rejected";
+      }
     }
   }
 }

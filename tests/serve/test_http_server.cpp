@@ -280,6 +280,33 @@ TEST_F(Serve, DisconnectAbortsAndFreesKvBlocks) {
   EXPECT_EQ(std::stod(t.substr(t.find(key) + key.size())), aborted_before + 1) << t;
 }
 
+// A server with speculative decoding (prompt lookup, fixed length): the same greedy text as
+// the engine without it, streamed and not, and the acceptance counters in /metrics.
+TEST(ServeSpec, GreedyOutputUnchangedAndAcceptanceInMetrics) {
+  TestServer s({}, EngineOptions{.spec = {.method = "ngram", .k = 4, .adaptive = false}});
+  auto c = s.client();
+  const json body{{"prompt", kPrompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+  const HttpReply r = post(c, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const std::string want = engine_greedy(kPrompt, 40);
+  EXPECT_EQ(r.body["choices"][0]["text"], want);
+  json streamed = body;
+  streamed["stream"] = true;
+  const StreamReply sr = post_stream(c, "/v1/completions", streamed);
+  std::string text;
+  for (size_t at = sr.text.find("data: {"); at != std::string::npos; at = sr.text.find("data: {", at + 1)) {
+    const json chunk = json::parse(sr.text.substr(at + 6, sr.text.find('\n', at) - at - 6));
+    text += chunk["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, want);
+  const std::string m = get_metrics(s);
+  EXPECT_GT(metric(m, "twofold_spec_decode_num_drafts_total"), 0) << m;
+  EXPECT_GT(metric(m, "twofold_spec_decode_num_accepted_tokens_total"), 0);
+  EXPECT_GT(metric(m, "twofold_spec_decode_acceptance_rate"), 0);
+  EXPECT_GT(metric(m, "twofold_spec_decode_mean_accepted_length"), 1);
+  EXPECT_EQ(metric(m, "twofold_spec_decode_num_draft_tokens_total") >= metric(m, "twofold_spec_decode_num_accepted_tokens_total"), true);
+}
+
 // Past max_running + max_waiting requests in flight: 429 with Retry-After.
 TEST(ServeLimits, FullQueueGets429WithRetryAfter) {
   TestServer s(serve::ServerOptions{.max_waiting = 1}, EngineOptions{.max_seqs = 1});

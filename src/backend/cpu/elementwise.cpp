@@ -1,31 +1,38 @@
 // Row-wise CPU ops: embedding lookup, RMSNorm, SwiGLU and GeGLU, the mixture-of-experts
-// MLPs (grouped by expert), and the row gather before the LM head. Rows are independent: threads split rows,
-// the inner loops over d vectorise.
-#include <omp.h>
-
+// MLPs (grouped by expert), and the row gather before the LM head. Rows are independent: a
+// decode step's few rows run on the calling thread, larger batches are split across the pool
+// in chunks of rows.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels/kernels.h"
 #include "backend/shape_checks.h"
 
 namespace tf {
 namespace {
 
-void norm_row(const float* x, const float* w, int64_t d, float eps, float* out) {
-  float ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < d; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss / float(d) + eps);
-#pragma omp simd
-  for (int64_t i = 0; i < d; ++i) out[i] = x[i] * inv * w[i];
+// Rows per chunk below which an op is not worth a fork/join.
+constexpr int64_t kMinRowsPerChunk = 8;
+
+// fn(r0, r1) over rows [0, rows), split across the pool when there are enough of them.
+template <typename Fn>
+void for_rows(ThreadPool& pool, int64_t rows, Fn&& fn) {
+  if (rows < 2 * kMinRowsPerChunk) return fn(int64_t(0), rows);
+  const int64_t n_chunks = pool.chunks_for(rows, kMinRowsPerChunk);
+  pool.parallel_for(n_chunks, [&](int64_t c, int) { fn(c * rows / n_chunks, (c + 1) * rows / n_chunks); });
 }
 
-std::vector<float> weight_f32(const TensorView& w) {
-  std::vector<float> v(size_t(w.numel()));
-  load_row_f32(w.data, w.dtype, 0, w.numel(), v.data());
-  return v;
+inline float gelu_tanh(float g) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+}
+
+// Rows [row0, row0 + n) of the 2-D weight w, as a view of the same memory.
+TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n) {
+  return make_view(static_cast<uint8_t*>(w.data) + size_t(row0) * dtype_row_bytes(w.dtype, w.shape[1]), w.dtype,
+                   {n, w.shape[1]});
 }
 
 }  // namespace
@@ -34,60 +41,62 @@ void CpuBackend::embedding(const TensorView& table, const TensorView& out) {
   const auto& ids = batch().token_ids;
   const int64_t d = table.shape[1], n = int64_t(ids.size());
   check_2d(out, n, d, "embedding out");
+  const cpu::KernelTable& kt = cpu::kernels();
+  const size_t row_bytes = size_t(d) * dtype_size(table.dtype);
   for (int64_t t = 0; t < n; ++t) {
     TF_ASSERT(ids[size_t(t)] >= 0 && ids[size_t(t)] < table.shape[0], "token id {} out of range", ids[size_t(t)]);
-    load_row_f32(table.data, table.dtype, int64_t(ids[size_t(t)]) * d, d, out.as<float>() + t * d);
+    kt.widen_row(table.as<uint8_t>() + size_t(ids[size_t(t)]) * row_bytes, table.dtype, d, out.as<float>() + t * d);
   }
 }
 
 void CpuBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
                           const TensorView& out) {
   const int64_t d = x.row_size(), rows = x.n_rows();
-  const std::vector<float> wf = weight_f32(w);
-#pragma omp parallel for schedule(static) if (rows > 8)
-  for (int64_t r = 0; r < rows; ++r) norm_row(x.as<float>() + r * d, wf.data(), d, eps, out.as<float>() + r * d);
-}
-
-namespace {
-
-inline float silu(float g) { return g / (1.0f + std::exp(-g)); }
-inline float gelu_tanh(float g) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-}
-
-template <float (*Act)(float)>
-void gated(const TensorView& gate_up, const TensorView& out, const char* what) {
-  const int64_t d_ff = out.shape[1], rows = out.shape[0];
-  check_2d(gate_up, rows, 2 * d_ff, what);
-#pragma omp parallel for schedule(static) if (rows > 8)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* g = gate_up.as<float>() + r * 2 * d_ff;
-    const float* u = g + d_ff;
-    float* o = out.as<float>() + r * d_ff;
-    for (int64_t i = 0; i < d_ff; ++i) o[i] = Act(g[i]) * u[i];
+  const cpu::KernelTable& kt = cpu::kernels();
+  const float* wf = w.as<float>();
+  if (w.dtype != DType::F32) {
+    float* buf = scratch(0, size_t(d));
+    kt.widen_row(w.data, w.dtype, d, buf);
+    wf = buf;
   }
+  for_rows(pool(), rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) kt.rms_norm_row(x.as<float>() + r * d, wf, d, eps, out.as<float>() + r * d);
+  });
 }
 
-// Rows [row0, row0 + n) of the 2-D weight w, as a view of the same memory.
-TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n) {
-  TensorView v = make_view(static_cast<uint8_t*>(w.data) + size_t(row0) * dtype_row_bytes(w.dtype, w.shape[1]),
-                           w.dtype, {n, w.shape[1]});
-  return v;
+void CpuBackend::swiglu(const TensorView& gate_up, const TensorView& out) {
+  const int64_t d_ff = out.shape[1], rows = out.shape[0];
+  check_2d(gate_up, rows, 2 * d_ff, "swiglu gate_up");
+  const cpu::KernelTable& kt = cpu::kernels();
+  for_rows(pool(), rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = gate_up.as<float>() + r * 2 * d_ff;
+      kt.swiglu_row(g, g + d_ff, d_ff, out.as<float>() + r * d_ff);
+    }
+  });
 }
 
-}  // namespace
-
-void CpuBackend::swiglu(const TensorView& gate_up, const TensorView& out) { gated<silu>(gate_up, out, "swiglu gate_up"); }
-void CpuBackend::geglu(const TensorView& gate_up, const TensorView& out) { gated<gelu_tanh>(gate_up, out, "geglu gate_up"); }
+// GeGLU (tanh approximation) in scalar code: the same at every ISA level.
+void CpuBackend::geglu(const TensorView& gate_up, const TensorView& out) {
+  const int64_t d_ff = out.shape[1], rows = out.shape[0];
+  check_2d(gate_up, rows, 2 * d_ff, "geglu gate_up");
+  for_rows(pool(), rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = gate_up.as<float>() + r * 2 * d_ff;
+      const float* u = g + d_ff;
+      float* o = out.as<float>() + r * d_ff;
+      for (int64_t i = 0; i < d_ff; ++i) o[i] = gelu_tanh(g[i]) * u[i];
+    }
+  });
+}
 
 // Tokens grouped by expert: each expert that some (row, slot) pair of the batch chose gets
 // those pairs' rows of x gathered into one block [m_e, d_model], which goes through the
-// expert's gate|up rows and down rows as two matmuls (cpu_matmul: threads and the
-// register-blocked kernel), so a chosen expert's weights are read once per step however
-// many tokens chose it, and an unchosen one's not at all. Each pair's output lands in its own
-// row of y [rows * top_k, d_model]; out[r] = sum_j weights[r, j] y[r * top_k + j] then adds
-// them in j order, as the reference does, so the grouping changes no sum.
+// expert's gate|up rows and down rows as two matmuls (CpuBackend::matmul on the pool), so a
+// chosen expert's weights are read once per step however many tokens chose it, and an
+// unchosen one's not at all. Each pair's output lands in its own row of y [rows * top_k,
+// d_model]; out[r] = sum_j weights[r, j] y[r * top_k + j] then adds them in j order, as the
+// reference does, so the grouping changes no sum.
 void CpuBackend::moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights,
                              const TensorView& w_gate_up, const TensorView& w_down, const MoeParams& p,
                              const TensorView& out) {
@@ -115,22 +124,23 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& ids, const T
     ys.resize(size_t(me * d));
     const TensorView xv = make_view(xs.data(), DType::F32, {me, d}), guv = make_view(gu.data(), DType::F32, {me, 2 * f}),
                      actv = make_view(act.data(), DType::F32, {me, f}), yv = make_view(ys.data(), DType::F32, {me, d});
-    cpu_matmul(xv, weight_rows(w_gate_up, e * 2 * f, 2 * f), TensorView{}, guv);
+    matmul(xv, weight_rows(w_gate_up, e * 2 * f, 2 * f), TensorView{}, guv);
     swiglu(guv, actv);
-    cpu_matmul(actv, weight_rows(w_down, e * d, d), TensorView{}, yv);
+    matmul(actv, weight_rows(w_down, e * d, d), TensorView{}, yv);
     for (int64_t i = 0; i < me; ++i) std::copy_n(ys.data() + i * d, d, y.data() + mine[size_t(i)] * d);
   }
   const float* wt = weights.as<const float>();
-#pragma omp parallel for schedule(static) if (m.rows > 8)
-  for (int64_t r = 0; r < m.rows; ++r) {
-    float* o = out.as<float>() + r * d;
-    for (int64_t c = 0; c < d; ++c) o[c] = 0.0f;
-    for (int64_t j = 0; j < k; ++j) {
-      const float w = wt[r * k + j];
-      const float* yr = y.data() + (r * k + j) * d;
-      for (int64_t c = 0; c < d; ++c) o[c] += w * yr[c];
+  for_rows(pool(), m.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* o = out.as<float>() + r * d;
+      for (int64_t c = 0; c < d; ++c) o[c] = 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = wt[r * k + j];
+        const float* yr = y.data() + (r * k + j) * d;
+        for (int64_t c = 0; c < d; ++c) o[c] += w * yr[c];
+      }
     }
-  }
+  });
 }
 
 void CpuBackend::gather_logit_rows(const TensorView& x, const TensorView& out) {

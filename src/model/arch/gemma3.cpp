@@ -35,12 +35,12 @@ void read_gemma3_config(const ConfigFields& f, ModelConfig& c) {
   c.layer_types = read_layer_types(f, c.n_layers);
   if (c.layer_types.empty()) {  // transformers: every pattern-th layer is full, the others slide
     const char* pattern_key = f.has("sliding_window_pattern") ? "sliding_window_pattern" : "_sliding_window_pattern";
-    const int64_t pattern = f.positive_int_or(pattern_key, 6);
+    const int64_t pattern = f.positive_int_or(pattern_key, ConfigLimits::kMaxLayers, 6);
     for (int64_t il = 0; il < c.n_layers; ++il)
       c.layer_types.push_back((il + 1) % pattern != 0 ? LayerAttention::Sliding : LayerAttention::Full);
   }
   for (LayerAttention t : c.layer_types)
-    if (t == LayerAttention::Sliding) c.sliding_window = f.positive_int("sliding_window");
+    if (t == LayerAttention::Sliding) c.sliding_window = f.positive_int("sliding_window", ConfigLimits::kMaxPositions);
 }
 
 WeightTable gemma3_weight_table(const ModelConfig& c) {

@@ -18,7 +18,7 @@ void read_mixtral_config(const ConfigFields& f, ModelConfig& c) {
   read_moe_fields(f, c, "intermediate_size");
   c.moe_renormalize = true;  // transformers' Mixtral always divides the top-k weights by their sum
   c.moe_layers.assign(size_t(c.n_layers), true);
-  c.sliding_window = f.positive_int_or("sliding_window", 0);
+  c.sliding_window = f.positive_int_or("sliding_window", ConfigLimits::kMaxPositions, 0);
 }
 
 WeightTable mixtral_weight_table(const ModelConfig& c) {
@@ -42,7 +42,7 @@ void read_qwen3_moe_config(const ConfigFields& f, ModelConfig& c) {
   read_qwen3_config(f, c);
   read_moe_fields(f, c, "moe_intermediate_size");
   c.moe_renormalize = f.boolean_or("norm_topk_prob", false);
-  const int64_t step = f.positive_int_or("decoder_sparse_step", 1);
+  const int64_t step = f.positive_int_or("decoder_sparse_step", ConfigLimits::kMaxLayers, 1);
   std::vector<int64_t> dense;
   if (f.has("mlp_only_layers")) {
     const nlohmann::json& v = f.at("mlp_only_layers");

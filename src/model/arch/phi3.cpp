@@ -14,7 +14,7 @@ namespace tf {
 void read_phi3_config(const ConfigFields& f, ModelConfig& c) {
   require_silu_mlp(f);
   if (f.boolean_or("attention_bias", false)) f.bad("attention_bias", "false (Phi-3's projections have no biases)");
-  c.sliding_window = f.positive_int_or("sliding_window", 0);
+  c.sliding_window = f.positive_int_or("sliding_window", ConfigLimits::kMaxPositions, 0);
 }
 
 WeightTable phi3_weight_table(const ModelConfig& c) {

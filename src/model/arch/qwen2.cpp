@@ -26,7 +26,7 @@ void read_qwen_sliding_window(const ConfigFields& f, ModelConfig& c) {
       types.push_back(il >= first ? LayerAttention::Sliding : LayerAttention::Full);
   }
   if (std::find(types.begin(), types.end(), LayerAttention::Sliding) == types.end()) return;
-  c.sliding_window = f.positive_int("sliding_window");
+  c.sliding_window = f.positive_int("sliding_window", ConfigLimits::kMaxPositions);
   c.layer_types = std::move(types);
 }
 

@@ -61,12 +61,14 @@ ModelConfig load_model_config(const std::string& dir) {
   if (const std::optional<std::string> gguf = find_gguf_model(dir)) return gguf_model_config(GgufFile(*gguf));
   const std::string config_path = dir + "/config.json";
   if (!file_exists(config_path)) fail("{}: no such file (a model folder needs config.json)", config_path);
-  ModelConfig c = parse_model_config(read_text_file(config_path), config_path);
+  ModelConfig c = load_guarded(config_path, [&] { return parse_model_config(read_text_file(config_path), config_path); });
 
   const std::string gen_path = dir + "/generation_config.json";
   if (file_exists(gen_path)) {
-    const nlohmann::json g = parse_json_object(read_text_file(gen_path), gen_path);
-    parse_special_ids(ConfigFields(g, gen_path), c);
+    load_guarded(gen_path, [&] {
+      const nlohmann::json g = parse_json_object(read_text_file(gen_path), gen_path);
+      parse_special_ids(ConfigFields(g, gen_path), c);
+    });
   }
   return c;
 }
@@ -81,9 +83,14 @@ WeightTable weight_table(const ModelConfig& cfg) {
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   ModelConfig cfg = load_model_config(dir);
   WeightTable table = weight_table(cfg);
-  std::unique_ptr<TensorSource> weights = opt.dummy_weights
-                                              ? std::make_unique<RandomWeights>(table, opt.dummy_seed)
-                                              : open_tensor_source(dir);
+  std::unique_ptr<TensorSource> weights;
+  if (opt.dummy_weights) {
+    // Random weights are sized by the config alone, so an allocation failure there is its fault.
+    const std::string config_path = find_gguf_model(dir).value_or(dir + "/config.json");
+    weights = load_guarded(config_path, [&] { return std::make_unique<RandomWeights>(table, opt.dummy_seed); });
+  } else {
+    weights = open_tensor_source(dir);
+  }
   validate_weights(table, *weights);
   const ArchEntry& arch = arch_of(cfg);
   return arch.make_model(ModelBuild{.cfg = std::move(cfg), .table = std::move(table), .weights = std::move(weights),

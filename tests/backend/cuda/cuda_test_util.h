@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "core/batch.h"
+#include "engine/forward_runner.h"
+#include "model/arch/model.h"
 #include "attention_history.h"
 #include "cuda_test_report.h"
 #include "op_test_util.h"
@@ -146,6 +149,34 @@ class KvPools {
  private:
   Backend* be_;
   std::function<const TensorView&(int, int)> pool_, scale_;
+};
+
+// A model (`dir`) on two CUDA backends that both record, with the GEMV kernel pinned (not the
+// timed choice, which may differ between two backends) and a BF16 KV pool of `n_blocks`
+// blocks of 16: run(0, b) records and replays forwards (after one eager warm-up per key),
+// run(1, b) drops every recording first, so it runs the same padded shapes eagerly. The
+// logits of the two must agree bit for bit.
+struct RecordedAndEager {
+  RecordedAndEager(const std::string& dir, int64_t n_blocks) {
+    for (int i = 0; i < 2; ++i) {
+      be[i] = make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"});
+      model[i] = load_model(dir, *be[i]);
+      const ModelConfig& cfg = model[i]->config();
+      be[i]->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks, .block_size = 16,
+                                       .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim,
+                                       .dtype = DType::BF16});
+    }
+  }
+  cuda::CudaBackend& recording() { return dynamic_cast<cuda::CudaBackend&>(*be[0]); }
+  std::vector<float> run(int i, const Batch& batch) {
+    if (i == 1) be[i]->graph_reset();
+    const TensorView logits = run_forward(*model[i], *be[i], batch);
+    std::vector<float> out(size_t(logits.numel()));
+    be[i]->copy_to_host(logits, out.data());
+    return out;
+  }
+  std::unique_ptr<Backend> be[2];
+  std::unique_ptr<Model> model[2];
 };
 
 }  // namespace tf::test

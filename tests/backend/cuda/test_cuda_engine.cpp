@@ -37,20 +37,6 @@ namespace {
 constexpr double kLogitTol = 3e-2;
 constexpr double kTieTol = 0.25;
 
-// top-1 minus top-2 of one row of logits
-double margin(const float* row, int64_t n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
-    if (row[i] > a) {
-      b = a;
-      a = row[i];
-    } else if (row[i] > b) {
-      b = row[i];
-    }
-  }
-  return double(a) - double(b);
-}
-
 // Parameter: the KV dtype, with "-eager" for a run without CUDA Graphs (the default records
 // decode steps, so the other cases test the recorded path).
 class CudaEngine : public ::testing::TestWithParam<std::string> {
@@ -86,7 +72,7 @@ TEST_P(CudaEngine, TinyMainMatchesGolden) {
     const std::vector<float> ref = cpu.score(g.input_ids, /*all_positions=*/true);
     int n_checked = 0, n_wrong = 0;
     for (size_t i = 0; i < g.input_ids.size(); ++i) {
-      if (margin(ref.data() + i * size_t(n_vocab), n_vocab) < kTieTol) continue;
+      if (test::top2_margin(ref.data() + i * size_t(n_vocab), n_vocab) < kTieTol) continue;
       ++n_checked;
       const int32_t got = argmax({all.data() + i * size_t(n_vocab), size_t(n_vocab)});
       n_wrong += got != g.argmax_per_position[i];
@@ -171,7 +157,7 @@ TEST_P(CudaEngine, BatchedEqualsAloneUpToNearTies) {
       const std::vector<float> logits = e.score(seq, /*all_positions=*/true);
       std::vector<double> m;
       for (int32_t d = 0; d < kNew; ++d)
-        m.push_back(margin(logits.data() + (p.size() - 1 + size_t(d)) * size_t(n_vocab), n_vocab));
+        m.push_back(test::top2_margin(logits.data() + (p.size() - 1 + size_t(d)) * size_t(n_vocab), n_vocab));
       alone_margins.push_back(m);
     }
   }

@@ -839,19 +839,10 @@ INSTANTIATE_TEST_SUITE_P(Ops, CudaAttention,
 // set to.
 TEST(CudaGraphs, ReplayEqualsEagerBitwise) {
   TF_REQUIRE_CUDA_DEVICE();
-  const std::string dir = std::string(TF_SOURCE_DIR) + "/models/tiny-main";
-  std::unique_ptr<Backend> be[2] = {make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"}),
-                                    make_backend(BackendKind::Cuda, {.graphs = true, .gemv = "custom"})};
-  std::unique_ptr<Model> model[2];
-  for (int i = 0; i < 2; ++i) {
-    model[i] = load_model(dir, *be[i]);
-    const ModelConfig& cfg = model[i]->config();
-    be[i]->init_kv_cache(KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = 64, .block_size = 16,
-                                     .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim, .dtype = DType::BF16});
-  }
-  const int64_t n_vocab = model[0]->config().n_vocab;
-  auto& rec = dynamic_cast<cuda::CudaBackend&>(*be[0]);
-  const test::KvPools pools(*be[0], rec);
+  test::RecordedAndEager two(std::string(TF_SOURCE_DIR) + "/models/tiny-main", 64);
+  const int64_t n_vocab = two.model[0]->config().n_vocab;
+  cuda::CudaBackend& rec = two.recording();
+  const test::KvPools pools(*two.be[0], rec);
   pools.poison_all();
   Rng rng(test::seed_of({10}));
   const int32_t lens[4] = {20, 33, 7, 12};
@@ -861,13 +852,7 @@ TEST(CudaGraphs, ReplayEqualsEagerBitwise) {
     for (int32_t i = 0; i < lens[s]; ++i) seqs[size_t(s)].push_back(int32_t(rng.uniform_int(0, n_vocab - 1)));
     for (int b = 0; b < 4; ++b) tables[size_t(s)].push_back(next_block++);  // 64 tokens each
   }
-  auto run = [&](int i, const Batch& batch) {
-    if (i == 1) be[i]->graph_reset();
-    const TensorView logits = run_forward(*model[i], *be[i], batch);
-    std::vector<float> out(size_t(logits.numel()));
-    be[i]->copy_to_host(logits, out.data());
-    return out;
-  };
+  auto run = [&](int i, const Batch& batch) { return two.run(i, batch); };
   // prefill (not a decode batch: eager on both)
   {
     BatchBuilder bb(16, 4);
@@ -898,7 +883,7 @@ TEST(CudaGraphs, ReplayEqualsEagerBitwise) {
   }
   EXPECT_GE(rec.n_graphs(), 1) << "no decode step was recorded";
   // blocks 16..63 belong to nobody
-  const KvCacheSpec& spec = be[0]->kv_spec();
+  const KvCacheSpec& spec = two.be[0]->kv_spec();
   const size_t block_bytes = size_t(spec.n_kv_heads * spec.block_size * spec.head_dim) * 2;
   bool untouched = true;
   for (int il = 0; il < int(spec.n_layers); ++il)

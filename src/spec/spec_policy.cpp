@@ -1,0 +1,164 @@
+#include "spec/spec_policy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include "core/error.h"
+
+namespace tf {
+namespace {
+
+// Index i and weight w such that x lies between grid[i] and grid[i + 1] (w = 0 at grid[i]),
+// clamped to the first interval below the grid; above it, the last interval is extended.
+std::pair<size_t, double> bracket(const std::vector<int32_t>& grid, double x) {
+  if (grid.size() == 1) return {0, 0.0};
+  size_t i = 0;
+  while (i + 2 < grid.size() && x > grid[i + 1]) ++i;
+  const double w = (x - grid[i]) / double(grid[i + 1] - grid[i]);
+  return {i, std::max(0.0, w)};
+}
+
+double lerp(double a, double b, double w) { return a + (b - a) * w; }
+
+}  // namespace
+
+double SpecCostModel::verify(int32_t batch, int32_t k) const {
+  TF_ASSERT(!empty() && verify_s.size() == batches.size() * ks.size(), "empty or malformed cost model");
+  auto at_batch = [&](size_t ib) {
+    const auto [ik, w] = bracket(ks, k);
+    const double a = verify_s[ib * ks.size() + ik];
+    return ks.size() == 1 ? a : std::max(0.0, lerp(a, verify_s[ib * ks.size() + ik + 1], w));
+  };
+  if (batch >= batches.back()) return at_batch(batches.size() - 1) * double(batch) / batches.back();
+  const auto [ib, w] = bracket(batches, batch);
+  return lerp(at_batch(ib), at_batch(ib + 1), w);
+}
+
+double SpecCostModel::draft(int32_t batch) const {
+  TF_ASSERT(!empty() && draft_s.size() == batches.size(), "empty or malformed cost model");
+  if (batch >= batches.back()) return draft_s.back() * double(batch) / batches.back();
+  const auto [ib, w] = bracket(batches, batch);
+  return lerp(draft_s[ib], draft_s[ib + 1], w);
+}
+
+nlohmann::json SpecCostModel::to_json() const {
+  nlohmann::json v = nlohmann::json::array();
+  for (size_t ib = 0; ib < batches.size(); ++ib)
+    v.push_back(std::vector<double>(verify_s.begin() + ptrdiff_t(ib * ks.size()),
+                                    verify_s.begin() + ptrdiff_t((ib + 1) * ks.size())));
+  return {{"batches", batches}, {"ks", ks}, {"verify_s", v}, {"draft_s", draft_s}};
+}
+
+SpecCostModel SpecCostModel::from_json(const nlohmann::json& j, const std::string& where) {
+  SpecCostModel m;
+  try {
+    m.batches = j.at("batches").get<std::vector<int32_t>>();
+    m.ks = j.at("ks").get<std::vector<int32_t>>();
+    m.draft_s = j.at("draft_s").get<std::vector<double>>();
+    for (const auto& row : j.at("verify_s")) {
+      const auto r = row.get<std::vector<double>>();
+      if (r.size() != m.ks.size()) fail("{}: each row of 'verify_s' needs one time per entry of 'ks'", where);
+      m.verify_s.insert(m.verify_s.end(), r.begin(), r.end());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not a speculation cost model ({})", where, e.what());
+  }
+  auto strictly_ascending = [](const std::vector<int32_t>& v) {
+    return !v.empty() && std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
+  };
+  if (!strictly_ascending(m.batches) || m.batches[0] < 1)
+    fail("{}: 'batches' must be strictly ascending positive batch sizes", where);
+  if (!strictly_ascending(m.ks) || m.ks[0] != 0) fail("{}: 'ks' must be strictly ascending from 0", where);
+  if (m.verify_s.size() != m.batches.size() * m.ks.size() || m.draft_s.size() != m.batches.size())
+    fail("{}: 'verify_s' needs one row per batch size and 'draft_s' one time per batch size", where);
+  for (double t : m.verify_s)
+    if (!(t > 0.0 && std::isfinite(t))) fail("{}: step times in 'verify_s' must be positive", where);
+  for (double t : m.draft_s)
+    if (!(t >= 0.0 && std::isfinite(t))) fail("{}: step times in 'draft_s' must be >= 0", where);
+  return m;
+}
+
+double median_step_seconds(const std::function<void()>& step, int warmup, int runs) {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+CostGrid default_cost_grid(int32_t max_batch, int32_t k_max) {
+  CostGrid g;
+  for (int32_t b = 1; b < max_batch; b *= 4) g.batches.push_back(b);
+  g.batches.push_back(std::max(1, max_batch));
+  for (int32_t k = 0; k < k_max; k = k == 0 ? 1 : 2 * k) g.ks.push_back(k);
+  g.ks.push_back(std::max(0, k_max));
+  g.batches.erase(std::unique(g.batches.begin(), g.batches.end()), g.batches.end());
+  g.ks.erase(std::unique(g.ks.begin(), g.ks.end()), g.ks.end());
+  return g;
+}
+
+SpecCostModel measure_cost_model(const CostGrid& grid, const std::function<double(int32_t, int32_t)>& verify_s,
+                                 const std::function<double(int32_t)>& draft_s,
+                                 const std::function<void(int32_t, int32_t)>& progress) {
+  SpecCostModel m{.batches = grid.batches, .ks = grid.ks};
+  const int32_t total = int32_t(grid.batches.size() * (grid.ks.size() + 1));
+  int32_t done = 0;
+  for (int32_t b : grid.batches) {
+    for (int32_t k : grid.ks) {
+      m.verify_s.push_back(verify_s(b, k));
+      if (progress) progress(++done, total);
+    }
+    m.draft_s.push_back(draft_s(b));
+    if (progress) progress(++done, total);
+  }
+  return m;
+}
+
+void AcceptanceRate::observe(int32_t n_proposed, int32_t n_accepted) {
+  if (n_proposed <= 0) return;
+  kept_ = decay_ * kept_ + n_accepted;
+  seen_ = decay_ * seen_ + n_accepted + (n_accepted < n_proposed ? 1 : 0);
+}
+
+void AcceptanceRate::idle() {
+  kept_ *= kIdleDecay;
+  seen_ *= kIdleDecay;
+}
+
+bool proposals_can_pay(const std::vector<double>& c) {
+  for (size_t j = 1; j < c.size(); ++j)
+    if (double(j + 1) > c[j]) return true;
+  return false;
+}
+
+std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max) {
+  const double plain = m.verify(batch, 0), draft = m.draft(batch);
+  std::vector<double> c;
+  for (int32_t j = 0; j <= k_max; ++j) c.push_back((m.verify(batch, j) + j * draft) / plain);
+  return c;
+}
+
+int32_t proposal_length(double rate, const std::vector<double>& c) {
+  double tokens = 1.0, used = 1.0, best = 0.0;
+  int32_t best_j = 0;
+  for (size_t j = 0; j < c.size(); ++j) {
+    if (j > 0) tokens += (used *= rate);
+    const double ratio = tokens / c[j];
+    if (ratio > best * (1.0 + 1e-12)) {
+      best = ratio;
+      best_j = int32_t(j);
+    }
+  }
+  return best_j;
+}
+
+}  // namespace tf

@@ -1,0 +1,132 @@
+// Adaptive proposal lengths: the cost model's interpolation and JSON form, the acceptance
+// rate, and the rule "the length with the most expected tokens per unit of step time". Its
+// promise is checked on a synthetic device-like cost model: the expected throughput of a step
+// with the chosen length (iid acceptance, E[tokens] = 1 + rate + ... + rate^j) is never below
+// plain decoding and is the best of every fixed length.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "spec/spec_policy.h"
+
+namespace tf {
+namespace {
+
+// A device-like model: a step costs max(weights read, FLOPs) with the crossover at 64 tokens,
+// plus a per-step overhead; the draft step costs a tenth of a plain one.
+SpecCostModel device_like() {
+  SpecCostModel m{.batches = {1, 4, 16, 64}, .ks = {0, 1, 2, 4, 8}};
+  for (int32_t b : m.batches) {
+    for (int32_t k : m.ks) m.verify_s.push_back(1e-3 * (0.1 + std::max(1.0, double(b * (1 + k)) / 64.0)));
+    m.draft_s.push_back(1e-4 * (0.1 + std::max(1.0, double(b) / 64.0)));
+  }
+  return m;
+}
+
+TEST(SpecCostModel, InterpolatesAndExtrapolates) {
+  const SpecCostModel m = device_like();
+  EXPECT_DOUBLE_EQ(m.verify(4, 2), m.verify_s[1 * 5 + 2]);
+  EXPECT_DOUBLE_EQ(m.verify(8, 0), (m.verify(4, 0) * 8 + m.verify(16, 0) * 4) / 12) << "linear in batch";
+  EXPECT_DOUBLE_EQ(m.verify(16, 3), (m.verify(16, 2) + m.verify(16, 4)) / 2) << "linear in k";
+  EXPECT_DOUBLE_EQ(m.verify(128, 0), 2 * m.verify(64, 0)) << "past the grid: proportional to the batch";
+  EXPECT_DOUBLE_EQ(m.verify(1, 16), m.verify(1, 8) + 8 * (m.verify(1, 8) - m.verify(1, 4)) / 4);
+  EXPECT_DOUBLE_EQ(m.draft(2), (m.draft(1) * 2 + m.draft(4)) / 3);
+}
+
+TEST(SpecCostModel, JsonRoundTripAndErrorsNameTheField) {
+  const SpecCostModel m = device_like();
+  const SpecCostModel back = SpecCostModel::from_json(m.to_json(), "x.json");
+  EXPECT_EQ(back.batches, m.batches);
+  EXPECT_EQ(back.ks, m.ks);
+  EXPECT_EQ(back.verify_s, m.verify_s);
+  EXPECT_EQ(back.draft_s, m.draft_s);
+  auto error_of = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = m.to_json();
+    edit(j);
+    try {
+      SpecCostModel::from_json(j, "costs.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of([](nlohmann::json& j) { j.erase("ks"); }).find("costs.json"), std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["ks"][0] = 1; }).find("'ks'"), std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["batches"] = {4, 1, 16, 64}; }).find("'batches'"), std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["verify_s"][1][2] = -1.0; }).find("positive"), std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["verify_s"][1].erase(0); }).find("'verify_s'"), std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["draft_s"].erase(0); }).find("'draft_s'"), std::string::npos);
+}
+
+TEST(SpecCostModel, DefaultGridAndMeasurement) {
+  const CostGrid g = default_cost_grid(64, 4);
+  EXPECT_EQ(g.batches, (std::vector<int32_t>{1, 4, 16, 64}));
+  EXPECT_EQ(g.ks, (std::vector<int32_t>{0, 1, 2, 4}));
+  EXPECT_EQ(default_cost_grid(10, 6).batches, (std::vector<int32_t>{1, 4, 10}));
+  EXPECT_EQ(default_cost_grid(1, 1).ks, (std::vector<int32_t>{0, 1}));
+  int32_t calls = 0;
+  const SpecCostModel m = measure_cost_model(
+      g, [&](int32_t b, int32_t k) { return ++calls, double(b * 100 + k); }, [](int32_t b) { return double(b); });
+  EXPECT_EQ(calls, 16);
+  EXPECT_DOUBLE_EQ(m.verify(16, 2), 1602);
+  EXPECT_DOUBLE_EQ(m.draft(64), 64);
+}
+
+TEST(AcceptanceRate, FollowsRecentVerificationsAndDriftsBackWhenIdle) {
+  AcceptanceRate a;
+  EXPECT_DOUBLE_EQ(a.rate(), 0.5);
+  for (int i = 0; i < 20; ++i) a.observe(4, 4);
+  EXPECT_GT(a.rate(), 0.9);
+  for (int i = 0; i < 20; ++i) a.observe(4, 0);
+  EXPECT_LT(a.rate(), 0.2);
+  for (int i = 0; i < 100; ++i) a.idle();
+  EXPECT_NEAR(a.rate(), 0.5, 0.01);
+  a.observe(0, 0);  // nothing verified: no information
+  EXPECT_NEAR(a.rate(), 0.5, 0.01);
+  EXPECT_NEAR(a.rate(0.9), 0.9, 0.01) << "without data: the prior";
+  AcceptanceRate slow(0.98);
+  for (int i = 0; i < 5; ++i) slow.observe(4, 4);
+  EXPECT_GT(slow.rate(0.5), 0.85);
+}
+
+TEST(ProposalLength, ProposalsCanPayOnlyWhereSomeLengthBeatsPlainAtFullAcceptance) {
+  EXPECT_TRUE(proposals_can_pay({1.0, 1.9}));
+  EXPECT_FALSE(proposals_can_pay({1.0, 2.0, 3.1, 4.5}));
+  EXPECT_FALSE(proposals_can_pay({1.0}));
+  EXPECT_FALSE(proposals_can_pay(proposal_costs(device_like(), 128, 8)));
+  EXPECT_TRUE(proposals_can_pay(proposal_costs(device_like(), 1, 8)));
+}
+
+// Expected tokens per second of a step at batch b where every sequence proposes j tokens at
+// acceptance rate r (iid acceptance), draft steps included.
+double throughput(const SpecCostModel& m, int32_t b, int32_t j, double r) {
+  double tokens = 1, used = 1;
+  for (int32_t i = 0; i < j; ++i) tokens += (used *= r);
+  return b * tokens / (m.verify(b, j) + j * m.draft(b));
+}
+
+TEST(ProposalLength, NeverSlowerThanPlainAndLongAtBatchOne) {
+  const SpecCostModel m = device_like();
+  for (int32_t b : {1, 2, 4, 8, 16, 32, 64, 128}) {
+    const std::vector<double> c = proposal_costs(m, b, 8);
+    ASSERT_EQ(c.size(), 9u);
+    EXPECT_DOUBLE_EQ(c[0], 1.0);
+    for (double r : {0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99}) {
+      const int32_t j = proposal_length(r, c);
+      double best = 0;
+      for (int32_t f = 0; f <= 8; ++f) best = std::max(best, throughput(m, b, f, r));
+      EXPECT_GE(throughput(m, b, j, r), throughput(m, b, 0, r) * (1 - 1e-12)) << "batch " << b << " rate " << r;
+      EXPECT_GE(throughput(m, b, j, r), best * (1 - 1e-12)) << "batch " << b << " rate " << r;
+    }
+  }
+  // Memory-bound batch 1, good acceptance: long proposals; compute-bound batch 128: none.
+  EXPECT_GE(proposal_length(0.8, proposal_costs(m, 1, 8)), 6);
+  EXPECT_EQ(proposal_length(0.95, proposal_costs(m, 128, 8)), 0);
+  EXPECT_EQ(proposal_length(0.0, proposal_costs(m, 1, 8)), 0);
+}
+
+}  // namespace
+}  // namespace tf
