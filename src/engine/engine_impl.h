@@ -13,6 +13,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "sample/sampler.h"
 #include "sample/stop_matcher.h"
+#include "engine/weight_copies.h"
 #include "sched/scheduler.h"
 #include "twofold/engine.h"
 
@@ -63,6 +64,8 @@ struct Engine::Impl {
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;  // see EngineMetrics
   TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)
   std::vector<int32_t> ids_host;
+  std::vector<CopyRange> copy_policy;  // which weight copy steps use (as given or measured at load)
+  std::vector<CopyTiming> copy_timings;  // the measurements behind it, when measured
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;

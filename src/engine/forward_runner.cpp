@@ -42,7 +42,8 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   const Batch padded = pad_decode_batch(batch, bucket, max_blocks, pad_block, int32_t(backend.kv_spec().block_size));
   const PreparedStep p = model.prepare(padded);
   if (p.buffers_moved) backend.graph_reset();
-  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 20 | uint64_t(padded.n_out()) << 40;
+  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 20 | uint64_t(padded.n_out()) << 40 |
+                       uint64_t(p.weight_copy) << 58;
   const GraphStep g = backend.graph_begin(key);
   try {
     if (g != GraphStep::Replayed) model.run();
