@@ -72,7 +72,7 @@ int run_serve(ServeArgs a) {
   std::vector<std::unique_ptr<serve::EngineLoop>> loops;
   for (int i = 0; i < a.dp; ++i) {
     auto engine = std::make_unique<Engine>(EngineOptions{
-        .model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+        .model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
         .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
         .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
         .enable_prefix_caching = !a.no_prefix_caching, .tensor_parallel = a.tp});
