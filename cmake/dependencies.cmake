@@ -1,6 +1,7 @@
 # Third-party libraries, all from Debian 12 packages (see README.md / .ci/run):
 #   nlohmann-json3-dev, libcli11-dev, libfmt-dev, libpcre2-dev, libgtest-dev, OpenMP (gcc),
-#   libcpp-httplib-dev (the server), libeigen3-dev (the quantizers' linear algebra).
+#   libboost-dev (Boost.Asio and Beast, header-only: the server), libcpp-httplib-dev (the
+#   HTTP client of the server tests), libeigen3-dev (the quantizers' linear algebra).
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
@@ -10,6 +11,7 @@ find_package(Threads REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(Boost 1.74 REQUIRED)
 # Debian builds cpp-httplib as a shared library with OpenSSL/zlib/brotli on; its .pc file
 # carries the matching CPPHTTPLIB_*_SUPPORT defines, which change class layouts, so use them.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

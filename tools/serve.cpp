@@ -1,10 +1,11 @@
 // `twofold serve`: the OpenAI-compatible HTTP server (src/serve) over one engine.
 //
-// Threads: the main thread loads the model and then runs the HTTP listener; the engine
-// thread (EngineLoop) owns the Engine (with --dp M, M engine threads, each owning a replica,
-// behind a router that picks the least-loaded one; --tp N shards each replica's model); a pool of HTTP workers serves connections; a signal
-// thread waits for SIGTERM/SIGINT and drains the server (503 to new requests, in-flight
-// ones finish within --grace-period, the rest are aborted), after which the process exits 0.
+// Threads: the main thread loads the model and then serves HTTP (with one more I/O thread
+// and a small pool that parses and tokenizes requests); the engine thread (EngineLoop) owns
+// the Engine (with --dp M, M engine threads, each owning a replica, behind a router that
+// picks the least-loaded one; --tp N shards each replica's model); a signal thread waits
+// for SIGTERM/SIGINT and drains the server (503 to new requests, in-flight ones finish
+// within --grace-period, the rest are aborted), after which the process exits 0.
 #include <pthread.h>
 
 #include <csignal>
@@ -91,9 +92,12 @@ int run_serve(ServeArgs a) {
               !a.chat_template.empty() ? a.chat_template.c_str()
               : chat                   ? "the model's"
                                        : "none (chat requests get 400; --chat-template FILE gives one)");
-  std::printf("  KV cache: %lld blocks x %d tokens = %lld tokens (%s, %.1f MiB); %d running + %d waiting requests%s\n",
+  std::printf("  KV cache: %lld blocks x %d tokens = %lld tokens (%s, %.1f MiB); %d running + %d waiting requests; "
+              "%d connections%s\n",
               (long long)kv_blocks, a.block_size, (long long)kv_tokens, a.model.kv_dtype.c_str(), kv_mib,
-              a.server.max_running, a.server.max_waiting, a.server.api_key.empty() ? "" : "; API key required");
+              a.server.max_running, a.server.max_waiting, server.max_connections(),
+              a.server.api_key.empty() ? "" : a.server.open_metrics ? "; API key required (not on /health, /metrics)"
+                                                                    : "; API key required (not on /health)");
   if (a.dp > 1 || a.tp > 1)
     std::printf("  parallel: %d data-parallel replica(s) (KV cache and --max-seqs per replica), %d tensor-parallel rank(s) each "
                 "(KV MiB per rank)\n", a.dp, a.tp);
@@ -121,12 +125,19 @@ void add_serve(CLI::App& app, Runner& run) {
   serve::ServerOptions& s = a->server;
   c->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   c->add_option("--port", s.port, "Port (0: any free port, printed at startup)")->capture_default_str();
-  c->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (default: none)");
+  c->add_option("--api-key", s.api_key,
+                 "Require 'Authorization: Bearer KEY' on every path but /health (default: none)");
+  c->add_flag("--open-metrics", s.open_metrics,
+              "With --api-key: serve /metrics without the key too (it shows load and token counts)");
   c->add_option("--served-model-name", s.served_model_name, "Model name in the API (default: the folder's name)");
   c->add_option("--max-waiting", s.max_waiting, "Requests admitted beyond --max-seqs before answering 429")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c->add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->capture_default_str();
-  c->add_option("--max-connections", s.max_connections, "HTTP worker threads (concurrent connections served)")
+  c->add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413 (chunked ones too)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--max-connections", s.max_connections, "Open connections (streams included); past it 503")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--listen-backlog", s.listen_backlog,
+                "Connects the kernel queues before accept (capped by net.core.somaxconn)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--grace-period", s.grace_s, "Seconds in-flight requests may finish after SIGTERM")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

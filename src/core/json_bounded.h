@@ -31,8 +31,8 @@ struct JsonTooDeep {};  // thrown out of the parser callback; nlohmann lets it p
 }  // namespace detail
 
 // Parses `text` into Json (nlohmann::json or ordered_json); throws tf::Error "<origin>: ..."
-// naming the fault: not valid JSON (with nlohmann's byte position) or nesting deeper than
-// opt.max_depth.
+// naming the fault: not valid JSON (with nlohmann's byte position, or the offset of a NUL
+// byte) or nesting deeper than opt.max_depth.
 template <typename Json = nlohmann::json>
 Json parse_json_bounded(std::string_view text, std::string_view origin,
                         const JsonParseOptions<Json>& opt = {}) {
@@ -44,6 +44,11 @@ Json parse_json_bounded(std::string_view text, std::string_view origin,
       throw detail::JsonTooDeep{};
     return opt.callback ? opt.callback(depth, event, parsed) : true;
   };
+  // nlohmann takes a NUL byte for the end of the input and ignores what follows it, so
+  // `{...}\0garbage` would parse; JSON text never contains a raw NUL (RFC 8259: control
+  // characters must be escaped even in strings), so any NUL is an error here.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    fail("{}: not valid JSON: a NUL byte at offset {}", origin, nul);
   try {
     return Json::parse(text.begin(), text.end(), check);
   } catch (const detail::JsonTooDeep&) {

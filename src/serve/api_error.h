@@ -12,6 +12,10 @@
 
 namespace tf::serve {
 
+// JSON text of a response; invalid UTF-8 (a token that ends mid-character, or client bytes
+// quoted in an error message) is replaced rather than thrown on.
+inline std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string type, std::optional<std::string> param = std::nullopt,

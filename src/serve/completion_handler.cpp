@@ -1,7 +1,6 @@
-// The generation endpoints; see completion_handler.h.
+// The generation endpoints apart from the transport; see completion_handler.h.
 #include "serve/completion_handler.h"
 
-#include <chrono>
 #include <ctime>
 #include <random>
 
@@ -11,18 +10,10 @@
 #include "model/tokenizer/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/replica_router.h"
-#include "serve/http_util.h"
 #include "serve/metrics.h"
-#include "serve/openai_response.h"
 
 namespace tf::serve {
 namespace {
-
-using namespace std::chrono_literals;
-
-// How long a stream waits for a token before writing an SSE comment; a client that went
-// away while its request was queued is noticed by the write that follows.
-constexpr auto kKeepAlive = 1s;
 
 uint64_t random_u64() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -53,7 +44,7 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
                          "/v1/completions");
     std::string text;
     try {
-      text = ctx.chat->render(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+      text = ctx.chat->render(r.messages, r.add_generation_prompt, /*tools=*/nullptr, r.chat_template_kwargs);
     } catch (const tf::Error& e) {
       bad_request(param, std::string("cannot apply the model's chat template to 'messages': ") + e.what());
     }
@@ -76,118 +67,122 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
   return ids;
 }
 
-// Everything one streamed response carries between calls of the content provider.
-struct StreamState {
-  std::shared_ptr<RequestStream> stream;
-  std::shared_ptr<Admission::Slot> slot;  // given back when the response is destroyed
-  ResponseMeta meta;
-  Usage usage;
-  size_t text_offset = 0;
-  bool started = false;
-};
-
-// One call of the chunked content provider: waits for the next outputs (or a keep-alive
-// tick) and writes them as SSE events; the finishing output adds the finish chunk, the
-// usage chunk when asked for, and "data: [DONE]". Returns false when the client is gone.
-bool pump(const CompletionContext& ctx, StreamState& st, httplib::DataSink& sink) {
-  std::string data;
-  if (!st.started && st.meta.endpoint == Endpoint::Chat)
-    data += sse_event(stream_chunk(st.meta, ctx.loop.tokenizer(), ChunkPart{.first = true}));
-  st.started = true;
-  std::vector<RequestOutput> outs;
-  if (!st.stream->wait(outs, kKeepAlive) && data.empty()) data = ": keep-alive\n\n";
-  bool done = false;
-  for (const RequestOutput& o : outs) {
-    st.usage.completion_tokens += int32_t(o.new_token_ids.size());
-    if (!o.text.empty() || !o.logprobs.empty()) {
-      data += sse_event(stream_chunk(st.meta, ctx.loop.tokenizer(),
-                                     ChunkPart{.text = o.text, .logprobs = o.logprobs, .text_offset = st.text_offset}));
-      for (const SampledLogprobs& lp : o.logprobs) st.text_offset += ctx.loop.tokenizer().token_bytes(lp.sampled.id).size();
-    }
-    if (!o.finished) continue;
-    done = true;
-    const std::string error = st.stream->error();
-    if (!error.empty()) {
-      data += sse_event(ApiError(500, error, "server_error").to_json());
-    } else {
-      data += sse_event(stream_chunk(st.meta, ctx.loop.tokenizer(), ChunkPart{.finish = o.finish_reason}));
-      if (st.meta.include_usage) data += sse_event(usage_chunk(st.meta, st.usage));
-    }
-    data += "data: [DONE]\n\n";
-  }
-  if (!data.empty() && !sink.write(data.data(), data.size())) {
-    ctx.loop.abort(*st.stream);
-    return false;
-  }
-  if (done) sink.done();
-  return true;
-}
-
-void respond_streaming(const CompletionContext& ctx, httplib::Response& res, std::shared_ptr<StreamState> st) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [&ctx, st](size_t, httplib::DataSink& sink) { return pump(ctx, *st, sink); },
-      // Called when the response is done with, whatever happened; a stream that did not
-      // finish lost its client, so the engine stops working for it.
-      [&ctx, st](bool) { ctx.loop.abort(*st->stream); });
-}
-
-void respond_whole(const CompletionContext& ctx, httplib::Response& res, StreamState& st) {
-  std::string text;
-  std::vector<SampledLogprobs> logprobs;
-  FinishReason why = FinishReason::None;
-  std::vector<RequestOutput> outs;
-  while (why == FinishReason::None) {
-    outs.clear();
-    st.stream->wait(outs, kKeepAlive);
-    for (RequestOutput& o : outs) {
-      text += o.text;
-      st.usage.completion_tokens += int32_t(o.new_token_ids.size());
-      logprobs.insert(logprobs.end(), o.logprobs.begin(), o.logprobs.end());
-      if (o.finished) why = o.finish_reason;
-    }
-  }
-  const std::string error = st.stream->error();
-  if (!error.empty()) return send_error(res, ApiError(500, error, "server_error"));
-  send_json(res, 200, full_response(st.meta, ctx.loop.tokenizer(), text, logprobs, why, st.usage));
-}
 
 }  // namespace
 
-void handle_completion(const CompletionContext& ctx, Endpoint endpoint, const httplib::Request& req,
-                       httplib::Response& res) {
+std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endpoint endpoint, std::string_view body,
+                                              std::function<void()> notify) {
   try {
-    ApiRequest r = endpoint == Endpoint::Chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
+    ApiRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body) : parse_completion_request(body);
     // Unknown model: 404 with code model_not_found, as the OpenAI API answers it (not 400).
     if (r.model && *r.model != ctx.model_name)
-      throw ApiError(404, "The model '" + *r.model + "' does not exist (this server serves '" + ctx.model_name + "')",
+      throw ApiError(404, "The model '" + r.model->substr(0, 200) + "' does not exist (this server serves '" +
+                              ctx.model_name + "')",
                      "invalid_request_error", "model", "model_not_found");
-    const std::vector<int32_t> ids = prompt_ids(ctx, r);
+    std::vector<int32_t> ids = prompt_ids(ctx, r);
     fit_max_tokens(r, int64_t(ids.size()), ctx.loop.config().max_position);
     if (!r.seed_given) r.sampling.seed = random_u64();
 
-    auto st = std::make_shared<StreamState>();
-    st->slot = ctx.admission.try_acquire();
-    if (!st->slot) {
+    const ResponseMeta meta{.endpoint = endpoint, .id = new_id(endpoint), .created = int64_t(std::time(nullptr)),
+                            .model = ctx.model_name, .logprobs = r.want_logprobs, .include_usage = r.include_usage};
+    std::unique_ptr<Completion> c(new Completion(ctx, meta, r.stream, int32_t(ids.size())));
+    c->slot_ = ctx.admission.try_acquire();
+    if (!c->slot_) {
       ++ctx.metrics.rejected_queue_full;
-      res.set_header("Retry-After", "1");
       throw ApiError(429, "the server is at capacity (its waiting queue is full); retry later", "requests",
                      std::nullopt, "rate_limit_exceeded");
     }
     try {
-      st->stream = ctx.loop.submit(GenerateRequest{.prompt_ids = ids, .sampling = r.sampling, .priority = r.priority});
-    } catch (const tf::Error& e) {
-      bad_request(prompt_param(endpoint), e.what());
+      c->stream_ = ctx.loop.submit(
+          GenerateRequest{.prompt_ids = std::move(ids), .sampling = r.sampling, .priority = r.priority},
+          std::move(notify));
+    } catch (const tf::Error& e) {  // the engine threads are stopping
+      throw ApiError(503, std::string("the server is shutting down: ") + e.what(), "server_error", std::nullopt,
+                     "shutting_down");
     }
-    st->meta = ResponseMeta{.endpoint = endpoint, .id = new_id(endpoint), .created = int64_t(std::time(nullptr)),
-                            .model = ctx.model_name, .logprobs = r.want_logprobs, .include_usage = r.include_usage};
-    st->usage.prompt_tokens = int32_t(ids.size());
-    if (r.stream) respond_streaming(ctx, res, st);
-    else respond_whole(ctx, res, *st);
+    return c;
   } catch (const ApiError& e) {
-    if (e.status() != 429) ++ctx.metrics.rejected_invalid;
-    send_error(res, e);
+    if (e.status() == 400 || e.status() == 404) ++ctx.metrics.rejected_invalid;
+    throw;
   }
+}
+
+Completion::Completion(const CompletionContext& ctx, ResponseMeta meta, bool stream_mode, int32_t n_prompt)
+    : ctx_(ctx), meta_(std::move(meta)), stream_mode_(stream_mode) {
+  usage_.prompt_tokens = n_prompt;
+}
+
+Completion::~Completion() {
+  if (!stream_) return;
+  stream_->detach_notify();
+  if (!finished_) ctx_.loop.abort(*stream_);
+}
+
+CompletionUpdate Completion::poll() {
+  if (finished_ || !stream_->decided()) return {};
+  if (stream_->refused()) {
+    finished_ = true;
+    ++ctx_.metrics.rejected_invalid;
+    return CompletionUpdate{.kind = CompletionUpdate::Kind::Error,
+                            .error = ApiError(400, stream_->error(), "invalid_request_error",
+                                              std::string(prompt_param(meta_.endpoint)))};
+  }
+  std::vector<RequestOutput> outs;
+  stream_->take(outs);
+  if (!stream_mode_) return whole_of(outs);
+  std::string bytes = events_of(outs);
+  if (bytes.empty() && started_) return {};
+  started_ = true;
+  return CompletionUpdate{.kind = CompletionUpdate::Kind::Events, .bytes = std::move(bytes), .finished = finished_};
+}
+
+// The SSE events for `outs`: the chat role chunk before anything else, a chunk per output
+// with text or logprobs; at the finish, the finish chunk (or an error event), the usage
+// chunk when asked for, and "data: [DONE]".
+std::string Completion::events_of(std::vector<RequestOutput>& outs) {
+  const Tokenizer& tok = ctx_.loop.tokenizer();
+  std::string data;
+  if (!started_ && meta_.endpoint == Endpoint::Chat) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.first = true}));
+  for (const RequestOutput& o : outs) {
+    usage_.completion_tokens += int32_t(o.new_token_ids.size());
+    if (!o.text.empty() || !o.logprobs.empty()) {
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = o.text, .logprobs = o.logprobs, .text_offset = text_offset_}));
+      for (const SampledLogprobs& lp : o.logprobs) text_offset_ += tok.token_bytes(lp.sampled.id).size();
+    }
+    if (!o.finished) continue;
+    finished_ = true;
+    const std::string error = stream_->error();
+    if (!error.empty()) {
+      data += sse_event(ApiError(500, error, "server_error").to_json());
+    } else {
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.finish = o.finish_reason}));
+      if (meta_.include_usage) data += sse_event(usage_chunk(meta_, usage_));
+    }
+    data += "data: [DONE]\n\n";
+    break;
+  }
+  return data;
+}
+
+CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
+  FinishReason why = FinishReason::None;
+  for (RequestOutput& o : outs) {
+    text_ += o.text;
+    usage_.completion_tokens += int32_t(o.new_token_ids.size());
+    logprobs_.insert(logprobs_.end(), o.logprobs.begin(), o.logprobs.end());
+    if (o.finished) why = o.finish_reason;
+  }
+  if (why == FinishReason::None) return {};
+  finished_ = true;
+  const std::string error = stream_->error();
+  if (!error.empty()) {
+    const ApiError e(500, error, "server_error");
+    return CompletionUpdate{.kind = CompletionUpdate::Kind::Body, .bytes = dump(e.to_json()), .status = 500,
+                            .finished = true};
+  }
+  return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
+                          .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), text_, logprobs_, why, usage_)),
+                          .finished = true};
 }
 
 }  // namespace tf::serve

@@ -1,18 +1,29 @@
-// POST /v1/completions and /v1/chat/completions: request JSON -> prompt ids -> engine ->
-// one JSON response or a Server-Sent Events stream ending in "data: [DONE]".
+// POST /v1/completions and /v1/chat/completions apart from the transport: request JSON ->
+// prompt ids -> engine -> one JSON response or Server-Sent Events ending in "data: [DONE]".
 //
 // Order of work, cheapest refusal first: parse and validate the fields (400 naming the
 // field), check the model name (404), render the chat template and tokenize (400 on the
 // prompt), fit max_tokens to the context (400), take an admission slot (429), submit to
-// the engine thread (its own refusals come back as 400).
+// the engine thread (its own refusal comes back through poll() as a 400; a server shutting
+// down answers 503).
+//
+// The HTTP session drives a Completion: it calls poll() each time the engine's `notify`
+// fires and writes what poll() returns. Destroying a Completion that has not finished (its
+// client went away) aborts the request, which frees its KV blocks at once, and gives back
+// its admission slot.
 #pragma once
 
-#include <httplib.h>
-
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "serve/admission.h"
+#include "serve/api_error.h"
 #include "serve/openai_protocol.h"
+#include "serve/openai_response.h"
 
 namespace tf {
 class ChatTemplate;
@@ -21,6 +32,7 @@ class ChatTemplate;
 namespace tf::serve {
 
 class ReplicaRouter;
+class RequestStream;
 class ServerMetrics;
 
 struct CompletionContext {
@@ -31,7 +43,55 @@ struct CompletionContext {
   std::string model_name;
 };
 
-void handle_completion(const CompletionContext& ctx, Endpoint endpoint, const httplib::Request& req,
-                       httplib::Response& res);
+// What the transport sends next.
+struct CompletionUpdate {
+  enum class Kind : uint8_t {
+    None,    // nothing yet
+    Error,   // `error` is the whole answer (the engine refused the request)
+    Events,  // `bytes`: Server-Sent Events to append to the stream
+    Body,    // `bytes`: the whole JSON response, status `status`
+  };
+  Kind kind = Kind::None;
+  std::optional<ApiError> error;
+  std::string bytes;
+  int status = 200;
+  bool finished = false;  // Events: the stream ended with "data: [DONE]"; Body: always
+};
+
+class Completion {
+ public:
+  // Everything up to and including the submission to the engine (see the file comment).
+  // `notify` is called from an engine thread whenever poll() has news; it must be cheap.
+  // Throws ApiError.
+  static std::unique_ptr<Completion> start(const CompletionContext& ctx, Endpoint endpoint, std::string_view body,
+                                           std::function<void()> notify);
+  ~Completion();  // aborts the request if it has not finished; gives back the slot
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+
+  bool streaming() const { return stream_mode_; }
+  // Takes what the engine produced since the last call. Call after each notify.
+  CompletionUpdate poll();
+  bool finished() const { return finished_; }
+
+ private:
+  Completion(const CompletionContext& ctx, ResponseMeta meta, bool stream_mode, int32_t n_prompt);
+  std::string events_of(std::vector<RequestOutput>& outs);
+  CompletionUpdate whole_of(std::vector<RequestOutput>& outs);
+
+  const CompletionContext& ctx_;
+  std::shared_ptr<Admission::Slot> slot_;
+  std::shared_ptr<RequestStream> stream_;
+  ResponseMeta meta_;
+  Usage usage_;
+  bool stream_mode_ = false;
+  bool started_ = false;   // the first poll after the engine took the request happened
+  bool finished_ = false;
+  // Streaming: bytes of text sent so far (completions logprobs' text_offset).
+  size_t text_offset_ = 0;
+  // Whole response: what has arrived so far.
+  std::string text_;
+  std::vector<SampledLogprobs> logprobs_;
+};
 
 }  // namespace tf::serve

@@ -10,12 +10,25 @@ namespace tf::serve {
 
 // ---- RequestStream ----------------------------------------------------------------------------
 
-bool RequestStream::wait(std::vector<RequestOutput>& out, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  const bool ready = cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || finished_; });
+void RequestStream::take(std::vector<RequestOutput>& out) {
+  std::lock_guard lock(mu_);
   for (RequestOutput& o : queue_) out.push_back(std::move(o));
   queue_.clear();
-  return ready;
+}
+
+bool RequestStream::decided() const {
+  std::lock_guard lock(mu_);
+  return decided_;
+}
+
+bool RequestStream::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+bool RequestStream::refused() const {
+  std::lock_guard lock(mu_);
+  return refused_;
 }
 
 bool RequestStream::finished() const {
@@ -33,22 +46,35 @@ std::string RequestStream::error() const {
   return error_;
 }
 
+void RequestStream::detach_notify() {
+  std::lock_guard lock(notify_mu_);
+  notify_ = nullptr;
+}
+
+void RequestStream::notify() {
+  std::lock_guard lock(notify_mu_);
+  if (notify_) notify_();
+}
+
 void RequestStream::push(RequestOutput o) {
   {
     std::lock_guard lock(mu_);
     if (o.finished) finished_ = true;
     queue_.push_back(std::move(o));
   }
-  cv_.notify_all();
+  notify();
 }
 
-void RequestStream::accept(RequestId id) {
+bool RequestStream::accept(RequestId id) {
+  bool wanted = false;
   {
     std::lock_guard lock(mu_);
     id_ = id;
     decided_ = true;
+    wanted = !cancelled_;
   }
-  cv_.notify_all();
+  notify();
+  return wanted;
 }
 
 void RequestStream::reject(std::string error) {
@@ -56,9 +82,10 @@ void RequestStream::reject(std::string error) {
     std::lock_guard lock(mu_);
     error_ = std::move(error);
     decided_ = true;
+    refused_ = true;
     finished_ = true;
   }
-  cv_.notify_all();
+  notify();
 }
 
 void RequestStream::fail(std::string error) {
@@ -68,7 +95,7 @@ void RequestStream::fail(std::string error) {
     finished_ = true;
     queue_.push_back(RequestOutput{.id = id_, .finished = true, .finish_reason = FinishReason::Abort});
   }
-  cv_.notify_all();
+  notify();
 }
 
 // ---- EngineLoop -------------------------------------------------------------------------------
@@ -89,25 +116,34 @@ EngineLoop::~EngineLoop() {
   thread_.join();
 }
 
-std::shared_ptr<RequestStream> EngineLoop::submit(GenerateRequest req) {
+std::shared_ptr<RequestStream> EngineLoop::submit(GenerateRequest req, std::function<void()> notify) {
   auto s = std::make_shared<RequestStream>();
   s->request_ = std::move(req);
   s->arrival_ = Clock::now();
+  s->notify_ = std::move(notify);
   {
     std::lock_guard lock(mu_);
-    if (stop_) fail("the server is shutting down");
+    if (stop_) fail("the engine loop is stopping");
     inbox_.push_back(s);
   }
   cv_.notify_all();
-  std::unique_lock lock(s->mu_);
-  s->cv_.wait(lock, [&] { return s->decided_; });
-  if (s->id_ < 0) fail("{}", s->error_);
   return s;
 }
 
-void EngineLoop::abort(const RequestStream& s) {
-  const RequestId id = s.id();
-  if (id < 0 || s.finished()) return;
+// Before the engine thread decided, the stream is only marked: drain_inbox() then skips it,
+// or aborts it right after add_request (accept() and this check the mark under the
+// stream's lock, so one of the two sees it).
+void EngineLoop::abort(RequestStream& s) {
+  RequestId id = -1;
+  {
+    std::lock_guard lock(s.mu_);
+    if (!s.decided_) {
+      s.cancelled_ = true;
+      return;
+    }
+    if (s.finished_) return;
+    id = s.id_;
+  }
   {
     std::lock_guard lock(mu_);
     aborts_.push_back(id);
@@ -172,10 +208,14 @@ void EngineLoop::drain_inbox() {
       s->reject("the server is shutting down");
       continue;
     }
+    if (s->cancelled()) {
+      s->reject("the request was aborted before it started");
+      continue;
+    }
     try {
       const RequestId id = engine_->add_request(std::move(s->request_));
       live_[id] = s;
-      s->accept(id);
+      if (!s->accept(id)) engine_->abort(id);
     } catch (const std::exception& e) {
       s->reject(e.what());
     }

@@ -1,19 +1,23 @@
 // The engine thread: one thread owns the Engine (which is not thread-safe) and loops
-// step(); HTTP handler threads talk to it only through this class.
+// step(); other threads talk to it only through this class.
 //
-//   handler thread                         engine thread
-//   submit(req) --inbox-->                 add_request (tf::Error -> back to submit)
-//   stream->wait() <--RequestStream--      step(): outputs pushed to each request's stream
+//   HTTP side                              engine thread
+//   submit(req, notify) --inbox-->         add_request (accepted, or refused with its message)
+//   stream->take() <--RequestStream--      step(): outputs pushed to each request's stream,
+//                                          notify() called after each change
 //   abort(stream) --inbox-->               Engine::abort (KV blocks freed at once)
 //
-// The engine thread sleeps on a condition variable when nothing is queued or running (no
-// busy loop). After every iteration it publishes a snapshot of Engine::metrics() for
-// /metrics, and it records the latency histograms as tokens appear.
+// submit() does not wait for the engine thread, so an event-driven server never blocks on
+// it: the stream says when the engine took or refused the request. The engine thread sleeps
+// on a condition variable when nothing is queued or running (no busy loop). After every
+// iteration it publishes a snapshot of Engine::metrics() for /metrics, and it records the
+// latency histograms as tokens appear.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,38 +32,55 @@ namespace tf::serve {
 
 using Clock = std::chrono::steady_clock;
 
-// One request's outputs, in order, from the engine thread to the handler thread.
+// One request's outputs, in order, from the engine thread to the HTTP side.
 class RequestStream {
  public:
-  // Blocks until outputs are available, the request finished, or `timeout` passed; moves
-  // what arrived into `out` (appending). Returns false only on a timeout with nothing new.
-  bool wait(std::vector<RequestOutput>& out, std::chrono::milliseconds timeout);
+  // Moves the outputs that arrived into `out` (appending); never blocks.
+  void take(std::vector<RequestOutput>& out);
+  // The engine thread took or refused the request.
+  bool decided() const;
+  // The engine refused it (add_request threw); error() says why. No output will come.
+  bool refused() const;
   bool finished() const;
-  RequestId id() const { return id_; }
+  // The engine's id once decided (-1 before, or when refused).
+  RequestId id() const {
+    std::lock_guard lock(mu_);
+    return id_;
+  }
   // Valid once finished(): the engine's statistics of the request.
   RequestStats stats() const;
-  // Non-empty when the engine failed while running this request (an internal error); the
-  // stream then ends with a finished output of reason Abort.
+  // The refusal, or an internal error of the engine while running the request (the stream
+  // then ends with a finished output of reason Abort); empty otherwise.
   std::string error() const;
   // The data-parallel replica that runs it (ReplicaRouter), -1 before routing.
   int replica() const { return replica_; }
+  // After this returns, notify is never called again (its owner may go away).
+  void detach_notify();
 
  private:
   friend class EngineLoop;
   friend class ReplicaRouter;
   void push(RequestOutput o);
-  void accept(RequestId id);
+  // Records the engine's id; false when the request was aborted before (EngineLoop::abort).
+  bool accept(RequestId id);
+  bool cancelled() const;
   void reject(std::string error);
   void fail(std::string error);
+  void notify();
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   RequestId id_ = -1;
   bool decided_ = false;  // the engine thread took (or refused) the request
+  bool refused_ = false;
+  bool cancelled_ = false;  // aborted before the engine thread decided
   bool finished_ = false;
   std::string error_;     // refusal (from add_request) or an internal failure
   RequestStats stats_;
+  // Called after every change above, under notify_mu_ (so detach_notify() can wait out a
+  // call in progress).
+  std::mutex notify_mu_;
+  std::function<void()> notify_;
   // Engine-thread bookkeeping for the latency metrics.
   GenerateRequest request_;
   Clock::time_point arrival_, last_token_;
@@ -76,11 +97,14 @@ class EngineLoop {
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
-  // Queues the request and blocks until the engine thread has added it. Throws tf::Error
-  // with the engine's message if add_request refused it.
-  std::shared_ptr<RequestStream> submit(GenerateRequest req);
-  // Asks the engine thread to abort the request (no-op once finished).
-  void abort(const RequestStream& s);
+  // Queues the request for the engine thread and returns its stream at once; `notify` (may
+  // be empty) is called from the engine thread after each change of the stream. Throws
+  // tf::Error when the loop is stopping. Whether the engine took the request shows on the
+  // stream (decided(), refused()).
+  std::shared_ptr<RequestStream> submit(GenerateRequest req, std::function<void()> notify = {});
+  // Asks the engine thread to abort the request (no-op once finished); also before the
+  // engine thread took it.
+  void abort(RequestStream& s);
   void abort_all();
 
   // Immutable after construction: safe from any thread.

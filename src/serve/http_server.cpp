@@ -1,38 +1,91 @@
-// Routes, authentication, limits and graceful shutdown of the HTTP server; see http_server.h.
+// Listening, accepting, the connection limit and graceful shutdown; see http_server.h.
 #include "serve/http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <ctime>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "model/config.h"
 #include "serve/admission.h"
 #include "serve/completion_handler.h"
-#include "serve/replica_router.h"
-#include "serve/http_util.h"
+#include "serve/http_session.h"
 #include "serve/metrics.h"
+#include "serve/openai_response.h"
+#include "serve/replica_router.h"
 
 namespace tf::serve {
+namespace {
 
-using nlohmann::json;
+namespace beast = boost::beast;
+using namespace std::chrono_literals;
+
+std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(int64_t(s * 1000)); }
+
+int32_t default_handler_threads() {
+  return int32_t(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+}
+
+// Polls `done` every 10 ms for up to `limit`; true if it became true.
+template <typename F>
+bool wait_until(F done, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
   Impl(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions o)
       : opt(std::move(o)), loop(loop), metrics(metrics), admission(opt.max_running + opt.max_waiting),
         ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name},
-        created(int64_t(std::time(nullptr))) {}
+        created(int64_t(std::time(nullptr))),
+        pool(size_t(opt.handler_threads > 0 ? opt.handler_threads : default_handler_threads())) {
+    shared.rules = RequestRules{.max_body_bytes = opt.max_body_bytes, .api_key = opt.api_key,
+                                .open_metrics = opt.open_metrics};
+    shared.read_timeout = ms(opt.read_timeout_s);
+    shared.keep_alive_timeout = ms(opt.keep_alive_timeout_s);
+    shared.write_timeout = ms(opt.write_timeout_s);
+    shared.max_connections = std::max(opt.max_connections, 1);
+    shared.completions = &ctx;
+    shared.handler_pool = &pool;
+    shared.metrics = &metrics;
+    shared.models_json = [this] { return models_json(); };
+    shared.metrics_text = [this] {
+      std::string text = this->metrics.render(this->loop.metrics());
+      if (this->loop.size() > 1) text += this->loop.render_replica_metrics();  // data parallel: per replica too
+      return text;
+    };
+  }
+  // Engine threads stop posting first, the handler pool drains, then the io_context (and
+  // with it every connection still open) goes.
+  ~Impl() {
+    {
+      std::lock_guard lock(shared.gate->mu);
+      shared.gate->open = false;
+    }
+    pool.join();
+  }
 
-  void configure();
-  // Before routing: 503 while shutting down, 401 without the API key. Returns true when
-  // the request was answered here.
-  bool pre_route(const httplib::Request& req, httplib::Response& res);
-  // Gives every error without a body (unknown path, oversized body, malformed HTTP) an
-  // OpenAI-style JSON body.
-  void fill_error(const httplib::Request& req, httplib::Response& res) const;
-  void models(httplib::Response& res) const;
+  void accept();
+  std::string models_json() const;
+  void raise_fd_limit();
 
   ServerOptions opt;
   ReplicaRouter& loop;
@@ -40,124 +93,145 @@ struct HttpServer::Impl {
   Admission admission;
   CompletionContext ctx;
   int64_t created;
-  httplib::Server svr;
-  std::atomic<bool> draining{false};
+  SessionShared shared;
+  asio::thread_pool pool;
+  // Declared last, destroyed first: connections it still holds use the members above.
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  asio::steady_timer accept_retry{io};
 };
 
-void HttpServer::Impl::configure() {
-  const size_t n_workers = size_t(std::max(opt.max_connections, 1));
-  svr.new_task_queue = [n_workers] { return new httplib::ThreadPool(n_workers); };
-  svr.set_payload_max_length(opt.max_body_bytes);
-  svr.set_keep_alive_max_count(1000);
-  svr.set_tcp_nodelay(true);  // one token per SSE event: do not let Nagle batch them
-  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and
-  // silently share its connections; SO_REUSEADDR alone still allows a quick restart.
-  svr.set_socket_options([](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return pre_route(req, res) ? httplib::Server::HandlerResponse::Handled
-                               : httplib::Server::HandlerResponse::Unhandled;
-  });
-  svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) { fill_error(req, res); });
-  svr.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+std::string HttpServer::Impl::models_json() const {
+  const nlohmann::json model{{"id", opt.served_model_name}, {"object", "model"}, {"created", created},
+                             {"owned_by", "twofold"}, {"max_model_len", loop.config().max_position}};
+  return dump(nlohmann::json{{"object", "list"}, {"data", nlohmann::json::array({model})}});
+}
+
+// Past max_connections a connection is still accepted, to tell it 503 rather than leave it
+// in the backlog. Running out of file descriptors pauses accepting for 50 ms instead of
+// spinning.
+void HttpServer::Impl::accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor.is_open()) return;
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      accept_retry.expires_after(50ms);
+      accept_retry.async_wait([this](beast::error_code) { accept(); });
+      return;
     }
-    send_error(res, ApiError(500, "internal server error: " + what, "server_error"));
-  });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(ctx, Endpoint::Completions, req, res);
-  });
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(ctx, Endpoint::Chat, req, res);
-  });
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
-  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::string text = metrics.render(loop.metrics());
-    if (loop.size() > 1) text += loop.render_replica_metrics();  // data parallel: per replica too
-    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
+    const bool refuse = shared.n_connections.load() >= shared.max_connections;
+    try {
+      std::make_shared<HttpSession>(std::move(socket), shared, refuse)->start();
+    } catch (const std::exception& e) {  // this connection is lost (its socket closes), not the listener
+      std::fprintf(stderr, "twofold serve: cannot serve a connection: %s\n", e.what());
+    }
+    accept();
   });
 }
 
-bool HttpServer::Impl::pre_route(const httplib::Request& req, httplib::Response& res) {
-  if (draining) {
-    res.set_header("Connection", "close");
-    send_error(res, ApiError(503, "the server is shutting down", "server_error", std::nullopt, "shutting_down"));
-    return true;
+// Each connection holds one descriptor; the engine and the model files need some more.
+void HttpServer::Impl::raise_fd_limit() {
+  constexpr rlim_t kReserve = 256;
+  const rlim_t need = rlim_t(shared.max_connections) + kReserve;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < need) {
+    rl.rlim_cur = std::min(need, rl.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    ::getrlimit(RLIMIT_NOFILE, &rl);
   }
-  // /health and /metrics stay open for probes and scrapers, as in vLLM.
-  if (opt.api_key.empty() || req.path == "/health" || req.path == "/metrics") return false;
-  if (req.get_header_value("Authorization") == "Bearer " + opt.api_key) return false;
-  send_error(res, ApiError(401, "missing or incorrect API key: send the header 'Authorization: Bearer <key>'",
-                           "invalid_request_error", std::nullopt, "invalid_api_key"));
-  return true;
-}
-
-void HttpServer::Impl::fill_error(const httplib::Request& req, httplib::Response& res) const {
-  if (!res.body.empty()) return;  // a handler already wrote its error
-  if (res.status == 404) {
-    send_error(res, ApiError(404, "not found: " + req.method + " " + req.path, "invalid_request_error",
-                             std::nullopt, "not_found"));
-  } else if (res.status == 413) {
-    send_error(res, ApiError(413, "the request body is larger than the limit of " + std::to_string(opt.max_body_bytes) +
-                                      " bytes (--max-body-bytes)",
-                             "invalid_request_error", std::nullopt, "request_too_large"));
-  } else {
-    send_error(res, ApiError(res.status, "malformed HTTP request", "invalid_request_error"));
+  if (rl.rlim_cur < need) {
+    const int32_t fit = int32_t(std::max<rlim_t>(rl.rlim_cur, kReserve + 16) - kReserve);
+    std::fprintf(stderr,
+                 "twofold serve: the open-file limit is %llu, too low for --max-connections %d; serving at most %d "
+                 "connections (raise it with ulimit -n)\n",
+                 (unsigned long long)rl.rlim_cur, shared.max_connections, fit);
+    shared.max_connections = fit;
   }
-}
-
-void HttpServer::Impl::models(httplib::Response& res) const {
-  const json model{{"id", opt.served_model_name}, {"object", "model"}, {"created", created},
-                   {"owned_by", "twofold"}, {"max_model_len", loop.config().max_position}};
-  send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
 }
 
 HttpServer::HttpServer(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions opt)
-    : impl_(std::make_unique<Impl>(loop, chat, metrics, std::move(opt))) {
-  impl_->configure();
-}
+    : impl_(std::make_unique<Impl>(loop, chat, metrics, std::move(opt))) {}
 
 HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
-  const ServerOptions& o = impl_->opt;
-  int port = o.port;
-  if (o.port == 0) {
-    port = impl_->svr.bind_to_any_port(o.host);
-    if (port < 0) fail("cannot bind to {} on any port", o.host);
-  } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
-    fail("cannot bind to {}:{} (in use, or not an address of this machine?)", o.host, o.port);
+  Impl& m = *impl_;
+  const ServerOptions& o = m.opt;
+  tcp::endpoint where;
+  try {
+    tcp::resolver resolver(m.io);
+    where = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive).begin()->endpoint();
+  } catch (const std::exception& e) {
+    fail("cannot resolve the address '{}': {}", o.host, e.what());
   }
-  return port;
+  beast::error_code ec;
+  m.acceptor.open(where.protocol(), ec);
+  // SO_REUSEADDR (a quick restart) but not SO_REUSEPORT, which would let a second server
+  // bind the same port and silently share its connections.
+  if (!ec) m.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(where, ec);
+  if (ec) fail("cannot bind to {}:{} (in use, or not an address of this machine?): {}", o.host, o.port, ec.message());
+  m.acceptor.listen(std::max(o.listen_backlog, 1), ec);
+  if (ec) fail("cannot listen on {}:{}: {}", o.host, o.port, ec.message());
+  m.raise_fd_limit();
+  return m.acceptor.local_endpoint().port();
 }
 
-void HttpServer::run() { impl_->svr.listen_after_bind(); }
+void HttpServer::run() {
+  Impl& m = *impl_;
+  asio::post(m.io, [&m] { m.accept(); });
+  auto serve = [&m] {
+    for (;;) {
+      try {
+        m.io.run();
+        return;
+      } catch (const std::exception& e) {  // a handler threw: log it and keep serving
+        std::fprintf(stderr, "twofold serve: error in the HTTP layer: %s\n", e.what());
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(m.opt.io_threads, 1); ++i) threads.emplace_back(serve);
+  serve();
+  for (std::thread& t : threads) t.join();
+}
 
 // New requests are refused first (503), so the in-flight count can only fall; requests
-// still running after the grace period are aborted (they end with finish_reason "abort"),
-// and only then is the listener stopped, so no stream is cut mid-write.
+// still running after the grace period are aborted (they end with finish_reason "abort").
+// A slot is given back only once its answer is written, so when the count reaches zero no
+// stream is cut mid-write; then the listener and the idle connections are closed.
 void HttpServer::shutdown() {
-  impl_->draining = true;
-  const auto grace = std::chrono::duration<double>(impl_->opt.grace_s);
-  if (!impl_->admission.wait_idle(grace)) {
+  Impl& m = *impl_;
+  m.shared.draining = true;
+  const auto grace = std::chrono::duration<double>(m.opt.grace_s);
+  if (!m.admission.wait_idle(grace)) {
     std::fprintf(stderr, "twofold serve: %d requests still running after %.0f s; aborting them\n",
-                 impl_->admission.in_flight(), impl_->opt.grace_s);
-    impl_->loop.abort_all();
-    impl_->admission.wait_idle(std::chrono::seconds(10));
+                 m.admission.in_flight(), m.opt.grace_s);
+    m.loop.abort_all();
+    m.admission.wait_idle(std::chrono::seconds(10));
   }
-  // A signal may come before run() started listening; stop() would then be a no-op.
-  for (int i = 0; i < 1000 && !impl_->svr.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  impl_->svr.stop();
+  asio::post(m.io, [&m] {
+    beast::error_code ec;
+    m.acceptor.close(ec);
+    m.accept_retry.cancel();
+  });
+  std::vector<std::shared_ptr<HttpSession>> open;
+  {
+    std::lock_guard lock(m.shared.sessions_mu);
+    for (const std::weak_ptr<HttpSession>& w : m.shared.sessions)
+      if (auto s = w.lock()) open.push_back(std::move(s));
+  }
+  for (const auto& s : open) s->close_if_idle();
+  open.clear();  // outside the lock: a session's destructor takes it
+  // Answers still being written (a 503, a /metrics) get a moment to finish; lingering closes
+  // are cut short (their answers are out).
+  wait_until([&m] { return m.shared.n_busy.load() == 0; }, 3s);
+  m.io.stop();
 }
 
 int32_t HttpServer::n_in_flight() const { return impl_->admission.in_flight(); }
+
+int32_t HttpServer::max_connections() const { return impl_->shared.max_connections; }
 
 }  // namespace tf::serve

@@ -89,6 +89,12 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
          "# TYPE twofold_requests_rejected_total counter\n";
   out += fmt::format("twofold_requests_rejected_total{{reason=\"queue_full\"}} {}\n", rejected_queue_full.load());
   out += fmt::format("twofold_requests_rejected_total{{reason=\"invalid\"}} {}\n", rejected_invalid.load());
+  counter(out, "twofold_requests_abandoned_total",
+          "Requests aborted because the client went away (or stopped reading) before the answer ended.",
+          requests_abandoned.load());
+  gauge(out, "twofold_http_connections_open", "Open client connections.", http_connections_open.load());
+  counter(out, "twofold_http_connections_refused_total", "Connections answered 503 because --max-connections were open.",
+          http_connections_refused.load());
   ttft_s.render(out, "twofold_time_to_first_token_seconds", "Time from arrival to the first token.");
   itl_s.render(out, "twofold_inter_token_latency_seconds", "Time between consecutive tokens of a request.");
   e2e_s.render(out, "twofold_e2e_request_latency_seconds", "Time from arrival to finish.");

@@ -47,6 +47,9 @@ class ServerMetrics {
   std::array<std::atomic<int64_t>, 3> finished{};  // by reason: stop, length, abort
   std::atomic<int64_t> rejected_queue_full{0};      // 429s
   std::atomic<int64_t> rejected_invalid{0};         // 4xx other than 429
+  std::atomic<int64_t> requests_abandoned{0};       // client gone (or not reading) before its answer ended
+  std::atomic<int64_t> http_connections_open{0};
+  std::atomic<int64_t> http_connections_refused{0}; // past --max-connections
 
   void count_finished(FinishReason r);
   // The whole exposition text, with the engine's gauges from `engine`.

@@ -55,13 +55,15 @@ class Fields {
     if (x < lo || x > hi) bad_request(k, fmt_range(k, lo, hi, std::to_string(x)));
     return x;
   }
-  // A finite number; range checks are the caller's (they differ in open/closed ends).
-  std::optional<double> number(const char* k) const {
+  // A number that is finite as the float the engine keeps; range checks are the caller's
+  // (they differ in open/closed ends) and are made on the float, so that 1e-300 (0 as a
+  // float) cannot pass a "greater than 0" check.
+  std::optional<float> number(const char* k) const {
     const json* v = get(k);
     if (!v) return std::nullopt;
     if (!v->is_number()) wrong_type(k, "a number", *v);
-    const double x = v->get<double>();
-    if (!std::isfinite(x)) bad_request(k, std::string("'") + k + "' must be a finite number");
+    const float x = float(v->get<double>());
+    if (!std::isfinite(x)) bad_request(k, std::string("'") + k + "' must be a finite number (within float range)");
     return x;
   }
 
@@ -85,6 +87,105 @@ json parse_body(std::string_view body) {
   if (!j.is_object())
     throw ApiError(400, "the request body must be a JSON object, got " + type_name(j), "invalid_request_error");
   return j;
+}
+
+// What becomes of each top-level request field:
+//   Parsed       read by the parse_* functions below (with their own checks);
+//   NoOp         accepted, type-checked, and without effect on the result: it only matters
+//                to OpenAI's own service (billing, storage, abuse tracking, cache routing);
+//   DefaultOnly  a feature twofold does not implement: accepted only at the value that asks
+//                for nothing, refused by name otherwise.
+// A field not in the table is refused by name, as the OpenAI API refuses an unrecognized
+// argument: a client never gets a 200 that quietly ignored something it asked for (vLLM
+// extensions such as guided_json included). A null value counts as absent.
+enum class Use : uint8_t { Parsed, NoOp, DefaultOnly };
+constexpr uint8_t kCompletions = 1, kChat = 2, kBoth = 3;
+
+struct FieldRule {
+  std::string_view name;
+  uint8_t endpoints;
+  Use use;
+  bool (*ok)(const json&) = nullptr;  // NoOp: the type check; DefaultOnly: "asks for nothing"
+  const char* accepted = nullptr;     // what `ok` accepts, for the error message
+};
+
+bool is_string(const json& v) { return v.is_string(); }
+bool is_bool(const json& v) { return v.is_boolean(); }
+bool is_object(const json& v) { return v.is_object(); }
+bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_empty_array(const json& v) { return v.is_array() && v.empty(); }
+bool never(const json&) { return false; }
+bool is_none_or_auto(const json& v) { return v == "none" || v == "auto"; }
+bool is_text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
+bool is_text_modality(const json& v) { return v == json::array({"text"}); }
+
+constexpr FieldRule kFields[] = {
+    {"model", kBoth, Use::Parsed},
+    {"max_tokens", kBoth, Use::Parsed},
+    {"temperature", kBoth, Use::Parsed},
+    {"top_p", kBoth, Use::Parsed},
+    {"top_k", kBoth, Use::Parsed},
+    {"min_p", kBoth, Use::Parsed},
+    {"repetition_penalty", kBoth, Use::Parsed},
+    {"presence_penalty", kBoth, Use::Parsed},
+    {"frequency_penalty", kBoth, Use::Parsed},
+    {"seed", kBoth, Use::Parsed},
+    {"stop", kBoth, Use::Parsed},
+    {"n", kBoth, Use::Parsed},
+    {"stream", kBoth, Use::Parsed},
+    {"stream_options", kBoth, Use::Parsed},
+    {"priority", kBoth, Use::Parsed},
+    {"ignore_eos", kBoth, Use::Parsed},
+    {"logit_bias", kBoth, Use::Parsed},
+    {"logprobs", kBoth, Use::Parsed},
+    {"prompt", kCompletions, Use::Parsed},
+    {"echo", kCompletions, Use::Parsed},
+    {"best_of", kCompletions, Use::Parsed},
+    {"suffix", kCompletions, Use::Parsed},
+    {"messages", kChat, Use::Parsed},
+    {"max_completion_tokens", kChat, Use::Parsed},
+    {"top_logprobs", kChat, Use::Parsed},
+    {"add_generation_prompt", kChat, Use::Parsed},
+    {"chat_template_kwargs", kChat, Use::Parsed},
+    {"user", kBoth, Use::NoOp, is_string, "a string"},
+    {"metadata", kChat, Use::NoOp, is_object, "an object"},
+    {"service_tier", kChat, Use::NoOp, is_string, "a string"},
+    {"safety_identifier", kChat, Use::NoOp, is_string, "a string"},
+    {"prompt_cache_key", kChat, Use::NoOp, is_string, "a string"},
+    {"parallel_tool_calls", kChat, Use::NoOp, is_bool, "a boolean"},  // only matters with tools
+    {"store", kChat, Use::DefaultOnly, is_false, "false (nothing is stored)"},
+    {"tools", kChat, Use::DefaultOnly, is_empty_array, "an empty array (tool calling is not implemented)"},
+    {"tool_choice", kChat, Use::DefaultOnly, is_none_or_auto, "\"none\" or \"auto\" (tool calling is not implemented)"},
+    {"functions", kChat, Use::DefaultOnly, is_empty_array, "an empty array (function calling is not implemented)"},
+    {"function_call", kChat, Use::DefaultOnly, is_none_or_auto,
+     "\"none\" or \"auto\" (function calling is not implemented)"},
+    {"response_format", kChat, Use::DefaultOnly, is_text_format,
+     "{\"type\": \"text\"} (JSON mode and structured outputs are not implemented)"},
+    {"modalities", kChat, Use::DefaultOnly, is_text_modality, "[\"text\"]"},
+    {"audio", kChat, Use::DefaultOnly, never, "absent (audio output is not implemented)"},
+    {"prediction", kChat, Use::DefaultOnly, never, "absent (predicted outputs are not implemented)"},
+    {"reasoning_effort", kChat, Use::DefaultOnly, never, "absent (reasoning controls are not implemented)"},
+    {"verbosity", kChat, Use::DefaultOnly, never, "absent (verbosity control is not implemented)"},
+    {"web_search_options", kChat, Use::DefaultOnly, never, "absent (web search is not implemented)"},
+};
+
+void check_fields(const json& j, Endpoint e) {
+  const uint8_t mine = e == Endpoint::Chat ? kChat : kCompletions;
+  for (const auto& [key, value] : j.items()) {
+    const FieldRule* rule = nullptr;
+    for (const FieldRule& r : kFields)
+      if (r.name == key && (r.endpoints & mine)) rule = &r;
+    const std::string name = key.substr(0, 100);
+    if (!rule)
+      throw ApiError(400, "unrecognized request argument supplied: '" + name + "' (twofold refuses fields it does not " +
+                              "implement rather than ignore them; see README, Serving)",
+                     "invalid_request_error", name, "unknown_parameter");
+    if (rule->use == Use::Parsed || value.is_null()) continue;
+    if (rule->use == Use::NoOp && !rule->ok(value)) wrong_type(name, rule->accepted, value);
+    if (rule->use == Use::DefaultOnly && !rule->ok(value))
+      throw ApiError(400, "'" + name + "' is not supported by twofold: it must be " + rule->accepted,
+                     "invalid_request_error", name, "unsupported_parameter");
+  }
 }
 
 void refuse_unless(bool ok, const char* field, const std::string& why) {
@@ -117,21 +218,21 @@ void parse_common(const json& j, ApiRequest& r) {
   SamplingParams& s = r.sampling;
   if (auto v = f.number("temperature")) {
     refuse_unless(*v >= 0, "temperature", "must be at least 0, got " + std::to_string(*v));
-    s.temperature = float(*v);
+    s.temperature = *v;
   }
   if (auto v = f.number("top_p")) {
     refuse_unless(*v > 0 && *v <= 1, "top_p", "must be in (0, 1], got " + std::to_string(*v));
-    s.top_p = float(*v);
+    s.top_p = *v;
   }
   // -1 is vLLM's "off"; 0 is ours.
   if (auto v = f.integer("top_k", -1, kMaxI32)) s.top_k = int32_t(std::max<int64_t>(*v, 0));
   if (auto v = f.number("min_p")) {
     refuse_unless(*v >= 0 && *v <= 1, "min_p", "must be in [0, 1], got " + std::to_string(*v));
-    s.min_p = float(*v);
+    s.min_p = *v;
   }
   if (auto v = f.number("repetition_penalty")) {
     refuse_unless(*v > 0, "repetition_penalty", "must be greater than 0, got " + std::to_string(*v));
-    s.repetition_penalty = float(*v);
+    s.repetition_penalty = *v;
   }
   for (const char* k : {"presence_penalty", "frequency_penalty"})
     if (auto v = f.number(k)) refuse_unless(*v == 0, k, "is not supported (use repetition_penalty)");
@@ -146,7 +247,13 @@ void parse_common(const json& j, ApiRequest& r) {
   if (const json* so = f.get("stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object", *so);
     refuse_unless(r.stream, "stream_options", "is only allowed when 'stream' is true");
+    for (const auto& [key, value] : so->items())
+      if (key != "include_usage" && key != "include_obfuscation")  // the latter only matters to OpenAI's service
+        throw ApiError(400, "unrecognized request argument supplied: 'stream_options." + key.substr(0, 100) + "'",
+                       "invalid_request_error", "stream_options." + key.substr(0, 100), "unknown_parameter");
     const Fields sf(*so);
+    if (const json* io = sf.get("include_obfuscation"); io && !io->is_boolean())
+      wrong_type("stream_options.include_obfuscation", "a boolean", *io);
     const json* iu = sf.get("include_usage");
     if (iu && !iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
     r.include_usage = iu && iu->get<bool>();
@@ -227,6 +334,7 @@ const char* prompt_param(Endpoint e) { return e == Endpoint::Chat ? "messages" :
 
 ApiRequest parse_completion_request(std::string_view body) {
   const json j = parse_body(body);
+  check_fields(j, Endpoint::Completions);
   ApiRequest r{.endpoint = Endpoint::Completions};
   parse_common(j, r);
   parse_prompt(j, r);
@@ -245,6 +353,7 @@ ApiRequest parse_completion_request(std::string_view body) {
 
 ApiRequest parse_chat_request(std::string_view body) {
   const json j = parse_body(body);
+  check_fields(j, Endpoint::Chat);
   ApiRequest r{.endpoint = Endpoint::Chat};
   parse_common(j, r);
   parse_messages(j, r);
@@ -257,10 +366,6 @@ ApiRequest parse_chat_request(std::string_view body) {
     r.sampling.logprobs = int32_t(*v);
   } else if (r.want_logprobs) {
     r.sampling.logprobs = 0;
-  }
-  if (const json* t = f.get("tools")) {
-    if (!t->is_array()) wrong_type("tools", "an array", *t);
-    r.tools = *t;
   }
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
   if (const json* k = f.get("chat_template_kwargs")) {

@@ -7,10 +7,14 @@
 // n (must be 1), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
 // completions: prompt (a string, a list of token ids, or a one-element list of either);
-// chat: messages, tools, add_generation_prompt and chat_template_kwargs (vLLM extensions).
-// Fields that would change the result but are not implemented (n > 1, echo, best_of, suffix,
-// logit_bias, presence/frequency penalties) are refused by name rather than ignored;
-// unknown fields are ignored, as the OpenAI API does.
+// chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions).
+// Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
+// service_tier, safety_identifier, prompt_cache_key, parallel_tool_calls.
+// Refused by name unless they ask for nothing, since they are not implemented: n > 1, echo,
+// best_of > 1, suffix, logit_bias, presence/frequency penalties; chat: tools, tool_choice,
+// functions, function_call, response_format (other than text), modalities (other than
+// text), store, audio, prediction, reasoning_effort, verbosity, web_search_options.
+// Any other field is refused by name, as the OpenAI API refuses unrecognized arguments.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -36,7 +40,6 @@ struct ApiRequest {
   bool prompt_is_ids = false;
   // Chat: the messages (validated shape: objects with a role and string/array/null content).
   nlohmann::json messages;
-  nlohmann::json tools;  // null when absent
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
   bool add_generation_prompt = true;
 

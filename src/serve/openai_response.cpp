@@ -119,7 +119,6 @@ json usage_chunk(const ResponseMeta& m, Usage usage) {
   return out;
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 

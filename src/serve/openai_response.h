@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+#include "serve/api_error.h"
 #include "serve/openai_protocol.h"
 #include "twofold/request.h"
 
@@ -63,6 +64,5 @@ nlohmann::json usage_chunk(const ResponseMeta& m, Usage usage);
 
 // "data: <json>\n\n", with invalid UTF-8 (a token that ends mid-character) replaced.
 std::string sse_event(const nlohmann::json& j);
-std::string dump(const nlohmann::json& j);
 
 }  // namespace tf::serve

@@ -30,8 +30,7 @@ constexpr size_t kMaxPrefixes = 1 << 16;
 }  // namespace
 
 ReplicaRouter::ReplicaRouter(std::vector<std::unique_ptr<EngineLoop>> loops, int64_t prefix_slack)
-    : loops_(std::move(loops)), prefix_slack_(prefix_slack), live_(loops_.size()), submitting_(loops_.size()),
-      routed_(loops_.size()) {
+    : loops_(std::move(loops)), prefix_slack_(prefix_slack), live_(loops_.size()), routed_(loops_.size()) {
   if (loops_.empty()) fail("a server needs at least one engine replica");
   for (const auto& l : loops_)
     if (l->kv_block_size() != loops_[0]->kv_block_size()) fail("engine replicas must share one KV block size");
@@ -42,45 +41,32 @@ std::vector<int64_t> ReplicaRouter::loads_locked() {
   for (size_t i = 0; i < loops_.size(); ++i) {
     auto& live = live_[i];
     live.erase(std::remove_if(live.begin(), live.end(), [](const auto& s) { return s->finished(); }), live.end());
-    loads[i] = int64_t(live.size()) + submitting_[i];
+    loads[i] = int64_t(live.size());
   }
   return loads;
 }
 
-// Phases: choose and count the replica under the lock; submit outside it (submit blocks
-// until that engine thread took the request); record the live stream for later loads.
-std::shared_ptr<RequestStream> ReplicaRouter::submit(GenerateRequest req) {
+// Phases: choose the replica under the lock, submit there (which does not wait for the
+// engine thread), record the live stream for later loads.
+std::shared_ptr<RequestStream> ReplicaRouter::submit(GenerateRequest req, std::function<void()> notify) {
   const uint64_t key = first_block_hash(req.prompt_ids, kv_block_size());
-  int target = 0;
-  {
-    std::lock_guard lock(mu_);
-    const std::vector<int64_t> loads = loads_locked();
-    auto it = key ? prefix_owner_.find(key) : prefix_owner_.end();
-    target = choose_replica(RouteInput{.loads = loads, .affinity = it == prefix_owner_.end() ? -1 : it->second,
-                                       .slack = prefix_slack_, .rotate = rotate_++});
-    if (key) {
-      if (prefix_owner_.size() >= kMaxPrefixes) prefix_owner_.clear();
-      prefix_owner_[key] = target;
-    }
-    ++submitting_[size_t(target)];
-    ++routed_[size_t(target)];
-  }
-  std::shared_ptr<RequestStream> s;
-  try {
-    s = loops_[size_t(target)]->submit(std::move(req));
-  } catch (...) {
-    std::lock_guard lock(mu_);
-    --submitting_[size_t(target)];
-    throw;
-  }
-  s->replica_ = target;
   std::lock_guard lock(mu_);
-  --submitting_[size_t(target)];
+  const std::vector<int64_t> loads = loads_locked();
+  auto it = key ? prefix_owner_.find(key) : prefix_owner_.end();
+  const int target = choose_replica(RouteInput{.loads = loads, .affinity = it == prefix_owner_.end() ? -1 : it->second,
+                                               .slack = prefix_slack_, .rotate = rotate_++});
+  std::shared_ptr<RequestStream> s = loops_[size_t(target)]->submit(std::move(req), std::move(notify));
+  s->replica_ = target;
+  if (key) {
+    if (prefix_owner_.size() >= kMaxPrefixes) prefix_owner_.clear();
+    prefix_owner_[key] = target;
+  }
+  ++routed_[size_t(target)];
   live_[size_t(target)].push_back(s);
   return s;
 }
 
-void ReplicaRouter::abort(const RequestStream& s) {
+void ReplicaRouter::abort(RequestStream& s) {
   if (s.replica() >= 0) loops_[size_t(s.replica())]->abort(s);
 }
 

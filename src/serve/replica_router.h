@@ -26,10 +26,10 @@ class ReplicaRouter {
   // Takes at least one loop; all serve the same model with the same KV block size.
   explicit ReplicaRouter(std::vector<std::unique_ptr<EngineLoop>> loops, int64_t prefix_slack = 2);
 
-  // Routes the request, then submits it there (EngineLoop::submit: throws tf::Error with the
-  // engine's message if refused).
-  std::shared_ptr<RequestStream> submit(GenerateRequest req);
-  void abort(const RequestStream& s);
+  // Routes the request, then submits it there (EngineLoop::submit: returns at once; throws
+  // tf::Error when that loop is stopping).
+  std::shared_ptr<RequestStream> submit(GenerateRequest req, std::function<void()> notify = {});
+  void abort(RequestStream& s);
   void abort_all();
 
   int size() const { return int(loops_.size()); }
@@ -53,7 +53,6 @@ class ReplicaRouter {
   int64_t prefix_slack_;
   mutable std::mutex mu_;  // guards the fields below
   std::vector<std::vector<std::shared_ptr<RequestStream>>> live_;  // per replica, pruned when finished
-  std::vector<int64_t> submitting_;                               // per replica, inside submit()
   std::vector<int64_t> routed_;
   std::unordered_map<uint64_t, int> prefix_owner_;  // hash of a prompt's first block -> replica
   size_t rotate_ = 0;

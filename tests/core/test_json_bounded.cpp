@@ -50,6 +50,15 @@ TEST(JsonBounded, HostileDepthsAreRefused) {
   EXPECT_NE(error_of(std::string(1000000, '[')).find("nested deeper"), std::string::npos);
 }
 
+// nlohmann alone stops at a NUL and ignores the rest (`{...}\0garbage` parsed as `{...}`).
+TEST(JsonBounded, NulBytesAreRefusedWherever) {
+  using namespace std::string_literals;
+  EXPECT_EQ(error_of("{\"a\": 1}\0garbage"s), "body.json: not valid JSON: a NUL byte at offset 8");
+  EXPECT_EQ(error_of("{\"a\": \"x\0y\"}"s), "body.json: not valid JSON: a NUL byte at offset 8");
+  EXPECT_EQ(error_of("\0"s), "body.json: not valid JSON: a NUL byte at offset 0");
+  EXPECT_EQ(error_of(R"({"a": "\u0000"})"), "");  // an escaped NUL is a valid string character
+}
+
 TEST(JsonBounded, MalformedJsonNamesTheOrigin) {
   const std::string e = error_of(R"({"a": )");
   EXPECT_EQ(e.rfind("body.json: not valid JSON:", 0), 0u) << e;

@@ -1,7 +1,8 @@
 // The HTTP server in-process over loopback with the tiny model: response shapes of both
 // endpoints (streamed and not), greedy output equal to the engine's, every error case
-// (400 naming the field, 404, 413, 429 with Retry-After, 401), a client hanging up
-// mid-stream (its request aborted, its KV blocks freed), and the graceful drain.
+// (400 naming the field, 404, 405, 413, 429 with Retry-After, 401), a client hanging up
+// mid-stream (its request aborted, its KV blocks freed), and the graceful drain. Hostile
+// clients and limits: test_http_limits.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -244,12 +245,13 @@ TEST_F(Serve, UnknownModelIs404ModelNotFound) {
                404, "model", "model_not_found");
 }
 
-TEST_F(Serve, UnknownPathIs404AndLargeBodyIs413) {
+TEST_F(Serve, UnknownPathIs404WrongMethod405AndLargeBodyIs413) {
   auto c = server_->client();
   expect_error(post(c, "/v1/nothing", json{{"prompt", "x"}}), 404, nullptr, "not_found");
   auto get = c.Get("/v1/completions");  // a POST-only path
   ASSERT_TRUE(get);
-  EXPECT_EQ(get->status, 404);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
   const std::string big = json{{"prompt", std::string(100 * 1024, 'a')}}.dump();
   const HttpReply r = post(c, "/v1/completions", big);
   expect_error(r, 413, nullptr, "request_too_large");
@@ -322,9 +324,47 @@ TEST(ServeLimits, ApiKey) {
   ASSERT_TRUE(models);
   EXPECT_EQ(models->status, 401);
   EXPECT_EQ(post(c, "/v1/completions", body, {{"Authorization", "Bearer sekret"}}).status, 200);
+  // /health is always open; /metrics (load and token counts) needs the key too.
   auto health = c.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 401);
+  auto keyed = c.Get("/metrics", {{"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(keyed);
+  EXPECT_EQ(keyed->status, 200);
+  expect_error(post(c, "/v1/nothing", body), 401, nullptr, "invalid_api_key");  // unknown paths too
+}
+
+// --open-metrics: a scraper without the key reads /metrics; /v1/* still needs it.
+TEST(ServeLimits, OpenMetrics) {
+  TestServer s(serve::ServerOptions{.api_key = "sekret", .open_metrics = true});
+  auto c = s.client();
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_GE(metric(metrics->body, "twofold_kv_blocks_total"), 1);
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}}), 401, nullptr,
+               "invalid_api_key");
+}
+
+// Fields the server does not implement are refused by name (they once got a 200 with plain
+// text), here over HTTP; the full list is in test_openai_protocol.
+TEST_F(Serve, UnimplementedFieldsAre400NamingThem) {
+  auto c = server_->client();
+  const json messages = json::array({{{"role", "user"}, {"content", "Hello"}}});
+  expect_error(post(c, "/v1/chat/completions",
+                    json{{"messages", messages}, {"response_format", {{"type", "json_object"}}}}),
+               400, "response_format", "unsupported_parameter");
+  expect_error(post(c, "/v1/chat/completions",
+                    json{{"messages", messages},
+                         {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})},
+                         {"tool_choice", "auto"}}),
+               400, "tools", "unsupported_parameter");
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"guided_regex", "a+"}}), 400, "guided_regex",
+               "unknown_parameter");
+  EXPECT_EQ(post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}, {"user", "u"}}).status, 200);
 }
 
 // A model without a chat template (tiny-main's own folder) and no --chat-template: chat

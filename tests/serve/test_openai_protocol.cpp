@@ -1,6 +1,9 @@
 // Parsing and validation of OpenAI request bodies (no model, no HTTP): every field's type
-// and range errors name the field; defaults and fitting max_tokens to the context.
+// and range errors name the field; fields twofold does not implement and fields it does not
+// know are refused by name; defaults and fitting max_tokens to the context.
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 #include "serve/api_error.h"
 #include "serve/openai_protocol.h"
@@ -31,7 +34,7 @@ TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
       R"({"model": "m", "prompt": "Hi", "max_tokens": 5, "temperature": 0, "top_p": 0.9, "top_k": 40,
           "min_p": 0.05, "repetition_penalty": 1.1, "seed": 7, "stop": ["\n", "END"], "n": 1,
           "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "priority": 2,
-          "ignore_eos": true, "user": "ignored", "unknown_field": [1, 2]})");
+          "ignore_eos": true, "user": "ignored"})");
   EXPECT_EQ(r.endpoint, Endpoint::Completions);
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt_text, "Hi");
@@ -99,6 +102,10 @@ TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
       {R"({"prompt": "a", "temperature": -1})", "temperature"},
       {R"({"prompt": "a", "top_p": 0})", "top_p"},
       {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      // Found by fuzz_openai_request: positive as a double, 0 (or infinite) as the float kept.
+      {R"({"prompt": "a", "temperature": -0, "top_p": 1e-300})", "top_p"},
+      {R"({"prompt": "a", "repetition_penalty": 1e-50})", "repetition_penalty"},
+      {R"({"prompt": "a", "temperature": 1e300})", "temperature"},
       {R"({"prompt": "a", "top_k": -2})", "top_k"},
       {R"({"prompt": "a", "top_k": true})", "top_k"},
       {R"({"prompt": "a", "min_p": 2})", "min_p"},
@@ -153,12 +160,89 @@ TEST(OpenAiProtocol, ChatMessagesAndLogprobs) {
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})", "prompt"},
   };
   for (const auto& [body, field] : cases) {
     const ApiError e = error_of(Endpoint::Chat, body);
     EXPECT_EQ(e.status(), 400) << body;
     EXPECT_EQ(param_of(e), field) << body << ": " << e.what();
   }
+}
+
+// A field the server does not implement changes what the client gets back, so it is refused
+// by name unless it asks for nothing; a field it does not know at all is refused too (as
+// the OpenAI API refuses unrecognized arguments), never silently ignored.
+TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  auto chat = [&](const std::string& extra) { return "{" + msgs + ", " + extra + "}"; };
+  const std::vector<std::string> refused = {
+      R"("response_format": {"type": "json_object"})",
+      R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})",
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}])",
+      R"("tool_choice": "required")",
+      R"("tool_choice": {"type": "function", "function": {"name": "f"}})",
+      R"("functions": [{"name": "f", "parameters": {}}])",
+      R"("function_call": {"name": "f"})",
+      R"("modalities": ["text", "audio"])",
+      R"("audio": {"voice": "alloy", "format": "wav"})",
+      R"("prediction": {"type": "content", "content": "x"})",
+      R"("reasoning_effort": "low")",
+      R"("verbosity": "low")",
+      R"("web_search_options": {})",
+      R"("store": true)",
+  };
+  for (const std::string& extra : refused) {
+    const ApiError e = error_of(Endpoint::Chat, chat(extra));
+    const std::string field = extra.substr(1, extra.find('"', 1) - 1);
+    EXPECT_EQ(e.status(), 400) << extra;
+    EXPECT_EQ(param_of(e), field) << extra;
+    EXPECT_EQ(e.to_json()["error"]["code"], "unsupported_parameter") << extra;
+    EXPECT_CONTAINS(std::string(e.what()), "not supported");
+  }
+  // The values that ask for nothing, and the fields without effect, are accepted.
+  for (const char* extra :
+       {R"("response_format": {"type": "text"})", R"("tools": [])", R"("tool_choice": "none")",
+        R"("tool_choice": "auto")", R"("functions": [])", R"("function_call": "none")", R"("modalities": ["text"])",
+        R"("store": false)", R"("audio": null)", R"("user": "u-1")", R"("metadata": {"k": "v"})",
+        R"("service_tier": "auto")", R"("safety_identifier": "s")", R"("prompt_cache_key": "p")",
+        R"("parallel_tool_calls": false)", R"("stream": true, "stream_options": {"include_obfuscation": false})"})
+    EXPECT_NO_THROW(parse_chat_request(chat(extra))) << extra;
+  EXPECT_EQ(param_of(error_of(Endpoint::Chat, chat(R"("user": 5)"))), "user");
+  EXPECT_EQ(param_of(error_of(Endpoint::Chat, chat(R"("metadata": "x")"))), "metadata");
+
+  // Unknown fields, and the other endpoint's fields, name themselves.
+  for (const auto& [e, body, field] : std::vector<std::tuple<Endpoint, std::string, std::string>>{
+           {Endpoint::Completions, R"({"prompt": "a", "unknown_field": [1, 2]})", "unknown_field"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_json": {"type": "object"}})", "guided_json"},
+           {Endpoint::Completions, R"({"prompt": "a", "response_format": {"type": "text"}})", "response_format"},
+           {Endpoint::Completions, R"({"prompt": "a", "messages": []})", "messages"},
+           {Endpoint::Chat, chat(R"("min_tokens": 3)"), "min_tokens"},
+           {Endpoint::Chat, chat(R"("stream": true, "stream_options": {"chunk": 1})"), "stream_options.chunk"},
+       }) {
+    const ApiError err = error_of(e, body);
+    EXPECT_EQ(err.status(), 400) << body;
+    EXPECT_EQ(param_of(err), field) << body;
+    EXPECT_EQ(err.to_json()["error"]["code"], "unknown_parameter") << body;
+    EXPECT_CONTAINS(std::string(err.what()), "unrecognized request argument");
+  }
+}
+
+// nlohmann alone stops at a NUL; the bytes after it are not ignored: `{...}\0garbage` is a 400.
+TEST(OpenAiProtocol, NulInTheBodyIs400) {
+  using namespace std::string_literals;
+  const ApiError e = error_of(Endpoint::Completions, "{\"prompt\": \"a\"}\0garbage"s);
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_CONTAINS(std::string(e.what()), "NUL byte at offset 15");
+}
+
+// Found by fuzz_openai_request: the parse error quotes the client's invalid UTF-8, and the
+// error body must still serialize (dump replaces it; a plain json::dump throws).
+TEST(OpenAiProtocol, ErrorQuotingInvalidUtf8StillSerializes) {
+  const ApiError e = error_of(Endpoint::Completions, "{\"prompt\": \"\xe9?\\ud83d\"}");
+  EXPECT_EQ(e.status(), 400);
+  std::string body;
+  ASSERT_NO_THROW(body = dump(e.to_json()));
+  EXPECT_TRUE(nlohmann::json::parse(body)["error"]["message"].is_string());
 }
 
 TEST(OpenAiProtocol, FitMaxTokensToTheContext) {

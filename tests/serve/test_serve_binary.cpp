@@ -104,7 +104,8 @@ TEST(ServeBinary, HelpListsTheOptions) {
   const CliResult r = run_twofold("serve --help");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* opt : {"--port", "--dp", "--tp", "--api-key", "--max-waiting", "--max-body-bytes", "--served-model-name",
-                          "--grace-period", "--max-connections", "--model", "--chat-template"})
+                          "--grace-period", "--max-connections", "--listen-backlog", "--open-metrics", "--model",
+                          "--chat-template"})
     EXPECT_CONTAINS(r.out, opt);
 }
 
