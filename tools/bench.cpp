@@ -241,7 +241,7 @@ int run_bench(const Args& a) {
   }
   pin_precision(engine, "auto");
   if (!a.json && engine.weight_copy_names().size() > 1)
-    for (const std::string& line : engine.weight_copy_report()) std::printf("weights: %s\n", line.c_str());
+    for (const std::string& line : engine.weight_copy_report()) std::printf("%s\n", line.c_str());
   if (a.workload > 0) run_workload_comparison(a, engine, max_batch, out);
   const std::vector<std::string> tuning = engine.tuning_report();
   for (const std::string& line : tuning) out["tuning"].push_back(line);

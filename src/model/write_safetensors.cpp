@@ -12,20 +12,13 @@ namespace tf {
 
 namespace {
 
+// The header name: dtype_name's, except FP8's values, which safetensors calls F8_E4M3; checked
+// against the reader's table (dtype_from_safetensors).
 std::string_view safetensors_dtype(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I8: return "I8";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::U8: return "U8";
-    case DType::FP8: return "F8_E4M3";
-    default: break;
-  }
-  TF_ASSERT(false, "{} has no safetensors name", dtype_name(t));
-  return "";
+  const std::string_view name = t == DType::FP8 ? "F8_E4M3" : dtype_name(t);
+  DType back = DType::F32;
+  TF_ASSERT(dtype_from_safetensors(name, &back) && back == t, "{} has no safetensors name", dtype_name(t));
+  return name;
 }
 
 }  // namespace
