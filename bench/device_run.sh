@@ -11,21 +11,32 @@
 #   tiny      twofold bench on the bundled tiny-main
 #   quant     the quantized matmul kernels alone on the Llama-3-8B shapes, rows 1..256
 #             (tests/backend/cuda/bench_quant_gemm; $QUANT_ARGS)
+# PREBUILT=file.tar.xz skips the build (see below).
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-tests bench}
 S=/tmp/sysroot
 mkdir -p "$S" "$OUT"
-tar -C "$S" -xJf build-cuda-sysroot/sysroot.tar.xz
+[ -f build-cuda-sysroot/sysroot.tar.xz ] && tar -C "$S" -xJf build-cuda-sysroot/sysroot.tar.xz
 export PKG_CONFIG_PATH=$S/lib/pkgconfig LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
-{
-  cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON -DTF_TESTS=ON -DTF_NATIVE=ON \
-    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DPKG_CONFIG_EXECUTABLE=$S/bin/pkg-config &&
-  cmake --build build-dev -j16 --target test_cuda_ops twofold bench_quant_gemm
-} > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
-echo "build ok ($(git rev-parse --short HEAD 2>/dev/null) + working tree)"
+if [ -n "${PREBUILT:-}" ]; then
+  # Binaries built on the development machine (TF_CUDA=ON, the same CUDA major), packed as
+  # tests/backend/cuda/{test_cuda_ops,bench_quant_gemm} and lib/ (the shared libraries the
+  # device lacks beyond the sysroot's, which may then stay behind): no build here, so only
+  # the steps `tests` and `quant` can run.
+  mkdir -p build-dev && tar -C build-dev -xJf "$PREBUILT" || exit 1
+  export LD_LIBRARY_PATH=$PWD/build-dev/lib:$LD_LIBRARY_PATH
+  echo "prebuilt: $(cat build-dev/BUILT_FROM 2>/dev/null)"
+else
+  {
+    cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON -DTF_TESTS=ON -DTF_NATIVE=ON \
+      -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DPKG_CONFIG_EXECUTABLE=$S/bin/pkg-config &&
+    cmake --build build-dev -j16 --target test_cuda_ops twofold bench_quant_gemm
+  } > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+  echo "build ok ($(git rev-parse --short HEAD 2>/dev/null) + working tree)"
+fi
 TF=build-dev/tools/twofold
 for step in $STEPS; do
   case $step in

@@ -1,13 +1,18 @@
 // `twofold bench`: prefill/decode throughput over batch sizes, next to the bandwidth
 // roofline (weight bytes per decode step / measured copy bandwidth). Prints a table, or JSON.
+// Per decode step: the bytes it reads (the weights once, plus each sequence's K/V at the
+// run's mean context) per step time is the achieved bandwidth ("GB/s"); "roofline" is the
+// share of the copy bandwidth the weight reads alone achieve (decode tok/s over the bound).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/cpu/isa.h"
 #include "bench/membw.h"
 #include "bench/throughput.h"
 #include "bench/workload.h"
 #include "core/error.h"
+#include "core/host_threads.h"
 #include "model/arch/model.h"
 #include "model/config.h"
 #include "tools/commands.h"
@@ -161,6 +166,12 @@ int run_bench(const Args& a) {
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
   nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
                      {"gen_len", a.gen_len}};
+  if (a.model.backend == "cpu") {
+    const std::string isa = cpu::isa_report();
+    out["cpu_isa"] = isa;
+    out["threads"] = host_threads();
+    if (!a.json) std::printf("cpu backend: %d threads, kernels %s\n", host_threads(), isa.c_str());
+  }
   double bw = 0;
   if (a.membw) {
     // The memory the weights live in: the device's own copy test, else the host's.
@@ -188,9 +199,9 @@ int run_bench(const Args& a) {
     return double(cfg.n_layers) * (2.0 * layer_weights + 2.0 * double(cfg.n_heads * cfg.head_dim) * (prompt_len + 1));
   };
   if (!a.json)
-    std::printf("%-16s %6s %6s %14s %9s %14s %12s %12s %9s %12s %14s %14s%s\n", "variant", "prompt", "batch",
-                "prefill tok/s", "TFLOP/s", "decode tok/s", "ITL p50 ms", "ITL p99 ms", "roofline", "total tok/s",
-                "KV paged MB", "KV reserved MB", a.sequential ? "  sequential tok/s  speedup" : "");
+    std::printf("%-16s %6s %6s %14s %9s %14s %12s %12s %9s %9s %12s %14s %14s%s\n", "variant", "prompt", "batch",
+                "prefill tok/s", "TFLOP/s", "decode tok/s", "ITL p50 ms", "ITL p99 ms", "GB/s", "roofline",
+                "total tok/s", "KV paged MB", "KV reserved MB", a.sequential ? "  sequential tok/s  speedup" : "");
   const double token_bytes = double(engine.kv_bytes_per_token());
   const int64_t max_len = engine.config().max_position;
   uint64_t seed = 1;  // a new one per run: repeated prompts would be served by the prefix cache
@@ -211,9 +222,13 @@ int run_bench(const Args& a) {
         const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
         const double reserved_mb = double(b) * double(max_len) * token_bytes / 1e6;
         const double prefill_tflops = r.prefill_tokens_per_s * flops_per_token(prompt_len) / 1e12;
+        // Bytes of one decode step: the weights, and each sequence's K/V at the mean context.
+        const double step_bytes = weight_gb * 1e9 + double(b) * (prompt_len + a.gen_len / 2.0) * token_bytes;
+        const double decode_gb_s = r.decode_tokens_per_s / double(b) * step_bytes / 1e9;
         nlohmann::json run{{"variant", variant}, {"prompt_len", prompt_len}, {"batch", b},
                            {"prefill_tokens_per_s", r.prefill_tokens_per_s}, {"prefill_tflop_s", prefill_tflops},
-                           {"decode_tokens_per_s", r.decode_tokens_per_s}, {"ttft_p50_s", r.ttft_p50_s},
+                           {"decode_tokens_per_s", r.decode_tokens_per_s}, {"decode_gb_s", decode_gb_s},
+                           {"ttft_p50_s", r.ttft_p50_s},
                            {"ttft_p99_s", r.ttft_p99_s}, {"itl_p50_s", r.itl_p50_s}, {"itl_p99_s", r.itl_p99_s},
                            {"total_tokens_per_s", r.total_tokens_per_s}, {"weight_roofline_tokens_per_s", roof},
                            {"kv_paged_peak_bytes", paged_mb * 1e6}, {"kv_reserved_bytes", reserved_mb * 1e6},
@@ -228,10 +243,10 @@ int run_bench(const Args& a) {
         }
         out["runs"].push_back(run);
         if (a.json) continue;
-        std::printf("%-16s %6d %6d %14.1f %9.2f %14.1f %12.2f %12.2f %8.0f%% %12.1f %14.2f %14.2f", variant.c_str(),
-                    prompt_len, b, r.prefill_tokens_per_s, prefill_tflops, r.decode_tokens_per_s, r.itl_p50_s * 1e3,
-                    r.itl_p99_s * 1e3, roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s,
-                    paged_mb, reserved_mb);
+        std::printf("%-16s %6d %6d %14.1f %9.2f %14.1f %12.2f %12.2f %9.1f %8.0f%% %12.1f %14.2f %14.2f",
+                    variant.c_str(), prompt_len, b, r.prefill_tokens_per_s, prefill_tflops, r.decode_tokens_per_s,
+                    r.itl_p50_s * 1e3, r.itl_p99_s * 1e3, decode_gb_s,
+                    roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s, paged_mb, reserved_mb);
         if (a.sequential) std::printf(" %17.1f %8.2fx", seq_tps, r.total_tokens_per_s / seq_tps);
         std::printf("\n%30sdecode step: schedule %.3f ms, launch %.3f ms, wait %.3f ms, output %.3f ms\n", "",
                     r.step_schedule_ms, r.step_launch_ms, r.step_wait_ms, r.step_output_ms);

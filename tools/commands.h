@@ -23,7 +23,7 @@ namespace tf::cli {
 struct ModelArgs {
   std::string dir;
   std::string backend = "cpu";
-  int threads = 0;  // 0 = all cores
+  int threads = 0;  // 0 = default_host_threads() (core/host_threads.h)
   std::string kv_dtype = "f32";
   std::string load_format = "auto";
   WeightOptions weights;  // --quantization, --group-size, --quantize-lm-head, --weights-per-batch

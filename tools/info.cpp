@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <map>
 
+#include "backend/cpu/isa.h"
+#include "core/host_threads.h"
 #include "model/arch/registry.h"
 #include "model/gguf/gguf_file.h"
 #include "tools/commands.h"
@@ -31,10 +33,13 @@ void print_gguf_types(const std::string& path) {
 
 void add_info(CLI::App& app, Runner& run) {
   auto dir = std::make_shared<std::string>();
+  auto threads = std::make_shared<int>(0);
   CLI::App* c = app.add_subcommand("info", "Architecture, parameters, dtypes, weight bytes, KV bytes per token");
   c->add_option("-m,--model", *dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
-  c->callback([dir, &run] {
-    run = [dir] {
+  c->add_option("-t,--threads", *threads, "CPU threads to report (0 = the default)")->capture_default_str();
+  c->callback([dir, threads, &run] {
+    run = [dir, threads] {
+      apply_threads(*threads);
       const std::optional<std::string> gguf = find_gguf_model(*dir);
       const ModelConfig cfg = load_model_config(*dir);
       const std::unique_ptr<TensorSource> weights = open_tensor_source(*dir);
@@ -72,6 +77,8 @@ void add_info(CLI::App& app, Runner& run) {
       std::printf("KV bytes/token:   %lld (f32), %lld (bf16/f16), %lld (int8, + scales)\n",
                   (long long)cfg.kv_bytes_per_token(4), (long long)cfg.kv_bytes_per_token(2),
                   (long long)cfg.kv_bytes_per_token(1));
+      std::printf("cpu backend:      %d threads (default %d: physical cores, at most %d), kernels %s\n",
+                  host_threads(), default_host_threads(), kMaxDefaultHostThreads, cpu::isa_report().c_str());
       return 0;
     };
   });

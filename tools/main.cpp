@@ -1,10 +1,9 @@
 // twofold: run and serve Transformer language models. `twofold --help` lists the verbs.
-#include <omp.h>
-
 #include <cstdio>
 #include <exception>
 
 #include "core/error.h"
+#include "core/host_threads.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
@@ -16,7 +15,7 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
       ->check(CLI::ExistingPath);
   app->add_option("--backend", args.backend, "Backend: cpu (fast), ref (scalar reference), cuda")
       ->capture_default_str();
-  app->add_option("-t,--threads", args.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  app->add_option("-t,--threads", args.threads, "CPU threads (0 = physical cores, at most 16)")->capture_default_str();
   app->add_option("--load-format", args.load_format,
                   "auto (the safetensors or GGUF weights) or dummy (random weights of the configured shapes, for speed work)")
       ->capture_default_str();
@@ -40,9 +39,7 @@ void add_tp_arg(CLI::App* app, int& tp) {
       ->check(CLI::PositiveNumber);
 }
 
-void apply_threads(int threads) {
-  if (threads > 0) omp_set_num_threads(threads);
-}
+void apply_threads(int threads) { set_default_host_threads(threads); }
 
 }  // namespace tf::cli
 

@@ -1,19 +1,11 @@
 // Persistent rank threads; see rank_threads.h.
 #include "dist/rank_threads.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "core/error.h"
 
 namespace tf {
-
-int host_thread_share(int n_ways) { return std::max(1, omp_get_max_threads() / std::max(1, n_ways)); }
-
-void set_host_threads(int n) {
-  if (n > 0) omp_set_num_threads(n);
-}
 
 RankThreads::RankThreads(int n, std::function<void()> on_error)
     : on_error_(std::move(on_error)), threads_per_rank_(host_thread_share(n)) {

@@ -1,10 +1,11 @@
 // One long-lived thread per rank of an in-process group: run(fn) calls fn(rank) on every
 // rank thread at once and returns when all returned. Threads live as long as the object
-// because each thread's OpenMP team is created on its first parallel region and kept; a
-// fresh std::thread per forward would rebuild those teams every step.
+// because each rank's backend keeps a worker pool sized on the rank thread's first op; a
+// fresh std::thread per forward would start those pools again every step.
 //
-// The host's OpenMP threads are shared out: each rank thread gets 1/n of the threads of
-// the thread that built this (at least one), so n ranks do not oversubscribe the cores.
+// The host threads are shared out (core/host_threads.h): each rank thread gets 1/n of the
+// count of the thread that built this (at least one), so n ranks do not oversubscribe the
+// cores.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +15,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "core/host_threads.h"
 
 namespace tf {
 
@@ -45,10 +48,5 @@ class RankThreads {
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
 };
-
-// OpenMP threads a thread may use when `n_ways` threads share this one's: at least one.
-int host_thread_share(int n_ways);
-// Sets the calling thread's OpenMP thread count (its parallel regions only).
-void set_host_threads(int n);
 
 }  // namespace tf

@@ -238,6 +238,24 @@ inline ::testing::AssertionResult close_rel_l2(const std::vector<float>& got, co
   return r;
 }
 
+// The natural scale of each output [r, j] of out = x @ w^T + bias (x [n, k], w [m, k],
+// bias [m] or empty): sqrt(sum_i (x[r, i] * w[j, i])^2 + bias[j]^2), in double.
+inline std::vector<double> matmul_output_scale(const std::vector<float>& x, const std::vector<float>& w,
+                                               const std::vector<float>& bias, int64_t n, int64_t k, int64_t m) {
+  std::vector<double> scale(size_t(n * m));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < m; ++j) {
+      double ss = bias.empty() ? 0.0 : double(bias[size_t(j)]) * bias[size_t(j)];
+      for (int64_t i = 0; i < k; ++i) {
+        const double p = double(x[size_t(r * k + i)]) * w[size_t(j * k + i)];
+        ss += p * p;
+      }
+      scale[size_t(r * m + j)] = std::sqrt(ss);
+    }
+  }
+  return scale;
+}
+
 // ||got - want|| / ||scale||, where scale[i] is the natural magnitude of element i. For a sum
 // of terms (a dot product) that is the root-sum-square of the terms: the size the sum has
 // for random-sign terms and the size its rounding error scales with, which unlike |want|

@@ -1,7 +1,7 @@
 // matmul of the CPU backend against the reference, over a sweep of shapes that covers the
-// GEMM's tails: n (tokens) around the 4-token micro-tile, k around the vector width (8 or 16
-// lanes), m (output features) around the 4-row weight block; weights F32/BF16/F16, bias
-// absent/F32/BF16.
+// GEMM's tails: n (tokens) around the 3- or 4-token tile, k around the vector width and the
+// k chunks, m (output features) around the 4- or 6-row weight block; weights F32/BF16/F16,
+// bias absent/F32/BF16; at every ISA level (isa_test_main.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,9 +29,12 @@ void PrintTo(BiasKind b, std::ostream* os) {
   *os << (b == BiasKind::None ? "no bias" : b == BiasKind::F32 ? "F32 bias" : "BF16 bias");
 }
 
-// 8 and 9 straddle the CPU backend's switch from the direct (decode) kernel to the tiled one.
+// n from 1 past the CPU backend's token tiles (3 or 4 tokens; more than one tile switches it
+// from reading the weights as stored to widening them once per chunk); k below one vector
+// (1, 3), around the vector width (8 or 16 lanes), and past one (576) and two (1100: two
+// chunks, a partial third, a scalar tail) of the 512-element chunks the tiles walk k in.
 constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
-constexpr int64_t kInK[] = {1, 3, 16, 17, 64, 100, 256, 576};
+constexpr int64_t kInK[] = {1, 3, 16, 17, 64, 100, 256, 576, 1100};
 constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 130};
 
 // Metric and tolerance: both backends multiply the same F32 activations by the same weights
@@ -47,23 +50,6 @@ constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 130};
 // scale (~1.4e-6 at k = 576; measured worst 4.6e-7); 1e-5 leaves margin, and a real indexing,
 // tail or conversion mistake gives errors of order 1.
 constexpr double kTol = 1e-5;
-
-// sqrt(sum_i (x[r, i] * w[j, i])^2 + bias[j]^2) for every output [r, j], in double.
-std::vector<double> output_scale(const std::vector<float>& x, const std::vector<float>& w,
-                                 const std::vector<float>& bias, int64_t n, int64_t k, int64_t m) {
-  std::vector<double> scale(size_t(n * m));
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < m; ++j) {
-      double ss = bias.empty() ? 0.0 : double(bias[size_t(j)]) * bias[size_t(j)];
-      for (int64_t i = 0; i < k; ++i) {
-        const double p = double(x[size_t(r * k + i)]) * w[size_t(j * k + i)];
-        ss += p * p;
-      }
-      scale[size_t(r * m + j)] = std::sqrt(ss);
-    }
-  }
-  return scale;
-}
 
 class MatmulSweep : public ::testing::TestWithParam<std::tuple<DType, BiasKind>> {};
 
@@ -95,7 +81,7 @@ TEST_P(MatmulSweep, CpuMatchesRef) {
           EXPECT_TRUE(out.guard_intact()) << b->name() << " wrote past its output";
           outs[i++] = out.values();
         }
-        const std::vector<double> scale = output_scale(
+        const std::vector<double> scale = test::matmul_output_scale(
             x, w.to_f32(), bias_kind == BiasKind::None ? std::vector<float>{} : bias.to_f32(), n, k, m);
         EXPECT_TRUE(test::close_scaled_l2(outs[1], outs[0], scale, kTol));
         worst = std::max(worst, test::scaled_l2(outs[1], outs[0], scale));

@@ -1,9 +1,12 @@
 // matmul on quantized weights (W8, W4 asymmetric at group sizes 32 and 128 and symmetric,
 // FP8): the reference backend (dequantize, then the float matmul: the ground truth) against
-// its definition, and the CPU backend (dequantization fused into the GEMM, matmul_quant.cpp)
-// against the reference, over shapes with every tail: rows 1..17 (the 4-token micro-tile, its
-// remainders, the float GEMM's decode/prefill switch at 8), odd m (the 4-row weight block), k at group boundaries and across the CPU
-// kernel's 512-element slices (a bias on odd row counts). Weights reach both backends through upload() of the host view.
+// its definition; the CPU backend's dequantizing path (CpuBackend::matmul_dequant,
+// matmul_quant.cpp: the dequantization fused into the GEMM, F32 activations) against the
+// reference, over shapes with every tail: rows 1..17 (the 4-token micro-tile, its
+// remainders), odd m (the 4-row weight block), k at group boundaries and across the
+// kernel's 512-element slices (a bias on odd row counts); and CpuBackend::matmul's dispatch
+// between that path and the integer kernels (matmul_quant_fast, tested in
+// test_ops_matmul_quant_fast.cpp). Weights reach both backends through upload() of the host view.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "op_test_util.h"
 #include "quant_test_util.h"
 #include "quant/quantized_weight.h"
@@ -25,7 +29,7 @@ using test::Rng;
 
 // x = the identity [k, k]: row t of the output is column t of the weight, one product and
 // k - 1 exact zeros, so out^T must equal the dequantized weight bit for bit on both backends
-// (the CPU kernel's dequantization is the reference's).
+// (the CPU path's dequantization is the reference's).
 TEST(OpsMatmulQuant, IdentityInputGivesTheDequantizedWeightExactly) {
   for (const test::QuantFormat& f : test::kQuantFormats) {
     SCOPED_TRACE(f.name);
@@ -38,7 +42,11 @@ TEST(OpsMatmulQuant, IdentityInputGivesTheDequantizedWeightExactly) {
     for (BackendKind kind : {BackendKind::Ref, BackendKind::Cpu}) {
       auto be = make_backend(kind);
       TensorView out = be->alloc(DType::F32, {k, m});
-      be->matmul(test::to_device(*be, eye, k, k), be->upload(q.view(), q.dtype), TensorView{}, out);
+      const TensorView xv = test::to_device(*be, eye, k, k), wv = be->upload(q.view(), q.dtype);
+      if (kind == BackendKind::Cpu)
+        static_cast<CpuBackend&>(*be).matmul_dequant(xv, wv, TensorView{}, out);
+      else
+        be->matmul(xv, wv, TensorView{}, out);
       const std::vector<float> got = test::to_host_f32(*be, out);
       std::vector<float> got_t(got.size());
       for (int64_t t = 0; t < k; ++t)
@@ -133,8 +141,12 @@ TEST(OpsMatmulQuant, CpuMatchesRefOverEveryTail) {
             int i = 0;
             for (Backend* b : {be.ref.get(), be.cpu.get()}) {
               test::GuardedOut out(*b, n, m);
-              b->matmul(test::to_device(*b, x, n, k), b->upload(q.view(), q.dtype),
-                        with_bias ? test::to_device(*b, bias, 1, m) : TensorView{}, out.view());
+              const TensorView xv = test::to_device(*b, x, n, k), wv = b->upload(q.view(), q.dtype);
+              const TensorView bv = with_bias ? test::to_device(*b, bias, 1, m) : TensorView{};
+              if (b == be.cpu.get())
+                static_cast<CpuBackend&>(*b).matmul_dequant(xv, wv, bv, out.view());
+              else
+                b->matmul(xv, wv, bv, out.view());
               EXPECT_TRUE(out.guard_intact()) << b->name() << " wrote past its output";
               outs[i++] = out.values();
             }
@@ -157,6 +169,39 @@ TEST(OpsMatmulQuant, CpuMatchesRefOverEveryTail) {
       }
     }
     std::printf("%-9s worst scaled L2 error, cpu vs ref: %.3g (tolerance 1e-05)\n", f.name, worst);
+  }
+}
+
+// CpuBackend::matmul on a quantized weight gives bit for bit what the path it dispatches to
+// gives: the integer kernels where they cover the weight (W8 and W4 at groups of 32 and
+// 128 with k a multiple of 32), the dequantizing path otherwise (FP8, k = 48 for W8).
+TEST(OpsMatmulQuant, CpuMatmulDispatchesToTheIntegerKernelsWhereTheyCover) {
+  struct Case {
+    QuantSpec spec;
+    int64_t k;
+    bool fast;
+  };
+  const Case cases[] = {{{.format = DType::W8}, 96, true},
+                        {{.format = DType::W8}, 48, false},
+                        {{.format = DType::W4, .group_size = 32}, 96, true},
+                        {{.format = DType::W4, .group_size = 128}, 256, true},
+                        {{.format = DType::FP8}, 96, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.spec.format)) + " k=" + std::to_string(c.k));
+    const int64_t n = 5, m = 7;
+    Rng rng(test::seed_of({35, int64_t(c.spec.format), c.spec.group_size, c.k}));
+    const QuantizedWeight q = test::random_quantized(rng, m, c.k, c.spec);
+    const std::vector<float> x = test::randn(rng, n * c.k), bias = test::randn(rng, m);
+    CpuBackend cpu;
+    const TensorView xv = test::to_device(cpu, x, n, c.k), wv = cpu.upload(q.view(), q.dtype);
+    const TensorView bv = test::to_device(cpu, bias, 1, m);
+    TensorView got = cpu.alloc(DType::F32, {n, m}), want = cpu.alloc(DType::F32, {n, m});
+    cpu.matmul(xv, wv, bv, got);
+    if (c.fast)
+      ASSERT_TRUE(cpu.matmul_quant_fast(xv, wv, bv, want));
+    else
+      cpu.matmul_dequant(xv, wv, bv, want);
+    EXPECT_TRUE(test::bitwise_equal(test::to_host_f32(cpu, got), test::to_host_f32(cpu, want)));
   }
 }
 

@@ -2,8 +2,6 @@
 // on one rank reaches the caller after the others finished, and the threads stay usable.
 #include <gtest/gtest.h>
 
-#include <omp.h>
-
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -51,12 +49,12 @@ TEST(RankThreads, RethrowsARanksErrorAfterAllFinishedAndCallsOnError) {
   EXPECT_EQ(ran, 3);
 }
 
-TEST(RankThreads, SharesTheOpenMpThreads) {
-  omp_set_num_threads(8);
+TEST(RankThreads, SharesTheHostThreads) {
+  set_host_threads(8);
   RankThreads t(3, nullptr);
   EXPECT_EQ(t.threads_per_rank(), 2);
   std::atomic<int> bad{0};
-  t.run([&](int) { bad += omp_get_max_threads() != 2; });
+  t.run([&](int) { bad += host_threads() != 2; });
   EXPECT_EQ(bad, 0);
   RankThreads many(16, nullptr);
   EXPECT_EQ(many.threads_per_rank(), 1);

@@ -1,8 +1,10 @@
 // End-to-end correctness against Hugging Face transformers: prompt ids, last-position
 // logits (relative L2 error <= 1e-4), argmax at every prompt position, and greedy
-// continuations, through the same Engine that `twofold generate` uses.
+// continuations, through the same Engine that `twofold generate` uses; the cpu backend at
+// each ISA level its kernels are built for and the machine runs.
 #include <gtest/gtest.h>
 
+#include "backend/cpu/isa.h"
 #include "engine/golden_util.h"
 #include "model/config.h"
 #include "model/tokenizer/tokenizer.h"
@@ -15,7 +17,19 @@ namespace {
 struct Case {
   std::string model;
   std::string backend;
+  cpu::Isa isa = cpu::Isa::Baseline;  // cpu backend: the kernels' ISA level (forced for the test)
 };
+
+// Every model on the cpu backend at every ISA level this build and machine have, and two on
+// the reference backend.
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (cpu::Isa isa : cpu::supported_isas())
+    for (const char* model : {"tiny-main", "tiny-draft", "llama-mha", "qwen2"}) v.push_back({model, "cpu", isa});
+  v.push_back({"tiny-main", "ref"});
+  v.push_back({"qwen2", "ref"});
+  return v;
+}
 
 class GoldenTest : public ::testing::TestWithParam<Case> {};
 
@@ -27,6 +41,7 @@ constexpr double kTieTol = 1e-3;
 
 TEST_P(GoldenTest, LogitsAndGreedyMatchTransformers) {
   const Case c = GetParam();
+  if (c.backend == "cpu") cpu::set_active_isa(c.isa);
   Engine engine(EngineOptions{.model_dir = test::golden_model_dir(c.model), .backend = c.backend,
                               .max_seqs = 4});
   const int64_t n_vocab = engine.config().n_vocab;
@@ -63,10 +78,13 @@ TEST_P(GoldenTest, LogitsAndGreedyMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, GoldenTest,
-    ::testing::Values(Case{"tiny-main", "cpu"}, Case{"tiny-draft", "cpu"}, Case{"llama-mha", "cpu"},
-                      Case{"qwen2", "cpu"}, Case{"tiny-main", "ref"}, Case{"qwen2", "ref"}),
+    ::testing::ValuesIn(cases()),
     [](const auto& info) {
       std::string n = info.param.model + "_" + info.param.backend;
+      if (info.param.backend == "cpu") {
+        n += '_';
+        n += cpu::isa_name(info.param.isa);
+      }
       for (char& ch : n) if (ch == '-') ch = '_';
       return n;
     });

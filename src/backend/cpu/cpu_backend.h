@@ -1,15 +1,30 @@
-// The fast CPU backend: OpenMP threads over independent rows/heads, inner loops written for
-// the compiler's vectoriser (GCC vector extensions in the GEMM micro-kernel), weights read in
-// their stored dtype (BF16/F16 widened on the fly, so decode reads half the bytes of F32).
+// The fast CPU backend: kernels compiled for several ISA levels with the best one the CPU
+// has picked at run time (isa.h, kernels/kernels.h), run by a persistent worker pool
+// (core/thread_pool.h) that each op splits its work for once. Weights are read in their
+// stored dtype (BF16/F16 widened in registers, so decode reads half the bytes of F32).
 #pragma once
 
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/kernels/kernels.h"
 #include "backend/host_backend.h"
+#include "core/thread_pool.h"
 
 namespace tf {
 
 class CpuBackend : public HostBackend {
  public:
+  CpuBackend();  // resolves the ISA level now, so a bad TF_CPU_ISA fails at startup
   std::string name() const override { return "cpu"; }
+  // As HostBackend's, and a 4-bit weight (Q4_0, W4, Q4_K) also gets a repacked copy for the
+  // integer kernels (quant_pack.h), found again by its data pointer and dropped by
+  // release(): memory holding an uploaded weight must not be freed while this backend lives
+  // without releasing the view first.
+  TensorView upload(const TensorView& host, DType dtype) override;
+  void release(const TensorView& buf) override;
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
@@ -20,14 +35,45 @@ class CpuBackend : public HostBackend {
                  const TensorView& out) override;
   void swiglu(const TensorView& gate_up, const TensorView& out) override;
   void gather_logit_rows(const TensorView& x, const TensorView& out) override;
-};
 
-// out[rows, m] = x[rows, k] @ w[m, k]^T (+ bias); exposed for the micro-benchmarks and tests.
-// Quantized weights (W8/W4/FP8) go to cpu_matmul_quant (matmul_quant.cpp).
-void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
-                const TensorView& out);
-// The quantized half of cpu_matmul: w W8/W4/FP8 [m, k] (checked by the caller), bias [m] F32
-// or nullptr.
-void cpu_matmul_quant(const TensorView& x, const TensorView& w, const float* bias, const TensorView& out);
+  // matmul() on a quantized w takes matmul_quant_fast where it covers w, else matmul_dequant.
+  //   x [rows, k] F32, w [m, k], bias [m] or empty, out [rows, m] F32
+  //
+  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_K) on the integer
+  // kernels (activations quantized per block of 32 to INT8; matmul_quant_fast.cpp). Returns
+  // false, touching nothing, for a dtype, shape or ISA level those kernels do not cover.
+  bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
+  // out = x @ dequant(w)^T (+ bias) for w W8, W4 or FP8 with F32 activations, the weights
+  // dequantized in slices into scratch (matmul_quant.cpp): the values and products of the
+  // reference backend, summed in another order.
+  void matmul_dequant(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
+
+  // The worker pool, sized to the calling thread's host_threads() (rebuilt when that changes,
+  // e.g. on the first op of a tensor-parallel rank thread).
+  ThreadPool& pool();
+
+ private:
+  // Per-thread scratch of at least n floats for thread t of the pool.
+  float* scratch(int t, size_t n);
+  // A bias as F32 (converted into a buffer when stored otherwise); null when absent.
+  const float* bias_f32(const TensorView& bias);
+  // The repacked copy of an uploaded weight of w's shape, or null.
+  const void* packed_weight(const TensorView& w) const;
+
+  struct PackedWeight {
+    DType dtype = DType::Q4_0;
+    int64_t m = 0, k = 0;
+    std::vector<uint8_t> bytes;
+  };
+
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::vector<float>> scratch_;
+  std::vector<float> bias_buf_;
+  std::vector<float> xt_;       // activations in token tiles (the prefill GEMM)
+  std::vector<std::optional<cpu::AttendScratch>> attend_scratch_;  // per pool thread
+  std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast
+  std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
+  std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer
+};
 
 }  // namespace tf

@@ -1,6 +1,7 @@
-// The register tile of the CPU GEMMs (matmul.cpp for float weights, matmul_quant.cpp for
-// quantized ones): NT tokens against kRows weight rows that sit as F32 in a small buffer,
-// GCC vector extensions of kLanes floats. Internal to src/backend/cpu.
+// The register tile of matmul_quant.cpp (quantized weights dequantized into F32 scratch): NT
+// tokens against kRows weight rows that sit as F32 in a small buffer, GCC vector extensions
+// of kLanes floats, compiled at the library's own ISA level (not one of the per-ISA kernel
+// builds of kernels/). Internal to src/backend/cpu.
 #pragma once
 
 #include <cstdint>

@@ -1,151 +1,79 @@
-// CPU GEMM / GEMV: out[n, m] = x[n, k] @ w[m, k]^T (+ bias).
-//
-// Weights are [out, in] as checkpoints store them, so every output is a dot product of two
-// contiguous rows. Threads split the output features (rows of w) into blocks of kRows, so
-// each weight byte is read from memory once per call whatever n is (decode at batch n).
-//  - Few tokens (decode): the micro-kernel widens BF16/F16 weights to F32 in registers as
-//    it streams them; nothing is written back, the loop runs at memory speed.
-//  - Many tokens (prefill): a thread widens its kRows weight rows once into a small F32
-//    buffer (L1/L2 resident), then runs the kTok x kRows register tile over all tokens.
-#include <omp.h>
-
+// CPU GEMM / GEMV front: out[n, m] = x[n, k] @ w[m, k]^T (+ bias), the weight rows split
+// across the pool's threads in blocks (kernels/matmul.cpp has the register tiles), so each
+// weight byte is read from memory once per call whatever n is (decode at batch n).
 #include <algorithm>
-#include <cstring>
-#include <type_traits>
-#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/gemm_tile.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/kernels/kernels.h"
 #include "backend/shape_checks.h"
+#include "core/host_threads.h"
 
 namespace tf {
-namespace {
 
-using namespace cpu_tile;
+// A chunk of weight rows should stream at least this many bytes (or do as much work), so
+// that claiming it (one atomic) and the fork/join of the op stay small beside it.
+constexpr int64_t kMinChunkBytes = 16 * 1024;
 
-typedef uint16_t VecH __attribute__((vector_size(kLanes * 2)));
-typedef uint32_t VecU __attribute__((vector_size(kLanes * 4)));
-typedef _Float16 VecF16 __attribute__((vector_size(kLanes * 2)));
+CpuBackend::CpuBackend() { (void)cpu::active_isa(); }
 
-// kLanes weights of type W at p, widened to F32.
-template <typename W>
-inline VecF load_w(const W* p) {
-  if constexpr (std::is_same_v<W, float>) {
-    return load_vec(p);
-  } else if constexpr (std::is_same_v<W, uint16_t>) {  // bfloat16: the high half of a float
-    VecH h;
-    std::memcpy(&h, p, sizeof(h));
-    const VecU u = __builtin_convertvector(h, VecU) << 16;
-    VecF f;
-    std::memcpy(&f, &u, sizeof(f));
-    return f;
-  } else {
-    VecF16 h;
-    std::memcpy(&h, p, sizeof(h));
-    return __builtin_convertvector(h, VecF);
-  }
-}
-template <typename W>
-inline float to_f32(W v) {
-  if constexpr (std::is_same_v<W, float>) return v;
-  else if constexpr (std::is_same_v<W, uint16_t>) return bf16_to_f32(v);
-  else return float(v);
+ThreadPool& CpuBackend::pool() {
+  const int n = host_threads();
+  if (!pool_ || pool_->size() != n) pool_ = std::make_unique<ThreadPool>(n);
+  return *pool_;
 }
 
-// Decode path: NT tokens (NT <= kTok) against kRows weight rows read in their stored type.
-template <int NT, typename W>
-inline void direct_tile(const float* x, int64_t ldx, const W* w, int64_t k, float* dst, int64_t ldo,
-                        const float* bias_blk, int n_rows) {
-  VecF acc[NT][kRows];
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < kRows; ++r) acc[t][r] = VecF{};
-  const int64_t k_vec = k / kLanes * kLanes;
-  const int full = n_rows;  // rows past n_rows are not touched
-  for (int64_t i = 0; i < k_vec; i += kLanes) {
-    VecF wv[kRows];
-    for (int r = 0; r < kRows; ++r) wv[r] = r < full ? load_w(w + r * k + i) : VecF{};
-    for (int t = 0; t < NT; ++t) {
-      const VecF xv = load_vec(x + t * ldx + i);
-      for (int r = 0; r < kRows; ++r) acc[t][r] += xv * wv[r];
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    for (int r = 0; r < n_rows; ++r) {
-      float s = hsum(acc[t][r]);
-      for (int64_t i = k_vec; i < k; ++i) s += x[t * ldx + i] * to_f32(w[r * k + i]);
-      dst[t * ldo + r] = s + (bias_blk ? bias_blk[r] : 0.0f);
-    }
-  }
+float* CpuBackend::scratch(int t, size_t n) {
+  if (scratch_.size() <= size_t(t)) scratch_.resize(size_t(t) + 1);
+  if (scratch_[size_t(t)].size() < n) scratch_[size_t(t)].resize(n);
+  return scratch_[size_t(t)].data();
 }
 
-template <typename W>
-void direct_matmul(const float* xp, const W* wp, const float* bias, float* op, int64_t n, int64_t k,
-                   int64_t m) {
-  const int64_t n_blocks = (m + kRows - 1) / kRows;
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < n_blocks; ++blk) {
-    const int64_t r0 = blk * kRows;
-    const int rows = int(std::min<int64_t>(kRows, m - r0));
-    const float* bias_blk = bias ? bias + r0 : nullptr;
-    const W* w = wp + r0 * k;
-    float* dst = op + r0;
-    int64_t t = 0;
-    for (; t + kTok <= n; t += kTok) direct_tile<kTok>(xp + t * k, k, w, k, dst + t * m, m, bias_blk, rows);
-    for (; t + 2 <= n; t += 2) direct_tile<2>(xp + t * k, k, w, k, dst + t * m, m, bias_blk, rows);
-    for (; t < n; ++t) direct_tile<1>(xp + t * k, k, w, k, dst + t * m, m, bias_blk, rows);
-  }
-}
-
-// Up to this many tokens the weights are widened in registers on every pass.
-constexpr int64_t kDirectMaxTokens = 8;
-
-}  // namespace
-
-void cpu_matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
-                const TensorView& out) {
-  check_matmul(x, w, bias, out);
-  check_quantized(w);
-  const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0];
-  const int64_t n_blocks = (m + kRows - 1) / kRows;
-  std::vector<float> bias_f32;
-  if (bias.data) {
-    bias_f32.resize(size_t(m));
-    load_row_f32(bias.data, bias.dtype, 0, m, bias_f32.data());
-  }
-  const float* xp = x.as<float>();
-  float* op = out.as<float>();
-  const float* bp = bias.data ? bias_f32.data() : nullptr;
-  if (dtype_is_quantized(w.dtype)) return cpu_matmul_quant(x, w, bp, out);
-  if (n <= kDirectMaxTokens) {
-    switch (w.dtype) {
-      case DType::F32: return direct_matmul(xp, w.as<float>(), bp, op, n, k, m);
-      case DType::BF16: return direct_matmul(xp, w.as<uint16_t>(), bp, op, n, k, m);
-      case DType::F16: return direct_matmul(xp, w.as<_Float16>(), bp, op, n, k, m);
-      default: TF_ASSERT(false, "matmul: weight dtype {} unsupported", dtype_name(w.dtype));
-    }
-  }
-
-#pragma omp parallel
-  {
-    std::vector<float> wbuf(size_t(kRows * k));
-#pragma omp for schedule(static)
-    for (int64_t blk = 0; blk < n_blocks; ++blk) {
-      const int64_t r0 = blk * kRows;
-      const int rows = int(std::min<int64_t>(kRows, m - r0));
-      for (int r = 0; r < rows; ++r) load_row_f32(w.data, w.dtype, (r0 + r) * k, k, wbuf.data() + r * k);
-      for (int r = rows; r < kRows; ++r) std::fill_n(wbuf.data() + r * k, k, 0.0f);
-      const float* bias_blk = bias.data ? bias_f32.data() + r0 : nullptr;
-      int64_t t = 0;
-      for (; t + kTok <= n; t += kTok)
-        micro_tile<kTok>(xp + t * k, k, wbuf.data(), k, op + t * m + r0, m, bias_blk, rows);
-      for (; t < n; ++t) micro_tile<1>(xp + t * k, k, wbuf.data(), k, op + t * m + r0, m, bias_blk, rows);
-    }
-  }
+const float* CpuBackend::bias_f32(const TensorView& bias) {
+  if (!bias.data) return nullptr;
+  if (bias.dtype == DType::F32) return bias.as<float>();
+  bias_buf_.resize(size_t(bias.numel()));
+  load_row_f32(bias.data, bias.dtype, 0, bias.numel(), bias_buf_.data());
+  return bias_buf_.data();
 }
 
 void CpuBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                         const TensorView& out) {
-  cpu_matmul(x, w, bias, out);
+  if (dtype_is_quantized(w.dtype)) {
+    if (!matmul_quant_fast(x, w, bias, out)) matmul_dequant(x, w, bias, out);
+    return;
+  }
+  check_matmul(x, w, bias, out);
+  TF_ASSERT(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16,
+            "matmul: weight dtype {} unsupported", dtype_name(w.dtype));
+  const cpu::KernelTable& kt = cpu::kernels();
+  const cpu::MatmulArgs a{.x = x.as<float>(), .w = w.data, .w_dtype = w.dtype, .bias = bias_f32(bias),
+                          .out = out.as<float>(), .n = x.shape[0], .k = x.shape[1], .m = w.shape[0]};
+  ThreadPool& tp = pool();
+  const bool gemm = a.n >= kt.gemm_tile_tokens;
+  const int64_t block_rows = gemm ? kt.gemm_block_rows : kt.matmul_block_rows;
+  const int64_t n_blocks = (a.m + block_rows - 1) / block_rows;
+  const int64_t block_bytes = block_rows * a.k * int64_t(dtype_size(w.dtype));
+  const int64_t n_chunks = tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, block_bytes)));
+  const size_t scratch_floats = size_t(gemm ? kt.gemm_scratch_floats(a.n) : kt.matmul_scratch_floats(a.n, a.k));
+  for (int t = 0; t < tp.size(); ++t) scratch(t, scratch_floats);
+  if (!gemm) {
+    tp.parallel_for(n_chunks, [&](int64_t c, int t) {
+      kt.matmul_blocks(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks, scratch_[size_t(t)].data());
+    });
+    return;
+  }
+  // Prefill: the activations transposed into token tiles once (the tiles split across the
+  // threads), then the weight row blocks.
+  const int64_t n_tiles = (a.n + kt.gemm_tile_tokens - 1) / kt.gemm_tile_tokens;
+  xt_.resize(size_t(n_tiles * a.k * kt.gemm_tile_tokens));
+  tp.parallel_for(std::min<int64_t>(n_tiles, tp.size()), [&](int64_t c, int) {
+    const int64_t parts = std::min<int64_t>(n_tiles, tp.size());
+    kt.gemm_pack_x(a.x, a.n, a.k, c * n_tiles / parts, (c + 1) * n_tiles / parts, xt_.data());
+  });
+  tp.parallel_for(n_chunks, [&](int64_t c, int t) {
+    kt.gemm_blocks(a, xt_.data(), c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks, scratch_[size_t(t)].data());
+  });
 }
 
 }  // namespace tf

@@ -33,6 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +52,8 @@ namespace tf::cuda {
 
 class LtGemm;
 struct LtAlgo;
+struct Fp8GemmArgs;
+enum class Fp8Scaling : uint8_t;
 
 class CudaBackend final : public Backend {
  public:
@@ -134,11 +137,16 @@ class CudaBackend final : public Backend {
   float* attention_workspace(size_t floats);
   // Quantized weights (cuda_quant.cpp): the upload of a W8/W4/FP8 host view, and the matmul
   // of g (g.wq set) on the kernel its shape takes. quant_workspace(slot) is a scratch buffer
-  // of at least `bytes` that only grows (slots: FP8 activations, their scales, F32 / BF16
-  // intermediates).
+  // of at least `bytes` that only grows, zero-filled when (re)allocated (slots: FP8
+  // activations, their scales, F32 / BF16 intermediates, the tensor-core kernel's split-K
+  // partials and counters).
   TensorView upload_quantized(const TensorView& host);
   void matmul_quant(const struct GemmArgs& g);
   void* quant_workspace(int slot, size_t bytes);
+  // How an FP8 W8A8 GEMM of a's shape applies its scales, timed on first sight (cuda_quant.cpp).
+  Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, float* acc);
+  // Mean microseconds of `launch` on this stream over `reps` runs after a warm-up (CUDA events).
+  double time_us(const std::function<void()>& launch, int reps);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV
@@ -165,12 +173,17 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     size_t bytes = 0;
   };
-  Workspace quant_ws_[3];
+  Workspace quant_ws_[4];
   void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
   size_t sample_args_n_ = 0;
   using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias
   static GemvKey gemv_key(const struct GemmArgs& g);
   std::map<GemvKey, GemvChoice> gemv_;
+  struct Fp8Choice {
+    Fp8Scaling scaling;
+    double outer_us = -1, epilogue_us = -1;  // -1: not offered by cuBLASLt
+  };
+  std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;

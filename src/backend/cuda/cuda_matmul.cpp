@@ -75,30 +75,18 @@ const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
   const auto key = gemv_key(g);
   if (auto it = gemv_.find(key); it != gemv_.end()) return &it->second;
   if (capturing_) return nullptr;
-  cudaEvent_t ev[2];
-  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
-  auto time_us = [&](auto&& launch) {
-    launch();  // warm-up
-    TF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
-    for (int i = 0; i < kReps; ++i) launch();
-    TF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
-    TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
-    float ms = 0;
-    TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-    return 1e3 * double(ms) / kReps;
-  };
   GemvChoice c;
-  c.cublas_us = time_us([&] { launch_gemm(cublas_, g, stream_); });
+  c.cublas_us = time_us([&] { launch_gemm(cublas_, g, stream_); }, kReps);
   double best = c.cublas_us;
   if (gemv_ok) {
-    c.custom_us = time_us([&] { launch_gemv(g, stream_); });
+    c.custom_us = time_us([&] { launch_gemv(g, stream_); }, kReps);
     c.custom = c.custom_us < best;
     best = std::min(best, c.custom_us);
   }
   if (lt_ok) {
     if (!lt_) lt_ = std::make_unique<LtGemm>();
     for (const LtAlgo& a : lt_->candidates(g, kLtCandidates, kCublasWorkspaceBytes)) {
-      const double us = time_us([&] { lt_->run(g, a, cublas_workspace_, stream_); });
+      const double us = time_us([&] { lt_->run(g, a, cublas_workspace_, stream_); }, kReps);
       ++c.lt_tried;
       if (c.lt_us < 0 || us < c.lt_us) c.lt_us = us;
       if (us < best) {
@@ -108,8 +96,21 @@ const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
       }
     }
   }
-  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventDestroy(e));
   return &(gemv_[key] = c);
+}
+
+double CudaBackend::time_us(const std::function<void()>& launch, int reps) {
+  cudaEvent_t ev[2];
+  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
+  launch();  // warm-up
+  TF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
+  for (int i = 0; i < reps; ++i) launch();
+  TF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
+  TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+  float ms = 0;
+  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventDestroy(e));
+  return 1e3 * double(ms) / reps;
 }
 
 std::vector<std::string> CudaBackend::tuning_report() const {
@@ -122,6 +123,12 @@ std::vector<std::string> CudaBackend::tuning_report() const {
     if (c.lt_tried > 0) times += fmt::format(", best of {} cublasLt {:.1f} us", c.lt_tried, c.lt_us);
     lines.push_back(fmt::format("matmul rows={} k={} m={}{}{}: {} -> {}", rows, k, m, f32 ? " f32-out" : "",
                                 bias ? " bias" : "", times, c.custom ? "gemv" : c.lt ? "cublasLt" : "cublas"));
+  }
+  for (const auto& [key, c] : fp8_) {
+    const auto& [rows, k, m, f32, bias] = key;
+    lines.push_back(fmt::format("fp8 w8a8 rows={} k={} m={}{}{}: outer vectors {:.1f} us, epilogue {:.1f} us -> {}",
+                                rows, k, m, f32 ? " f32-out" : "", bias ? " bias" : "", c.outer_us, c.epilogue_us,
+                                fp8_scaling_name(c.scaling)));
   }
   return lines;
 }

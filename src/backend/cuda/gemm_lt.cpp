@@ -1,5 +1,7 @@
 #include "backend/cuda/gemm_lt.h"
 
+#include <fmt/format.h>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/quant_gemm.cuh"
 #include "core/error.h"
@@ -68,72 +70,122 @@ void LtGemm::run(const GemmArgs& g, const LtAlgo& a, void* workspace, cudaStream
 
 // ---- FP8 ------------------------------------------------------------------------------------
 
+const char* fp8_scaling_name(Fp8Scaling s) {
+  switch (s) {
+    case Fp8Scaling::Auto: return "auto";
+    case Fp8Scaling::OuterVectors: return "outer vectors";
+    case Fp8Scaling::AlphaVector: return "alpha vector";
+    case Fp8Scaling::Epilogue: return "epilogue";
+    case Fp8Scaling::Unscaled: return "unscaled";
+  }
+  return "?";
+}
+
 // The mapping of gemm.cu with E4M3 A (the weight, transposed) and B (the activations): the
-// "TN" form cuBLASLt's FP8 kernels require. With outer-vector scales, A's vector has one
-// entry per row of op(A) (the m output features) and B's one per column of op(B) (the rows),
-// which is w_scale and x_scale. The first plan tried per shape has the outer scales (and no
-// bias); if the heuristic offers no algorithm for it, the plan is unit scales, F32 output.
-const LtGemm::Fp8Plan& LtGemm::fp8_plan(const Fp8GemmArgs& a, size_t max_workspace) {
-  const auto key = std::make_tuple(a.rows, a.k, a.m, a.out_f32, a.bias != nullptr);
+// "TN" form cuBLASLt's FP8 kernels require. Then A's rows are the m output features and B's
+// columns the tokens: the outer-vector scales are w_scale (A) and x_scale (B), and the alpha
+// vector (one entry per row of D) is w_scale.
+const LtGemm::Fp8Plan& LtGemm::fp8_plan(const Fp8GemmArgs& a, Fp8Scaling scaling, size_t max_workspace) {
+  const auto key = std::make_tuple(a.rows, a.k, a.m, a.out_f32, a.bias != nullptr, scaling, a.fast_accum);
   if (auto it = fp8_.find(key); it != fp8_.end()) return it->second;
-  auto make = [&](bool outer) {
-    Fp8Plan p;
-    p.outer = outer;
-    TF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-    if (outer) {
-      const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-      TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
-      TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
-    }
-    const cudaDataType_t out_type = outer && !a.out_f32 ? CUDA_R_16BF : CUDA_R_32F;
-    TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.a, CUDA_R_8F_E4M3, uint64_t(a.k), uint64_t(a.m), a.k));
-    TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.b, CUDA_R_8F_E4M3, uint64_t(a.k), uint64_t(a.rows), a.k));
-    TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.c, out_type, uint64_t(a.m), uint64_t(a.rows), a.m));
+  Fp8Plan p;
+  p.scaling = scaling;
+  TF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  const int8_t fast = a.fast_accum ? 1 : 0;
+  TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  if (scaling == Fp8Scaling::OuterVectors) {
+    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+    // the heuristic may look at the pointers; run_fp8 sets each call's own
+    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.w_scale,
+                                                   sizeof(a.w_scale)));
+    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.x_scale,
+                                                   sizeof(a.x_scale)));
+  } else if (scaling == Fp8Scaling::AlphaVector) {
+    const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
+    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
+  }
+  const bool f32_out = a.out_f32 || scaling == Fp8Scaling::Epilogue || scaling == Fp8Scaling::Unscaled;
+  const cudaDataType_t out_type = f32_out ? CUDA_R_32F : CUDA_R_16BF;
+  TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.a, CUDA_R_8F_E4M3, uint64_t(a.k), uint64_t(a.m), a.k));
+  TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.b, CUDA_R_8F_E4M3, uint64_t(a.k), uint64_t(a.rows), a.k));
+  TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.c, out_type, uint64_t(a.m), uint64_t(a.rows), a.m));
+  const bool possible = scaling != Fp8Scaling::OuterVectors || !a.bias;  // a bias needs a kernel after
+  if (possible) {
     cublasLtMatmulPreference_t pref = nullptr;
     TF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     TF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &max_workspace, sizeof(max_workspace)));
     cublasLtMatmulHeuristicResult_t found{};
     int returned = 0;
-    const cublasStatus_t s =
-        cublasLtMatmulAlgoGetHeuristic(handle_, p.d.op, p.d.a, p.d.b, p.d.c, p.d.c, pref, 1, &found, &returned);
+    p.status = cublasLtMatmulAlgoGetHeuristic(handle_, p.d.op, p.d.a, p.d.b, p.d.c, p.d.c, pref, 1, &found, &returned);
     cublasLtMatmulPreferenceDestroy(pref);
-    p.ok = s == CUBLAS_STATUS_SUCCESS && returned > 0 && found.state == CUBLAS_STATUS_SUCCESS;
+    p.ok = p.status == CUBLAS_STATUS_SUCCESS && returned > 0 && found.state == CUBLAS_STATUS_SUCCESS;
     if (p.ok) p.algo = LtAlgo{.algo = found.algo, .workspace = found.workspaceSize};
-    return p;
-  };
-  Fp8Plan plan;
-  if (!a.bias) {
-    plan = make(/*outer=*/true);
-    if (!plan.ok) destroy(plan.d);
   }
-  if (!plan.ok) plan = make(/*outer=*/false);
-  if (!plan.ok) fail("cuBLASLt has no FP8 GEMM for rows={} k={} m={}", a.rows, a.k, a.m);
-  return fp8_.emplace(key, plan).first->second;
+  return fp8_.emplace(key, p).first->second;
 }
 
-bool LtGemm::fp8_outer_scales(const Fp8GemmArgs& a, size_t max_workspace) { return fp8_plan(a, max_workspace).outer; }
+const LtGemm::Fp8Plan& LtGemm::fp8_resolved(const Fp8GemmArgs& a, size_t max_workspace) {
+  if (a.scaling != Fp8Scaling::Auto) return fp8_plan(a, a.scaling, max_workspace);
+  for (Fp8Scaling s : {Fp8Scaling::OuterVectors, Fp8Scaling::AlphaVector, Fp8Scaling::Epilogue})
+    if (const Fp8Plan& p = fp8_plan(a, s, max_workspace); p.ok) return p;
+  fail("cuBLASLt has no FP8 GEMM for rows={} k={} m={}", a.rows, a.k, a.m);
+}
+
+Fp8Scaling LtGemm::fp8_scaling(const Fp8GemmArgs& a, size_t max_workspace) {
+  return fp8_resolved(a, max_workspace).scaling;
+}
+
+bool LtGemm::fp8_available(const Fp8GemmArgs& a, size_t max_workspace) {
+  return a.scaling == Fp8Scaling::Auto || fp8_plan(a, a.scaling, max_workspace).ok;
+}
+
+std::string LtGemm::fp8_probe(const Fp8GemmArgs& a, size_t max_workspace) {
+  std::string out;
+  for (Fp8Scaling s : {Fp8Scaling::OuterVectors, Fp8Scaling::AlphaVector, Fp8Scaling::Epilogue}) {
+    const Fp8Plan& p = fp8_plan(a, s, max_workspace);
+    out += fmt::format("{}{}: {}", out.empty() ? "" : ", ", fp8_scaling_name(s),
+                       p.ok ? "ok" : cublasGetStatusName(p.status));
+  }
+  return out;
+}
 
 void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream) {
   if (a.rows == 0 || a.m == 0) return;
-  const Fp8Plan& p = fp8_plan(a, max_workspace);
-  const float alpha = 1.0f, beta = 0.0f;
-  if (p.outer) {
-    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.w_scale,
-                                                   sizeof(a.w_scale)));
-    TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.x_scale,
-                                                   sizeof(a.x_scale)));
-    TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &alpha, a.wq, p.d.a, a.xq, p.d.b, &beta, a.out, p.d.c, a.out, p.d.c,
-                                   &p.algo.algo, workspace, p.algo.workspace, stream));
-    return;
+  const Fp8Plan& p = fp8_resolved(a, max_workspace);
+  TF_ASSERT(p.ok, "run_fp8: cuBLASLt has no {} FP8 GEMM for rows={} k={} m={}", fp8_scaling_name(p.scaling), a.rows,
+            a.k, a.m);
+  const float one = 1.0f, zero = 0.0f;
+  switch (p.scaling) {
+    case Fp8Scaling::OuterVectors:
+      TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.w_scale,
+                                                     sizeof(a.w_scale)));
+      TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.x_scale,
+                                                     sizeof(a.x_scale)));
+      TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, a.out, p.d.c, a.out,
+                                     p.d.c, &p.algo.algo, workspace, p.algo.workspace, stream));
+      return;
+    case Fp8Scaling::AlphaVector:
+      TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, a.w_scale, a.wq, p.d.a, a.xq, p.d.b, &zero, a.out, p.d.c, a.out,
+                                     p.d.c, &p.algo.algo, workspace, p.algo.workspace, stream));
+      launch_fp8_row_scale(a.out, a.out_f32, a.x_scale, a.bias, a.rows, a.m, stream);
+      return;
+    case Fp8Scaling::Unscaled:
+      TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, a.out, p.d.c, a.out,
+                                     p.d.c, &p.algo.algo, workspace, p.algo.workspace, stream));
+      return;
+    default:
+      TF_ASSERT(acc, "run_fp8: unit-scale plan without an F32 buffer");
+      TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, acc, p.d.c, acc, p.d.c,
+                                     &p.algo.algo, workspace, p.algo.workspace, stream));
+      launch_fp8_scale_epilogue(acc, a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32, stream);
+      return;
   }
-  TF_ASSERT(acc, "run_fp8: unit-scale plan without an F32 buffer");
-  TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &alpha, a.wq, p.d.a, a.xq, p.d.b, &beta, acc, p.d.c, acc, p.d.c,
-                                 &p.algo.algo, workspace, p.algo.workspace, stream));
-  launch_fp8_scale_epilogue(acc, a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32, stream);
 }
 
 }  // namespace tf::cuda

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -21,8 +22,18 @@ struct LtAlgo {
   size_t workspace = 0;  // bytes the algorithm needs
 };
 
+// How an FP8 GEMM applies the weight's per-row and the activations' per-token scales:
+//   OuterVectors  cuBLASLt's outer-vector scale mode applies both in its epilogue (no bias)
+//   AlphaVector   cuBLASLt's per-row alpha vector applies the weight's, then a small kernel
+//                 the per-token ones and the bias, in place (a second BF16 rounding)
+//   Epilogue      unit scales into an F32 buffer, then a small kernel applies both and the bias
+// Auto: the first of these cuBLASLt offers an algorithm for, in this order. Unscaled: the bare
+// GEMM into `out` as F32, no scales nor bias (the benchmark's FP8 peak).
+enum class Fp8Scaling : uint8_t { Auto, OuterVectors, AlphaVector, Epilogue, Unscaled };
+const char* fp8_scaling_name(Fp8Scaling s);
+
 // An FP8 (E4M3) W8A8 product: out[rows, m] = (xq @ wq^T)[r, j] * x_scale[r] * w_scale[j]
-// (+ bias[j]), rounded once to BF16 (or F32). xq holds activations quantized per token
+// (+ bias[j]), rounded to BF16 (or F32). xq holds activations quantized per token
 // (launch_quantize_rows_fp8), wq an FP8 weight (quant/formats.h).
 struct Fp8GemmArgs {
   const uint8_t* xq = nullptr;          // [rows, k] E4M3
@@ -33,6 +44,12 @@ struct Fp8GemmArgs {
   void* out = nullptr;                  // [rows, m] BF16 or F32
   bool out_f32 = false;
   int64_t rows = 0, k = 0, m = 0;
+  Fp8Scaling scaling = Fp8Scaling::Auto;
+  // Hopper's fast FP8 accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): the tensor cores keep
+  // the running sum at their own precision instead of promoting it to FP32 every few k-steps
+  // (bench_quant_gemm on the H200: up to 1.25x faster at 16..64 rows, 1.1x at 4096; the CUDA
+  // tests hold it to the same 5e-3 as the FP32 path).
+  bool fast_accum = true;
 };
 
 class LtGemm {
@@ -50,13 +67,15 @@ class LtGemm {
 
   // FP8 GEMMs need k and m multiples of 16 (cuBLASLt's FP8 leading-dimension rule).
   static bool fp8_supported(const Fp8GemmArgs& a) { return a.k % 16 == 0 && a.m % 16 == 0 && a.rows > 0; }
-  // Whether cuBLASLt applies the two scale vectors itself for this shape
-  // (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, no bias); otherwise run_fp8 runs the GEMM
-  // with unit scales into an F32 buffer [rows, m] and a small kernel applies the scales and
-  // the bias (launch_fp8_scale_epilogue). Decided once per shape, from the heuristic's answer.
-  bool fp8_outer_scales(const Fp8GemmArgs& a, size_t max_workspace);
-  // `acc` (F32 [rows, m]) is needed when fp8_outer_scales is false.
+  // The scaling a.scaling resolves to for this shape (decided once per shape, from the
+  // heuristic's answers), and whether cuBLASLt offers it at all (a forced mode may be missing;
+  // Auto always resolves or fails).
+  Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, size_t max_workspace);
+  bool fp8_available(const Fp8GemmArgs& a, size_t max_workspace);
+  // Epilogue needs `acc` (F32 [rows, m]).
   void run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream);
+  // The heuristic's status for each explicit scaling of a's shape, for the benchmark's log.
+  std::string fp8_probe(const Fp8GemmArgs& a, size_t max_workspace);
 
  private:
   // Descriptors of one shape, made once (host objects; a recorded graph keeps the kernel).
@@ -67,18 +86,23 @@ class LtGemm {
   const Descs& descs(const GemmArgs& g);
   static void destroy(const Descs& d);
 
-  // One FP8 shape: its descriptors and algorithm, with the scales as outer vectors or not.
+  // One FP8 shape and scaling: its descriptors and algorithm.
   struct Fp8Plan {
     Descs d;
     LtAlgo algo;
-    bool outer = false;
-    bool ok = false;  // an algorithm was found
+    Fp8Scaling scaling = Fp8Scaling::Auto;
+    cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;  // the heuristic's answer
+    bool ok = false;                                      // an algorithm was found
   };
-  const Fp8Plan& fp8_plan(const Fp8GemmArgs& a, size_t max_workspace);
+  // The plan of a's shape with scaling s (not Auto), made on first use; ok = false when
+  // cuBLASLt offers none.
+  const Fp8Plan& fp8_plan(const Fp8GemmArgs& a, Fp8Scaling s, size_t max_workspace);
+  const Fp8Plan& fp8_resolved(const Fp8GemmArgs& a, size_t max_workspace);
 
   cublasLtHandle_t handle_ = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Descs> descs_;  // rows, k, m, F32 out
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, Fp8Plan> fp8_;  // rows, k, m, F32 out, bias
+  // rows, k, m, F32 out, bias, scaling, fast accumulation
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, Fp8Scaling, bool>, Fp8Plan> fp8_;
 };
 
 }  // namespace tf::cuda

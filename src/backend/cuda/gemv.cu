@@ -24,10 +24,14 @@
 //     rotates its pairs (shared memory) and writes q/k/v to the qkv rows and k/v to the
 //     paged pool, as the separate rope_kv kernel would (rope_kv.cu, fused variant).
 //
-// Quantized weights (W8, W4, FP8; gemv_quant.cu) run the same kernel (gemv_kernel.cuh) with
-// another weight format: a lane's 16-byte chunk then holds 16 or 32 weights, dequantized in
-// registers, and the weights stream at 1 or 0.5 bytes per element instead of 2.
+// Quantized weights (W8, W4, FP8) run the tensor-core kernel (quant_mma.cuh), which takes the
+// same fusions except RopeKv: dequantizing and multiplying on the CUDA cores costs several
+// instructions per weight and input row, more than the memory time of a 1-byte or half-byte
+// weight. The same kernel as BF16 with another weight format (gemv_quant.cu: a lane's
+// 16-byte chunk then holds 16 or 32 weights, dequantized in registers) serves the rest, and
+// W8/FP8 at one row (launch_gemv says why).
 #include "backend/cuda/gemv_kernel.cuh"
+#include "backend/cuda/quant_gemm.cuh"
 
 namespace tf::cuda {
 
@@ -66,7 +70,19 @@ bool gemv_supported(const GemmArgs& g, const GemvFusion& f) {
   return true;
 }
 
+// W8 and FP8 at one row stay on the CUDA cores: at one row their dequantization is cheap
+// enough that the tensor-core kernel's tiles and reduction cost more than they save (the H200:
+// 30 against 37 us on 28672 x 4096, 18.5 against 20 on 4096 x 14336); W4 and more rows take
+// the tensor cores.
 void launch_gemv(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f) {
+  if (g.quantized() && (g.rows > 1 || g.wq.dtype == DType::W4) && quant_mma_supported(g, f)) {
+    launch_quant_mma(g, stream, f);
+    return;
+  }
+  launch_gemv_simt(g, stream, f);
+}
+
+void launch_gemv_simt(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f) {
   if (g.m == 0) return;
   switch (g.wq.dtype) {
     case DType::W8: launch_gemv_w8(g, f, stream); break;

@@ -44,7 +44,9 @@ bool gemv_supported(const GemmArgs& g, const GemvFusion& f = {});
 // Rounding matches the separate kernels: y = BF16(x . w + bias) (norm: x = BF16(x * inv_rms
 // * norm_w) as norm.cu), then AddTo stores BF16(out + y) as the add kernel, Swiglu
 // BF16(silu(y_gate) * y_up) as the swiglu kernel, RopeKv rotates BF16(y) and stores as
-// rope_kv.cu's fused kernel. Launched with PDL (launch.cuh).
+// rope_kv.cu's fused kernel. Launched with PDL (launch.cuh). Quantized weights run on the
+// tensor-core kernel where quant_mma_supported (quant_gemm.cuh), else on the same CUDA-core
+// kernel as BF16.
 void launch_gemv(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {});
 
 }  // namespace tf::cuda

@@ -56,20 +56,23 @@ struct WeightBf16 {
   __device__ static float row_scale(const GemmArgs&, int64_t) { return 1.0f; }
 };
 
-// xs[r] = BF16(x[r] * inv_rms(x[r]) * norm_w) for the R rows, by the whole block (the same
-// arithmetic as norm.cu; only the order of the sum of squares differs).
-template <int R>
+// xs[r] = BF16(x[r] * inv_rms(x[r]) * norm_w) for the g.rows <= R rows, by the whole block
+// of kThreads threads (the same arithmetic as norm.cu; only the order of the sum of squares
+// differs).
+template <int R, int kThreads>
 __device__ void normalize_rows(const GemmArgs& g, const GemvFusion& f, uint4* xs) {
-  __shared__ float partial[kWarps][R];
+  constexpr int kBlockWarps = kThreads / 32;
+  __shared__ float partial[kBlockWarps][R];
   const int64_t n_chunks = g.k / 8;
   const uint4* x = reinterpret_cast<const uint4*>(g.x);
   const uint4* nw = reinterpret_cast<const uint4*>(f.norm_w);
   float ss[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) ss[r] = 0.0f;
-  for (int64_t c = threadIdx.x; c < n_chunks; c += kWarps * 32) {
+  for (int64_t c = threadIdx.x; c < n_chunks; c += kThreads) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
+      if (r >= g.rows) break;
       float v[8];
       unpack8(__ldg(x + r * n_chunks + c), v);
 #pragma unroll
@@ -87,14 +90,15 @@ __device__ void normalize_rows(const GemmArgs& g, const GemvFusion& f, uint4* xs
   for (int r = 0; r < R; ++r) {
     float t = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) t += partial[w][r];
+    for (int w = 0; w < kBlockWarps; ++w) t += partial[w][r];
     inv[r] = 1.0f / sqrtf(t / float(g.k) + f.eps);
   }
-  for (int64_t c = threadIdx.x; c < n_chunks; c += kWarps * 32) {
+  for (int64_t c = threadIdx.x; c < n_chunks; c += kThreads) {
     float wv[8];
     unpack8(__ldg(nw + c), wv);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
+      if (r >= g.rows) break;
       float v[8];
       unpack8(__ldg(x + r * n_chunks + c), v);
 #pragma unroll
@@ -103,6 +107,26 @@ __device__ void normalize_rows(const GemmArgs& g, const GemvFusion& f, uint4* xs
     }
   }
   __syncthreads();
+}
+
+// Output feature j (of m_out) of token r from its FP32 product y, bias included (Swiglu: y of
+// the gate row, y_up of the up row), with the rounding rules of gemv.cuh. Store writes BF16
+// or, with g.out_f32, F32.
+template <GemvEpilogue kEpi>
+__device__ __forceinline__ void store_output(const GemmArgs& g, int64_t m_out, int64_t j, int64_t r, float y,
+                                             float y_up) {
+  const int64_t i = r * m_out + j;
+  bf16* out = static_cast<bf16*>(g.out);
+  if constexpr (kEpi == GemvEpilogue::Swiglu) {
+    const float gate = to_float(from_float<bf16>(y)), up = to_float(from_float<bf16>(y_up));
+    out[i] = from_float<bf16>(gate / (1.0f + expf(-gate)) * up);
+  } else if constexpr (kEpi == GemvEpilogue::AddTo) {
+    out[i] = from_float<bf16>(to_float(out[i]) + to_float(from_float<bf16>(y)));
+  } else if (g.out_f32) {
+    static_cast<float*>(g.out)[i] = y;
+  } else {
+    out[i] = from_float<bf16>(y);
+  }
 }
 
 // RopeKv: the output feature of warp `warp` of block `blk`: head blk / (d / 8), pair index
@@ -136,7 +160,7 @@ __device__ void rope_kv_store(const RopeKvArgs& a, bf16* out, const float (&ys)[
   dst[i + half] = from_float<KvT>(y1);
 }
 
-template <typename W, int R, bool kNorm, GemvEpilogue kEpi, typename OutT>
+template <typename W, int R, bool kNorm, GemvEpilogue kEpi>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusion f) {
   constexpr int kRowsW = kEpi == GemvEpilogue::Swiglu ? 2 : 1;  // weight rows per warp
   constexpr bool kRope = kEpi == GemvEpilogue::RopeKv;
@@ -165,7 +189,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusio
 
   const uint4* x = reinterpret_cast<const uint4*>(g.x);
   if constexpr (kNorm) {
-    normalize_rows<R>(g, f, xs);
+    normalize_rows<R, kWarps * 32>(g, f, xs);
     x = xs;
   }
   if (!active) return;
@@ -212,20 +236,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusio
     return;
   }
   if (lane != 0) return;
-  OutT* out = static_cast<OutT*>(g.out);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if constexpr (kEpi == GemvEpilogue::Swiglu) {
       const float gb = g.bias ? to_float(g.bias[j]) : 0.0f, ub = g.bias ? to_float(g.bias[j + m_out]) : 0.0f;
-      const float gate = to_float(from_float<bf16>(acc[0][r] + gb));
-      const float up = to_float(from_float<bf16>(acc[1][r] + ub));
-      out[r * m_out + j] = from_float<OutT>(gate / (1.0f + expf(-gate)) * up);
+      store_output<kEpi>(g, m_out, j, r, acc[0][r] + gb, acc[1][r] + ub);
     } else {
-      const float y = acc[0][r] + (g.bias ? to_float(g.bias[j]) : 0.0f);
-      if constexpr (kEpi == GemvEpilogue::AddTo)
-        out[r * m_out + j] = from_float<OutT>(to_float(out[r * m_out + j]) + to_float(from_float<bf16>(y)));
-      else
-        out[r * m_out + j] = from_float<OutT>(y);
+      store_output<kEpi>(g, m_out, j, r, acc[0][r] + (g.bias ? to_float(g.bias[j]) : 0.0f), 0.0f);
     }
   }
 }
@@ -240,21 +257,19 @@ void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
   if (f.norm_w) {  // rows <= kGemvNormMaxRows: callers check gemv_supported()
     if constexpr (R <= kGemvNormMaxRows) {
       if (f.epilogue == E::Swiglu)
-        go(gemv_kernel<W, R, true, E::Swiglu, bf16>);
+        go(gemv_kernel<W, R, true, E::Swiglu>);
       else if (f.epilogue == E::RopeKv)
-        go(gemv_kernel<W, R, true, E::RopeKv, bf16>);
+        go(gemv_kernel<W, R, true, E::RopeKv>);
       else
-        go(gemv_kernel<W, R, true, E::Store, bf16>);
+        go(gemv_kernel<W, R, true, E::Store>);
     }
     return;
   }
   switch (f.epilogue) {
-    case E::Store:
-      go(g.out_f32 ? gemv_kernel<W, R, false, E::Store, float> : gemv_kernel<W, R, false, E::Store, bf16>);
-      break;
-    case E::AddTo: go(gemv_kernel<W, R, false, E::AddTo, bf16>); break;
-    case E::Swiglu: go(gemv_kernel<W, R, false, E::Swiglu, bf16>); break;
-    case E::RopeKv: go(gemv_kernel<W, R, false, E::RopeKv, bf16>); break;
+    case E::Store: go(gemv_kernel<W, R, false, E::Store>); break;
+    case E::AddTo: go(gemv_kernel<W, R, false, E::AddTo>); break;
+    case E::Swiglu: go(gemv_kernel<W, R, false, E::Swiglu>); break;
+    case E::RopeKv: go(gemv_kernel<W, R, false, E::RopeKv>); break;
   }
 }
 

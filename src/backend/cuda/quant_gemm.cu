@@ -1,284 +1,341 @@
-// Kernels of quant_gemm.cuh.
-//
-// The tensor-core kernel (quant_mma_kernel) needs no repacked weight layout. mma.m16n8k16
-// sums over k, so the k index may be permuted freely as long as A (activations) and B
-// (weights) use the same permutation. Each lane q of a quad reads one 16-byte chunk of a
-// weight row: E = 32 (W4) or 16 (W8) consecutive elements [E q, E q + E) of a k-chunk of 4 E;
-// in mma step s (E / 4 steps per chunk) its B registers take elements E q + 4 s + {0, 1}
-// (b0) and E q + 4 s + {2, 3} (b1), which the mma reads as k rows 2q, 2q+1 and 2q+8, 2q+9.
-// The A fragment registers a0/a2 (a1/a3 for row + 8) must then hold x at the same elements,
-// E q + 4 s .. E q + 4 s + 3: four consecutive BF16 values. So a lane's weights are one
-// coalesced 16-byte load per row and k-chunk, its activations E contiguous BF16 values per
-// row, and no shared memory is involved. A W4 chunk (32 elements, group sizes multiples of 32)
-// lies in one group: one scale and zero per lane and row. W4 codes become BF16 pairs exactly
-// (128 + code, with the exponent of 128 OR-ed in), minus (128 + zero), times the group's scale
-// (BF16: the rounding of the scale and of the product are the kernel's only additions to the
-// reference's arithmetic); W8 codes become exact BF16 integers and the row scale multiplies
-// the FP32 accumulator at the end.
-//
-// Tile: 4 warps, each 16 output features (two n8 tiles) x 16 MT rows (MT m16 tiles); a block
-// covers 64 features x 16 MT rows, the grid all of them. Rows beyond `rows` read zeros and
-// are not stored; features beyond m are skipped.
+// Kernels of quant_gemm.cuh other than the tensor-core kernel (quant_mma.cuh), and the
+// choice of that kernel's tile.
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/mma.cuh"
 #include "backend/cuda/quant_gemm.cuh"
+#include "backend/cuda/quant_mma.cuh"
 
 namespace tf::cuda {
 namespace {
 
-constexpr int kMmaWarps = 4;
-constexpr int kFeaturesPerWarp = 16;
+// ---- dequantization ---------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
-__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t u) { return *reinterpret_cast<__nv_bfloat162*>(&u); }
-
-// W4: the two codes of byte c (low nibble first) as BF16 (code - zero) * scale.
-__device__ __forceinline__ uint32_t w4_pair(uint32_t c, __nv_bfloat162 zero128, __nv_bfloat162 scale) {
-  const uint32_t u = (c & 0xFu) | ((c & 0xF0u) << 12) | 0x43004300u;  // (128 + lo, 128 + hi)
-  return as_u32(__hmul2(__hsub2(as_bf162(u), zero128), scale));
-}
-// W8: two int8 (the low byte first, in the low 16 bits of p) as exact BF16 integers.
-__device__ __forceinline__ uint32_t w8_pair(uint32_t p) {
-  const float lo = float(int8_t(p & 0xFFu)), hi = float(int8_t((p >> 8) & 0xFFu));
-  return pack_bf16(lo, hi);
-}
-
-template <DType kW, int MT>
-__global__ void __launch_bounds__(kMmaWarps * 32) quant_mma_kernel(GemmArgs g) {
-  constexpr int E = kW == DType::W4 ? 32 : 16;  // elements of a lane's 16-byte weight chunk
-  constexpr int kChunk = 4 * E;                 // k per iteration
-  constexpr int kSteps = E / 4;                 // mma k-steps per iteration
-  constexpr int NT = kFeaturesPerWarp / 8;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, q = lane % 4;
-  const int64_t n0 = int64_t(blockIdx.x) * kMmaWarps * kFeaturesPerWarp + warp * kFeaturesPerWarp;
-  const int64_t r0 = int64_t(blockIdx.y) * 16 * MT;
-  const int64_t k = g.k, row_bytes = kW == DType::W4 ? k / 2 : k;
-  const int64_t n_groups = kW == DType::W4 ? k / g.wq.group_size : 1;
-  pdl_begin();
-
-  float acc[MT][NT][4];
+// One thread per 16-byte chunk of W4 codes (32 elements of one row, all in one group since
+// group sizes are multiples of 32), or per 8 bytes of W8/FP8 codes: each element s * code in
+// FP32, rounded once to BF16 (the host's dequantize() then BF16), stored 16 bytes at a time.
+// Every byte is read once and written once: the kernel runs at the copy bandwidth.
+__global__ void dequantize_w4_kernel(QuantWeightArgs w, int64_t m, int64_t k, bf16* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, per_row = k / 32;
+  if (i >= m * per_row) return;
+  const int64_t row = i / per_row, col = i % per_row * 32;
+  const int64_t grp = row * (k / w.group_size) + col / w.group_size;
+  const float s = __half2float(static_cast<const __half*>(w.scales)[grp]);
+  const float z = float(w.zeros[grp]);
+  const uint4 c = reinterpret_cast<const uint4*>(w.q)[i];
+  const uint32_t words[4] = {c.x, c.y, c.z, c.w};
+  uint4* dst = reinterpret_cast<uint4*>(out + row * k + col);
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int e = 0; e < 4; ++e) {
+    float v[8];
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[mt][t][c] = 0.0f;
-
-  for (int64_t kc = 0; kc < k; kc += kChunk) {
-    // B: this lane's chunk of feature n0 + 8 t + gid, dequantized into kSteps x (b0, b1)
-    uint32_t b[NT][kSteps][2];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const int64_t n = n0 + 8 * t + gid;
-      uint4 wv = make_uint4(0, 0, 0, 0);
-      const int64_t col = kc + E * q;  // first element of the chunk
-      if (n < g.m)
-        wv = load_stream(reinterpret_cast<const uint4*>(g.wq.q + n * row_bytes + (kW == DType::W4 ? col / 2 : col)));
-      const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
-      if constexpr (kW == DType::W4) {
-        __nv_bfloat162 zero128 = __float2bfloat162_rn(128.0f), scale = __float2bfloat162_rn(0.0f);
-        if (n < g.m) {
-          const int64_t grp = n * n_groups + col / g.wq.group_size;
-          zero128 = __float2bfloat162_rn(128.0f + float(g.wq.zeros[grp]));
-          scale = __float2bfloat162_rn(__half2float(static_cast<const __half*>(g.wq.scales)[grp]));
-        }
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s) {  // step s: bytes 2s (b0) and 2s + 1 (b1) of the chunk
-          b[t][s][0] = w4_pair((words[s / 2] >> (16 * (s % 2))) & 0xFFu, zero128, scale);
-          b[t][s][1] = w4_pair((words[s / 2] >> (16 * (s % 2) + 8)) & 0xFFu, zero128, scale);
-        }
-      } else {
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s) {  // step s: bytes 4s, 4s+1 (b0) and 4s+2, 4s+3 (b1)
-          b[t][s][0] = w8_pair(words[s]);
-          b[t][s][1] = w8_pair(words[s] >> 16);
-        }
-      }
-    }
-    // A: rows r0 + 16 mt + gid (+ 8), elements kc + E q .. + E as kSteps x (a0, a2) words
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      uint32_t xa[2][E / 2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = r0 + 16 * mt + gid + 8 * h;
-        const uint4* src = reinterpret_cast<const uint4*>(g.x + r * k + kc + E * q);
-#pragma unroll
-        for (int v = 0; v < E / 8; ++v) {
-          const uint4 u = r < g.rows ? __ldg(src + v) : make_uint4(0, 0, 0, 0);
-          xa[h][4 * v] = u.x, xa[h][4 * v + 1] = u.y, xa[h][4 * v + 2] = u.z, xa[h][4 * v + 3] = u.w;
-        }
-      }
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        const uint32_t a[4] = {xa[0][2 * s], xa[1][2 * s], xa[0][2 * s + 1], xa[1][2 * s + 1]};
-#pragma unroll
-        for (int t = 0; t < NT; ++t) mma_bf16(acc[mt][t], a, b[t][s][0], b[t][s][1]);
-      }
-    }
+    for (int b = 0; b < 8; ++b) v[b] = s * (float((words[e] >> (4 * b)) & 15u) - z);
+    dst[e] = pack8(v);
   }
-
-  // C: (row gid, features 2q, 2q+1) in c0, c1; row gid + 8 in c2, c3
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t n = n0 + 8 * t + 2 * q + e;
-      if (n >= g.m) continue;
-      const float s = kW == DType::W8 ? static_cast<const float*>(g.wq.scales)[n] : 1.0f;
-      const float bias = g.bias ? to_float(g.bias[n]) : 0.0f;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t r = r0 + 16 * mt + gid + 8 * h;
-          if (r >= g.rows) continue;
-          const float y = acc[mt][t][2 * h + e] * s + bias;
-          if (g.out_f32)
-            static_cast<float*>(g.out)[r * g.m + n] = y;
-          else
-            static_cast<bf16*>(g.out)[r * g.m + n] = from_float<bf16>(y);
-        }
-    }
-  }
-}
-
-template <DType kW, int MT>
-void launch_mt(const GemmArgs& g, cudaStream_t stream) {
-  const dim3 grid(unsigned((g.m + kMmaWarps * kFeaturesPerWarp - 1) / (kMmaWarps * kFeaturesPerWarp)),
-                  unsigned((g.rows + 16 * MT - 1) / (16 * MT)));
-  launch_pdl(quant_mma_kernel<kW, MT>, grid, dim3(kMmaWarps * 32), 0, stream, g);
 }
 
 template <DType kW>
-void launch_w(const GemmArgs& g, cudaStream_t stream) {
-  if (g.rows <= 16)
-    launch_mt<kW, 1>(g, stream);
-  else if (g.rows <= 32)
-    launch_mt<kW, 2>(g, stream);
-  else
-    launch_mt<kW, 4>(g, stream);
-}
-
-// ---- dequantization ---------------------------------------------------------------------------
-
-// Thread i: elements 8 i .. 8 i + 7 of the matrix (k is a multiple of 8 for every caller: W4
-// needs even k, the others 16-byte rows for the BF16 output).
-__global__ void dequantize_kernel(QuantWeightArgs w, int64_t m, int64_t k, bf16* out) {
-  const int64_t n8 = m * k / 8;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i * 8 / k, col = i * 8 % k;
-    float v[8];
-    if (w.dtype == DType::W4) {
-      const int64_t n_groups = k / w.group_size, grp = row * n_groups + col / w.group_size;
-      const float s = __half2float(static_cast<const __half*>(w.scales)[grp]);
-      const int z = w.zeros[grp];
-      const uint32_t word = *reinterpret_cast<const uint32_t*>(w.q + row * (k / 2) + col / 2);
+__global__ void dequantize_w8_kernel(QuantWeightArgs w, int64_t m, int64_t k, bf16* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m * k / 8) return;
+  const int64_t row = i * 8 / k;
+  const float s = static_cast<const float*>(w.scales)[row];
+  const uint2 c = reinterpret_cast<const uint2*>(w.q)[i];
+  const uint32_t words[2] = {c.x, c.y};
+  float v[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = s * float(int((word >> (4 * e)) & 15u) - z);
+  for (int e = 0; e < 2; ++e) {
+    if constexpr (kW == DType::W8) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) v[4 * e + b] = s * float(int8_t(words[e] >> (8 * b)));
     } else {
-      const float s = static_cast<const float*>(w.scales)[row];
-      const uint2 bytes = *reinterpret_cast<const uint2*>(w.q + row * k + col);
-      const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (w.dtype == DType::W8) {
-          v[e] = s * float(int8_t(b[e]));
-        } else {
-          __nv_fp8_e4m3 f;
-          f.__x = b[e];
-          v[e] = s * float(f);
-        }
+      for (int h = 0; h < 2; ++h) {
+        const __half2_raw r =
+            __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t((words[e] >> (16 * h)) & 0xffffu), __NV_E4M3);
+        const float2 f2 = __half22float2(__half2(r));
+        v[4 * e + 2 * h] = s * f2.x;
+        v[4 * e + 2 * h + 1] = s * f2.y;
       }
     }
-    reinterpret_cast<uint4*>(out)[i] = pack8(v);
   }
+  reinterpret_cast<uint4*>(out)[i] = pack8(v);
 }
 
 // ---- FP8 activations -------------------------------------------------------------------------
 
 constexpr int kRowThreads = 256;
 
+// One block per row; 16-byte loads (k is a multiple of 8: callers quantize for FP8 GEMMs,
+// whose k is a multiple of 16).
 __global__ void __launch_bounds__(kRowThreads) quantize_rows_fp8_kernel(const bf16* x, int64_t k, uint8_t* q,
                                                                         float* scale) {
   __shared__ float scratch[32];
   pdl_begin();
-  const bf16* xr = x + int64_t(blockIdx.x) * k;
-  uint8_t* qr = q + int64_t(blockIdx.x) * k;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * k);
+  uint2* qr = reinterpret_cast<uint2*>(q + int64_t(blockIdx.x) * k);
+  const int64_t n8 = k / 8;
   float amax = 0.0f;
   bool finite = true;
-  for (int64_t i = threadIdx.x; i < k; i += kRowThreads) {
-    const float v = to_float(xr[i]);
-    finite &= isfinite(v);
-    amax = fmaxf(amax, fabsf(v));
+  for (int64_t i = threadIdx.x; i < n8; i += kRowThreads) {
+    float v[8];
+    unpack8(xr[i], v);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      finite &= isfinite(v[e]);
+      amax = fmaxf(amax, fabsf(v[e]));
+    }
   }
   amax = block_max(finite ? amax : INFINITY, scratch);
   const float s = isinf(amax) ? NAN : amax / 448.0f;
   const bool zero = !(s > 0.0f);  // zero row, underflow, or NaN
-  for (int64_t i = threadIdx.x; i < k; i += kRowThreads)
-    qr[i] = zero ? uint8_t(0) : __nv_fp8_e4m3(to_float(xr[i]) / s).__x;
+  for (int64_t i = threadIdx.x; i < n8; i += kRowThreads) {
+    float v[8];
+    unpack8(xr[i], v);
+    uint32_t w[2] = {0, 0};
+    if (!zero)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) w[e / 4] |= uint32_t(__nv_fp8_e4m3(v[e] / s).__x) << (8 * (e % 4));
+    qr[i] = make_uint2(w[0], w[1]);
+  }
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
+// Four consecutive outputs per thread (m % 4 == 0).
 template <typename OutT>
 __global__ void fp8_scale_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias, int64_t rows,
                                  int64_t m, OutT* out) {
   pdl_begin();
-  const int64_t n = rows * m;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / m, j = i % m;
-    out[i] = from_float<OutT>(acc[i] * xs[r] * ws[j] + (bias ? to_float(bias[j]) : 0.0f));
-  }
+  const int64_t i4 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i4 >= rows * m / 4) return;
+  const int64_t r = i4 * 4 / m, j = i4 * 4 % m;
+  const float4 a = reinterpret_cast<const float4*>(acc)[i4];
+  const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    out[i4 * 4 + e] = from_float<OutT>(av[e] * xs[r] * ws[j + e] + (bias ? to_float(bias[j + e]) : 0.0f));
 }
 
-int grid_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threads - 1) / threads, 4096)); }
+// Eight consecutive outputs per thread (m % 8 == 0), in place.
+__global__ void fp8_row_scale_kernel(void* out, bool out_f32, const float* xs, const bf16* bias, int64_t rows,
+                                     int64_t m) {
+  pdl_begin();
+  const int64_t i8 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i8 >= rows * m / 8) return;
+  const int64_t r = i8 * 8 / m, j = i8 * 8 % m;
+  const float s = xs[r];
+  float b[8] = {};
+  if (bias) unpack8(reinterpret_cast<const uint4*>(bias + j)[0], b);
+  if (out_f32) {
+    float4* o = reinterpret_cast<float4*>(out) + 2 * i8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 v = o[h];
+      o[h] = make_float4(v.x * s + b[4 * h], v.y * s + b[4 * h + 1], v.z * s + b[4 * h + 2], v.w * s + b[4 * h + 3]);
+    }
+    return;
+  }
+  uint4* o = reinterpret_cast<uint4*>(out) + i8;
+  float v[8];
+  unpack8(*o, v);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] = v[e] * s + b[e];
+  *o = pack8(v);
+}
+
+unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+// A caller's broken precondition, as tf::Error (nvcc cannot compile fmt, so no TF_ASSERT here).
+void require(bool ok, const char* what, int line) {
+  if (!ok) throw_cuda_error(cudaErrorInvalidValue, what, __FILE__, line);
+}
+
+// ---- tensor-core kernel: the plan of a launch ---------------------------------------------------
+
+int sm_count() {
+  static std::atomic<int> n{0};
+  if (n.load(std::memory_order_relaxed) == 0) {
+    int device = 0, v = 0;
+    TF_CUDA_CHECK(cudaGetDevice(&device));
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device));
+    n.store(v, std::memory_order_relaxed);
+  }
+  return n.load(std::memory_order_relaxed);
+}
+
+// Token tiles (8 tokens each) per block row.
+int token_tiles(int64_t rows) { return rows <= 8 ? 1 : rows <= 16 ? 2 : rows <= 32 ? 4 : 8; }
+
+bool tiled(QuantMmaTile t) { return t == QuantMmaTile::T64 || t == QuantMmaTile::T128; }
+// Output features per block (Swiglu: half the weight rows it reads).
+int block_features(QuantMmaTile t) {
+  switch (t) {
+    case QuantMmaTile::F16K16:
+    case QuantMmaTile::F16K8: return 16;
+    case QuantMmaTile::F32K8: return 32;
+    case QuantMmaTile::F64K4:
+    case QuantMmaTile::T64: return 64;
+    case QuantMmaTile::T128: return 128;
+    case QuantMmaTile::Auto: break;
+  }
+  return 0;
+}
+
+bool fused(const GemvFusion& f) { return f.norm_w || f.epilogue != GemvEpilogue::Store; }
+
+// Whether quant_mma.cuh instantiates `tile` for this call.
+bool tile_has_kernel(QuantMmaTile tile, int64_t rows, const GemvFusion& f) {
+  if (tile == QuantMmaTile::Auto) return false;
+  if (tiled(tile)) return rows > 8 && !fused(f);
+  if (rows > 16 || (rows > 8 && fused(f))) return false;
+  if (rows > 8 && tile == QuantMmaTile::F64K4) return false;  // at most 4 accumulator tiles per warp
+  return f.epilogue != GemvEpilogue::Swiglu || tile == QuantMmaTile::F32K8 || tile == QuantMmaTile::F64K4;
+}
+
+int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
+  const int64_t m_out = f.epilogue == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
+  const int64_t fo = block_features(t) / (f.epilogue == GemvEpilogue::Swiglu ? 2 : 1);
+  const int64_t tb = 8 * token_tiles(g.rows);
+  return (m_out + fo - 1) / fo * ((g.rows + tb - 1) / tb);
+}
+
+// The tile by shape, as bench_quant_gemm measured on the H200 (Llama-3-8B projections): up to
+// 16 rows the decode kernel, with 32 features per tile on wide matrices at up to 8 rows (28672
+// rows: the most weight bytes per activation byte), 16 warps along k on long rows (k = 14336)
+// and narrow matrices (1024 rows: too few tiles to fill the GPU otherwise), else 16 features
+// and 8 warps; more rows the tiled kernel, 128 features per block on wide matrices, else 64
+// (and split-K, launch_quant_mma).
+QuantMmaTile auto_tile(const GemmArgs& g, const GemvFusion& f) {
+  const int64_t m_out = f.epilogue == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
+  if (g.rows > 16 && !fused(f)) return g.m >= 16384 ? QuantMmaTile::T128 : QuantMmaTile::T64;
+  if (f.epilogue == GemvEpilogue::Swiglu || (m_out >= 16384 && g.rows <= 8)) return QuantMmaTile::F32K8;
+  return g.k >= 8192 || m_out <= 2048 ? QuantMmaTile::F16K16 : QuantMmaTile::F16K8;
+}
+
+// Split-K of the tiled kernel: enough blocks for three per multiprocessor, each with at least
+// 8 k-blocks.
+int auto_splits(QuantMmaTile t, const GemmArgs& g) {
+  const int64_t kb = g.k / (g.wq.dtype == DType::W4 ? 128 : 64), blocks = blocks_of(t, g, {});
+  const int64_t want = (3 * sm_count() + blocks - 1) / blocks;
+  return int(std::max<int64_t>(1, std::min<int64_t>({want, kb / 8, 16})));
+}
+size_t counter_bytes(int64_t blocks) { return (size_t(blocks) * 4 + 255) / 256 * 256; }
+size_t split_bytes(const GemmArgs& g, int64_t blocks, int splits) {
+  return counter_bytes(blocks) + size_t(splits) * size_t(g.rows) * size_t(g.m) * 4;
+}
 
 }  // namespace
 
-bool quant_mma_supported(const GemmArgs& g) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (g.accumulate || g.rows < 1 || !aligned(g.x) || !aligned(g.wq.q)) return false;
-  if (g.wq.dtype == DType::W4)
-    return g.k % 128 == 0 && g.wq.group_size > 0 && g.wq.group_size % 32 == 0 && g.k % g.wq.group_size == 0;
-  return g.wq.dtype == DType::W8 && g.k % 64 == 0;
+const char* quant_mma_tile_name(QuantMmaTile tile) {
+  switch (tile) {
+    case QuantMmaTile::Auto: return "auto";
+    case QuantMmaTile::F16K16: return "f16k16";
+    case QuantMmaTile::F16K8: return "f16k8";
+    case QuantMmaTile::F32K8: return "f32k8";
+    case QuantMmaTile::F64K4: return "f64k4";
+    case QuantMmaTile::T64: return "t64";
+    case QuantMmaTile::T128: return "t128";
+  }
+  return "?";
 }
 
-void launch_quant_mma(const GemmArgs& g, cudaStream_t stream) {
+bool quant_mma_supported(const GemmArgs& g, const GemvFusion& f, QuantMmaTile tile) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (g.accumulate || g.rows < 1 || !aligned(g.x) || !aligned(g.wq.q) || !g.wq.scales) return false;
+  switch (g.wq.dtype) {
+    case DType::W4:
+      if (g.k % 128 != 0 || !g.wq.zeros || g.wq.group_size < 32 || (g.wq.group_size & (g.wq.group_size - 1)) != 0 ||
+          g.k % g.wq.group_size != 0)
+        return false;
+      break;
+    case DType::W8:
+    case DType::FP8:
+      if (g.k % 64 != 0) return false;
+      break;
+    default: return false;
+  }
+  // fused: the GEMV's rules (gemv_supported), less RopeKv
+  if (fused(f) && (f.epilogue == GemvEpilogue::RopeKv || !gemv_supported(g, f))) return false;
+  return tile_has_kernel(tile == QuantMmaTile::Auto ? auto_tile(g, f) : tile, g.rows, f);
+}
+
+size_t quant_mma_workspace_bytes(const GemmArgs& g, QuantMmaTile tile) {
+  const QuantMmaTile t = tile == QuantMmaTile::Auto ? auto_tile(g, {}) : tile;
+  if (!tiled(t)) return 0;
+  return split_bytes(g, blocks_of(t, g, {}), auto_splits(t, g));
+}
+
+void launch_quant_mma(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, const QuantMmaOptions& opt) {
   if (g.rows == 0 || g.m == 0) return;
-  if (g.wq.dtype == DType::W4)
-    launch_w<DType::W4>(g, stream);
-  else
-    launch_w<DType::W8>(g, stream);
+  qmma::Plan p{.tile = opt.tile == QuantMmaTile::Auto ? auto_tile(g, f) : opt.tile, .nt = token_tiles(g.rows),
+               .splits = 1, .split = {}};
+  require(tile_has_kernel(p.tile, g.rows, f), "launch_quant_mma: the tile has no kernel for these rows and fusions",
+          __LINE__);
+  if (tiled(p.tile)) {
+    const int64_t blocks = blocks_of(p.tile, g, f);
+    const int splits = auto_splits(p.tile, g);
+    if (splits > 1 && opt.workspace && opt.workspace_bytes >= split_bytes(g, blocks, splits)) {
+      p.splits = splits;
+      p.split.counters = static_cast<uint32_t*>(opt.workspace);
+      p.split.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(opt.workspace) + counter_bytes(blocks));
+    }
+  }
+  switch (g.wq.dtype) {
+    case DType::W4: qmma::launch_w4(g, f, p, stream); break;
+    case DType::W8: qmma::launch_w8(g, f, p, stream); break;
+    default: qmma::launch_fp8(g, f, p, stream); break;
+  }
   TF_CUDA_CHECK_LAUNCH("quant_mma_kernel");
 }
 
 void launch_dequantize(const QuantWeightArgs& w, int64_t m, int64_t k, bf16* out, cudaStream_t stream) {
   if (m == 0 || k == 0) return;
-  dequantize_kernel<<<grid_for(m * k / 8, 256), 256, 0, stream>>>(w, m, k, out);
+  constexpr int kThreads = 256;
+  switch (w.dtype) {
+    case DType::W4: dequantize_w4_kernel<<<blocks_for(m * k / 32, kThreads), kThreads, 0, stream>>>(w, m, k, out); break;
+    case DType::W8:
+      dequantize_w8_kernel<DType::W8><<<blocks_for(m * k / 8, kThreads), kThreads, 0, stream>>>(w, m, k, out);
+      break;
+    default:
+      dequantize_w8_kernel<DType::FP8><<<blocks_for(m * k / 8, kThreads), kThreads, 0, stream>>>(w, m, k, out);
+      break;
+  }
   TF_CUDA_CHECK_LAUNCH("dequantize_kernel");
 }
 
 void launch_quantize_rows_fp8(const bf16* x, int64_t rows, int64_t k, uint8_t* q, float* scale, cudaStream_t stream) {
   if (rows == 0) return;
-  quantize_rows_fp8_kernel<<<unsigned(rows), kRowThreads, 0, stream>>>(x, k, q, scale);
+  require(k % 8 == 0, "launch_quantize_rows_fp8: k not a multiple of 8", __LINE__);
+  launch_pdl(quantize_rows_fp8_kernel, dim3(unsigned(rows)), dim3(kRowThreads), 0, stream, x, k, q, scale);
   TF_CUDA_CHECK_LAUNCH("quantize_rows_fp8_kernel");
 }
 
 void launch_fp8_scale_epilogue(const float* acc, const float* x_scale, const float* w_scale, const bf16* bias,
                                int64_t rows, int64_t m, void* out, bool out_f32, cudaStream_t stream) {
   if (rows == 0 || m == 0) return;
-  const int blocks = grid_for(rows * m, 256);
+  require(m % 4 == 0, "launch_fp8_scale_epilogue: m not a multiple of 4", __LINE__);
+  const dim3 grid(blocks_for(rows * m / 4, 256)), block(256);
   if (out_f32)
-    fp8_scale_kernel<float><<<blocks, 256, 0, stream>>>(acc, x_scale, w_scale, bias, rows, m, static_cast<float*>(out));
+    launch_pdl(fp8_scale_kernel<float>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
+               static_cast<float*>(out));
   else
-    fp8_scale_kernel<bf16><<<blocks, 256, 0, stream>>>(acc, x_scale, w_scale, bias, rows, m, static_cast<bf16*>(out));
+    launch_pdl(fp8_scale_kernel<bf16>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
+               static_cast<bf16*>(out));
   TF_CUDA_CHECK_LAUNCH("fp8_scale_kernel");
+}
+
+void launch_fp8_row_scale(void* out, bool out_f32, const float* x_scale, const bf16* bias, int64_t rows, int64_t m,
+                          cudaStream_t stream) {
+  if (rows == 0 || m == 0) return;
+  require(m % 8 == 0, "launch_fp8_row_scale: m not a multiple of 8", __LINE__);
+  launch_pdl(fp8_row_scale_kernel, dim3(blocks_for(rows * m / 8, 256)), dim3(256), 0, stream, out, out_f32, x_scale,
+             bias, rows, m);
+  TF_CUDA_CHECK_LAUNCH("fp8_row_scale_kernel");
 }
 
 }  // namespace tf::cuda

@@ -1,18 +1,20 @@
 // The CUDA backend on quantized weights (W8, W4 asymmetric at group sizes 32 and 128 and
 // symmetric, FP8) against the reference backend's matmul on the same weights (dequantize,
 // then multiply in double: src/backend/ref), with BF16-rounded activations on both sides as
-// in test_cuda_ops.cpp. Shapes cover every tail: rows 1..17 and beyond (the GEMV's R rows,
-// the tensor-core kernel's 16-row tiles), odd m (the 8-feature tiles, features past m), k at
-// group boundaries and k the tensor-core kernel does not take (the dequantize-then-cuBLAS
-// fallback). Each kernel is also run through its launcher directly, so a shape the backend's
-// dispatch sends elsewhere is still covered.
+// in test_cuda_ops.cpp. Shapes cover every tail: rows 1..17 and beyond (the decode kernels'
+// 8-token tiles, the tiled kernel's 16..64-token tiles and its split-K), odd m (16-feature
+// tiles, features past m), k at group boundaries and k the tensor-core kernel does not take
+// (the CUDA-core GEMV, dequantize-then-cuBLAS). Each kernel is also run through its launcher
+// with every tile, so a shape the backend's dispatch sends elsewhere is still covered.
 //
 // Tolerances (rel L2 against the reference; one BF16 rounding is <= 2^-8 = 3.9e-3):
-//   GEMV, W8 tensor-core kernel: codes and scales are exact in FP32 (W8: exact BF16 integers
-//     with the row scale on the FP32 sum), so only FP32 summation and the BF16 output
-//     rounding remain: 5e-3, as the BF16 matmul.
-//   W4 tensor-core kernel: the group scale is rounded to BF16 and so is each (q - zero) *
-//     scale: two more roundings of ~2^-9 per weight, averaged over k: 8e-3.
+//   GEMV (CUDA cores) and the tensor-core kernel: codes and scales are exact in FP32 (the
+//     tensor cores multiply exact BF16 codes; W4 group scales and W8/FP8 row scales multiply
+//     FP32 sums), so only FP32 summation and the BF16 output rounding remain: 5e-3, as the
+//     BF16 matmul. QuantMmaDequantIsExact checks the exactness itself.
+//   W4 with groups of 32 on the tensor-core kernel: each weight (code - zero) * BF16(scale) is
+//     rounded to BF16 (the group scale cannot wait for the FP32 sum when a k-block spans
+//     several groups): two more roundings of ~2^-9 per weight, averaged over k: 8e-3.
 //   dequantize-then-cuBLAS: the weight rounded once to BF16, then the BF16 matmul: 8e-3.
 //   FP8 W8A8 (cuBLASLt): the activations are quantized to E4M3 per token by design, so the
 //     reference gets the same quantized activations (quantize_row_kv_fp8 is the same rule:
@@ -22,6 +24,7 @@
 //   fused GEMV (norm prologue, add / SwiGLU epilogues): as the BF16 fused test, 8e-3 and 1.2e-2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -68,11 +71,31 @@ std::vector<float> ref_matmul(Backend& ref, const std::vector<float>& x, const Q
 
 // Which path CudaBackend::matmul takes (cuda_quant.cpp), for the tolerance and the report.
 std::string path_of(DType dtype, int64_t rows, int64_t k, int64_t m, int32_t group) {
-  if (rows <= cuda::kGemvMaxRows && k % (dtype == DType::W4 ? 32 : 16) == 0) return "gemv";
-  if (dtype == DType::FP8) return k % 16 == 0 && m % 16 == 0 ? "fp8 w8a8" : "dequant+cublas";
-  if (dtype == DType::W4 ? k % 128 == 0 && k % group == 0 : k % 64 == 0) return "tensor-core";
-  return "dequant+cublas";
+  const bool mma = dtype == DType::W4 ? k % 128 == 0 : k % 64 == 0;
+  const bool w8a8 = dtype == DType::FP8 && k % 16 == 0 && m % 16 == 0;
+  if (rows <= cuda::kGemvMaxRows && k % (dtype == DType::W4 ? 32 : 16) == 0) return mma ? "tensor-core" : "gemv";
+  if (mma && rows <= (w8a8 ? cuda::kFp8MmaMaxRows : cuda::kQuantMmaMaxRows)) return "tensor-core";
+  return w8a8 ? "fp8 w8a8" : "dequant+cublas";
 }
+
+// The tolerance of a path (above).
+double tolerance(const std::string& path, const QuantSpec& spec) {
+  if (path == "dequant+cublas") return 8e-3;
+  if (path == "tensor-core" && spec.format == DType::W4 && spec.group_size % 128 != 0) return 8e-3;
+  return 5e-3;
+}
+
+// Zero-filled device scratch for the tensor-core kernel's split-K.
+struct MmaWorkspace {
+  void* p = nullptr;
+  size_t bytes = 0;
+  MmaWorkspace(Backend& be, size_t n) : bytes(n) {
+    std::vector<uint8_t> zeros(n, 0);
+    TensorView t = be.alloc(DType::U8, {int64_t(n)});
+    be.copy_from_host(zeros.data(), t);
+    p = t.data;
+  }
+};
 
 TEST(CudaQuant, MatmulMatchesRef) {
   TF_REQUIRE_CUDA_DEVICE();
@@ -96,7 +119,7 @@ TEST(CudaQuant, MatmulMatchesRef) {
           TensorView b{};
           if (with_bias) b = be.cuda->upload(test::make_host(bias, DType::BF16, {m}).view(), DType::BF16);
           be.cuda->matmul(test::to_cuda_bf16(*be.cuda, x, rows, k), be.cuda->upload(w.view(), w.dtype), b, got.view());
-          const double tol = path == "dequant+cublas" || (path == "tensor-core" && f.spec.format == DType::W4) ? 8e-3 : 5e-3;
+          const double tol = tolerance(path, f.spec);
           test::expect_close("quant matmul " + std::string(f.name) + " (" + path + ")", got.values(), want, tol,
                              got.guard_intact());
           if (path == "fp8 w8a8") {
@@ -111,14 +134,21 @@ TEST(CudaQuant, MatmulMatchesRef) {
   }
 }
 
-// Each kernel through its launcher, on shapes the backend's dispatch would send elsewhere.
+// Each kernel through its launcher with every tile, on shapes the backend's dispatch would
+// send elsewhere. k = 2048 splits the tiled kernel along k (W4: 16 k-blocks, W8/FP8: 32); its
+// result must not depend on the order the split blocks finish in, so it runs twice.
 TEST(CudaQuant, KernelsMatchRef) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
   cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  MmaWorkspace ws(*be.cuda, size_t(8) << 20);
+  std::vector<int64_t> row_counts;
+  for (int64_t rows = 1; rows <= 17; ++rows) row_counts.push_back(rows);
+  for (int64_t rows : {31, 33, 64, 65}) row_counts.push_back(rows);
   for (const test::QuantFormat& f : test::kQuantFormats) {
-    for (int64_t rows = 1; rows <= 17; ++rows) {
-      for (int64_t k : {128, 256}) {
+    for (int64_t rows : row_counts) {
+      for (int64_t k : {128, 256, 2048}) {
+        if (k == 2048 && rows % 4 != 1) continue;  // the split-K cases: a few row counts
         const int64_t m = 45;
         SCOPED_TRACE(std::string(f.name) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k));
         Rng rng(test::seed_of({41, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric, rows, k}));
@@ -132,15 +162,90 @@ TEST(CudaQuant, KernelsMatchRef) {
         };
         if (rows <= cuda::kGemvMaxRows) {
           test::GuardedBf16 got(*be.cuda, rows, m);
-          cuda::launch_gemv(args(got.view()), stream);
-          test::expect_close("quant gemv " + std::string(f.name), got.values(), want, 5e-3, got.guard_intact());
+          cuda::launch_gemv_simt(args(got.view()), stream);
+          test::expect_close("quant gemv (CUDA cores) " + std::string(f.name), got.values(), want, 5e-3,
+                             got.guard_intact());
         }
-        if (f.spec.format != DType::FP8) {
+        const double tol = tolerance("tensor-core", f.spec);
+        for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
           test::GuardedBf16 got(*be.cuda, rows, m);
-          ASSERT_TRUE(cuda::quant_mma_supported(args(got.view())));
-          cuda::launch_quant_mma(args(got.view()), stream);
-          test::expect_close("quant tensor-core " + std::string(f.name), got.values(), want,
-                             f.spec.format == DType::W4 ? 8e-3 : 5e-3, got.guard_intact());
+          if (!cuda::quant_mma_supported(args(got.view()), {}, tile)) continue;
+          SCOPED_TRACE(cuda::quant_mma_tile_name(tile));
+          const cuda::QuantMmaOptions opt{.tile = tile, .workspace = ws.p, .workspace_bytes = ws.bytes};
+          cuda::launch_quant_mma(args(got.view()), stream, {}, opt);
+          const std::vector<float> first = got.values();
+          test::expect_close("quant tensor-core " + std::string(f.name), first, want, tol, got.guard_intact());
+          if (k == 2048) {
+            cuda::launch_quant_mma(args(got.view()), stream, {}, opt);
+            EXPECT_TRUE(test::bitwise_equal(got.values(), first)) << "a second run differs";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tensor-core kernel's dequantization is exact: with one-hot activations (token r picks
+// column c_r) and F32 output, out[r, j] is the weight (j, c_r) itself, scale times code in
+// FP32, over weights that hold every code (FP8: every finite E4M3 byte) and every zero point.
+// W4 with groups of 32 rounds the scaled weight to BF16 ((code - zero) * BF16(scale)); the
+// expectation does the same. A zero weight comes out +0 (a sum with other +0 products).
+TEST(CudaQuant, QuantMmaDequantIsExact) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  MmaWorkspace ws(*be.cuda, size_t(1) << 20);
+  for (const test::QuantFormat& f : test::kQuantFormats) {
+    const int64_t m = 48, k = 256;
+    Rng rng(test::seed_of({45, int64_t(f.spec.format), f.spec.group_size}));
+    QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t n = i * k + j;
+        if (f.spec.format == DType::W4) {
+          w.set_code(i, j, uint8_t(n % 16));
+        } else if (f.spec.format == DType::W8) {
+          w.set_code(i, j, uint8_t(n % 255 + 129));  // -127..127
+        } else {
+          const uint8_t c = uint8_t(n % 254);  // every byte but 0x7f and 0xff (NaN)
+          w.set_code(i, j, c < 0x7f ? c : uint8_t(c + 1));
+        }
+      }
+      for (int64_t gi = 0; gi < w.n_groups(); ++gi) {
+        GroupParams p = w.params(i, gi);
+        p.zero = uint8_t((i + gi) % 16);
+        w.set_params(i, gi, p);
+      }
+    }
+    const std::vector<float> deq = dequantize(w.view());
+    const TensorView wd = be.cuda->upload(w.view(), w.dtype);
+    for (int64_t rows : {1, 7, 16, 64}) {
+      for (int64_t c0 = 0; c0 < k; c0 += std::max<int64_t>(rows, 64)) {  // every column at 16 and 64 rows
+        std::vector<float> x(size_t(rows * k), 0.0f), want(size_t(rows * m));
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t c = (c0 + r) % k;
+          x[size_t(r * k + c)] = 1.0f;
+          for (int64_t j = 0; j < m; ++j) {
+            float v = deq[size_t(j * k + c)];
+            if (f.spec.format == DType::W4 && f.spec.group_size % 128 != 0) {
+              const GroupParams p = w.params(j, c / f.spec.group_size);
+              v = bf16_to_f32(f32_to_bf16(bf16_to_f32(f32_to_bf16(p.scale)) * float(int(w.code(j, c)) - p.zero)));
+            }
+            // The kernel sums the one-hot row's products, so FP8's -0 (code 0x80) times 1
+            // plus the other columns' +0 products is +0.
+            want[size_t(r * m + j)] = v == 0.0f ? 0.0f : v;
+          }
+        }
+        const TensorView xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
+        TensorView out = be.cuda->alloc(DType::F32, {rows, m});
+        for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
+          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = out.data, .out_f32 = true, .rows = rows, .k = k,
+                                 .m = m, .wq = cuda::detail::quant_args(wd)};
+          if (!cuda::quant_mma_supported(g, {}, tile)) continue;
+          cuda::launch_quant_mma(g, stream, {}, {.tile = tile, .workspace = ws.p, .workspace_bytes = ws.bytes});
+          const auto ok = test::bitwise_equal(test::from_cuda(*be.cuda, out), want);
+          EXPECT_TRUE(ok) << f.name << " " << cuda::quant_mma_tile_name(tile) << " rows=" << rows << " c0=" << c0;
+          test::record("quant tensor-core dequantization", "bit-exact", ok ? 0 : 1, 0, bool(ok));
         }
       }
     }
@@ -243,8 +348,10 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
         be.cuda->matmul_fused(test::to_cuda_bf16(*be.cuda, x, rows, k), be.cuda->upload(w.view(), w.dtype), none,
                               got.view(), fusion(*be.cuda, be.cuda->upload(nw.view(), DType::BF16)));
         // rows > 8 (or > 4 with the norm) run apart: the matmul then takes the tensor-core /
-        // W8A8 kernels, whose tolerances (above) add to the fused ones
-        const double tol = kind.tol + (rows > 4 ? 3e-3 : 0.0);
+        // W8A8 kernels, whose tolerances (above) add to the fused ones, as does the weights'
+        // rounding of W4 with small groups on tensor cores
+        const bool rounded_weights = f.spec.format == DType::W4 && f.spec.group_size % 128 != 0;
+        const double tol = kind.tol + (rows > 4 || rounded_weights ? 3e-3 : 0.0);
         test::expect_close("quant matmul_fused " + std::string(kind.name), got.values(),
                            test::to_host_f32(*be.ref, out_ref), f.spec.format == DType::FP8 && rows > 8 ? 6e-2 : tol,
                            got.guard_intact());

@@ -1,0 +1,169 @@
+// Run-time choice of the kernels' ISA level; see isa.h.
+//
+// Why per-level compilation of our own sources rather than Highway's dynamic dispatch: the
+// kernels that matter here are the INT8/INT4 dot products (vpdpbusd, vpmaddubsw), and
+// Debian 12's Highway (1.0.3) has no operation for them (SumOfMulQuadAccumulate came in
+// a later release) nor an SSE2 target (its x86-64 baseline is scalar emulation), so those
+// kernels would be raw intrinsics inside Highway's target blocks in any case. Compiling
+// the kernel folder once per level with that level's flags (as PyTorch's CPU_CAPABILITY
+// kernels and ggml's CPU variants do) gives the float kernels, written with GCC vector
+// extensions, their full register width at every level with one dispatch mechanism and
+// no dependency.
+#include "backend/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cpu/kernels/kernels.h"
+#include "core/error.h"
+
+namespace tf::cpu {
+
+#if defined(TF_CPU_NATIVE)
+namespace native { const KernelTable& table(); }
+#else
+namespace baseline { const KernelTable& table(); }
+#if defined(TF_CPU_X86_LEVELS)
+namespace avx2 { const KernelTable& table(); }
+namespace avx512 { const KernelTable& table(); }
+namespace avx512_vnni { const KernelTable& table(); }
+#endif
+#endif
+
+namespace {
+
+#if defined(TF_CPU_X86_LEVELS)
+bool cpu_has(Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Isa::Baseline: return true;
+    case Isa::Avx2: return __builtin_cpu_supports("x86-64-v3");
+    case Isa::Avx512: return __builtin_cpu_supports("x86-64-v4");
+    case Isa::Avx512Vnni: return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni");
+    case Isa::Native: return false;
+  }
+  return false;
+}
+#endif
+
+std::vector<Isa> detect_supported() {
+#if defined(TF_CPU_NATIVE)
+  return {Isa::Native};
+#elif defined(TF_CPU_X86_LEVELS)
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::Baseline, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+    if (cpu_has(isa)) v.push_back(isa);
+  return v;
+#else
+  return {Isa::Baseline};
+#endif
+}
+
+Isa choose_initial() {
+  const std::vector<Isa>& ok = supported_isas();
+  const char* env = std::getenv("TF_CPU_ISA");
+  if (!env || !*env) return ok.back();
+  std::string names;
+  for (Isa isa : ok) {
+    if (isa_name(isa) == env) return isa;
+    if (!names.empty()) names += ", ";
+    names += isa_name(isa);
+  }
+  fail("TF_CPU_ISA={}: not a level this build and CPU support (supported: {})", env, names);
+}
+
+// Set on first use; -1 = not chosen yet.
+std::atomic<int> g_active{-1};
+std::atomic<bool> g_set_by_caller{false};
+
+}  // namespace
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Baseline: return "baseline";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512_vnni";
+    case Isa::Native: return "native";
+  }
+  return "?";
+}
+
+const std::vector<Isa>& supported_isas() {
+  static const std::vector<Isa> v = detect_supported();
+  return v;
+}
+
+Isa active_isa() {
+  int a = g_active.load(std::memory_order_acquire);
+  if (a < 0) {
+    int expected = -1;
+    g_active.compare_exchange_strong(expected, int(choose_initial()));
+    a = g_active.load(std::memory_order_acquire);
+  }
+  return Isa(a);
+}
+
+void set_active_isa(Isa isa) {
+  for (Isa ok : supported_isas()) {
+    if (ok == isa) {
+      g_active.store(int(isa), std::memory_order_release);
+      g_set_by_caller.store(true);
+      return;
+    }
+  }
+  fail("CPU ISA level {} is not supported by this build and CPU", isa_name(isa));
+}
+
+std::string isa_report() {
+  const Isa active = active_isa();
+  std::string s(isa_name(active));
+  const char* env = std::getenv("TF_CPU_ISA");
+  s += g_set_by_caller.load() ? " (set by the caller; supported:"
+       : env && *env          ? " (forced by TF_CPU_ISA; supported:"
+                              : " (best of";
+  for (Isa isa : supported_isas()) {
+    s += ' ';
+    s += isa_name(isa);
+  }
+  s += ")";
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  std::string cpu;
+  const auto add = [&](const char* name, bool has) {
+    if (!has) return;
+    if (!cpu.empty()) cpu += ' ';
+    cpu += name;
+  };
+  add("avx2", __builtin_cpu_supports("avx2"));
+  add("fma", __builtin_cpu_supports("fma"));
+  add("f16c", __builtin_cpu_supports("f16c"));
+  add("avx512f/bw/dq/vl", __builtin_cpu_supports("x86-64-v4"));
+  add("avx512_vnni", __builtin_cpu_supports("avx512vnni"));
+  add("avx512_bf16", __builtin_cpu_supports("avx512bf16"));
+  s += "; CPU: " + (cpu.empty() ? std::string("sse2") : cpu);
+#endif
+  return s;
+}
+
+const KernelTable& kernels_for(Isa isa) {
+  switch (isa) {
+#if defined(TF_CPU_NATIVE)
+    case Isa::Native: return native::table();
+#else
+    case Isa::Baseline: return baseline::table();
+#if defined(TF_CPU_X86_LEVELS)
+    case Isa::Avx2: return avx2::table();
+    case Isa::Avx512: return avx512::table();
+    case Isa::Avx512Vnni: return avx512_vnni::table();
+#endif
+#endif
+    default: break;
+  }
+  fail("CPU ISA level {} has no kernels in this build", isa_name(isa));
+}
+
+const KernelTable& kernels() { return kernels_for(active_isa()); }
+
+}  // namespace tf::cpu

@@ -1,0 +1,142 @@
+// Float GEMM for prefill (KernelTable::gemm_*): out[n, m] = x[n, k] @ w[m, k]^T (+ bias)
+// when n fills at least one token tile.
+//
+// The activations are transposed once per call into token tiles, xt [n_tiles][k][kTileTokens]
+// (gemm_pack_x; the last tile zero-padded), so a vector holds one k element of kLanes
+// tokens. The register tile is kRowsG weight rows x kTv vectors of tokens: per k element it
+// loads kTv activation vectors and broadcasts each of the kRowsG weights, kRowsG x kTv FMAs
+// for kTv + kRowsG loads, the weight broadcasts from L1. Weights are walked in blocks of
+// kRowsG rows and chunks of kChunk along k: the block's chunk is widened to F32 once (row
+// major, kRowsG x kChunk floats, L1-resident) and every token tile runs over it, parking its
+// accumulators in scratch between chunks. Nothing is reduced horizontally (a lane is one
+// token's output), and k needs no tail: the transposed tiles cover every k element.
+// A tail block of fewer rows points its missing rows at its last row (results discarded);
+// padded tokens' outputs are not written.
+#include <algorithm>
+
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/simd.h"
+#include "core/error.h"
+
+namespace tf::cpu::TF_CPU_ISA_NS {
+namespace {
+
+// kRowsG x kTv accumulators, kTv activation vectors and one broadcast weight in registers:
+// 27 of 32 with AVX-512, 15 of 16 below it.
+#if defined(__AVX512F__)
+constexpr int kRowsG = 12, kTv = 2;
+#else
+constexpr int kRowsG = 6, kTv = 2;
+#endif
+constexpr int64_t kTileTokens = kTv * kLanes;
+constexpr int64_t kChunk = 512;
+
+// Tokens [t0, t0 + kTileTokens) against the block's rows wc[r] (widened, element c0 first)
+// over [c0, c0 + len) of k; xt points at element c0 of the tile.
+template <bool kResume, bool kKeep>
+inline void tile(const float* xt, const float* const* wc, int64_t len, float* partial, const MatmulArgs& a,
+                 int64_t t0, int64_t r0, int n_rows) {
+  VecF acc[kRowsG][kTv];
+  for (int r = 0; r < kRowsG; ++r)
+    for (int v = 0; v < kTv; ++v) acc[r][v] = kResume ? load(partial + (r * kTv + v) * kLanes) : VecF{};
+  for (int64_t i = 0; i < len; ++i) {
+    VecF xv[kTv];
+    for (int v = 0; v < kTv; ++v) xv[v] = load(xt + i * kTileTokens + v * kLanes);
+    for (int r = 0; r < kRowsG; ++r) {
+      const VecF wb = splat(wc[r][i]);
+      for (int v = 0; v < kTv; ++v) acc[r][v] += wb * xv[v];
+    }
+  }
+  if constexpr (kKeep) {
+    for (int r = 0; r < kRowsG; ++r)
+      for (int v = 0; v < kTv; ++v) store(partial + (r * kTv + v) * kLanes, acc[r][v]);
+  } else {
+    const int64_t n_tok = std::min<int64_t>(kTileTokens, a.n - t0);
+    for (int r = 0; r < n_rows; ++r) {
+      const float b = a.bias ? a.bias[r0 + r] : 0.0f;
+      for (int v = 0; v < kTv; ++v)
+        for (int l = 0; l < kLanes && v * kLanes + l < n_tok; ++l)
+          a.out[(t0 + v * kLanes + l) * a.m + r0 + r] = acc[r][v][l] + b;
+    }
+  }
+}
+
+template <typename W>
+void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) {
+  const W* w = static_cast<const W*>(a.w);
+  const int64_t n_tiles = (a.n + kTileTokens - 1) / kTileTokens;
+  float* wbuf = scratch;                       // [kRowsG, kChunk]
+  float* partial = scratch + kRowsG * kChunk;  // [n_tiles, kRowsG, kTv, kLanes]
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t r0 = b * kRowsG;
+    const int n_rows = int(std::min<int64_t>(kRowsG, a.m - r0));
+    for (int64_t c0 = 0; c0 < a.k; c0 += kChunk) {
+      const int64_t len = std::min(kChunk, a.k - c0);
+      const float* wc[kRowsG];
+      for (int r = 0; r < kRowsG; ++r) {
+        const W* src = w + (r0 + std::min(r, n_rows - 1)) * a.k + c0;
+        // The next chunk of this row (or the next block's), fetched while the tiles run
+        // over this one: the weights come from memory once per call.
+        const int64_t next_row = r0 + std::min(r, n_rows - 1) + (c0 + kChunk < a.k ? 0 : kRowsG);
+        if (next_row < a.m) {
+          const W* next = w + next_row * a.k + (c0 + kChunk < a.k ? c0 + kChunk : 0);
+          for (int64_t i = 0; i < kChunk; i += 64 / int64_t(sizeof(W))) __builtin_prefetch(next + i);
+        }
+        if constexpr (std::is_same_v<W, float>) {
+          wc[r] = src;
+        } else {
+          float* dst = wbuf + r * kChunk;
+          int64_t i = 0;
+          for (; i + kLanes <= len; i += kLanes) store(dst + i, load_w(src + i));
+          for (; i < len; ++i) dst[i] = to_f32(src[i]);
+          wc[r] = dst;
+        }
+      }
+      const bool first = c0 == 0, last = c0 + kChunk >= a.k;
+      for (int64_t t = 0; t < n_tiles; ++t) {
+        const float* xtc = xt + (t * a.k + c0) * kTileTokens;
+        float* p = partial + t * kRowsG * kTv * kLanes;
+        const int64_t t0 = t * kTileTokens;
+        if (first && last) tile<false, false>(xtc, wc, len, p, a, t0, r0, n_rows);
+        else if (first) tile<false, true>(xtc, wc, len, p, a, t0, r0, n_rows);
+        else if (last) tile<true, false>(xtc, wc, len, p, a, t0, r0, n_rows);
+        else tile<true, true>(xtc, wc, len, p, a, t0, r0, n_rows);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t gemm_tile_tokens() { return kTileTokens; }
+int64_t gemm_block_rows() { return kRowsG; }
+int64_t gemm_scratch_floats(int64_t n) {
+  return kRowsG * kChunk + (n + kTileTokens - 1) / kTileTokens * kRowsG * kTileTokens;
+}
+
+// xt[t][i][j] = x[t * kTileTokens + j][i] for tiles [tile0, tile1), zero past n.
+void gemm_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt) {
+  for (int64_t t = tile0; t < tile1; ++t) {
+    float* dst = xt + t * k * kTileTokens;
+    for (int64_t j = 0; j < kTileTokens; ++j) {
+      const int64_t tok = t * kTileTokens + j;
+      if (tok < n) {
+        const float* src = x + tok * k;
+        for (int64_t i = 0; i < k; ++i) dst[i * kTileTokens + j] = src[i];
+      } else {
+        for (int64_t i = 0; i < k; ++i) dst[i * kTileTokens + j] = 0.0f;
+      }
+    }
+  }
+}
+
+void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) {
+  switch (a.w_dtype) {
+    case DType::F32: return blocks_of<float>(a, xt, b0, b1, scratch);
+    case DType::BF16: return blocks_of<Bf16>(a, xt, b0, b1, scratch);
+    case DType::F16: return blocks_of<F16>(a, xt, b0, b1, scratch);
+    default: TF_ASSERT(false, "gemm: weight dtype {} is not a float type", dtype_name(a.w_dtype));
+  }
+}
+
+}  // namespace tf::cpu::TF_CPU_ISA_NS

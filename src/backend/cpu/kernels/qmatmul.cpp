@@ -1,0 +1,474 @@
+// Integer matmul kernels for quantized weights (KernelTable::qmatmul_blocks, quantize_row):
+// out[n, m] = x[n, k] @ w[m, k]^T (+ bias) with w in W8, W4, Q8_0, Q4_0 or Q4_K
+// (src/quant/formats.h) and x quantized to INT8 per block of 32 (kernels.h, QuantizedActs).
+//
+// Every format is, per block b of 32 weights of a row, int8 or uint4 values q with a scale
+// c_b and an offset m_b:  w = c_b * q - m_b. The dot-product instructions sum the products
+// of 4 bytes into each int32 lane (8 lanes per block); with the activation block's scale dx
+// and each lane's sum xs of its 4 quantized activations, a lane contributes
+//   dx * (c_b * dot(q, xq) - m_b * xs)
+//   W8    q signed,   c = scale[row],                 m = 0
+//   Q8_0  q signed,   c = d (f16 in the block),       m = 0
+//   Q4_0  q 0..15,    c = d,                          m = 8 d
+//   W4    q 0..15,    c = scale[row, g] (f16),        m = c * zero[row, g]   (g: group of b)
+//   Q4_K  q 0..15,    c = d * sc_j (6-bit),           m = dmin * m_j         (j: sub-block)
+// and the lanes are summed once at the end of the row. Unsigned 4-bit weights go straight
+// into vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd as the unsigned operand; signed int8
+// weights first move their sign onto the activation (|w| . sign(x, w)), since those
+// instructions multiply unsigned by signed bytes (|w| <= 128 and |x| <= 127 keep
+// vpmaddubsw's int16 pair sums below saturation).
+//
+// A step is one block (256-bit vectors: AVX2) or two (512-bit: AVX-512; an odd last block
+// then takes a 256-bit step). A tile is kRows weight rows x NT tokens: each step's weights
+// are loaded, unpacked and scaled once and used for the NT tokens. The baseline level sums
+// the same products in plain integer loops.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/simd.h"
+#include "core/error.h"
+
+namespace tf::cpu::TF_CPU_ISA_NS {
+namespace {
+
+constexpr int kRows = 2;    // weight rows in flight (more only add register pressure here)
+constexpr int kMaxTok = 4;  // tokens per tile
+constexpr int64_t kBlock = 32, kLanesPerBlock = 8;
+// Software prefetch distance along a weight row (bytes): the rows are read once, front to
+// back, a few in parallel; the hardware prefetchers alone leave the loads waiting.
+constexpr int64_t kPrefetch = 512;
+
+inline float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// ggml's 6-bit scale and min of sub-block j of a Q4_K super-block (scales[12]).
+inline void q4k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+#if defined(__AVX2__)
+// ---- vectors of one block (256-bit) and of two (512-bit) ----------------------------------
+struct V256 {
+  static constexpr int kBlocks = 1;
+  using I = __m256i;
+  using F = __m256;
+  static I bytes(const uint8_t* p0, const uint8_t*) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p0)); }
+  // 16 bytes of nibbles -> [low nibbles (16) | high nibbles (16)]
+  static I nibbles16(const uint8_t* p0, const uint8_t*) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0));
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1),
+                            _mm256_set1_epi8(0x0F));
+  }
+  // Sub-block j of 32 bytes of nibbles: their low (j even) or high nibbles.
+  static I nibbles32(const uint8_t* p, int j) {
+    I v = _mm256_loadu_si256(reinterpret_cast<const I*>(p));
+    if (j % 2) v = _mm256_srli_epi16(v, 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+  }
+  static F lanes(float a, float) { return _mm256_set1_ps(a); }
+  // The F16 values at byte offsets o0 (first block) and o1 (second) of p, on their lanes.
+  template <int o0, int o1>
+  static F lanes_f16(const uint8_t* p) { return _mm256_set1_ps(half(p + o0)); }
+  static F splat(float a) { return _mm256_set1_ps(a); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static I load_x(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static I dot_u8s8(I u, I s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+  }
+  static I dot_s8s8(I w, I x) { return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a * b
+  static float sum(F a) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+};
+#endif
+
+#if defined(__AVX512BW__)
+struct V512 {
+  static constexpr int kBlocks = 2;
+  using I = __m512i;
+  using F = __m512;
+  static I bytes(const uint8_t* p0, const uint8_t* p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+  }
+  // Two blocks of 16 bytes of nibbles -> [low0 | high0 | low1 | high1] (16 bytes each)
+  static I nibbles16(const uint8_t* p0, const uint8_t* p1) {
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+    const I both = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);  // [0, 1, 0>>4, 1>>4]
+    return _mm512_and_si512(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+  }
+  // Sub-blocks j and j + 1 (j even) of 32 bytes of nibbles: [low (32) | high (32)]
+  static I nibbles32(const uint8_t* p, int) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1),
+                            _mm512_set1_epi8(0x0F));
+  }
+  static F lanes(float a, float b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+  }
+  // The F16 values at byte offsets o0 and o1 of p on lanes 0-7 and 8-15: one conversion of
+  // the 16 halves around them and a permute (3 instructions instead of 7 for two scalars).
+  template <int o0, int o1>
+  static F lanes_f16(const uint8_t* p) {
+    if constexpr (o1 - o0 < 32) {
+      const F f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o0)));
+      constexpr int i = (o1 - o0) / 2;
+      return _mm512_permutexvar_ps(_mm512_set_epi32(i, i, i, i, i, i, i, i, 0, 0, 0, 0, 0, 0, 0, 0), f);
+    } else {
+      uint16_t h0, h1;
+      std::memcpy(&h0, p + o0, 2);
+      std::memcpy(&h1, p + o1, 2);
+      const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(int(h0 | uint32_t(h1) << 16))));
+      return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), f);
+    }
+  }
+  static F splat(float a) { return _mm512_set1_ps(a); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static I load_x(const int8_t* p) { return _mm512_loadu_si512(p); }
+  static I dot_u8s8(I u, I s) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+#endif
+  }
+  static I dot_s8s8(I w, I x) {
+    const I neg_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+    return dot_u8s8(_mm512_abs_epi8(w), neg_x);
+  }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static float sum(F a) { return _mm512_reduce_add_ps(a); }
+};
+#endif
+
+#if defined(__AVX2__)
+// ---- formats: the step at block b of a row -------------------------------------------------
+// Each has kSigned (q signed int8) and kOffset (m != 0), row(r) -> the row's base, and
+// step<V>(r, base, b) -> {q, c, m} for blocks [b, b + V::kBlocks).
+template <typename V>
+struct Step {
+  typename V::I q;
+  typename V::F c, m;
+};
+
+struct FmtW8 {
+  static constexpr bool kSigned = true, kOffset = false;
+  const int8_t* q;
+  const float* scales;
+  int64_t k;
+  explicit FmtW8(const TensorView& w) : q(w.as<int8_t>()), scales(static_cast<const float*>(w.scales)), k(w.shape[1]) {}
+  const uint8_t* row(int64_t r) const { return reinterpret_cast<const uint8_t*>(q + r * k); }
+  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const { return base + b * kBlock + kPrefetch; }
+  template <typename V>
+  Step<V> step(int64_t r, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + b * kBlock;
+    return {V::bytes(p, p + kBlock), V::splat(scales[r]), V::zero()};
+  }
+};
+
+// Rows of self-contained GGUF blocks of kBytes bytes per kElems weights.
+template <int64_t kElems, int64_t kBytes>
+struct GgufRows {
+  const uint8_t* data;
+  int64_t row_bytes;
+  explicit GgufRows(const TensorView& w) : data(w.as<uint8_t>()), row_bytes(w.shape[1] / kElems * kBytes) {}
+  const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
+  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const {
+    return base + b * kBlock / kElems * kBytes + kPrefetch;
+  }
+};
+
+struct FmtQ8_0 : GgufRows<32, 34> {
+  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr int64_t kBytes = 34;
+  using GgufRows::GgufRows;
+  template <typename V>
+  Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + b * kBytes;
+    return {V::bytes(p + 2, p + kBytes + 2), V::template lanes_f16<0, kBytes>(p), V::zero()};
+  }
+};
+
+struct FmtQ4_0 : GgufRows<32, 18> {
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr int64_t kBytes = 18;
+  using GgufRows::GgufRows;
+  template <typename V>
+  Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + b * kBytes;
+    const typename V::F c = V::template lanes_f16<0, kBytes>(p);
+    return {V::nibbles16(p + 2, p + kBytes + 2), c, V::mul(c, V::splat(8.0f))};
+  }
+};
+
+struct FmtW4 {
+  static constexpr bool kSigned = false, kOffset = true;
+  const uint8_t* q;
+  const uint8_t* scales;  // F16 [m, k / G]
+  const uint8_t* zeros;   // U8 [m, k / G]
+  int64_t k, blocks_per_group, groups;
+  explicit FmtW4(const TensorView& w)
+      : q(w.as<uint8_t>()),
+        scales(static_cast<const uint8_t*>(w.scales)),
+        zeros(static_cast<const uint8_t*>(w.zeros)),
+        k(w.shape[1]),
+        blocks_per_group(w.group_size / kBlock),
+        groups(w.shape[1] / w.group_size) {}
+  const uint8_t* row(int64_t r) const { return q + r * (k / 2); }
+  const uint8_t* prefetch_at(const uint8_t* base, int64_t b) const { return base + b * (kBlock / 2) + kPrefetch; }
+  template <typename V>
+  Step<V> step(int64_t r, const uint8_t* base, int64_t b) const {
+    const int64_t g0 = r * groups + b / blocks_per_group;
+    const uint8_t* p = base + b * (kBlock / 2);
+    if (V::kBlocks == 1 || blocks_per_group > 1) {  // both blocks in group g0 (b is even)
+      const typename V::F c = V::splat(half(scales + 2 * g0));
+      return {V::nibbles16(p, p + kBlock / 2), c, V::mul(c, V::splat(float(zeros[g0])))};
+    }
+    const typename V::F c = V::template lanes_f16<0, 2>(scales + 2 * g0);  // groups g0, g0 + 1
+    return {V::nibbles16(p, p + kBlock / 2), c, V::mul(c, V::lanes(float(zeros[g0]), float(zeros[g0 + 1])))};
+  }
+};
+
+struct FmtQ4_K : GgufRows<256, 144> {
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr int64_t kBytes = 144;
+  using GgufRows::GgufRows;
+  template <typename V>
+  Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + (b / 8) * kBytes;
+    const int j = int(b % 8);
+    const float d = half(p), dmin = half(p + 2);
+    int sc0, m0, sc1 = 0, m1 = 0;
+    q4k_scale_min(j, p + 4, &sc0, &m0);
+    if (V::kBlocks == 2) q4k_scale_min(j + 1, p + 4, &sc1, &m1);
+    return {V::nibbles32(p + 16 + 32 * (j / 2), j), V::lanes(d * float(sc0), d * float(sc1)),
+            V::lanes(dmin * float(m0), dmin * float(m1))};
+  }
+};
+
+// Adds blocks [b0, b1) (steps of V::kBlocks) of NT tokens x kRows rows to sums. The vector
+// accumulators are local to this function so that GCC keeps them in registers.
+template <typename V, typename Fmt, int NT>
+inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const int64_t* rows,
+                       const uint8_t* const* base, int64_t b0, int64_t b1, float (&sums)[NT][kRows]) {
+  const int64_t k = x.k, k4 = x.k / 4;
+  typename V::F acc[NT][kRows];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < kRows; ++r) acc[t][r] = V::zero();
+  for (int64_t b = b0; b < b1; b += V::kBlocks) {
+    for (int r = 0; r < kRows; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(f.prefetch_at(base[r], b)), _MM_HINT_T0);
+      const Step<V> s = f.template step<V>(rows[r], base[r], b);
+      for (int t = 0; t < NT; ++t) {
+        const typename V::I xq = V::load_x(x.q + (t0 + t) * k + b * kBlock);
+        const typename V::I dot = Fmt::kSigned ? V::dot_s8s8(s.q, xq) : V::dot_u8s8(s.q, xq);
+        typename V::F v = V::mul(s.c, V::cvt(dot));
+        const int64_t lane = (t0 + t) * k4 + b * kLanesPerBlock;
+        if constexpr (Fmt::kOffset) v = V::fnma(s.m, V::load(x.xs + lane), v);
+        acc[t][r] = V::fma(v, V::load(x.dl + lane), acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < kRows; ++r) sums[t][r] += V::sum(acc[t][r]);
+}
+#endif
+
+// ---- the tile -------------------------------------------------------------------------------
+#if defined(__AVX2__)
+template <typename Fmt, int NT>
+void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, int64_t t0) {
+  const int64_t nb = a.x.k / kBlock;
+  const uint8_t* base[kRows];
+  for (int r = 0; r < kRows; ++r) base[r] = f.row(rows[r]);
+  float sums[NT][kRows] = {};
+#if defined(__AVX512BW__)
+  const int64_t nb2 = nb / 2 * 2;
+  accumulate<V512, Fmt, NT>(f, a.x, t0, rows, base, 0, nb2, sums);
+#else
+  const int64_t nb2 = 0;
+#endif
+  if (nb2 < nb) accumulate<V256, Fmt, NT>(f, a.x, t0, rows, base, nb2, nb, sums);
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < n_rows; ++r)
+      a.out[(t0 + t) * a.m + rows[r]] = sums[t][r] + (a.bias ? a.bias[rows[r]] : 0.0f);
+}
+#else
+// Baseline: every weight as (q, c, m) from the layouts, integer dot products per block.
+struct ScalarBlock {
+  int8_t q[32];
+  float c, m;
+};
+
+ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
+  ScalarBlock s{};
+  const int64_t k = w.shape[1];
+  const uint8_t* data = w.as<uint8_t>();
+  const auto nib16 = [&](const uint8_t* p) {
+    for (int i = 0; i < 16; ++i) {
+      s.q[i] = int8_t(p[i] & 0xF);
+      s.q[i + 16] = int8_t(p[i] >> 4);
+    }
+  };
+  switch (w.dtype) {
+    case DType::W8:
+      std::memcpy(s.q, data + row * k + b * kBlock, kBlock);
+      s.c = static_cast<const float*>(w.scales)[row];
+      break;
+    case DType::Q8_0: {
+      const uint8_t* p = data + row * (k / kBlock * 34) + b * 34;
+      std::memcpy(s.q, p + 2, kBlock);
+      s.c = half(p);
+      break;
+    }
+    case DType::Q4_0: {
+      const uint8_t* p = data + row * (k / kBlock * 18) + b * 18;
+      nib16(p + 2);
+      s.c = half(p);
+      s.m = 8.0f * s.c;
+      break;
+    }
+    case DType::W4: {
+      nib16(data + row * (k / 2) + b * (kBlock / 2));
+      const int64_t g = row * (k / w.group_size) + b * kBlock / w.group_size;
+      s.c = half(static_cast<const uint8_t*>(w.scales) + 2 * g);
+      s.m = s.c * float(static_cast<const uint8_t*>(w.zeros)[g]);
+      break;
+    }
+    case DType::Q4_K: {
+      const uint8_t* p = data + row * (k / 256 * 144) + (b / 8) * 144;
+      const int j = int(b % 8);
+      int sc, mn;
+      q4k_scale_min(j, p + 4, &sc, &mn);
+      for (int i = 0; i < 32; ++i) s.q[i] = int8_t(j % 2 ? p[16 + 32 * (j / 2) + i] >> 4 : p[16 + 32 * (j / 2) + i] & 0xF);
+      s.c = half(p) * float(sc);
+      s.m = half(p + 2) * float(mn);
+      break;
+    }
+    default: TF_ASSERT(false, "quantized matmul: no layout for {}", dtype_name(w.dtype));
+  }
+  return s;
+}
+
+template <typename Fmt, int NT>
+void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, int64_t t0) {
+  (void)f;
+  const int64_t k = a.x.k, k4 = k / 4, nb = k / kBlock;
+  float sums[NT][kRows] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < kRows; ++r) {
+      const ScalarBlock s = scalar_block(*a.w, rows[r], b);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = a.x.q + (t0 + t) * k + b * kBlock;
+        int32_t dot = 0;
+        for (int i = 0; i < kBlock; ++i) dot += int32_t(s.q[i]) * int32_t(xq[i]);
+        float xs = 0;  // the block's sum of quantized activations
+        for (int l = 0; l < kLanesPerBlock; ++l) xs += a.x.xs[(t0 + t) * k4 + b * kLanesPerBlock + l];
+        sums[t][r] += a.x.dl[(t0 + t) * k4 + b * kLanesPerBlock] * (s.c * float(dot) - s.m * xs);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < n_rows; ++r)
+      a.out[(t0 + t) * a.m + rows[r]] = sums[t][r] + (a.bias ? a.bias[rows[r]] : 0.0f);
+}
+
+// The baseline reads every format through scalar_block; the format types only name it.
+struct FmtW8 { explicit FmtW8(const TensorView&) {} };
+struct FmtQ8_0 { explicit FmtQ8_0(const TensorView&) {} };
+struct FmtQ4_0 { explicit FmtQ4_0(const TensorView&) {} };
+struct FmtW4 { explicit FmtW4(const TensorView&) {} };
+struct FmtQ4_K { explicit FmtQ4_K(const TensorView&) {} };
+#endif
+
+template <typename Fmt>
+void blocks_of(const QMatmulArgs& a, int64_t b0, int64_t b1) {
+  const Fmt f(*a.w);
+  const int64_t n = a.x.n;
+  for (int64_t blk = b0; blk < b1; ++blk) {
+    const int64_t r0 = blk * kRows;
+    const int n_rows = int(std::min<int64_t>(kRows, a.m - r0));
+    int64_t rows[kRows];
+    for (int r = 0; r < kRows; ++r) rows[r] = r0 + std::min(r, n_rows - 1);  // a tail repeats its last row
+    int64_t t = 0;
+    for (; t + kMaxTok <= n; t += kMaxTok) tile<Fmt, kMaxTok>(f, a, rows, n_rows, t);
+    switch (n - t) {
+      case 0: break;
+      case 1: tile<Fmt, 1>(f, a, rows, n_rows, t); break;
+      case 2: tile<Fmt, 2>(f, a, rows, n_rows, t); break;
+      default: tile<Fmt, 3>(f, a, rows, n_rows, t); break;
+    }
+  }
+}
+
+}  // namespace
+
+int64_t qmatmul_block_rows() { return kRows; }
+
+void qmatmul_w8(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtW8>(a, b0, b1); }
+void qmatmul_w4(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtW4>(a, b0, b1); }
+void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ8_0>(a, b0, b1); }
+void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_0>(a, b0, b1); }
+void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_K>(a, b0, b1); }
+
+// Blocks of 32: d = max|x| / 127, q = round(x * (1 / d)) (ties to even); per lane of 4 values
+// dl = d and xs = their sum; per block db = d and sb = d * sum(q). With w4_order the 32
+// values go evens first, then odds.
+void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& o) {
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const float* xb = x + b * kBlock;
+    float amax = 0;
+    for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+    int8_t qb[kBlock];
+    for (int i = 0; i < kBlock; ++i) qb[i] = int8_t(std::nearbyint(xb[i] * inv));
+    int8_t* out = o.q + b * kBlock;
+    if (w4_order) {
+      for (int i = 0; i < kBlock / 2; ++i) {
+        out[i] = qb[2 * i];
+        out[kBlock / 2 + i] = qb[2 * i + 1];
+      }
+    } else {
+      std::memcpy(out, qb, kBlock);
+    }
+    int32_t sum = 0;
+    for (int l = 0; l < kLanesPerBlock; ++l) {
+      const int32_t lane = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
+      o.dl[b * kLanesPerBlock + l] = d;
+      o.xs[b * kLanesPerBlock + l] = float(lane);
+      sum += lane;
+    }
+    o.db[b] = d;
+    o.sb[b] = d * float(sum);
+  }
+}
+
+}  // namespace tf::cpu::TF_CPU_ISA_NS

@@ -1,0 +1,217 @@
+// Integer matmul over 4-bit weights repacked as U4x4 (backend/cpu/quant_pack.h: Q4_0, W4,
+// Q4_K in groups of 4 rows) against activations quantized per block of 32 (kernels.h).
+//
+// Per block, one 512-bit load holds the 4 rows' 16 bytes of nibbles (128-bit lane r = row
+// r; with 256-bit vectors, two registers of 2 rows): low nibbles are elements 0-15 of each
+// row, high ones 16-31. The activation block's two halves are broadcast to every lane, so
+// two vpdpbusd (or vpmaddubsw pairs) give each row's dot product in its 4 int32 lanes. With
+// the block's c and m of each row (from the segment header, spread over the row's lanes):
+//   acc += float(dot) * c * dx_b        corr += m * s_b     (s_b = dx_b * sum(xq_b))
+// and row r's output is the sum of its 4 lanes of acc - corr / 4 (corr is added in each of
+// the row's 4 lanes). NT tokens share each block's unpacking and scales. Compared with the
+// canonical layouts (qmatmul.cpp) there is no per-row gathering of scales and nibbles.
+// AVX2 and above; the baseline level reads the canonical layouts only.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/simd.h"
+#include "backend/cpu/quant_pack.h"
+#include "core/error.h"
+
+namespace tf::cpu::TF_CPU_ISA_NS {
+
+#if defined(__AVX2__)
+namespace {
+
+constexpr int kMaxTok = 4;
+constexpr int64_t kBlock = 32;
+
+inline __m128 f16x4(const uint8_t* p) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m128 u8x4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v)));
+}
+
+#if defined(__AVX512BW__)
+// One register: 4 rows (128-bit lane r = row r).
+struct Rows {
+  static constexpr int kRegs = 1, kRowsPerReg = 4;
+  using I = __m512i;
+  using F = __m512;
+  static I load(const uint8_t* p, int) { return _mm512_loadu_si512(p); }
+  static I nibble_mask() { return _mm512_set1_epi8(0x0F); }
+  static I low(I v, I mask) { return _mm512_and_si512(v, mask); }
+  static I high(I v, I mask) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); }
+  static I bcast16(const int8_t* p) { return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F spread(__m128 v4, int) {  // row r's value on lanes 4r..4r+3
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(v4));
+  }
+  static I dot(I lo, I xlo, I hi, I xhi) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi, xhi);
+#else
+    const I ones = _mm512_set1_epi16(1);
+    return _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(lo, xlo), ones),
+                            _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xhi), ones));
+#endif
+  }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F splat(float a) { return _mm512_set1_ps(a); }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  // Sums of each 128-bit lane (row) of v into out[0..3].
+  static void row_sums(F v, float* out) {
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0b10110001));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0b01001110));  // every element holds its lane's sum
+    out[0] = _mm512_cvtss_f32(v);
+    out[1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(v, 1));
+    out[2] = _mm_cvtss_f32(_mm512_extractf32x4_ps(v, 2));
+    out[3] = _mm_cvtss_f32(_mm512_extractf32x4_ps(v, 3));
+  }
+};
+#else
+// Two registers of 2 rows each (128-bit lane = row).
+struct Rows {
+  static constexpr int kRegs = 2, kRowsPerReg = 2;
+  using I = __m256i;
+  using F = __m256;
+  static I load(const uint8_t* p, int h) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)); }
+  static I nibble_mask() { return _mm256_set1_epi8(0x0F); }
+  static I low(I v, I mask) { return _mm256_and_si256(v, mask); }
+  static I high(I v, I mask) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), mask); }
+  static I bcast16(const int8_t* p) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F spread(__m128 v4, int h) {
+    const __m256i idx = h ? _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2) : _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v4), idx);
+  }
+  static I dot(I lo, I xlo, I hi, I xhi) {
+    const I ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), ones));
+  }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F splat(float a) { return _mm256_set1_ps(a); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static void row_sums(F v, float* out) {
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0b10110001));
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0b01001110));
+    out[0] = _mm256_cvtss_f32(v);
+    out[1] = _mm_cvtss_f32(_mm256_extractf128_ps(v, 1));
+  }
+};
+#endif
+
+using F = Rows::F;
+using I = Rows::I;
+constexpr int kRegs = Rows::kRegs;
+
+// The 4 rows' c and m of block i of a segment whose header is h (quant_pack.h).
+template <DType kFmt>
+inline void block_scales(const uint8_t* h, int64_t i, __m128* c, __m128* m) {
+  if constexpr (kFmt == DType::Q4_0) {  // m = 8 c: corr accumulates c, group_tile scales it by 8
+    *c = f16x4(h);
+    *m = *c;
+  } else if constexpr (kFmt == DType::W4) {
+    *c = f16x4(h);
+    *m = _mm_mul_ps(*c, u8x4(h + 8));
+  } else {  // Q4_K
+    *c = _mm_mul_ps(f16x4(h), u8x4(h + 16 + 4 * i));
+    *m = _mm_mul_ps(f16x4(h + 8), u8x4(h + 48 + 4 * i));
+  }
+}
+
+// NT tokens from t0 against the 4 rows of one group: sums[t][r].
+template <DType kFmt, int NT>
+void group_tile(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l, float (&sums)[NT][kU4x4Rows],
+                int64_t t0) {
+  const int64_t k = a.x.k, nb = k / kBlock, per_seg = l.blocks_per_segment, seg_bytes = l.segment_bytes();
+  const I mask = Rows::nibble_mask();
+  F acc[NT][kRegs], corr[NT][kRegs];
+  for (int t = 0; t < NT; ++t)
+    for (int h = 0; h < kRegs; ++h) acc[t][h] = corr[t][h] = Rows::zero();
+  for (int64_t s = 0; s < nb / per_seg; ++s) {
+    const uint8_t* hdr = group + s * seg_bytes;
+    for (int64_t i = 0; i < per_seg; ++i) {
+      const int64_t b = s * per_seg + i;
+      __m128 c4, m4;
+      block_scales<kFmt>(hdr, i, &c4, &m4);
+      const uint8_t* p = hdr + l.header_bytes + i * kU4x4BlockBytes;
+      F c[kRegs], m[kRegs];
+      I lo[kRegs], hi[kRegs];
+      for (int h = 0; h < kRegs; ++h) {
+        c[h] = Rows::spread(c4, h);
+        m[h] = kFmt == DType::Q4_0 ? c[h] : Rows::spread(m4, h);
+        const I v = Rows::load(p, h);
+        lo[h] = Rows::low(v, mask);
+        hi[h] = Rows::high(v, mask);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xb = a.x.q + (t0 + t) * k + b * kBlock;
+        const I xlo = Rows::bcast16(xb), xhi = Rows::bcast16(xb + 16);
+        const int64_t blk = (t0 + t) * nb + b;
+        const F dx = Rows::splat(a.x.db[blk]), sx = Rows::splat(a.x.sb[blk]);
+        for (int h = 0; h < kRegs; ++h) {
+          acc[t][h] = Rows::fma(Rows::cvt(Rows::dot(lo[h], xlo, hi[h], xhi)), Rows::mul(c[h], dx), acc[t][h]);
+          corr[t][h] = Rows::fma(m[h], sx, corr[t][h]);
+        }
+      }
+    }
+  }
+  const float corr_scale = kFmt == DType::Q4_0 ? 8.0f / 4 : 1.0f / 4;  // / 4: corr is in all 4 lanes of a row
+  for (int t = 0; t < NT; ++t)
+    for (int h = 0; h < kRegs; ++h)
+      Rows::row_sums(Rows::fnma(Rows::splat(corr_scale), corr[t][h], acc[t][h]), sums[t] + h * Rows::kRowsPerReg);
+}
+
+template <DType kFmt, int NT>
+void tile(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
+  const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
+  float sums[NT][kU4x4Rows];
+  group_tile<kFmt, NT>(a, static_cast<const uint8_t*>(a.packed) + g * n_seg * l.segment_bytes(), l, sums, t0);
+  const int n_rows = int(std::min<int64_t>(kU4x4Rows, a.m - g * kU4x4Rows));
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < n_rows; ++r) {
+      const int64_t row = g * kU4x4Rows + r;
+      a.out[(t0 + t) * a.m + row] = sums[t][r] + (a.bias ? a.bias[row] : 0.0f);
+    }
+}
+
+template <DType kFmt>
+void groups_of(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+  const U4x4Layout l = u4x4_layout(*a.w);
+  const int64_t n = a.x.n;
+  for (int64_t g = g0; g < g1; ++g) {
+    int64_t t = 0;
+    for (; t + kMaxTok <= n; t += kMaxTok) tile<kFmt, kMaxTok>(a, l, g, t);
+    switch (n - t) {
+      case 0: break;
+      case 1: tile<kFmt, 1>(a, l, g, t); break;
+      case 2: tile<kFmt, 2>(a, l, g, t); break;
+      default: tile<kFmt, 3>(a, l, g, t); break;
+    }
+  }
+}
+
+}  // namespace
+
+// Row groups [g0, g1) of 4 rows against all tokens.
+void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+  switch (a.w->dtype) {
+    case DType::Q4_0: return groups_of<DType::Q4_0>(a, g0, g1);
+    case DType::W4: return groups_of<DType::W4>(a, g0, g1);
+    case DType::Q4_K: return groups_of<DType::Q4_K>(a, g0, g1);
+    default: TF_ASSERT(false, "U4x4 matmul: no packed layout for {}", dtype_name(a.w->dtype));
+  }
+}
+#endif
+
+}  // namespace tf::cpu::TF_CPU_ISA_NS

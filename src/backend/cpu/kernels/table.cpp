@@ -1,0 +1,64 @@
+// The KernelTable of one ISA level (this file is compiled once per level, see kernels.h).
+#include "backend/cpu/kernels/kernels.h"
+
+namespace tf::cpu::TF_CPU_ISA_NS {
+
+int64_t matmul_block_rows();
+int64_t matmul_scratch_floats(int64_t n, int64_t k);
+void matmul_blocks(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch);
+int64_t gemm_tile_tokens();
+int64_t gemm_block_rows();
+int64_t gemm_scratch_floats(int64_t n);
+void gemm_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt);
+void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch);
+int64_t qmatmul_block_rows();
+void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& out);
+void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1);
+void qmatmul_w8(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_w4(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void attend_item(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch);
+void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* out);
+void swiglu_row(const float* gate, const float* up, int64_t d, float* out);
+void widen_row(const void* src, DType dtype, int64_t n, float* dst);
+
+namespace {
+
+KernelTable make_table() {
+  KernelTable t;
+  t.isa = Isa::TF_CPU_ISA_ENUM;
+  t.matmul_block_rows = matmul_block_rows();
+  t.matmul_scratch_floats = matmul_scratch_floats;
+  t.matmul_blocks = matmul_blocks;
+  t.gemm_tile_tokens = gemm_tile_tokens();
+  t.gemm_block_rows = gemm_block_rows();
+  t.gemm_scratch_floats = gemm_scratch_floats;
+  t.gemm_pack_x = gemm_pack_x;
+  t.gemm_blocks = gemm_blocks;
+  t.quantize_row = quantize_row;
+  t.qmatmul_block_rows = qmatmul_block_rows();
+  t.qmatmul_blocks[size_t(QFormat::W8)] = qmatmul_w8;
+  t.qmatmul_blocks[size_t(QFormat::W4)] = qmatmul_w4;
+  t.qmatmul_blocks[size_t(QFormat::Q8_0)] = qmatmul_q8_0;
+  t.qmatmul_blocks[size_t(QFormat::Q4_0)] = qmatmul_q4_0;
+  t.qmatmul_blocks[size_t(QFormat::Q4_K)] = qmatmul_q4_k;
+#if defined(__AVX2__)
+  t.qmatmul_u4x4 = qmatmul_u4x4;
+#endif
+  t.attend_item = attend_item;
+  t.rms_norm_row = rms_norm_row;
+  t.swiglu_row = swiglu_row;
+  t.widen_row = widen_row;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& table() {
+  static const KernelTable t = make_table();
+  return t;
+}
+
+}  // namespace tf::cpu::TF_CPU_ISA_NS

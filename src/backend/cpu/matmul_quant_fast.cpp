@@ -1,0 +1,108 @@
+// CPU matmul for quantized weights on integer dot products (kernels/qmatmul.cpp): each row
+// of x is quantized to INT8 per block of 32 once per call, then the weight row blocks are
+// split across the pool's threads as for float weights (matmul.cpp), so each weight byte
+// is read once per call. 4-bit weights (Q4_0, W4, Q4_K) uploaded through this backend also
+// have a repacked copy (quant_pack.h), which the kernels of AVX2 and above read instead.
+#include <cstring>
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/quant_pack.h"
+#include "backend/shape_checks.h"
+
+namespace tf {
+namespace {
+
+constexpr int64_t kMinChunkBytes = 16 * 1024;  // as matmul.cpp
+
+// The kernel format of w, or kCount when the integer kernels do not cover it.
+cpu::QFormat qformat_of(const TensorView& w) {
+  const int64_t k = w.shape[1];
+  if (k % 32 != 0) return cpu::QFormat::kCount;
+  switch (w.dtype) {
+    case DType::W8: return w.scales ? cpu::QFormat::W8 : cpu::QFormat::kCount;
+    case DType::W4:
+      return w.scales && w.zeros && w.group_size > 0 && w.group_size % 32 == 0 && k % w.group_size == 0
+                 ? cpu::QFormat::W4
+                 : cpu::QFormat::kCount;
+    case DType::Q8_0: return cpu::QFormat::Q8_0;
+    case DType::Q4_0: return cpu::QFormat::Q4_0;
+    case DType::Q4_K: return k % 256 == 0 ? cpu::QFormat::Q4_K : cpu::QFormat::kCount;
+    default: return cpu::QFormat::kCount;
+  }
+}
+
+}  // namespace
+
+bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias,
+                                   const TensorView& out) {
+  if (x.n_dims != 2 || w.n_dims != 2 || x.dtype != DType::F32 || out.dtype != DType::F32) return false;
+  const cpu::QFormat fmt = qformat_of(w);
+  const cpu::KernelTable& kt = cpu::kernels();
+  if (fmt == cpu::QFormat::kCount || !kt.qmatmul_blocks[size_t(fmt)]) return false;
+  check_matmul(x, w, bias, out);
+  const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0], k4 = k / 4;
+  ThreadPool& tp = pool();
+
+  // ---- quantize the activations, rows split across the threads
+  const int64_t nb = k / 32;
+  act_q_.resize(size_t(n * k));
+  act_ds_.resize(size_t(n * (2 * k4 + 2 * nb)));
+  float* dl = act_ds_.data();
+  float* xs = dl + n * k4;
+  float* db = xs + n * k4;
+  float* sb = db + n * nb;
+  const void* packed = kt.qmatmul_u4x4 ? packed_weight(w) : nullptr;
+  const bool w4_order = fmt == cpu::QFormat::W4 && !packed;  // U4x4 stores W4 in element order
+  const auto quantize = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      kt.quantize_row(x.as<float>() + r * k, k, w4_order,
+                      {.q = act_q_.data() + r * k, .dl = dl + r * k4, .xs = xs + r * k4, .db = db + r * nb,
+                       .sb = sb + r * nb});
+  };
+  if (n < 8) {
+    quantize(0, n);
+  } else {
+    const int64_t chunks = tp.chunks_for(n, 4);
+    tp.parallel_for(chunks, [&](int64_t c, int) { quantize(c * n / chunks, (c + 1) * n / chunks); });
+  }
+
+  // ---- weight row blocks against all tokens
+  const cpu::QMatmulArgs a{.x = {.q = act_q_.data(), .dl = dl, .xs = xs, .db = db, .sb = sb, .n = n, .k = k}, .w = &w,
+                           .packed = packed, .bias = bias_f32(bias), .out = out.as<float>(), .m = m};
+  const int64_t block_rows = packed ? cpu::kU4x4Rows : kt.qmatmul_block_rows;
+  const int64_t n_blocks = (m + block_rows - 1) / block_rows;
+  const int64_t block_bytes = block_rows * int64_t(dtype_row_bytes(w.dtype, k));
+  const int64_t n_chunks = tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, block_bytes)));
+  const auto kernel = packed ? kt.qmatmul_u4x4 : kt.qmatmul_blocks[size_t(fmt)];
+  tp.parallel_for(n_chunks, [&](int64_t c, int) { kernel(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks); });
+  return true;
+}
+
+TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
+  const TensorView v = HostBackend::upload(host, dtype);
+  if (const int64_t bytes = cpu::u4x4_bytes(v); bytes > 0) {
+    PackedWeight& p = packed_[v.data];
+    p.dtype = v.dtype;
+    p.m = v.shape[0];
+    p.k = v.shape[1];
+    p.bytes.resize(size_t(bytes));
+    cpu::pack_u4x4(v, p.bytes.data());
+  }
+  return v;
+}
+
+void CpuBackend::release(const TensorView& buf) {
+  packed_.erase(buf.data);
+  HostBackend::release(buf);
+}
+
+const void* CpuBackend::packed_weight(const TensorView& w) const {
+  const auto it = packed_.find(w.data);
+  if (it == packed_.end()) return nullptr;
+  const PackedWeight& p = it->second;
+  return p.dtype == w.dtype && p.m == w.shape[0] && p.k == w.shape[1] ? p.bytes.data() : nullptr;
+}
+
+}  // namespace tf

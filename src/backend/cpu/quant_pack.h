@@ -1,0 +1,41 @@
+// A private layout of 4-bit weights (Q4_0, W4, Q4_K) for the CPU backend's integer
+// kernels, made once at upload (CpuBackend::upload) and kept beside the canonical bytes.
+//
+// U4x4: the rows in groups of 4 (the last group padded with zero rows); per group, k in
+// segments of kBlocks blocks of 32, each a header of the segment's scales for the 4 rows,
+// then per block 64 bytes: the 4 rows' 16 bytes of nibbles (row r in bytes 16r..16r+15; byte
+// i holds element i in its low nibble and element 16 + i in its high one, Q4_0's order).
+// Every weight is c * q - m with q the nibble; the formats differ in their headers:
+//   Q4_0   1 block:  c F16[4]                         m = 8 c
+//   W4     G / 32:   c F16[4], zero U8[4]             m = c * zero
+//   Q4_K   8 blocks: d F16[4], dmin F16[4], then sc U8[8][4], min U8[8][4] (6-bit values
+//                    unpacked; [block][row])           c = d * sc, m = dmin * min
+// The same values as the canonical layouts (bit for bit: the kernels compute c and m from
+// the stored fields as the canonical kernels do), within 4% of their bytes, reordered so
+// that one 512-bit load holds one block of 4 rows and one small load their scales: the
+// kernel multiplies 4 rows by one broadcast block of activations per instruction
+// (kernels/qmatmul_packed.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tf::cpu {
+
+constexpr int64_t kU4x4Rows = 4, kU4x4BlockBytes = 64;
+
+struct U4x4Layout {
+  int64_t blocks_per_segment = 0;  // kBlocks above
+  int64_t header_bytes = 0;
+  int64_t segment_bytes() const { return header_bytes + blocks_per_segment * kU4x4BlockBytes; }
+};
+
+// The layout for w (Q4_0, W4 with a group size multiple of 32, Q4_K), or one with
+// blocks_per_segment 0 when w has none.
+U4x4Layout u4x4_layout(const TensorView& w);
+int64_t u4x4_bytes(const TensorView& w);
+// Writes u4x4_bytes(w) bytes of w (host memory, canonical layout) in U4x4 to out.
+void pack_u4x4(const TensorView& w, uint8_t* out);
+
+}  // namespace tf::cpu

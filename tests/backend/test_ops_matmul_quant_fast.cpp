@@ -1,0 +1,270 @@
+// CpuBackend::matmul_quant_fast (the integer kernels of quantized weights) against the
+// reference backend's F32 matmul over the dequantized weights, for W8, W4 (group sizes 32,
+// 64, 128), Q8_0, Q4_0 and Q4_K, over shapes that hit every tail: tokens n around the
+// 4-token tile, output rows m around the 4-row block, k from one block of 32 (256 for Q4_K)
+// up past several; with and without bias; at every ISA level (isa_test_main.cpp).
+//
+// Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
+// Q4_0 for its AVX2/AVX-512 kernels). Weights are random bytes in each layout (every nibble and byte value, random scales,
+// zeros and 6-bit sub-scales) and are dequantized here by scalar code written from the
+// layout definitions (src/quant/formats.h and ggml's block formats), independently of the
+// kernels.
+//
+// Two comparisons per shape:
+//  1. Exactness of the kernel: the reference gets the activations as the kernel sees them,
+//     quantized per block of 32 (d = max|x| / 127, q = nearbyint(x * (1 / d))) by scalar code
+//     here, then dequantized. Both sides then sum the same products and differ only in the
+//     order of float additions: tolerance 1e-5 of each output's natural scale (as the float
+//     matmul test; an indexing, scale or tail mistake gives errors of order 1).
+//  2. The kernel's error against the reference matmul over the unquantized activations:
+//     rounding x to INT8 per block errs by at most d / 2 = max|x| / 254 per element, about
+//     d / sqrt(12) in RMS; relative to the output's natural scale that is
+//     (max|x| / 127) / sqrt(12) / rms(x), about 0.005 for normal activations in blocks of 32
+//     (max|x| ~ 2.1 rms, up to ~3.5 in an unlucky block), and an output of one block (the
+//     smallest shapes here) can read 3-4 times its RMS error by chance. Tolerance 0.03.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "op_test_util.h"
+
+namespace tf {
+namespace {
+
+using test::GuardedOut;
+using test::Rng;
+
+constexpr double kExactTol = 1e-5;
+constexpr double kQuantTol = 0.03;
+
+// A quantized weight in host memory: packed values, and the scale/zero arrays of W8/W4.
+struct QWeight {
+  DType dtype;
+  int64_t m = 0, k = 0;
+  int32_t group = 0;
+  std::vector<uint8_t> data, scales, zeros;
+  std::vector<float> dequant;  // [m, k]
+
+  TensorView view() {
+    TensorView v = make_view(data.data(), dtype, {m, k});
+    v.scales = scales.empty() ? nullptr : scales.data();
+    v.zeros = zeros.empty() ? nullptr : zeros.data();
+    v.group_size = group;
+    return v;
+  }
+};
+
+uint16_t random_half(Rng& rng, double lo, double hi) { return f32_to_f16(float(lo + (hi - lo) * rng.uniform())); }
+void put_half(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+float get_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Random weights of one layout, with their dequantized values (scalar, from the layout).
+QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) {
+  QWeight w{.dtype = dtype, .m = m, .k = k, .group = group};
+  w.data.resize(dtype_row_bytes(dtype, k) * size_t(m));
+  w.dequant.resize(size_t(m * k));
+  for (auto& b : w.data) b = uint8_t(rng.uniform_int(0, 255));
+  float* out = w.dequant.data();
+  switch (dtype) {
+    case DType::W8: {  // q I8 [m, k] in -127..127; scales F32 [m]
+      w.scales.resize(size_t(m) * 4);
+      for (int64_t i = 0; i < m; ++i) {
+        const float s = float(0.001 + 0.02 * rng.uniform());
+        std::memcpy(w.scales.data() + i * 4, &s, 4);
+        for (int64_t j = 0; j < k; ++j) {
+          const int8_t q = int8_t(rng.uniform_int(-127, 127));
+          w.data[size_t(i * k + j)] = uint8_t(q);
+          out[i * k + j] = s * float(q);
+        }
+      }
+      break;
+    }
+    case DType::W4: {  // q U8 [m, k / 2] (low nibble = even j); scales F16 [m, k / G]; zeros U8 [m, k / G]
+      const int64_t groups = k / group;
+      w.scales.resize(size_t(m * groups) * 2);
+      w.zeros.resize(size_t(m * groups));
+      for (int64_t g = 0; g < m * groups; ++g) {
+        put_half(w.scales.data() + 2 * g, random_half(rng, 0.001, 0.05));
+        w.zeros[size_t(g)] = uint8_t(rng.uniform_int(0, 15));
+      }
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const uint8_t byte = w.data[size_t(i * (k / 2) + j / 2)];
+          const int q = j % 2 == 0 ? byte & 0xF : byte >> 4;
+          const int64_t g = i * groups + j / group;
+          out[i * k + j] = get_half(w.scales.data() + 2 * g) * float(q - int(w.zeros[size_t(g)]));
+        }
+      break;
+    }
+    case DType::Q8_0: {  // blocks of {f16 d, int8 qs[32]}
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t b = 0; b < k / 32; ++b) {
+          uint8_t* p = w.data.data() + (i * (k / 32) + b) * 34;
+          put_half(p, random_half(rng, 0.0005, 0.02));
+          for (int j = 0; j < 32; ++j) out[i * k + b * 32 + j] = get_half(p) * float(int8_t(p[2 + j]));
+        }
+      break;
+    }
+    case DType::Q4_0: {  // blocks of {f16 d, uint8 qs[16]}: element j < 16 low nibble of qs[j], j >= 16 high of qs[j - 16]
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t b = 0; b < k / 32; ++b) {
+          uint8_t* p = w.data.data() + (i * (k / 32) + b) * 18;
+          put_half(p, random_half(rng, 0.001, 0.05));
+          for (int j = 0; j < 32; ++j) {
+            const int q = j < 16 ? p[2 + j] & 0xF : p[2 + j - 16] >> 4;
+            out[i * k + b * 32 + j] = get_half(p) * float(q - 8);
+          }
+        }
+      break;
+    }
+    case DType::Q4_K: {  // super-blocks of {f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]}
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t sb = 0; sb < k / 256; ++sb) {
+          uint8_t* p = w.data.data() + (i * (k / 256) + sb) * 144;
+          put_half(p, random_half(rng, 0.0001, 0.002));
+          put_half(p + 2, random_half(rng, 0.0001, 0.002));
+          const uint8_t* sc = p + 4;
+          const uint8_t* qs = p + 16;
+          for (int sub = 0; sub < 8; ++sub) {
+            int s, mn;  // 6-bit scale and min of sub-block `sub`, as ggml packs them
+            if (sub < 4) {
+              s = sc[sub] & 63;
+              mn = sc[sub + 4] & 63;
+            } else {
+              s = (sc[sub + 4] & 0xF) | ((sc[sub - 4] >> 6) << 4);
+              mn = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
+            }
+            for (int l = 0; l < 32; ++l) {  // sub-block 2c: low nibbles of qs[32c ..]; 2c + 1: high
+              const uint8_t byte = qs[32 * (sub / 2) + l];
+              const int q = sub % 2 == 0 ? byte & 0xF : byte >> 4;
+              out[i * k + sb * 256 + sub * 32 + l] = get_half(p) * float(s) * float(q) - get_half(p + 2) * float(mn);
+            }
+          }
+        }
+      break;
+    }
+    default: ADD_FAILURE() << "no test layout for " << dtype_name(dtype);
+  }
+  return w;
+}
+
+// x as the kernel quantizes it (per block of 32), dequantized.
+std::vector<float> quantize_dequantize(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + size_t(i)]));
+    const float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; ++i) out[b * 32 + size_t(i)] = std::nearbyint(x[b * 32 + size_t(i)] * inv) * d;
+  }
+  return out;
+}
+
+struct Format {
+  DType dtype;
+  int32_t group;  // W4 only
+};
+void PrintTo(const Format& f, std::ostream* os) {
+  *os << dtype_name(f.dtype);
+  if (f.group) *os << " G" << f.group;
+}
+
+class QuantMatmulSweep : public ::testing::TestWithParam<Format> {};
+
+TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
+  const Format f = GetParam();
+  const int64_t unit = f.dtype == DType::Q4_K ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
+  constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 9};
+  constexpr int64_t kOutM[] = {1, 3, 4, 5, 9, 33};
+  const int64_t ks[] = {unit, 2 * unit, 3 * unit, 5 * unit};
+  auto ref = make_backend(BackendKind::Ref);
+  CpuBackend cpu;
+  double worst_exact = 0, worst_quant = 0;
+  for (int64_t n : kRowsN) {
+    for (int64_t k : ks) {
+      for (int64_t m : kOutM) {
+        for (bool with_bias : {false, true}) {
+          SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                       (with_bias ? " bias" : ""));
+          Rng rng(test::seed_of({n, k, m, int64_t(f.dtype), f.group, with_bias}));
+          const std::vector<float> x = test::randn(rng, n * k);
+          QWeight w = make_weight(rng, f.dtype, m, k, f.group);
+          const std::vector<float> bias = with_bias ? test::randn(rng, m) : std::vector<float>{};
+          const TensorView bias_view =
+              with_bias ? make_view(const_cast<float*>(bias.data()), DType::F32, {m}) : TensorView{};
+
+          GuardedOut out(cpu, n, m);
+          std::vector<float> x_copy = x;
+          ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), w.view(), bias_view,
+                                            out.view()));
+          EXPECT_TRUE(out.guard_intact()) << "wrote past its output";
+          const std::vector<float> got = out.values();
+
+          const auto ref_matmul = [&](std::vector<float> xs) {
+            std::vector<float> wf = w.dequant, y(size_t(n * m));
+            ref->matmul(make_view(xs.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}),
+                        bias_view, make_view(y.data(), DType::F32, {n, m}));
+            return y;
+          };
+          const std::vector<float> xq = quantize_dequantize(x);
+          const std::vector<double> scale_q = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
+          EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
+          worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
+
+          // The same weight uploaded: Q4_0 then also runs on its repacked copy (AVX2 and up).
+          const TensorView up = cpu.upload(w.view(), f.dtype);
+          GuardedOut out_up(cpu, n, m);
+          ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out_up.view()));
+          EXPECT_TRUE(out_up.guard_intact()) << "uploaded: wrote past its output";
+          const std::vector<float> got_up = out_up.values();
+          EXPECT_TRUE(test::close_scaled_l2(got_up, ref_matmul(xq), scale_q, kExactTol)) << "uploaded";
+          worst_exact = std::max(worst_exact, test::scaled_l2(got_up, ref_matmul(xq), scale_q));
+          cpu.release(up);  // w's memory goes at the end of this iteration
+          const std::vector<double> scale = test::matmul_output_scale(x, w.dequant, bias, n, k, m);
+          EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(x), scale, kQuantTol));
+          worst_quant = std::max(worst_quant, test::scaled_l2(got, ref_matmul(x), scale));
+        }
+      }
+    }
+  }
+  std::printf("worst scaled L2 error: %.3g vs quantized activations (tolerance %.0e), %.3g vs F32 activations "
+              "(tolerance %.0e)\n", worst_exact, kExactTol, worst_quant, kQuantTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
+                         ::testing::Values(Format{DType::W8, 0}, Format{DType::W4, 32}, Format{DType::W4, 64},
+                                           Format{DType::W4, 128}, Format{DType::Q8_0, 0}, Format{DType::Q4_0, 0},
+                                           Format{DType::Q4_K, 0}),
+                         [](const auto& info) {
+                           std::string s(dtype_name(info.param.dtype));
+                           if (info.param.group) s += "_G" + std::to_string(info.param.group);
+                           return s;
+                         });
+
+TEST(OpsMatmulQuantFast, DeclinesWhatItDoesNotCover) {
+  CpuBackend cpu;
+  std::vector<float> x(2 * 64), y(2 * 4);
+  std::vector<uint8_t> q(4 * 64 * 2);
+  const TensorView xv = make_view(x.data(), DType::F32, {2, 64}), yv = make_view(y.data(), DType::F32, {2, 4});
+  for (DType t : {DType::Q4_1, DType::Q5_K, DType::Q6_K, DType::FP8, DType::BF16})
+    EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), t, {4, 64}), {}, yv)) << dtype_name(t);
+  EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), DType::W8, {4, 64}), {}, yv)) << "W8 without scales";
+  TensorView w4 = make_view(q.data(), DType::W4, {4, 64});
+  w4.scales = q.data();
+  w4.zeros = q.data();
+  w4.group_size = 48;  // not a multiple of 32
+  EXPECT_FALSE(cpu.matmul_quant_fast(xv, w4, {}, yv));
+  EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), DType::Q4_K, {4, 64}), {}, yv)) << "k % 256 != 0";
+}
+
+}  // namespace
+}  // namespace tf
