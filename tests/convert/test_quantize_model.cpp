@@ -69,8 +69,9 @@ class QuantizeModel : public test::TempDirTest {
 };
 
 // The bound on each format's error on tiny-main's last-position logits (rel L2 against the
-// 16-bit logits, every prompt), above the largest measured over the three prompts: int8 0.012,
-// fp8 0.041, int4 0.140 (the test prints each).
+// 16-bit logits, every prompt), above the largest measured over the three prompts on the CPU
+// backend (its integer kernels quantize activation rows too): int8 0.020, fp8 0.041, int4 0.142
+// (the test prints each).
 struct FormatCase {
   DType format;
   const char* name;
@@ -79,8 +80,8 @@ struct FormatCase {
 
 TEST_F(QuantizeModel, WrittenFolderEqualsQuantizingAtLoadAndStaysCloseToSixteenBit) {
   Engine dense(EngineOptions{.model_dir = kTiny, .max_seqs = 4});
-  for (const FormatCase c : {FormatCase{DType::W8, "int8", 0.02}, FormatCase{DType::FP8, "fp8", 0.08},
-                             FormatCase{DType::W4, "int4", 0.15}}) {
+  for (const FormatCase c : {FormatCase{DType::W8, "int8", 0.03}, FormatCase{DType::FP8, "fp8", 0.08},
+                             FormatCase{DType::W4, "int4", 0.2}}) {
     SCOPED_TRACE(c.name);
     const std::string dir = quantize(c.format);
     const ModelConfig cfg = load_model_config(dir);
