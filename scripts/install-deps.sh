@@ -5,7 +5,11 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config xz-utils
       nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libicu-dev
-      libgtest-dev libgmock-dev libcpp-httplib-dev libboost-dev libxxhash-dev libeigen3-dev python3)
+      libgtest-dev libgmock-dev libcpp-httplib-dev libboost-dev libxxhash-dev libeigen3-dev python3
+      # The sanitizer and fuzzing builds (scripts/test_sanitizers.sh, scripts/fuzz.sh): clang
+      # with its sanitizer and libFuzzer runtimes, and its OpenMP (libomp, with Archer for
+      # ThreadSanitizer).
+      clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,3 +15,9 @@ if [ -x "$NVCC" ]; then
   cmake --build "$BUILD-cuda" --target tf_backend_cuda
 fi
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
+# The same suite under the sanitizers (clang): SANITIZERS=asan (ASan + UBSan, then a short run
+# of every fuzzer), tsan (ThreadSanitizer over the threaded tests) or all. Off unless asked:
+# their time on CI's 2 cores is not yet measured, and CI must stay within 90 minutes.
+if [ "${SANITIZERS:-none}" != none ]; then
+  bash scripts/test_sanitizers.sh "$SANITIZERS"
+fi

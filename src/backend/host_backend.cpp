@@ -44,24 +44,10 @@ void load_row_f32(const void* data, DType dtype, int64_t offset, int64_t n, floa
       for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);  // vcvtph2ps
 #else
       // Without F16C the compiler converts _Float16 with a library call per element (10x
-      // slower than BF16 here). Integer ops and one multiply vectorise instead: the exponent
-      // and mantissa bits shifted into a float's place read as 2^-112 times the half's value
-      // (denormals included), so a multiply by 2^112 is exact; inf/NaN (exponent 31) map to
-      // exponent 255, NaNs quieted as the hardware does. Bit-exact for all 65536 inputs
-      // (tests/backend/test_host_backend.cpp).
+      // slower than BF16 here); detail::f16_to_f32_soft vectorises instead. Bit-exact for all
+      // 65536 inputs (tests/backend/test_host_backend.cpp).
       const uint16_t* src = static_cast<const uint16_t*>(data) + offset;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t h = src[i], sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
-        float f;
-        const uint32_t shifted = em << 13;
-        std::memcpy(&f, &shifted, 4);
-        f *= 0x1p112f;
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        if (em >= 0x7c00u) u = shifted | 0x7f800000u | (em > 0x7c00u ? 0x00400000u : 0u);
-        u |= sign;
-        std::memcpy(dst + i, &u, 4);
-      }
+      for (int64_t i = 0; i < n; ++i) dst[i] = detail::f16_to_f32_soft(src[i]);
 #endif
       return;
     }

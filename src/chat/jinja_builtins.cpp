@@ -22,6 +22,13 @@ int64_t need_int(const Value& v, std::string_view what) {
 
 bool flag(const Value& v, bool dflt) { return v.is_undefined() ? dflt : truthy(v); }
 
+// `n` spaces (an indent width; negative is none), within kMaxStringBytes.
+std::string spaces(int64_t n) {
+  n = std::max<int64_t>(n, 0);
+  check_string_size(size_t(n));
+  return std::string(size_t(n), ' ');
+}
+
 // jinja2's attribute getter for filters: "a.b.0" looks up a, then b, then item 0.
 Value attr_path(const Value& v, const std::string& path) {
   Value cur = v;
@@ -197,23 +204,28 @@ Value f_int(const Value& v, const CallArgs& a) {
 
 Value f_indent(const Value& v, const CallArgs& a) {
   const auto p = bind_args("indent", a, {"width", "first", "blank"});
-  const std::string indent = p[0].is_string() ? p[0].as_string()
-                             : std::string(size_t(std::max<int64_t>(0, p[0].is_undefined() ? 4 : need_int(p[0], "width"))), ' ');
+  const std::string indent = p[0].is_string() ? p[0].as_string() : spaces(p[0].is_undefined() ? 4 : need_int(p[0], "width"));
   // jinja2: s += "\n", then splitlines(), so a trailing newline never gets indented.
   CallArgs no_args;
   const Value lines_v = get_attr(Value(to_str(v) + "\n"), "splitlines").as_function().call(no_args);
   const auto& lines = lines_v.as_list().items;
   std::string out;
   if (flag(p[2], false)) {
-    for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indent : "") + lines[i].as_string();
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i) append_bounded(out, "\n" + indent);
+      append_bounded(out, lines[i].as_string());
+    }
   } else {
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string& line = lines[i].as_string();
-      if (i == 0) out += line;
-      else out += "\n" + (line.empty() ? "" : indent) + line;
+      if (i > 0) append_bounded(out, "\n" + (line.empty() ? "" : indent));
+      append_bounded(out, line);
     }
   }
-  if (flag(p[1], false)) out = indent + out;
+  if (flag(p[1], false)) {
+    check_string_size(indent.size() + out.size());
+    out = indent + out;
+  }
   return Value(std::move(out));
 }
 
@@ -232,8 +244,8 @@ Value f_join(const Value& v, const CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& item : iterate(v)) {
-    if (!first) out += sep;
-    out += to_str(p[1].is_undefined() ? item : attr_path(item, to_str(p[1])));
+    if (!first) append_bounded(out, sep);
+    append_bounded(out, to_str(p[1].is_undefined() ? item : attr_path(item, to_str(p[1]))));
     first = false;
   }
   return Value(std::move(out));
@@ -406,7 +418,7 @@ Value f_tojson(const Value& v, const CallArgs& a) {
   DumpOptions opts;
   opts.ensure_ascii = flag(p[0], false);
   if (!p[1].is_undefined() && !p[1].is_none())
-    opts.indent = p[1].is_string() ? p[1].as_string() : std::string(size_t(std::max<int64_t>(0, need_int(p[1], "indent"))), ' ');
+    opts.indent = p[1].is_string() ? p[1].as_string() : spaces(need_int(p[1], "indent"));
   if (!p[2].is_undefined() && !p[2].is_none()) {
     if (!p[2].is_list() || p[2].as_list().items.size() != 2) fail_eval("tojson: separators must be a pair of strings");
     opts.item_separator = to_str(p[2].as_list().items[0]);
@@ -543,9 +555,10 @@ Value g_range(CallArgs& a) {
   const int64_t step = p.size() == 3 ? need_int(p[2], "range argument") : 1;
   if (step == 0) fail_eval("range() arg 3 must not be zero");
   std::vector<Value> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (out.size() >= 100000) fail_eval("range too big, the sandbox allows 100000 items");
     out.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next item would be past int64, so past stop
   }
   return Value::list(std::move(out));
 }
@@ -596,11 +609,13 @@ TestFn find_test(std::string_view name) {
   return nullptr;
 }
 
-void add_globals(Dict& scope) {
+void add_globals(Dict& scope, std::vector<Value>& namespaces) {
   scope.set("range", Value::function("range", g_range));
   scope.set("dict", Value::function("dict", [](CallArgs& a) { return make_mapping(a, Dict::Kind::Dict, "dict"); }));
-  scope.set("namespace", Value::function("namespace", [](CallArgs& a) {
-              return make_mapping(a, Dict::Kind::Namespace, "namespace");
+  scope.set("namespace", Value::function("namespace", [&namespaces](CallArgs& a) {
+              Value ns = make_mapping(a, Dict::Kind::Namespace, "namespace");
+              namespaces.push_back(ns);
+              return ns;
             }));
   scope.set("raise_exception", Value::function("raise_exception", g_raise_exception));
   scope.set("strftime_now", Value::function("strftime_now", g_strftime_now));

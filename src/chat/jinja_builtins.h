@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "chat/jinja_value.h"
 
@@ -18,7 +19,10 @@ inline bool has_filter(std::string_view name) { return find_filter(name) != null
 inline bool has_test(std::string_view name) { return find_test(name) != nullptr; }
 
 // range, dict, namespace, raise_exception (throws tf::Error with the template's message as
-// it is) and strftime_now (local time, as datetime.now().strftime).
-void add_globals(Dict& scope);
+// it is) and strftime_now (local time, as datetime.now().strftime). namespace() appends each
+// namespace it makes to `namespaces`, for the render to empty when it ends: namespaces are the
+// only objects a template can change, so a reference cycle ({% set ns.me = ns %}) runs through
+// one, and emptying them frees it.
+void add_globals(Dict& scope, std::vector<Value>& namespaces);
 
 }  // namespace tf::jinja

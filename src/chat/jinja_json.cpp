@@ -48,6 +48,8 @@ struct Dumper {
   }
 
   void dump(const Value& v, int depth) {
+    if (depth > kMaxValueDepth) fail_eval("value nested more than {} levels deep", kMaxValueDepth);
+    check_string_size(out.size());  // a value sharing sub-values can print exponentially long
     switch (v.kind()) {
       case Kind::None: out += "null"; return;
       case Kind::Bool: out += v.as_bool() ? "true" : "false"; return;

@@ -35,24 +35,42 @@ int64_t mul_int(int64_t x, int64_t y) {
   return r;
 }
 
+// The longest list (items) `seq * n` may build; strings stop at kMaxStringBytes. Python would
+// try to allocate whatever is asked and raise MemoryError; a template from a model file must
+// not be able to take the process down with [0] * 10**12, nor spin on "" * 10**18.
+constexpr int64_t kMaxRepeatItems = int64_t(1) << 24;
+
 Value repeat(const Value& seq, int64_t n) {
   n = std::max<int64_t>(n, 0);
+  const auto len = int64_t(seq.is_string() ? seq.as_string().size() : seq.as_list().items.size());
+  if (len == 0 || n == 0) return seq.is_string() ? Value(std::string()) : Value::list({}, seq.as_list().is_tuple);
+  const int64_t max = seq.is_string() ? int64_t(kMaxStringBytes) : kMaxRepeatItems;
+  if (n > max / len)
+    fail_eval("repeating a {} of length {} {} times would exceed {} {}", type_name(seq), len, n, max,
+              seq.is_string() ? "bytes" : "items");
+  if (!seq.is_string()) spend_steps(len * n);
   if (seq.is_string()) {
     std::string out;
+    out.reserve(size_t(len * n));
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value(std::move(out));
   }
   std::vector<Value> out;
+  out.reserve(size_t(len * n));
   for (int64_t i = 0; i < n; ++i)
     out.insert(out.end(), seq.as_list().items.begin(), seq.as_list().items.end());
   return Value::list(std::move(out), seq.as_list().is_tuple);
 }
 
+// base ** exp by squaring: O(log exp) steps, so 1 ** 10**15 answers at once; overflow fails.
 Value int_pow(int64_t base, int64_t exp) {
   if (exp < 0) return Value(std::pow(double(base), double(exp)));
   int64_t result = 1;
-  for (int64_t i = 0; i < exp; ++i)
-    result = mul_int(result, base);
+  while (exp > 0) {
+    if (exp & 1) result = mul_int(result, base);
+    exp >>= 1;
+    if (exp > 0) base = mul_int(base, base);
+  }
   return Value(result);
 }
 
@@ -106,8 +124,12 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
     }
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      check_string_size(a.as_string().size() + b.as_string().size());
+      return Value(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list() && a.as_list().is_tuple == b.as_list().is_tuple) {
+      spend_steps(int64_t(a.as_list().items.size() + b.as_list().items.size()));
       std::vector<Value> items = a.as_list().items;
       items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
       return Value::list(std::move(items), a.as_list().is_tuple);
@@ -400,17 +422,19 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     if (from.empty()) {  // Python inserts `to` around every character
       const std::u32string u = utf8_decode(s);
       for (size_t i = 0; i <= u.size(); ++i) {
-        if (count < 0 || int64_t(i) < count) out += to;
-        if (i < u.size()) out += utf8_encode(u.substr(i, 1));
+        if (count < 0 || int64_t(i) < count) append_bounded(out, to);
+        if (i < u.size()) append_bounded(out, utf8_encode(u.substr(i, 1)));
       }
       return Value(std::move(out));
     }
     size_t start = 0;
     for (size_t at; count != 0 && (at = s.find(from, start)) != std::string::npos; --count) {
-      out += s.substr(start, at - start) + to;
+      append_bounded(out, std::string_view(s).substr(start, at - start));
+      append_bounded(out, to);
       start = at + from.size();
     }
-    return Value(out + s.substr(start));
+    append_bounded(out, std::string_view(s).substr(start));
+    return Value(std::move(out));
   }
   if (name == "upper") return bind({}), Value(to_upper(s));
   if (name == "lower") return bind({}), Value(to_lower(s));
@@ -444,8 +468,8 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     bool first = true;
     for (const Value& v : iterate(a[0])) {
       if (!v.is_string()) fail_eval("str.join: expected str items, found {}", type_name(v));
-      if (!first) out += s;
-      out += v.as_string();
+      if (!first) append_bounded(out, s);
+      append_bounded(out, v.as_string());
       first = false;
     }
     return Value(std::move(out));

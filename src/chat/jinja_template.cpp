@@ -1,5 +1,6 @@
 #include "chat/jinja_template.h"
 
+#include <cstdint>
 #include <memory>
 
 #include "chat/jinja_builtins.h"
@@ -30,12 +31,17 @@ ScopePtr child_scope(const ScopePtr& parent) {
 enum class Flow { Normal, Break, Continue };
 
 // A runaway template (macro recursion) fails with a message instead of exhausting the stack:
-// macro calls, and all nested statements and expressions together, are bounded.
+// macro calls, and all nested statements and expressions together, are bounded, and so are
+// the stack bytes they use: a frame's size depends on the build (sanitizers make frames
+// several times larger), and a render may run on a server thread (8 MiB stacks).
 constexpr int kMaxCallDepth = 100;
 constexpr int kMaxEvalDepth = 3000;
+constexpr uintptr_t kMaxStackBytes = uintptr_t(2) << 20;
 
 class Renderer {
  public:
+  Renderer() : stack_base_(uintptr_t(__builtin_frame_address(0))) {}
+
   Flow exec(const Body& body, const ScopePtr& scope, std::string& out) {
     for (const StmtPtr& s : body) {
       const Flow f = exec(*s, scope, out);
@@ -45,23 +51,35 @@ class Renderer {
   }
 
  private:
-  // Counts nested exec/eval calls (see kMaxEvalDepth).
+  // Counts nested exec/eval calls (see kMaxEvalDepth) and checks the stack they use (the
+  // stack grows down from stack_base_).
   struct DepthGuard {
     int& depth;
-    DepthGuard(int& d, int line) : depth(d) {
-      if (++depth > kMaxEvalDepth) {
-        --depth;
-        fail_at(line, fmt::format("template evaluation nested more than {} levels deep", kMaxEvalDepth));
-      }
+    DepthGuard(Renderer& r, int line) : depth(r.eval_depth_) {
+      r.step(line);
+      if (depth + 1 > kMaxEvalDepth || r.stack_base_ - uintptr_t(__builtin_frame_address(0)) > kMaxStackBytes)
+        fail_at(line, fmt::format("template evaluation nested more than {} levels deep (or {} KiB of stack)",
+                                  kMaxEvalDepth, kMaxStackBytes >> 10));
+      ++depth;
     }
     ~DepthGuard() { --depth; }
   };
 
+  // Runs one statement; a Failure in the statement itself (not in an expression, which eval
+  // reports) becomes a tf::Error naming its line.
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
-    const DepthGuard guard(eval_depth_, s.line);
+    const DepthGuard guard(*this, s.line);
+    try {
+      return exec_inner(s, scope, out);
+    } catch (const Failure& f) {
+      fail_at(s.line, f.message);
+    }
+  }
+
+  Flow exec_inner(const Stmt& s, const ScopePtr& scope, std::string& out) {
     switch (s.kind) {
-      case StmtKind::Text: out += s.text; return Flow::Normal;
-      case StmtKind::Output: out += to_str(eval(*s.expr, scope)); return Flow::Normal;
+      case StmtKind::Text: append_bounded(out, s.text); return Flow::Normal;
+      case StmtKind::Output: append_bounded(out, to_str(eval(*s.expr, scope))); return Flow::Normal;
       case StmtKind::If:
         for (const auto& [cond, body] : s.branches)
           if (truthy(eval(*cond, scope))) return exec(body, scope, out);
@@ -85,7 +103,7 @@ class Renderer {
       case StmtKind::FilterBlock: {
         std::string text;
         const Flow f = exec(s.body, scope, text);
-        out += to_str(apply_filters(s.filters, Value(std::move(text)), scope));
+        append_bounded(out, to_str(apply_filters(s.filters, Value(std::move(text)), scope)));
         return f;
       }
       case StmtKind::Generation: return exec(s.body, scope, out);
@@ -118,6 +136,7 @@ class Renderer {
     }
     const int64_t n = int64_t(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      step(s.line);
       const ScopePtr iter = child_scope(scope);
       bind_targets(s, items[size_t(i)], *iter);
       iter->vars.set("loop", loop_object(items, i));
@@ -253,7 +272,7 @@ class Renderer {
   // Evaluates an expression; a Failure inside becomes a tf::Error naming this line (the
   // innermost expression that failed, so the line is the most precise one).
   Value eval(const Expr& e, const ScopePtr& scope) {
-    const DepthGuard guard(eval_depth_, e.line);
+    const DepthGuard guard(*this, e.line);
     try {
       return eval_inner(e, scope);
     } catch (const Failure& f) {
@@ -325,7 +344,7 @@ class Renderer {
       }
       case ExprKind::Concat: {
         std::string s;
-        for (const ExprPtr& c : e.children) s += to_str(eval(*c, scope));
+        for (const ExprPtr& c : e.children) append_bounded(s, to_str(eval(*c, scope)));
         return Value(std::move(s));
       }
       case ExprKind::Cond:
@@ -349,8 +368,18 @@ class Renderer {
     return c >= 0;
   }
 
+  // One step of kMaxRenderSteps.
+  static void step(int line) {
+    try {
+      spend_steps(1);
+    } catch (const Failure& f) {
+      fail_at(line, f.message);
+    }
+  }
+
   int depth_ = 0;       // macro calls in progress
   int eval_depth_ = 0;  // exec/eval calls in progress
+  uintptr_t stack_base_;  // the frame address render() started from
 };
 
 }  // namespace
@@ -358,11 +387,19 @@ class Renderer {
 Template::Template(std::string_view source) : body_(parse(source)) {}
 
 std::string Template::render(const Dict& vars) const {
+  // Emptied when the render ends, however it ends (see add_globals).
+  struct Namespaces {
+    std::vector<Value> made;
+    ~Namespaces() {
+      for (Value& ns : made) ns.as_dict().items.clear();
+    }
+  } namespaces;
   auto globals = std::make_shared<Scope>();
-  add_globals(globals->vars);
+  add_globals(globals->vars, namespaces.made);
   const ScopePtr top = child_scope(globals);
   top->vars.items = vars.items;
   std::string out;
+  const StepBudget budget;
   Renderer().exec(body_, top, out);
   return out;
 }

@@ -5,6 +5,69 @@
 
 namespace tf::jinja {
 
+namespace {
+
+// Frees the lists and dicts in `pending` (each held by nothing else) without recursion: each
+// one's own solely held lists and dicts move to `pending` before it is emptied, so every
+// destructor that runs sees only scalars and shared containers. Plain destructors would
+// recurse once per level, and a template can nest a list 10^5 deep.
+void release_nested(std::vector<Value>& pending) {
+  while (!pending.empty()) {
+    Value v = std::move(pending.back());
+    pending.pop_back();
+    auto take = [&](Value& child) {
+      if (child.is_sole_container()) pending.push_back(std::move(child));
+    };
+    if (v.is_list()) {
+      for (Value& c : v.as_list().items) take(c);
+      v.as_list().items.clear();
+    } else {
+      for (auto& kv : v.as_dict().items) take(kv.second);
+      v.as_dict().items.clear();
+    }
+  }
+}
+
+}  // namespace
+
+List::~List() {
+  std::vector<Value> pending;
+  for (Value& c : items)
+    if (c.is_sole_container()) pending.push_back(std::move(c));
+  release_nested(pending);
+}
+
+Dict::~Dict() {
+  std::vector<Value> pending;
+  for (auto& kv : items)
+    if (kv.second.is_sole_container()) pending.push_back(std::move(kv.second));
+  release_nested(pending);
+}
+
+bool Value::is_sole_container() const {
+  if (const auto* l = std::get_if<std::shared_ptr<List>>(&v_)) return l->use_count() == 1;
+  if (const auto* d = std::get_if<std::shared_ptr<Dict>>(&v_)) return d->use_count() == 1;
+  return false;
+}
+
+thread_local StepBudget* StepBudget::current_ = nullptr;
+
+void spend_steps(int64_t n) {
+  StepBudget* b = StepBudget::current_;
+  if (!b) return;
+  b->spent_ += n;
+  if (b->spent_ > kMaxRenderSteps) fail_eval("template evaluation took more than {} steps", kMaxRenderSteps);
+}
+
+void check_string_size(size_t n) {
+  if (n > kMaxStringBytes) fail_eval("string of {} bytes is longer than the {} MiB limit", n, kMaxStringBytes >> 20);
+}
+
+void append_bounded(std::string& out, std::string_view piece) {
+  check_string_size(out.size() + piece.size());
+  out += piece;
+}
+
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
     if (k == key) return &v;
@@ -41,7 +104,12 @@ Value Value::function(std::string name, std::function<Value(CallArgs&)> call) {
   return Value(std::move(f));
 }
 
-int64_t Value::as_int() const { return is_bool() ? int64_t(as_bool()) : std::get<int64_t>(v_); }
+void fail_kind(const Value& v, std::string_view expected) {
+  if (v.is_undefined()) fail_undefined(v);
+  fail_eval("'{}' object cannot be interpreted as {}", type_name(v), expected);
+}
+
+int64_t Value::as_int() const { return is_bool() ? int64_t(as_bool()) : get<int64_t>("an integer"); }
 
 double Value::as_double() const { return is_float() ? std::get<double>(v_) : double(as_int()); }
 
@@ -93,7 +161,24 @@ bool truthy(const Value& v) {
   return false;
 }
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth) fail_eval("value nested more than {} levels deep", kMaxValueDepth);
+}
+
+bool equals_at(const Value& a, const Value& b, int depth);
+int compare_at(const Value& a, const Value& b, int depth);
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
+int compare(const Value& a, const Value& b) { return compare_at(a, b, 0); }
+
+namespace {
+
+bool equals_at(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -108,7 +193,7 @@ bool equals(const Value& a, const Value& b) {
       const List& y = b.as_list();
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
       for (size_t i = 0; i < x.items.size(); ++i)
-        if (!equals(x.items[i], y.items[i])) return false;
+        if (!equals_at(x.items[i], y.items[i], depth + 1)) return false;
       return true;
     }
     case Kind::Dict: {
@@ -118,7 +203,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
         const Value* w = y.find(k);
-        if (!w || !equals(v, *w)) return false;
+        if (!w || !equals_at(v, *w, depth + 1)) return false;
       }
       return true;
     }
@@ -126,7 +211,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b) {
+int compare_at(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       const double x = a.as_double(), y = b.as_double();
@@ -144,8 +230,8 @@ int compare(const Value& a, const Value& b) {
     const auto& x = a.as_list().items;
     const auto& y = b.as_list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (equals(x[i], y[i])) continue;
-      return compare(x[i], y[i]);
+      if (equals_at(x[i], y[i], depth + 1)) continue;
+      return compare_at(x[i], y[i], depth + 1);
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
@@ -154,6 +240,8 @@ int compare(const Value& a, const Value& b) {
   fail_eval("ordering not supported between instances of '{}' and '{}'", type_name(a),
             type_name(b));
 }
+
+}  // namespace
 
 std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";
@@ -229,14 +317,20 @@ std::string string_repr(const std::string& s) {
 
 }  // namespace
 
-std::string to_repr(const Value& v) {
+namespace {
+
+std::string repr_at(const Value& v, int depth) {
+  check_depth(depth);
   switch (v.kind()) {
     case Kind::Undefined: return "Undefined";
     case Kind::String: return string_repr(v.as_string());
     case Kind::List: {
       const List& l = v.as_list();
       std::string out = l.is_tuple ? "(" : "[";
-      for (size_t i = 0; i < l.items.size(); ++i) out += (i ? ", " : "") + to_repr(l.items[i]);
+      for (size_t i = 0; i < l.items.size(); ++i) {
+        if (i) out += ", ";
+        append_bounded(out, repr_at(l.items[i], depth + 1));  // shared sub-values can repeat exponentially
+      }
       if (l.is_tuple && l.items.size() == 1) out += ",";
       return out + (l.is_tuple ? ")" : "]");
     }
@@ -249,7 +343,7 @@ std::string to_repr(const Value& v) {
         if (i) out += ", ";
         out += string_repr(d.items[i].first);
         out += ": ";
-        out += to_repr(d.items[i].second);
+        append_bounded(out, repr_at(d.items[i].second, depth + 1));
       }
       out += d.kind == Dict::Kind::Namespace ? "}>" : "}";
       return out;
@@ -257,6 +351,10 @@ std::string to_repr(const Value& v) {
     default: return to_str(v);
   }
 }
+
+}  // namespace
+
+std::string to_repr(const Value& v) { return repr_at(v, 0); }
 
 std::string to_str(const Value& v) {
   switch (v.kind()) {
@@ -274,14 +372,16 @@ std::string to_str(const Value& v) {
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::Undefined: return {};
-    case Kind::List: return v.as_list().items;
+    case Kind::List: spend_steps(int64_t(v.as_list().items.size())); return v.as_list().items;
     case Kind::String: {
+      spend_steps(int64_t(v.as_string().size()));
       std::vector<Value> chars;
       for (char32_t c : utf8_decode(v.as_string())) chars.emplace_back(utf8_encode(std::u32string(1, c)));
       return chars;
     }
     case Kind::Dict:
       if (v.as_dict().kind == Dict::Kind::Dict) {
+        spend_steps(int64_t(v.as_dict().items.size()));
         std::vector<Value> keys;
         for (const auto& kv : v.as_dict().items) keys.emplace_back(kv.first);
         return keys;

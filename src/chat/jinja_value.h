@@ -43,9 +43,49 @@ struct Undefined {
   std::string hint;
 };
 
+// How deeply lists and dicts may nest where a value is walked recursively (==, ordering,
+// repr, tojson): far deeper than any message or tool schema (request JSON stops at 128
+// levels), shallow enough for the stack. A template can build deeper values ({% set ns.x =
+// [ns.x] %} in a loop); those fail when walked, and are freed without recursion.
+constexpr int kMaxValueDepth = 512;
+
+// The longest string a template may build, its rendered output included: far more text than
+// any model's context holds, little enough that "-" * 10**12, or doubling a string in a loop,
+// fails at once instead of exhausting memory. Every string Value is checked on construction;
+// builders that grow a string piece by piece check as they go (append_bounded), so no
+// allocation ever exceeds a small multiple of this.
+constexpr size_t kMaxStringBytes = size_t(64) << 20;
+// Fails unless `n` bytes are within kMaxStringBytes.
+void check_string_size(size_t n);
+
+// The work a render may do, in steps: each statement and expression evaluated, each loop
+// iteration, each item a filter or operator walks or copies. Real templates take tens of
+// steps per message; the bound is a few seconds of CPU, so a template cannot hold a request
+// thread for long (jinja2 itself has no such bound).
+constexpr int64_t kMaxRenderSteps = 5'000'000;
+// Charges `n` steps to the render running on this thread (a Failure past kMaxRenderSteps);
+// nothing when no render is running. StepBudget marks a render.
+void spend_steps(int64_t n);
+class StepBudget {
+ public:
+  StepBudget() : outer_(current_) { current_ = this; }
+  ~StepBudget() { current_ = outer_; }
+  StepBudget(const StepBudget&) = delete;
+  StepBudget& operator=(const StepBudget&) = delete;
+
+ private:
+  friend void spend_steps(int64_t n);
+  static thread_local StepBudget* current_;
+  int64_t spent_ = 0;
+  StepBudget* outer_;  // the budget this one hides while it lives (none in practice)
+};
+// out += piece, failing first if the result would pass kMaxStringBytes.
+void append_bounded(std::string& out, std::string_view piece);
+
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;  // only changes repr: (1, 2) instead of [1, 2]
+  ~List();                // frees nested lists and dicts iteratively (see release_nested)
 };
 
 // An insertion-ordered string-keyed map. Kind says what Python object it stands for:
@@ -58,6 +98,7 @@ struct Dict {
 
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);
+  ~Dict();  // as ~List
 };
 
 // Arguments of a call: f(1, 2, key=3).
@@ -74,6 +115,10 @@ struct Function {
 
 enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Function };
 
+// What the as_*() accessors do with a value of another kind: a Failure ("'float' object cannot
+// be interpreted as an integer"), as Python raises TypeError, never std::bad_variant_access.
+[[noreturn]] void fail_kind(const Value& v, std::string_view expected);
+
 class Value {
  public:
   Value() : v_(Undefined{}) {}
@@ -83,8 +128,8 @@ class Value {
   Value(int64_t i) : v_(i) {}
   Value(size_t i) : v_(int64_t(i)) {}
   Value(double d) : v_(d) {}
-  Value(std::string s) : v_(std::move(s)) {}
-  Value(std::string_view s) : v_(std::string(s)) {}
+  Value(std::string s) : v_((check_string_size(s.size()), std::move(s))) {}
+  Value(std::string_view s) : v_((check_string_size(s.size()), std::string(s))) {}
   Value(const char* s) : v_(std::string(s)) {}
   Value(std::shared_ptr<List> l) : v_(std::move(l)) {}
   Value(std::shared_ptr<Dict> d) : v_(std::move(d)) {}
@@ -109,19 +154,27 @@ class Value {
   // A Python dict proper (not a namespace or the loop object).
   bool is_mapping() const { return is_dict() && as_dict().kind == Dict::Kind::Dict; }
 
-  bool as_bool() const { return std::get<bool>(v_); }
+  // Each fails (fail_kind) on a value of another kind.
+  bool as_bool() const { return get<bool>("a bool"); }
   int64_t as_int() const;    // bool or int
   double as_double() const;  // bool, int or float
-  const std::string& as_string() const { return std::get<std::string>(v_); }
-  List& as_list() const { return *std::get<std::shared_ptr<List>>(v_); }
-  Dict& as_dict() const { return *std::get<std::shared_ptr<Dict>>(v_); }
-  Function& as_function() const { return *std::get<std::shared_ptr<Function>>(v_); }
-  const std::string& undefined_hint() const { return std::get<Undefined>(v_).hint; }
+  const std::string& as_string() const { return get<std::string>("a string"); }
+  List& as_list() const { return *get<std::shared_ptr<List>>("a list"); }
+  Dict& as_dict() const { return *get<std::shared_ptr<Dict>>("a dict"); }
+  Function& as_function() const { return *get<std::shared_ptr<Function>>("a function"); }
+  const std::string& undefined_hint() const { return get<Undefined>("undefined").hint; }
   // The same object (Python `is`), for lists, dicts and functions; equal scalars otherwise.
   bool same_object(const Value& other) const;
+  // A list or dict that no other Value shares (freeing this Value frees it).
+  bool is_sole_container() const;
 
  private:
   explicit Value(Undefined u) : v_(std::move(u)) {}
+  template <typename T>
+  const T& get(std::string_view expected) const {
+    if (const T* p = std::get_if<T>(&v_)) return *p;
+    fail_kind(*this, expected);
+  }
   std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string,
                std::shared_ptr<List>, std::shared_ptr<Dict>, std::shared_ptr<Function>>
       v_;

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tf {
 
@@ -18,6 +20,21 @@ class Error : public std::runtime_error {
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));
+}
+
+// Runs `load`, which reads the file at `path`, and reports an allocation that the file's
+// contents made impossible (std::bad_alloc, std::length_error) as a tf::Error naming the file.
+// The loaders bound every size they read before allocating from it; this is the backstop that
+// keeps a size they missed from surfacing as a bare "std::bad_alloc".
+template <typename F>
+auto load_guarded(std::string_view path, F&& load) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const std::bad_alloc&) {
+    fail("{}: out of memory while loading this file (a size or count in it is too large)", path);
+  } catch (const std::length_error& e) {
+    fail("{}: a size or count in this file is too large ({})", path, e.what());
+  }
 }
 
 [[noreturn]] void assert_failed(const char* expr, const char* file, int line, const std::string& msg);

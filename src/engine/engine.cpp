@@ -78,6 +78,9 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
     model = std::make_unique<TensorParallelModel>(opt.model_dir, *backend, std::move(ranks), load);
   }
   const ModelConfig& cfg = model->config();
+  if (tokenizer->n_vocab() > cfg.n_vocab)
+    fail("{}/tokenizer.json: token ids reach {}, but the model's vocab_size is {} ({}/config.json): "
+         "every token id must be below it", opt.model_dir, tokenizer->n_vocab() - 1, cfg.n_vocab, opt.model_dir);
 
   // KV pool: enough blocks for max_seqs full-context sequences, capped by kv_memory_mb,
   // but never fewer than one full-context sequence needs.
@@ -91,10 +94,17 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
     n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, opt.kv_memory_mb * (1 << 20) / block_bytes);
     n_blocks = std::max<int64_t>(n_blocks, per_seq);
   }
-  // (A tensor-parallel model gives each rank its share of the KV heads.)
-  model->init_kv_cache(*backend, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
-                                             .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
-                                             .head_dim = cfg.head_dim, .dtype = kv_dtype});
+  // (A tensor-parallel model gives each rank its share of the KV heads.) The pool holds at least
+  // one sequence of max_position_embeddings tokens, so config.json sizes it.
+  try {
+    model->init_kv_cache(*backend, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
+                                               .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
+                                               .head_dim = cfg.head_dim, .dtype = kv_dtype});
+  } catch (const std::bad_alloc&) {
+    fail("out of memory allocating the KV cache: {} blocks of {} tokens (the pool holds at least one "
+         "sequence of max_position_embeddings = {} tokens, {}/config.json)", n_blocks, opt.block_size,
+         cfg.max_position, opt.model_dir);
+  }
   kv = std::make_unique<KvManager>(KvManagerParams{.n_blocks = int32_t(n_blocks), .block_size = opt.block_size,
                                                    .sliding_window = int32_t(cfg.sliding_window),
                                                    .enable_prefix_caching = opt.enable_prefix_caching});

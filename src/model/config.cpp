@@ -16,7 +16,7 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+using L = ConfigLimits;
 
 // A short rendering of a bad value for error messages: `"abc"`, `-3`, `[1, 2]`.
 std::string show(const json& v) {
@@ -42,20 +42,19 @@ void ConfigFields::bad(const char* key, const std::string& expected) const {
   fail("{}: field '{}' is {} (expected {})", origin_, field(key), show(at(key)), expected);
 }
 
-int64_t ConfigFields::positive_int(const char* key) const {
+int64_t ConfigFields::positive_int(const char* key, int64_t max) const {
   constexpr const char* kWhat = "a positive integer";
   if (!has(key)) missing(key, kWhat);
   const json& v = at(key);
   if (!v.is_number_integer()) bad(key, kWhat);
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxSize) : v.get<int64_t>() > kMaxSize)
-    fail("{}: field '{}' is {} (expected a positive integer no larger than {})", origin_, field(key), show(v),
-         kMaxSize);
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(max) : v.get<int64_t>() > max)
+    fail("{}: field '{}' is {} (expected a positive integer no larger than {})", origin_, field(key), show(v), max);
   if (v.get<int64_t>() <= 0) bad(key, kWhat);
   return v.get<int64_t>();
 }
 
-int64_t ConfigFields::positive_int_or(const char* key, int64_t fallback) const {
-  return has(key) ? positive_int(key) : fallback;
+int64_t ConfigFields::positive_int_or(const char* key, int64_t max, int64_t fallback) const {
+  return has(key) ? positive_int(key, max) : fallback;
 }
 
 double ConfigFields::positive_number(const char* key) const {
@@ -65,6 +64,9 @@ double ConfigFields::positive_number(const char* key) const {
   if (!v.is_number()) bad(key, kWhat);
   double d = v.get<double>();
   if (!std::isfinite(d) || d <= 0) bad(key, kWhat);
+  // Stored as float: a value that would become infinity or a denormal there is refused too.
+  if (d > std::numeric_limits<float>::max() || d < std::numeric_limits<float>::min())
+    bad(key, "a positive number within the range of a 32-bit float");
   return d;
 }
 
@@ -88,11 +90,13 @@ std::string ConfigFields::string_or(const char* key, std::string fallback) const
   return has(key) ? string(key) : fallback;
 }
 
-int32_t ConfigFields::token_id(const char* key, const json& v) const {
-  constexpr const char* kWhat = "a non-negative integer token id, or a list of them";
-  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0) ||
-      v.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max()))
-    fail("{}: field '{}' holds {} (expected {})", origin_, field(key), show(v), kWhat);
+int32_t ConfigFields::token_id(const char* key, const json& v, int64_t n_vocab) const {
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+    fail("{}: field '{}' holds {} (expected a non-negative integer token id, or a list of them)", origin_,
+         field(key), show(v));
+  if (v.get<uint64_t>() >= uint64_t(n_vocab))
+    fail("{}: field '{}' holds token id {} (expected an id below vocab_size {})", origin_, field(key), show(v),
+         n_vocab);
   return int32_t(v.get<int64_t>());
 }
 
@@ -111,18 +115,21 @@ namespace {
 // rotate-half RoPE pairs dimension i with i + head_dim/2, so head_dim must be even.
 void parse_attention(const ConfigFields& f, ModelConfig& c) {
   const std::string& origin = f.origin();
-  c.n_heads = f.positive_int("num_attention_heads");
-  c.n_kv_heads = f.positive_int_or("num_key_value_heads", c.n_heads);
+  c.n_heads = f.positive_int("num_attention_heads", L::kMaxHeads);
+  c.n_kv_heads = f.positive_int_or("num_key_value_heads", L::kMaxHeads, c.n_heads);
   if (c.n_heads % c.n_kv_heads != 0)
     fail("{}: num_attention_heads ({}) is not a multiple of num_key_value_heads ({})", origin,
          c.n_heads, c.n_kv_heads);
   if (f.has("head_dim")) {
-    c.head_dim = f.positive_int("head_dim");
+    c.head_dim = f.positive_int("head_dim", L::kMaxHeadDim);
   } else {
     if (c.d_model % c.n_heads != 0)
       fail("{}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and field "
            "'head_dim' is absent", origin, c.d_model, c.n_heads);
     c.head_dim = c.d_model / c.n_heads;
+    if (c.head_dim > L::kMaxHeadDim)
+      fail("{}: hidden_size / num_attention_heads = {} / {} = {} is larger than the largest "
+           "supported head_dim ({})", origin, c.d_model, c.n_heads, c.head_dim, L::kMaxHeadDim);
   }
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} is odd (RoPE needs an even head_dim)", origin, c.head_dim);
 }
@@ -168,7 +175,7 @@ void parse_rope(const ConfigFields& top, ModelConfig& c) {
   r.factor = float(s.positive_number("factor"));
   r.low_freq_factor = float(s.positive_number("low_freq_factor"));
   r.high_freq_factor = float(s.positive_number("high_freq_factor"));
-  r.original_max_position_embeddings = s.positive_int("original_max_position_embeddings");
+  r.original_max_position_embeddings = s.positive_int("original_max_position_embeddings", L::kMaxPositions);
   // llama3 interpolates between the two wavelength bounds, dividing by their difference.
   if (!(r.high_freq_factor > r.low_freq_factor))
     fail("{}: field '{}' ({}) must be larger than '{}' ({})", origin, s.field("high_freq_factor"),
@@ -180,14 +187,14 @@ void parse_rope(const ConfigFields& top, ModelConfig& c) {
 // bos_token_id: an int or null. eos_token_id: an int, a list of ints, or null. Absent or
 // null leaves the current value alone, so generation_config.json only overrides what it has.
 void parse_special_ids(const ConfigFields& f, ModelConfig& c) {
-  if (f.has("bos_token_id")) c.bos_id = f.token_id("bos_token_id", f.at("bos_token_id"));
+  if (f.has("bos_token_id")) c.bos_id = f.token_id("bos_token_id", f.at("bos_token_id"), c.n_vocab);
   if (f.has("eos_token_id")) {
     const json& v = f.at("eos_token_id");
     c.eos_ids.clear();
     if (v.is_array()) {
-      for (const json& e : v) c.eos_ids.push_back(f.token_id("eos_token_id", e));
+      for (const json& e : v) c.eos_ids.push_back(f.token_id("eos_token_id", e, c.n_vocab));
     } else {
-      c.eos_ids.push_back(f.token_id("eos_token_id", v));
+      c.eos_ids.push_back(f.token_id("eos_token_id", v, c.n_vocab));
     }
   }
 }
@@ -195,11 +202,11 @@ void parse_special_ids(const ConfigFields& f, ModelConfig& c) {
 ModelConfig parse_common_config(const ConfigFields& f) {
   ModelConfig c;
   c.model_type = f.string("model_type");
-  c.d_model = f.positive_int("hidden_size");
-  c.d_ff = f.positive_int("intermediate_size");
-  c.n_layers = f.positive_int("num_hidden_layers");
-  c.n_vocab = f.positive_int("vocab_size");
-  c.max_position = f.positive_int("max_position_embeddings");
+  c.d_model = f.positive_int("hidden_size", L::kMaxHidden);
+  c.d_ff = f.positive_int("intermediate_size", L::kMaxIntermediate);
+  c.n_layers = f.positive_int("num_hidden_layers", L::kMaxLayers);
+  c.n_vocab = f.positive_int("vocab_size", L::kMaxVocab);
+  c.max_position = f.positive_int("max_position_embeddings", L::kMaxPositions);
   c.rms_norm_eps = float(f.positive_number("rms_norm_eps"));
   parse_attention(f, c);
   parse_rope(f, c);

@@ -38,6 +38,23 @@ struct QuantConfig {
   bool quantized() const { return format != DType::F32; }
 };
 
+// Upper bounds on a model's sizes, checked when a config is read (config.json: config.cpp,
+// GGUF metadata: gguf_config.cpp), before anything is sized from them: the weight table has
+// one entry per layer and tensor, and --load-format dummy and the KV pool allocate from these
+// sizes. Each is far above every released Llama-family model (the largest seen: 126 layers,
+// hidden 16384 and intermediate 53248 in Llama-3.1-405B, 128 heads, head_dim 256, vocab
+// 262144, context 10M in Llama 4 Scout) and small enough that the products formed from them
+// (weight elements, KV bytes per token) stay far inside int64.
+struct ConfigLimits {
+  static constexpr int64_t kMaxLayers = 1024;
+  static constexpr int64_t kMaxHidden = int64_t(1) << 17;
+  static constexpr int64_t kMaxIntermediate = int64_t(1) << 20;
+  static constexpr int64_t kMaxHeads = 1024;
+  static constexpr int64_t kMaxHeadDim = 1024;
+  static constexpr int64_t kMaxVocab = int64_t(1) << 24;
+  static constexpr int64_t kMaxPositions = int64_t(1) << 26;  // context, sliding window
+};
+
 struct ModelConfig {
   std::string model_type;        // as written in config.json: the architecture registry's key
   int64_t d_model = 0;           // hidden_size

@@ -28,15 +28,17 @@ class ConfigFields {
   [[noreturn]] void missing(const char* key, const std::string& expected) const;
   [[noreturn]] void bad(const char* key, const std::string& expected) const;
 
-  int64_t positive_int(const char* key) const;
-  int64_t positive_int_or(const char* key, int64_t fallback) const;
+  // A positive integer no larger than `max` (a ConfigLimits bound).
+  int64_t positive_int(const char* key, int64_t max) const;
+  int64_t positive_int_or(const char* key, int64_t max, int64_t fallback) const;
+  // A positive number that a float holds as a normal number (no infinity, no denormal).
   double positive_number(const char* key) const;
   double positive_number_or(const char* key, double fallback) const;
   bool boolean_or(const char* key, bool fallback) const;
   std::string string(const char* key) const;
   std::string string_or(const char* key, std::string fallback) const;
-  // A token id: a non-negative integer that fits int32.
-  int32_t token_id(const char* key, const nlohmann::json& v) const;
+  // A token id: a non-negative integer below n_vocab (the model's vocab_size).
+  int32_t token_id(const char* key, const nlohmann::json& v, int64_t n_vocab) const;
 
  private:
   const nlohmann::json& obj_;
@@ -53,7 +55,8 @@ nlohmann::json parse_json_object(const std::string& text, const std::string& ori
 // attention geometry, RoPE base and scaling, tied embeddings, bos/eos ids, dtype.
 ModelConfig parse_common_config(const ConfigFields& f);
 
-// bos_token_id / eos_token_id where present (generation_config.json overrides config.json's).
+// bos_token_id / eos_token_id where present (generation_config.json overrides config.json's);
+// each id is below c.n_vocab.
 void parse_special_ids(const ConfigFields& f, ModelConfig& c);
 
 // The SwiGLU MLP of the Llama family: hidden_act silu (or swish) and no mlp_bias; anything

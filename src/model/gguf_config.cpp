@@ -11,12 +11,11 @@ namespace tf {
 
 namespace {
 
-constexpr uint64_t kMaxSize = std::numeric_limits<int32_t>::max();
-// Upper bounds on the sizes, checked before anything is sized from them (the weight table, KV
-// pools, dummy weights): far above any real model, far below what would exhaust memory.
-constexpr int64_t kMaxLayers = 1024, kMaxHidden = int64_t(1) << 17, kMaxIntermediate = int64_t(1) << 20,
-                  kMaxHeads = 1024, kMaxHeadDim = 1024, kMaxVocab = int64_t(1) << 24,
-                  kMaxPositions = int64_t(1) << 26;
+// The bounds config.json's sizes get (config.h).
+constexpr int64_t kMaxLayers = ConfigLimits::kMaxLayers, kMaxHidden = ConfigLimits::kMaxHidden,
+                  kMaxIntermediate = ConfigLimits::kMaxIntermediate, kMaxHeads = ConfigLimits::kMaxHeads,
+                  kMaxHeadDim = ConfigLimits::kMaxHeadDim, kMaxVocab = ConfigLimits::kMaxVocab,
+                  kMaxPositions = ConfigLimits::kMaxPositions;
 
 // Reads <arch>.<name> keys with errors naming the full key.
 class ArchKeys {
@@ -94,7 +93,8 @@ void read_rope(const GgufFile& f, const ArchKeys& k, ModelConfig& c) {
 void read_special_ids(const GgufFile& f, ModelConfig& c) {
   auto id = [&](const char* key) -> std::optional<int32_t> {
     const std::optional<uint64_t> v = f.opt_uint(key);
-    if (v && *v > kMaxSize) f.fail_key(key, "is {} (expected a token id)", *v);
+    if (v && *v >= uint64_t(c.n_vocab))
+      f.fail_key(key, "is {} (expected a token id below the vocabulary size {})", *v, c.n_vocab);
     return v ? std::optional<int32_t>(int32_t(*v)) : std::nullopt;
   };
   if (auto bos = id("tokenizer.ggml.bos_token_id")) c.bos_id = *bos;

@@ -39,9 +39,10 @@ struct Range {
 // header is checked against the bytes actually present before a pointer is formed, in this
 // order: header length, JSON, each entry (dtype, shape, offsets, byte count, alignment), then
 // overlaps between entries. Offsets are relative to the start of the data section.
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
-  const uint8_t* base = file_->data();
-  const uint64_t size = file_->size();
+SafetensorsHeader parse_safetensors(std::span<const uint8_t> bytes, const std::string& path) {
+  SafetensorsHeader out;
+  const uint8_t* base = bytes.data();
+  const uint64_t size = bytes.size();
 
   // Phase 1: header length.
   if (size < 8) fail("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path, size);
@@ -76,7 +77,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
       if (!e.is_object()) fail("{}: __metadata__ is not a JSON object", path);
       for (const auto& [k, v] : e.items()) {
         if (!v.is_string()) fail("{}: __metadata__ value '{}' is not a string", path, k);
-        metadata_[k] = v.get<std::string>();
+        out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
@@ -125,7 +126,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
 
     t.data = base + data_start + begin;
     t.nbytes = size_t(expected_bytes);
-    auto [it, inserted] = tensors_.emplace(name, std::move(t));
+    auto [it, inserted] = out.tensors.emplace(name, std::move(t));
     TF_ASSERT(inserted);
     if (end > begin) ranges.push_back({begin, end, &it->first});
   }
@@ -140,6 +141,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
       fail("{}: tensors '{}' (bytes {}..{}) and '{}' (bytes {}..{}) overlap", path, *a.name, a.begin,
            a.end, *b.name, b.begin, b.end);
   }
+  return out;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+  SafetensorsHeader h =
+      load_guarded(path, [&] { return parse_safetensors({file_->data(), file_->size()}, path); });
+  tensors_ = std::move(h.tensors);
+  metadata_ = std::move(h.metadata);
 }
 
 // A single model.safetensors wins over an index, as in transformers. With an index, the
@@ -158,7 +167,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   if (!file_exists(index_path))
     fail("{}: no {} or {} found (a model folder needs safetensors weights)", dir, kSingleName, kIndexName);
 
-  json idx = parse_json_bounded(read_text_file(index_path), index_path);
+  json idx = load_guarded(index_path, [&] { return parse_json_bounded(read_text_file(index_path), index_path); });
   if (!idx.is_object()) fail("{}: not a JSON object", index_path);
   auto wm = idx.find("weight_map");
   if (wm == idx.end() || !wm->is_object() || wm->empty())

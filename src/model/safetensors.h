@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,15 @@
 #include "model/tensor_source.h"
 
 namespace tf {
+
+// The tensors and metadata a safetensors file's header lists, validated against its bytes.
+struct SafetensorsHeader {
+  std::map<std::string, TensorInfo> tensors;  // data points into the bytes parsed
+  std::map<std::string, std::string> metadata;
+};
+// Validates `bytes` (a whole safetensors file) and lists its tensors. Throws tf::Error naming
+// `path` (and the tensor at fault).
+SafetensorsHeader parse_safetensors(std::span<const uint8_t> bytes, const std::string& path);
 
 class SafetensorsFile {
  public:

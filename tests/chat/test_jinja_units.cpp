@@ -41,6 +41,82 @@ TEST(JinjaValue, FloatReprIsPythons) {
   EXPECT_EQ(jinja::float_repr(123456789012345678.0), "1.2345678901234568e+17");
 }
 
+// A template must not be able to spin or allocate without bound through one operator:
+// repetition is bounded (16 Mi bytes or items), ** takes O(log exponent) steps.
+TEST(JinjaOps, RepetitionAndPowerAreBounded) {
+  EXPECT_EQ(render("{{ 'ab' * 3 }}|{{ ([1] * 2) | length }}|{{ '' * 1000000000000000000 }}|{{ 3 * 'x' }}"),
+            "ababab|2||xxx");
+  EXPECT_EQ(render("{{ ([] * 1000000000000000000) | length }}|{{ 'x' * -5 }}"), "0|");
+  std::string msg = error_of([] { render("{{ 'ab' * 10000000000 }}"); });
+  EXPECT_CONTAINS(msg, "67108864 bytes");
+  msg = error_of([] { render("{{ ([1, 2] * 100000000) | length }}"); });
+  EXPECT_CONTAINS(msg, "items");
+  EXPECT_EQ(render("{{ 1 ** 1000000000000000 }}|{{ (-1) ** 1000000000000001 }}|{{ 2 ** 62 }}|{{ 0 ** 0 }}"),
+            "1|-1|4611686018427387904|1");
+  EXPECT_EQ(render("{{ 3 ** 39 }}|{{ (-2) ** 63 }}"), "4052555153018976267|-9223372036854775808");
+  EXPECT_CONTAINS(error_of([] { render("{{ 2 ** 63 }}"); }), "overflow");
+  EXPECT_CONTAINS(error_of([] { render("{{ 10 ** 1000000000000 }}"); }), "overflow");
+}
+
+// Found by fuzz_jinja: a float where an int belongs threw std::bad_variant_access out of the
+// renderer (a crash); every accessor of the wrong kind is a template error instead.
+TEST(JinjaErrors, WrongKindIsAnErrorNotACrash) {
+  EXPECT_CONTAINS(error_of([] { render("{{ 'a-b-c'.split('-', 1|float) }}"); }),
+                  "'float' object cannot be interpreted as an integer");
+  EXPECT_CONTAINS(error_of([] { render("{{ 'abc'.replace('a', 'b', 'x') }}"); }), "cannot be interpreted");
+  EXPECT_EQ(render("{{ 'a-b-c'.split('-', 1) }}"), "['a', 'b-c']");
+}
+
+// range() near the ends of int64 stops instead of overflowing.
+TEST(JinjaBuiltins, RangeNearInt64Limits) {
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 2) | list }}"), "[9223372036854775806]");
+  EXPECT_EQ(render("{{ range(-9223372036854775807, -9223372036854775807 - 1, -5) | list }}"), "[-9223372036854775807]");
+}
+
+// Values a template builds without bound: a list nested 10^5 (5 * 10^5) deep printed,
+// serialised, compared and freed; a namespace assigned into itself (a reference cycle). Each
+// is an error or is freed without recursion, never a stack overflow.
+TEST(JinjaErrors, DeepAndCyclicValuesAreBounded) {
+  const std::string chain =
+      "{% set ns = namespace(x=[], y=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+      "{% set ns.y = [ns.y] %}{% endfor %}";
+  EXPECT_EQ(render(chain + "{{ ns.x | length }}"), "1");  // built and freed
+  for (const char* use : {"{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x == ns.y }}", "{{ ns.x < ns.y }}"})
+    EXPECT_CONTAINS(error_of([&] { render(chain + use); }), "nested more than 512 levels") << use;
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for j in range(5) %}{% for i in range(100000) %}"
+                   "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}{{ ns.x | length }}"),
+            "1");
+  // A cycle prints as too deep, and is freed when the render ends (the sanitizer build's leak
+  // checker sees to that).
+  EXPECT_CONTAINS(error_of([] { render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"); }),
+                  "nested more than 512 levels");
+  EXPECT_EQ(render("{% set ns = namespace(a=[]) %}{% set ns.a = [1, {'k': [ns]}] %}{{ ns.a[0] }}"), "1");
+  // Nesting within the bound still prints.
+  EXPECT_EQ(render("{% set ns = namespace(x=0) %}{% for i in range(3) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+            "[[[0]]]");
+}
+
+// Strings a template builds are bounded (64 MiB), and so is its work (steps).
+TEST(JinjaErrors, StringsAndWorkAreBounded) {
+  const std::string doubling = "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}";
+  EXPECT_CONTAINS(error_of([&] { render(doubling); }), "MiB limit");
+  EXPECT_CONTAINS(error_of([&] { render("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"); }),
+                  "MiB limit");
+  EXPECT_CONTAINS(error_of([] { render("{{ ('x' * 1000000).replace('x', 'y' * 1000) }}"); }), "MiB limit");
+  EXPECT_CONTAINS(error_of([] { render("{{ (['x' * 1000000] * 1000) | join }}"); }), "MiB limit");
+  EXPECT_CONTAINS(error_of([] { render("{{ 'a\nb' | indent(1000000000000) }}"); }), "MiB limit");
+  EXPECT_CONTAINS(error_of([] { render("{{ [1] | tojson(indent=1000000000000) }}"); }), "MiB limit");
+  EXPECT_CONTAINS(error_of([] { render("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"); }), "MiB limit");
+  // Sharing makes a value print exponentially long: bounded by the same limit.
+  EXPECT_CONTAINS(error_of([] {
+                    render("{% set ns = namespace(x='abcdefgh') %}{% for i in range(40) %}{% set ns.x = [ns.x, ns.x] %}"
+                           "{% endfor %}{{ ns.x | tojson }}");
+                  }),
+                  "MiB limit");
+  EXPECT_CONTAINS(error_of([] { render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"); }),
+                  "more than 5000000 steps");
+}
+
 TEST(JinjaJson, DumpsLikePython) {
   const jinja::Value v = jinja::from_json(
       nlohmann::ordered_json::parse(R"({"b": [1, 2.0, "x\u00e9\n"], "a": {}, "c": null})"));

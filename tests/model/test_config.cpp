@@ -478,6 +478,7 @@ TEST(ConfigParse, HeadDim) {
 
 TEST(ConfigParse, TokenIds) {
   json j = base_llama();
+  j["vocab_size"] = 128256;
   j["eos_token_id"] = {128001, 128008, 128009};
   j["bos_token_id"] = 128000;
   ModelConfig c = parse(j);
@@ -490,6 +491,100 @@ TEST(ConfigParse, TokenIds) {
   EXPECT_TRUE(c.eos_ids.empty());
   j["eos_token_id"] = -1;
   EXPECT_NE(parse_error(j).find("'eos_token_id'"), std::string::npos);
+}
+
+// Every id names a row of the embedding: bos/eos ids at or past vocab_size are refused, in
+// config.json and in generation_config.json.
+TEST(ConfigParse, TokenIdsBelowVocabSize) {
+  json j = base_llama();  // vocab_size 8192
+  j["eos_token_id"] = {1, 8192};
+  std::string msg = parse_error(j);
+  EXPECT_CONTAINS(msg, "'eos_token_id' holds token id 8192");
+  EXPECT_CONTAINS(msg, "vocab_size 8192");
+  j = base_llama();
+  j["bos_token_id"] = 4294967296LL;
+  msg = parse_error(j);
+  EXPECT_CONTAINS(msg, "'bos_token_id'");
+  EXPECT_CONTAINS(msg, "4294967296");
+  j["bos_token_id"] = 8191;
+  EXPECT_EQ(parse(j).bos_id, 8191);
+}
+
+TEST_F(ConfigFolder, GenerationConfigIdsBelowVocabSize) {
+  write("config.json", base_llama().dump());
+  write("generation_config.json", R"({"eos_token_id": [1, 200000000]})");
+  const std::string msg = error_of([&] { load_model_config(dir_.string()); });
+  EXPECT_CONTAINS(msg, "generation_config.json");
+  EXPECT_CONTAINS(msg, "'eos_token_id' holds token id 200000000");
+}
+
+// Issue 13: num_hidden_layers 2147483647 allocated without bound (4.7 GB before it was
+// killed). Every size is bounded before anything is sized from it, and the error names the
+// field and the bound.
+TEST(ConfigParse, SizesAboveTheirBoundsAreRefused) {
+  struct Case { const char* field; int64_t max; };
+  const Case cases[] = {
+      {"num_hidden_layers", 1024},       {"hidden_size", 131072},      {"intermediate_size", 1 << 20},
+      {"num_attention_heads", 1024},     {"num_key_value_heads", 1024}, {"head_dim", 1024},
+      {"vocab_size", 1 << 24},           {"max_position_embeddings", 1 << 26},
+  };
+  for (const Case& c : cases) {
+    for (const int64_t v : {c.max + 1, int64_t(2147483647), int64_t(1) << 62}) {
+      json j = base_llama();
+      j[c.field] = v;
+      const std::string msg = parse_error(j);
+      EXPECT_CONTAINS(msg, std::string(kOrigin) + ": field '" + c.field + "' is " + std::to_string(v));
+      EXPECT_CONTAINS(msg, "no larger than " + std::to_string(c.max));
+    }
+  }
+  json j = base_llama();
+  j["num_hidden_layers"] = 18446744073709551615ULL;
+  EXPECT_CONTAINS(parse_error(j), "'num_hidden_layers' is 18446744073709551615");
+}
+
+TEST(ConfigParse, SizesAtTheirBoundsAreAccepted) {
+  json j = base_llama();
+  j["num_hidden_layers"] = 1024;
+  j["max_position_embeddings"] = 1 << 26;
+  j["vocab_size"] = 1 << 24;
+  j["num_attention_heads"] = 1024;
+  j["num_key_value_heads"] = 1024;
+  j["hidden_size"] = 131072;
+  j["head_dim"] = 1024;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.n_layers, 1024);
+  EXPECT_EQ(c.n_kv_heads, 1024);
+  EXPECT_EQ(c.kv_bytes_per_token(4), int64_t(1024) * 1024 * 1024 * 2 * 4);
+}
+
+// Other sizes that set lengths: the derived head_dim, the sliding window, the llama3 RoPE
+// context, and float fields that a float would turn into infinity.
+TEST(ConfigParse, DerivedAndSecondarySizesAreBounded) {
+  json j = base_llama();
+  j["hidden_size"] = 4096;
+  j["num_attention_heads"] = 2;
+  j["num_key_value_heads"] = 1;
+  std::string msg = parse_error(j);
+  EXPECT_CONTAINS(msg, "4096 / 2 = 2048");
+  EXPECT_CONTAINS(msg, "head_dim");
+
+  j = base_llama();
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 2147483647;
+  EXPECT_CONTAINS(parse_error(j), "'sliding_window' is 2147483647");
+
+  j = base_llama();
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1LL << 40}};
+  EXPECT_CONTAINS(parse_error(j), "'rope_scaling.original_max_position_embeddings'");
+
+  for (const double v : {1e300, 1e-300}) {
+    j = base_llama();
+    j["rope_theta"] = v;
+    msg = parse_error(j);
+    EXPECT_CONTAINS(msg, "'rope_theta'");
+    EXPECT_CONTAINS(msg, "32-bit float");
+  }
 }
 
 TEST(ConfigParse, DtypeKeys) {

@@ -159,19 +159,6 @@ TEST(Cli, DummyWeightsFromConfigAlone) {
   std::filesystem::remove_all(dir);
 }
 
-// The validation stream of models/README.md ("Perplexity"): 256 windows of 256 tokens; the figure
-// there (float32 transformers) is 23.1755.
-TEST(Cli, PerplexityMatchesReference) {
-  const auto r = run_twofold("perplexity -m " + kTiny + " -f " + test::data_path("valid_tokens_65536.bin") +
-                             " --window 256 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json j = json::parse(r.out);
-  EXPECT_EQ(j["tokens"], 65280);
-  const double ppl = j["ppl"];
-  std::printf("[ ppl ] tiny-main %.4f (reference 23.1755)\n", ppl);
-  EXPECT_LE(std::abs(ppl - 23.1755) / 23.1755, 0.005);
-}
-
 TEST(Cli, PromptsFileRunsConcurrentlyInInputOrder) {
   const auto golden = test::load_golden("tiny-main");
   const auto path = std::filesystem::temp_directory_path() / "twofold_prompts.jsonl";

@@ -6,7 +6,7 @@ namespace tf {
 
 void read_mistral_config(const ConfigFields& f, ModelConfig& c) {
   require_silu_mlp(f);
-  c.sliding_window = f.positive_int_or("sliding_window", 0);
+  c.sliding_window = f.positive_int_or("sliding_window", ConfigLimits::kMaxPositions, 0);
 }
 
 }  // namespace tf

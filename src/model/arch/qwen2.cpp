@@ -41,7 +41,7 @@ void read_sliding_window(const ConfigFields& f, ModelConfig& c) {
   if (n_sliding != c.n_layers)
     fail("{}: use_sliding_window is true with sliding attention on {} of {} layers; a per-layer "
          "mix of sliding and full attention is not supported", f.origin(), n_sliding, c.n_layers);
-  c.sliding_window = f.positive_int("sliding_window");
+  c.sliding_window = f.positive_int("sliding_window", ConfigLimits::kMaxPositions);
 }
 
 }  // namespace

@@ -59,12 +59,14 @@ ModelConfig load_model_config(const std::string& dir) {
   if (const std::optional<std::string> gguf = find_gguf_model(dir)) return gguf_model_config(GgufFile(*gguf));
   const std::string config_path = dir + "/config.json";
   if (!file_exists(config_path)) fail("{}: no such file (a model folder needs config.json)", config_path);
-  ModelConfig c = parse_model_config(read_text_file(config_path), config_path);
+  ModelConfig c = load_guarded(config_path, [&] { return parse_model_config(read_text_file(config_path), config_path); });
 
   const std::string gen_path = dir + "/generation_config.json";
   if (file_exists(gen_path)) {
-    const nlohmann::json g = parse_json_object(read_text_file(gen_path), gen_path);
-    parse_special_ids(ConfigFields(g, gen_path), c);
+    load_guarded(gen_path, [&] {
+      const nlohmann::json g = parse_json_object(read_text_file(gen_path), gen_path);
+      parse_special_ids(ConfigFields(g, gen_path), c);
+    });
   }
   return c;
 }
@@ -98,7 +100,10 @@ std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, cons
                                                            "lm_head") == cfg.quant.modules_to_not_convert.end());
   cfg.quant = QuantConfig{};
   WeightTable table = dense_weight_table(cfg);
-  auto weights = std::make_unique<RandomWeights>(table, opt.dummy_seed);
+  // Random weights are sized by the config alone, so an allocation failure there is its fault.
+  const std::string config_path = find_gguf_model(dir).value_or(dir + "/config.json");
+  std::unique_ptr<TensorSource> weights =
+      load_guarded(config_path, [&] { return std::make_unique<RandomWeights>(table, opt.dummy_seed); });
   const ArchEntry& arch = arch_of(cfg);
   return arch.make_model(ModelBuild{.cfg = std::move(cfg), .table = std::move(table), .weights = std::move(weights),
                                     .backend = &backend, .opt = o});

@@ -63,14 +63,15 @@ uint32_t cp_before(std::string_view s, size_t end) {
 
 }  // namespace
 
-AddedVocabulary::AddedVocabulary(const json& added, const JsonAt& at, const Normalizer* normalizer) {
+AddedVocabulary::AddedVocabulary(const json& added, const JsonAt& at, const Normalizer* normalizer,
+                                 IdLimit ids) {
   if (added.is_null()) return;
   if (!added.is_array()) at.fail("expected an array");
   for (size_t i = 0; i < added.size(); ++i) {
     const json& t = added[i];
     const JsonAt ti = at[i];
     AddedToken tok;
-    tok.id = json_need_id(json_need(t, "id", ti), ti / "id");
+    tok.id = json_need_id(json_need(t, "id", ti), ti / "id", ids);
     tok.content = json_need_string(t, "content", ti);
     tok.special = json_opt_bool(t, "special", false, ti);
     tok.single_word = json_opt_bool(t, "single_word", false, ti);

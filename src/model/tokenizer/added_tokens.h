@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/tokenizer/id_limit.h"
+
 namespace tf::tok {
 
 struct JsonAt;
@@ -61,7 +63,9 @@ class AddedVocabulary {
  public:
   AddedVocabulary() = default;
   // `normalizer` (may be null) gives the matching form of tokens with normalized = true.
-  AddedVocabulary(const nlohmann::json& added_tokens, const JsonAt& at, const Normalizer* normalizer);
+  // Ids must be below ids.limit().
+  AddedVocabulary(const nlohmann::json& added_tokens, const JsonAt& at, const Normalizer* normalizer,
+                  IdLimit ids);
 
   // A piece of text: a run of ordinary text [begin, end) (id < 0) or an added token's id.
   struct Piece {

@@ -47,7 +47,7 @@ void PairRanks::insert(int32_t left, int32_t right, Entry e) {
 
 // ---- loading ---------------------------------------------------------------------------
 
-Bpe::Bpe(const json& model, const JsonAt& at, const VocabEntries* vocab) {
+Bpe::Bpe(const json& model, const JsonAt& at, const VocabEntries* vocab, IdLimit ids) {
   if (const json* d = json_find(model, "dropout")) {
     if (!d->is_number() || d->get<double>() != 0.0) {
       (at / "dropout").fail("BPE dropout is not supported (expected null or 0)");
@@ -66,13 +66,13 @@ Bpe::Bpe(const json& model, const JsonAt& at, const VocabEntries* vocab) {
   ignore_merges_ = json_opt_bool(model, "ignore_merges", false, at);
 
   if (vocab) {
-    load_vocab(*vocab, at / "vocab");
+    load_vocab(*vocab, at / "vocab", ids);
   } else {
     const json& v = json_need(model, "vocab", at);
     if (!v.is_object()) (at / "vocab").fail("expected an object of token -> id");
     VocabEntries entries;
     for (const auto& [token, id] : v.items()) entries.emplace_back(token, id);
-    load_vocab(entries, at / "vocab");
+    load_vocab(entries, at / "vocab", ids);
   }
   load_merges(json_need(model, "merges", at), at / "merges");
 
@@ -86,11 +86,12 @@ Bpe::Bpe(const json& model, const JsonAt& at, const VocabEntries* vocab) {
   }
 }
 
-void Bpe::load_vocab(const VocabEntries& vocab, const JsonAt& at) {
+void Bpe::load_vocab(const VocabEntries& vocab, const JsonAt& at, IdLimit ids) {
+  if (ids.n_tokens == 0) ids.n_tokens = int64_t(vocab.size());
   vocab_.reserve(vocab.size());
   int32_t max_id = -1;
   for (const auto& [token, id_json] : vocab) {
-    const int32_t id = json_need_id(id_json, at / token);
+    const int32_t id = json_need_id(id_json, at / token, ids);
     vocab_.insert(token, id);
     max_id = std::max(max_id, id);
   }

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/tokenizer/id_limit.h"
 #include "model/tokenizer/string_index.h"
 
 namespace tf::tok {
@@ -66,8 +67,9 @@ using VocabEntries = std::vector<std::pair<std::string, nlohmann::json>>;
 class Bpe {
  public:
   // `model` is tokenizer.json's "model" object; `at` names it for errors. The vocab comes
-  // from `vocab` when given, else from model["vocab"].
-  Bpe(const nlohmann::json& model, const JsonAt& at, const VocabEntries* vocab = nullptr);
+  // from `vocab` when given, else from model["vocab"]. Ids must be below ids.limit(); with
+  // ids.n_tokens = 0, the vocab's own size sets the bound.
+  Bpe(const nlohmann::json& model, const JsonAt& at, const VocabEntries* vocab = nullptr, IdLimit ids = {});
   Bpe(const Bpe&) = delete;
   Bpe& operator=(const Bpe&) = delete;
 
@@ -89,7 +91,7 @@ class Bpe {
     int32_t next;  // index of the next live symbol, -1 at the end
     bool alive;
   };
-  void load_vocab(const VocabEntries& vocab, const JsonAt& at);
+  void load_vocab(const VocabEntries& vocab, const JsonAt& at, IdLimit ids);
   void load_merges(const nlohmann::json& merges, const JsonAt& at);
   void initial_symbols(std::string_view word, std::vector<Symbol>& symbols) const;
   bool merge_at(std::vector<Symbol>& sym, int32_t pos, int32_t merged) const;

@@ -113,13 +113,20 @@ void HfTokenizer::build(const json& root, VocabEntries* vocab, const std::string
     const json* v = json_find(root, key);
     return v ? *v : null_json;
   };
+  // The tokens the file defines bound every id in it (see id_limit.h).
+  const json* vocab_json = json_find(model, "vocab");
+  const json& added_json = field("added_tokens");
+  const IdLimit ids{.n_tokens = int64_t(vocab                                      ? vocab->size()
+                                        : vocab_json && vocab_json->is_object() ? vocab_json->size()
+                                                                                : 0) +
+                                int64_t(added_json.is_array() ? added_json.size() : 0)};
   normalizer_ = make_normalizer(field("normalizer"), top / "normalizer");
   pre_tokenizer_ = make_pre_tokenizer(field("pre_tokenizer"), top / "pre_tokenizer");
-  model_ = std::make_unique<Bpe>(model, at_model, vocab);
+  model_ = std::make_unique<Bpe>(model, at_model, vocab, ids);
   if (vocab) VocabEntries().swap(*vocab);
   decoder_ = make_decoder(field("decoder"), top / "decoder");
-  post_ = PostProcessor::from_json(field("post_processor"), top / "post_processor");
-  added_ = AddedVocabulary(field("added_tokens"), top / "added_tokens", normalizer_.get());
+  post_ = PostProcessor::from_json(field("post_processor"), top / "post_processor", ids);
+  added_ = AddedVocabulary(added_json, top / "added_tokens", normalizer_.get(), ids);
 
   n_vocab_ = model_->n_ids();
   for (const AddedToken& t : added_.tokens()) n_vocab_ = std::max(n_vocab_, t.id + 1);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "model/tokenizer/id_limit.h"
 
 namespace tf::tok {
 
@@ -65,10 +66,13 @@ inline int64_t json_need_int(const json& v, const JsonAt& at) {
   return v.get<int64_t>();
 }
 
-// An id that must fit the tokenizer's int32 ids.
-inline int32_t json_need_id(const json& v, const JsonAt& at) {
+// A token id of the file: a non-negative integer below `ids.limit()`.
+inline int32_t json_need_id(const json& v, const JsonAt& at, IdLimit ids) {
   const int64_t id = json_need_int(v, at);
-  if (id < 0 || id >= (int64_t(1) << 30)) at.fail("token id {} out of range", id);
+  if (id < 0) at.fail("token id {} is negative", id);
+  if (id >= ids.limit())
+    at.fail("token id {} is out of range: the file defines {} tokens, so ids must be below {}", id,
+            ids.n_tokens, ids.limit());
   return int32_t(id);
 }
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/tokenizer/id_limit.h"
+
 namespace tf::tok {
 
 struct JsonAt;
@@ -20,7 +22,8 @@ struct PostProcessor {
   std::vector<int32_t> prefix;
   std::vector<int32_t> suffix;
 
-  static PostProcessor from_json(const nlohmann::json& j, const JsonAt& at);
+  // Ids must be below ids.limit().
+  static PostProcessor from_json(const nlohmann::json& j, const JsonAt& at, IdLimit ids);
 };
 
 }  // namespace tf::tok

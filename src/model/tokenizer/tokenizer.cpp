@@ -1,5 +1,6 @@
 #include "model/tokenizer/tokenizer.h"
 
+#include "core/error.h"
 #include "model/gguf/gguf_file.h"
 #include "model/tokenizer/gguf_vocab.h"
 #include "model/tokenizer/hf_tokenizer.h"
@@ -9,7 +10,9 @@ namespace tf {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_files(const std::string& tokenizer_json,
                                                  const std::string& tokenizer_config_json) {
-  return std::make_unique<tok::HfTokenizer>(tokenizer_json, tokenizer_config_json);
+  return load_guarded(tokenizer_json, [&]() -> std::unique_ptr<Tokenizer> {
+    return std::make_unique<tok::HfTokenizer>(tokenizer_json, tokenizer_config_json);
+  });
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {

@@ -47,6 +47,10 @@ TEST(GgufConfig, Refusals) {
   GgufBytes freqs = llama(1, 0);
   freqs.tensor("rope_freqs.weight", {4}, 0, 0).pad_to(32).zeros(16);
   EXPECT_CONTAINS(config_error(freqs), "tensor 'rope_freqs.weight'");
+  GgufBytes eos = llama(0, 1);  // vocab_size 16: the ids end at 15, as config.json's do
+  eos.kv_u32("tokenizer.ggml.eos_token_id", 200000000);
+  EXPECT_CONTAINS(config_error(eos), "metadata 'tokenizer.ggml.eos_token_id': is 200000000 (expected a token id below "
+                                     "the vocabulary size 16)");
   GgufBytes missing;
   missing.header(0, 1).kv_str("general.architecture", "qwen2");
   EXPECT_CONTAINS(config_error(missing), "metadata 'qwen2.embedding_length': is missing");

@@ -124,6 +124,51 @@ TEST(TokenizerErrors, BadFieldsAreNamed) {
   }
 }
 
+// Issue 13: a vocabulary id of 2e8 loaded (7.26 GB of tables sized by the id) and one of 1e9
+// failed with a bare std::bad_alloc. Ids must stay below the number of tokens the file defines
+// plus a slack of 65536 (id_limit.h); each such id is refused naming the file, the field and
+// the id, before anything is sized from it.
+TEST(TokenizerErrors, HugeIdsAreRefusedNamingFileFieldAndId) {
+  struct Case {
+    const char* name;
+    void (*edit)(json&, int64_t);
+    const char* field;
+  };
+  const Case cases[] = {
+      {"vocab", [](json& j, int64_t id) { j["model"]["vocab"]["zz"] = id; }, "model.vocab.zz"},
+      {"added", [](json& j, int64_t id) { j["added_tokens"][0]["id"] = id; }, "added_tokens[0].id"},
+      {"post", [](json& j, int64_t id) {
+         j["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"<eos>", id}}, {"sep", {"<eos>", 28}}};
+       }, "post_processor.cls[1]"},
+  };
+  for (const Case& c : cases) {
+    for (const int64_t id : {int64_t(200'000'000), int64_t(1'000'000'000), int64_t(1) << 40}) {
+      json j = valid_tokenizer();
+      c.edit(j, id);
+      const std::string path = write_file(std::string("huge_id_") + c.name + ".json", j.dump());
+      const std::string msg = error_of([&] { Tokenizer::from_files(path); });
+      EXPECT_CONTAINS(msg, path);
+      EXPECT_CONTAINS(msg, c.field);
+      EXPECT_CONTAINS(msg, std::to_string(id));
+      EXPECT_CONTAINS(msg, "out of range");
+    }
+  }
+}
+
+// Gaps up to the slack load: 29 tokens defined, so ids up to 29 + 65535 are allowed.
+TEST(TokenizerErrors, IdsWithinTheSlackLoad) {
+  json j = valid_tokenizer();
+  j["added_tokens"][0]["id"] = 29 + 65535;
+  const std::string path = write_file("slack_ok.json", j.dump());
+  const auto tok = Tokenizer::from_files(path);
+  EXPECT_EQ(tok->n_vocab(), 29 + 65536);
+  EXPECT_EQ(tok->token_id("<eos>"), 29 + 65535);
+  j["added_tokens"][0]["id"] = 29 + 65536;
+  const std::string bad = write_file("slack_bad.json", j.dump());
+  const std::string msg = error_of([&] { Tokenizer::from_files(bad); });
+  EXPECT_CONTAINS(msg, "ids must be below 65565");
+}
+
 TEST(TokenizerErrors, BadConfig) {
   const std::string tok_path = write_file("cfg_tok.json", valid_tokenizer().dump());
   const std::string bad_json = write_file("cfg_malformed.json", "{\"bos_token\": ");
