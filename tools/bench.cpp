@@ -48,10 +48,28 @@ int decode_splits_of(const std::string& name) {
   return std::stoi(name.substr(7));
 }
 
-// A kernel configuration by name: "default" (everything on) or one optimisation turned off.
+// A precision variant: the copy of the linear weights every step uses (--weights-per-batch
+// loads them), or "auto": each step the copy for its number of tokens.
+bool is_precision_variant(const std::string& name) {
+  return name == "stored" || name == "bf16" || name == "int8" || name == "int4" || name == "fp8" || name == "auto";
+}
+
+// Pins the copy a precision variant names (-1 for auto, and for kernel variants).
+void pin_precision(Engine& engine, const std::string& variant) {
+  if (!is_precision_variant(variant) || variant == "auto") return engine.pin_weight_copy(-1);
+  const std::vector<std::string> names = engine.weight_copy_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i].substr(0, names[i].find(' ')) == variant || (variant == "stored" && names[i] == "as stored"))
+      return engine.pin_weight_copy(int(i));
+  fail("--variants: no '{}' copy of the weights is loaded (load it with --weights-per-batch, e.g. {}:1)", variant,
+       variant);
+}
+
+// A kernel configuration by name: "default" (everything on) or one optimisation turned off;
+// precision variants run with the defaults.
 KernelOptions variant_options(const std::string& name) {
   KernelOptions k;
-  if (name == "default") return k;
+  if (name == "default" || is_precision_variant(name)) return k;
   if (name == "no-graphs") k.cuda_graphs = false;
   else if (name == "no-fusion") k.fusion = false;
   else if (name == "no-pdl") k.pdl = false;
@@ -65,7 +83,8 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "profile") k.profile = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, no-decode-mma, "
-         "splits-N, cublas, gemv, plain-attention, flash-attention, profile)", name);
+         "splits-N, cublas, gemv, plain-attention, flash-attention, profile; or a precision: stored, bf16, int8, int4, "
+         "fp8, auto)", name);
   return k;
 }
 
@@ -150,7 +169,7 @@ int run_bench(const Args& a) {
   for (const std::string& v : variants) variant_options(v);  // unknown names fail before the load
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                               .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
@@ -197,14 +216,16 @@ int run_bench(const Args& a) {
   uint64_t seed = 1;  // a new one per run: repeated prompts would be served by the prefix cache
   for (const std::string& variant : variants) {
     engine.set_kernel_options(variant_options(variant));
+    pin_precision(engine, variant);
     for (int prompt_len : prompt_lens) {
       for (int b : batches) {
         // Warm-up (not reported): per-shape kernel choices, recordings of decode steps.
         bench::run_throughput(engine, {.batch = b, .prompt_len = prompt_len, .gen_len = 8, .seed = seed++});
         const bench::ThroughputResult r = bench::run_throughput(
             engine, {.batch = b, .prompt_len = prompt_len, .gen_len = a.gen_len, .seed = seed++});
-        // At batch b each decode step reads the weights once for b tokens.
-        const double roof = bw > 0 ? bw / weight_gb * b : 0;
+        // At batch b each decode step reads the weights its copy uses once for b tokens.
+        const double step_gb = double(engine.model().step_weight_bytes(b)) / 1e9;
+        const double roof = bw > 0 ? bw / step_gb * b : 0;
         // Paged: the blocks actually held at the busiest step; reserved: every sequence given
         // the model's full context up front, as a plain engine does.
         const double paged_mb = double(r.peak_kv_blocks_used) * engine.kv_block_size() * token_bytes / 1e6;
@@ -242,6 +263,9 @@ int run_bench(const Args& a) {
       }
     }
   }
+  pin_precision(engine, "auto");
+  if (!a.json && engine.weight_copy_names().size() > 1)
+    for (const std::string& line : engine.weight_copy_report()) std::printf("%s\n", line.c_str());
   if (a.workload > 0) run_workload_comparison(a, engine, max_batch, out);
   const std::vector<std::string> tuning = engine.tuning_report();
   for (const std::string& line : tuning) out["tuning"].push_back(line);
@@ -279,7 +303,9 @@ void add_bench(CLI::App& app, Runner& run) {
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-pdl, "
                 "no-cublaslt, no-decode-mma, splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
-                "profile (per-op GPU times, eager)")
+                "profile (per-op GPU times, eager); or precisions of the linear weights loaded by "
+                "--weights-per-batch: stored, bf16, int8, int4, fp8 (every step that copy), auto (each step the copy "
+                "for its size)")
       ->capture_default_str();
   add_spec_args(c, a->spec);
   c->add_option("--prompts-file", a->prompts_file,

@@ -33,12 +33,16 @@ class LlamaModel final : public DecoderModel {
     const LoadedWeights& w = weights();
     embed_ = w.get({R::Embedding});
     final_norm_ = w.get({R::FinalNorm});
-    lm_head_ = w.get({R::LmHead});
-    for (int il = 0; il < int(config().n_layers); ++il) {
-      layers_.push_back(LayerWeights{
-          .attn = {.norm = w.get({R::AttnNorm, il}), .wqkv = w.get({R::Wqkv, il}), .bqkv = w.find({R::Bqkv, il}),
-                   .wo = w.get({R::Wo, il}), .bo = w.find({R::Bo, il})},
-          .mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}), .wdown = w.get({R::Wdown, il})}});
+    for (int c = 0; c < w.n_copies(); ++c) {  // one set of linear weights per copy
+      lm_head_.push_back(w.get({R::LmHead}, c));
+      layers_.emplace_back();
+      for (int il = 0; il < int(config().n_layers); ++il) {
+        layers_.back().push_back(LayerWeights{
+            .attn = {.norm = w.get({R::AttnNorm, il}), .wqkv = w.get({R::Wqkv, il}, c), .bqkv = w.find({R::Bqkv, il}),
+                     .wo = w.get({R::Wo, il}, c), .bo = w.find({R::Bo, il})},
+            .mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}, c),
+                    .wdown = w.get({R::Wdown, il}, c)}});
+      }
     }
     inv_freq_ = upload_inv_freq();
     attn_ = standard_attention(config(), shard());
@@ -47,16 +51,18 @@ class LlamaModel final : public DecoderModel {
  private:
   void forward(const Activations& a, int64_t n_out) override {
     const BlockContext ctx = block_context();
+    const std::vector<LayerWeights>& layers = layers_[size_t(copy())];
     be().embedding(embed_, a.x);
-    for (int il = 0; il < int(layers_.size()); ++il) {
-      attention_block(ctx, a, layers_[size_t(il)].attn, AttentionLayer{.layer = il, .params = attn_, .inv_freq = inv_freq_});
-      swiglu_mlp_block(ctx, a, layers_[size_t(il)].mlp);
+    for (int il = 0; il < int(layers.size()); ++il) {
+      attention_block(ctx, a, layers[size_t(il)].attn, AttentionLayer{.layer = il, .params = attn_, .inv_freq = inv_freq_});
+      swiglu_mlp_block(ctx, a, layers[size_t(il)].mlp);
     }
-    if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_);
+    if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_[size_t(copy())]);
   }
 
-  TensorView embed_, final_norm_, lm_head_, inv_freq_;
-  std::vector<LayerWeights> layers_;
+  TensorView embed_, final_norm_, inv_freq_;
+  std::vector<TensorView> lm_head_;                // [copy]
+  std::vector<std::vector<LayerWeights>> layers_;  // [copy][layer]
   AttentionParams attn_;
 };
 
