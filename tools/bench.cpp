@@ -50,10 +50,28 @@ int decode_splits_of(const std::string& name) {
   return std::stoi(name.substr(7));
 }
 
-// A kernel configuration by name: "default" (everything on) or one optimisation turned off.
+// A precision variant: the copy of the linear weights every step uses (--weights-per-batch
+// loads them), or "auto": each step the copy for its number of tokens.
+bool is_precision_variant(const std::string& name) {
+  return name == "stored" || name == "bf16" || name == "int8" || name == "int4" || name == "fp8" || name == "auto";
+}
+
+// Pins the copy a precision variant names (-1 for auto, and for kernel variants).
+void pin_precision(Engine& engine, const std::string& variant) {
+  if (!is_precision_variant(variant) || variant == "auto") return engine.pin_weight_copy(-1);
+  const std::vector<std::string> names = engine.weight_copy_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i].substr(0, names[i].find(' ')) == variant || (variant == "stored" && names[i] == "as stored"))
+      return engine.pin_weight_copy(int(i));
+  fail("--variants: no '{}' copy of the weights is loaded (load it with --weights-per-batch, e.g. {}:1)", variant,
+       variant);
+}
+
+// A kernel configuration by name: "default" (everything on) or one optimisation turned off;
+// precision variants run with the defaults.
 KernelOptions variant_options(const std::string& name) {
   KernelOptions k;
-  if (name == "default") return k;
+  if (name == "default" || is_precision_variant(name)) return k;
   if (name == "no-graphs") k.cuda_graphs = false;
   else if (name == "no-fusion") k.fusion = false;
   else if (name == "no-pdl") k.pdl = false;
@@ -67,7 +85,8 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "profile") k.profile = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, no-decode-mma, "
-         "splits-N, cublas, gemv, plain-attention, flash-attention, profile)", name);
+         "splits-N, cublas, gemv, plain-attention, flash-attention, profile; or a precision: stored, bf16, int8, int4, "
+         "fp8, auto)", name);
   return k;
 }
 
@@ -152,15 +171,16 @@ int run_bench(const Args& a) {
   for (const std::string& v : variants) variant_options(v);  // unknown names fail before the load
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                               .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
   const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
   const ModelConfig& cfg = engine.config();
   const bench::ActiveWeights active = bench::active_weights(cfg);
-  // GB one decode step of b sequences reads (all weights for a dense model)
+  // GB one decode step of b sequences reads: the weight copy b tokens use (model.h copy
+  // ranges), all of it for a dense model, the experts b tokens are expected to choose for MoE
   auto step_gb = [&](int b) {
-    return bench::step_weight_bytes(cfg, double(engine.model().weight_bytes()), double(engine.model().n_params()), b) /
+    return bench::step_weight_bytes(cfg, double(engine.model().step_weight_bytes(b)), double(engine.model().n_params()), b) /
            1e9;
   };
   nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
@@ -212,14 +232,15 @@ int run_bench(const Args& a) {
   uint64_t seed = 1;  // a new one per run: repeated prompts would be served by the prefix cache
   for (const std::string& variant : variants) {
     engine.set_kernel_options(variant_options(variant));
+    pin_precision(engine, variant);
     for (int prompt_len : prompt_lens) {
       for (int b : batches) {
         // Warm-up (not reported): per-shape kernel choices, recordings of decode steps.
         bench::run_throughput(engine, {.batch = b, .prompt_len = prompt_len, .gen_len = 8, .seed = seed++});
         const bench::ThroughputResult r = bench::run_throughput(
             engine, {.batch = b, .prompt_len = prompt_len, .gen_len = a.gen_len, .seed = seed++});
-        // At batch b each decode step reads its weights (for MoE the experts its b tokens
-        // chose) once for b tokens.
+        // At batch b each decode step reads the weights its copy uses (for MoE the experts its
+        // b tokens chose) once for b tokens.
         const double roof = bw > 0 ? bw / step_gb(b) * b : 0;
         // Paged: the blocks actually held at the busiest step; reserved: every sequence given
         // the model's full context up front, as a plain engine does.
@@ -258,6 +279,9 @@ int run_bench(const Args& a) {
       }
     }
   }
+  pin_precision(engine, "auto");
+  if (!a.json && engine.weight_copy_names().size() > 1)
+    for (const std::string& line : engine.weight_copy_report()) std::printf("%s\n", line.c_str());
   if (a.workload > 0) run_workload_comparison(a, engine, max_batch, out);
   const std::vector<std::string> tuning = engine.tuning_report();
   for (const std::string& line : tuning) out["tuning"].push_back(line);
@@ -295,7 +319,9 @@ void add_bench(CLI::App& app, Runner& run) {
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-pdl, "
                 "no-cublaslt, no-decode-mma, splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
-                "profile (per-op GPU times, eager)")
+                "profile (per-op GPU times, eager); or precisions of the linear weights loaded by "
+                "--weights-per-batch: stored, bf16, int8, int4, fp8 (every step that copy), auto (each step the copy "
+                "for its size)")
       ->capture_default_str();
   add_spec_args(c, a->spec);
   c->add_option("--prompts-file", a->prompts_file,

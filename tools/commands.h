@@ -26,6 +26,7 @@ struct ModelArgs {
   int threads = 0;  // 0 = default_host_threads() (core/host_threads.h)
   std::string kv_dtype = "f32";
   std::string load_format = "auto";
+  WeightOptions weights;  // --quantization, --group-size, --quantize-lm-head, --weights-per-batch
 };
 void add_model_args(CLI::App* app, ModelArgs& args);
 // --tp N: shard the model over N ranks (tensor parallelism; on the CPU, N threads of this
@@ -86,6 +87,7 @@ void add_kv_plan(CLI::App& app, Runner& run);
 void add_serve(CLI::App& app, Runner& run);
 void add_chat(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
+void add_quantize(CLI::App& app, Runner& run);
 
 // The decode tokens/s vs batch chart of a bench result (bench --json's object) to an SVG file.
 void write_decode_curve(const nlohmann::json& bench_output, const std::string& path);

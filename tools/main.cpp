@@ -19,6 +19,17 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_option("--load-format", args.load_format,
                   "auto (the safetensors or GGUF weights) or dummy (random weights of the configured shapes, for speed work)")
       ->capture_default_str();
+  app->add_option("--quantization", args.weights.quantization,
+                  "Quantize the linear weights at load by round-to-nearest: int8, int4 or fp8 (docs/QUANT.md); "
+                  "a quantized folder needs none")
+      ->check(CLI::IsMember({"int8", "int4", "fp8"}));
+  app->add_option("--group-size", args.weights.group_size, "int4 at load: elements per group (a multiple of 32)")
+      ->capture_default_str();
+  app->add_flag("--quantize-lm-head", args.weights.quantize_lm_head, "Quantization at load includes an untied LM head");
+  app->add_option("--weights-per-batch", args.weights.per_batch,
+                  "Copies of the linear weights, each step using one by its number of tokens: names (stored, bf16, "
+                  "int8, int4, fp8) with the fewest tokens each serves (int4:1,fp8:64), or without numbers to "
+                  "measure the crossovers at load (int4,bf16). Memory: every copy is resident");
   app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8, fp8 (E4M3)")->capture_default_str();
 }
 
@@ -48,6 +59,7 @@ int main(int argc, char** argv) {
   tf::cli::add_serve(app, run);
   tf::cli::add_chat(app, run);
   tf::cli::add_plot(app, run);
+  tf::cli::add_quantize(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

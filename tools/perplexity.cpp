@@ -46,7 +46,7 @@ std::vector<int32_t> read_tokens(const Args& a, const Tokenizer& tok) {
 int run_perplexity(const Args& a) {
   apply_threads(a.model.threads);
   if (a.window < 2) fail("--window must be at least 2, got {}", a.window);
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_dtype = a.model.kv_dtype, .max_seqs = 1});
   const std::vector<int32_t> ids = read_tokens(a, engine.tokenizer());
   const int64_t n_vocab = engine.config().n_vocab;

@@ -73,7 +73,7 @@ int run_serve(ServeArgs a) {
   set_host_threads(replica_threads);  // this thread builds the engines: --tp ranks split the replica's share
   std::vector<std::unique_ptr<serve::EngineLoop>> loops;
   for (int i = 0; i < a.dp; ++i) {
-    EngineOptions eo{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
+    EngineOptions eo{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                      .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                      .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
                      .enable_prefix_caching = !a.no_prefix_caching, .tensor_parallel = a.tp};

@@ -62,10 +62,26 @@ struct SpecMode {
   bool adaptive = true;  // lengths from the cost model (Engine::spec_cost_model)
 };
 
+// How the linear weights (q/k/v, o, gate/up, down; the LM head on request) are held on the
+// backend; docs/QUANT.md has the formats and the per-step choice.
+struct WeightOptions {
+  // int8 | int4 | fp8: round-to-nearest at load from the checkpoint's 16-bit weights (or
+  // --load-format dummy's random ones); "": as the checkpoint stores them.
+  std::string quantization;
+  int32_t group_size = 128;       // int4: elements per group along the input dimension
+  bool quantize_lm_head = false;  // quantization at load includes an untied LM head
+  // Several copies, each step using one by its number of tokens: comma-separated names
+  // (stored, bf16, int8, int4, fp8), each with ":N" for the fewest tokens it serves
+  // ("int4:1,fp8:64"), or none of them with ":N" to measure the crossovers at load ("int4,fp8").
+  // "": one copy.
+  std::string per_batch;
+};
+
 struct EngineOptions {
   std::string model_dir;           // a Hugging Face folder, or a GGUF file (or a folder holding one)
   std::string backend = "cpu";     // cpu | ref | cuda
   std::string load_format = "auto";  // auto (safetensors) | dummy (random weights, config.json only)
+  WeightOptions weights;           // quantization at load, copies per batch size
   int32_t block_size = 16;         // tokens per KV block
   int32_t n_kv_blocks = 0;         // 0: enough for max_seqs sequences of full context, capped by kv_memory_mb
   int64_t kv_memory_mb = 2048;     // cap on the automatic KV pool size
@@ -125,6 +141,15 @@ class Engine {
   std::vector<std::string> tuning_report() const;
   // The backend's own memory copy bandwidth in GB/s (read + write), or 0 for host backends.
   double device_copy_bandwidth_gb_s(int64_t bytes = int64_t(1) << 30);
+  // Names of the linear weights' copies ("bf16", "int4 g128", ...; one, "as stored", without
+  // WeightOptions::per_batch).
+  std::vector<std::string> weight_copy_names() const;
+  // Every step uses copy `index` (bench variants per precision); -1: each step the copy for
+  // its number of tokens, as the options gave or the load measured.
+  void pin_weight_copy(int index);
+  // The copies (name, bytes), the token ranges each serves, and the timings measured at load
+  // when the crossovers were measured: lines for stderr and `twofold bench`.
+  std::vector<std::string> weight_copy_report() const;
 
   // Runs `ids` as one sequence outside the scheduler (call between steps, not during) and
   // returns F32 logits of every position ([n, n_vocab], all_positions) or of the last one.

@@ -73,7 +73,7 @@ bool dtype_from_safetensors(std::string_view name, DType* out) {
   struct Entry { std::string_view name; DType t; };
   static constexpr Entry kTable[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
                                      {"I8", DType::I8},   {"I32", DType::I32}, {"I64", DType::I64},
-                                     {"U8", DType::U8}};
+                                     {"U8", DType::U8},   {"F8_E4M3", DType::FP8}};
   for (const auto& e : kTable) {
     if (e.name == name) { *out = e.t; return true; }
   }

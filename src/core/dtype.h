@@ -27,8 +27,9 @@ int64_t dtype_block_elems(DType t);
 // the scale and zero arrays of W8/W4/FP8 are apart.
 size_t dtype_row_bytes(DType t, int64_t k);
 std::string_view dtype_name(DType t);
-// Parses names as they appear in safetensors headers ("F32", "BF16", ...). Returns false if
-// the name is not one we support.
+// Parses names as they appear in safetensors headers ("F32", "BF16", ...; "F8_E4M3" is
+// DType::FP8, the values of an fp8 weight without its scales). Returns false if the name is
+// not one we support.
 bool dtype_from_safetensors(std::string_view name, DType* out);
 
 // bfloat16 is the top half of an IEEE float32; rounding to nearest even on the way down.

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "engine/engine_impl.h"
 #include "engine/forward_runner.h"
+#include "engine/weight_copies.h"
 #include "model/arch/tensor_parallel_model.h"
 #include "sample/logprobs.h"
 
@@ -85,7 +86,9 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   backend = make_backend(kind, backend_options(opt.kernels));
   if (opt.load_format != "auto" && opt.load_format != "dummy")
     fail("unknown load format '{}' (expected auto or dummy)", opt.load_format);
-  const LoadOptions load{.dummy_weights = opt.load_format == "dummy"};
+  const CopyPlan copies = plan_weight_copies(opt.weights);
+  const LoadOptions load{.dummy_weights = opt.load_format == "dummy", .weight_copies = copies.copies,
+                         .quantize_lm_head = opt.weights.quantize_lm_head};
   if (opt.tensor_parallel == 1) {
     model = load_model(opt.model_dir, *backend, load);
   } else {  // rank 0 on `backend` (logits come back there), one more backend per other rank
@@ -111,6 +114,11 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   kv = std::make_unique<KvManager>(plan.params);
   sched = std::make_unique<Scheduler>(
       SchedulerParams{.max_batch_tokens = opt.max_batch_tokens, .max_seqs = opt.max_seqs}, *kv);
+  if (copies.measure) {
+    copy_timings = measure_copy_ranges(*model, *backend, opt.max_seqs, opt.max_batch_tokens);
+    for (const std::string& line : copy_report(*model, copy_timings)) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  copy_policy = model->copy_ranges();
   init_spec();
 }
 
@@ -382,6 +390,19 @@ void Engine::set_kernel_options(const KernelOptions& k) {
 }
 std::vector<std::string> Engine::tuning_report() const { return impl_->backend->tuning_report(); }
 double Engine::device_copy_bandwidth_gb_s(int64_t bytes) { return impl_->backend->measure_copy_bandwidth(bytes); }
+std::vector<std::string> Engine::weight_copy_names() const {
+  std::vector<std::string> names;
+  for (const WeightCopyInfo& c : impl_->model->weight_copies()) names.push_back(c.name);
+  return names;
+}
+void Engine::pin_weight_copy(int index) {
+  const int n = int(impl_->model->weight_copies().size());
+  if (index >= n) fail("weight copy {} of {}", index, n);
+  impl_->model->set_copy_ranges(index < 0 ? impl_->copy_policy : std::vector<CopyRange>{{.min_tokens = 1, .copy = index}});
+}
+std::vector<std::string> Engine::weight_copy_report() const {
+  return copy_report(*impl_->model, impl_->copy_timings);
+}
 std::vector<float> Engine::score(const std::vector<int32_t>& ids, bool all_positions) {
   return impl_->score(ids, all_positions);
 }

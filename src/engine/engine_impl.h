@@ -14,6 +14,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "sample/sampler.h"
 #include "sample/stop_matcher.h"
+#include "engine/weight_copies.h"
 #include "sched/scheduler.h"
 #include "spec/proposer.h"
 #include "spec/spec_policy.h"
@@ -120,6 +121,8 @@ struct Engine::Impl {
   SpecCostModel measure_spec_costs(const CostGrid& grid);
   void set_spec_costs(const SpecCostModel& m);
   void set_spec_mode(const SpecMode& m);
+  std::vector<CopyRange> copy_policy;  // which weight copy steps use (as given or measured at load)
+  std::vector<CopyTiming> copy_timings;  // the measurements behind it, when measured
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;

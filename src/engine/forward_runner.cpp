@@ -37,7 +37,7 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   // Decode steps (one token per sequence) and verification steps (1 + k tokens per sequence,
   // logits for all) record; other batches (prefill chunks, mixed widths) run eagerly.
   const int32_t width = records ? uniform_width(batch) : 0;
-  const int32_t bucket = width > 0 && width <= backend.kv_spec().block_size ? graph_bucket(batch.n_seqs()) : 0;
+  const int32_t bucket = width > 0 && width <= backend.kv_spec().block_size && width < 512 ? graph_bucket(batch.n_seqs()) : 0;
   if (!records || bucket == 0) {
     const PreparedStep p = model.prepare(batch);
     if (p.buffers_moved) backend.graph_reset();  // recordings refer to the old buffers
@@ -50,8 +50,9 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   const Batch padded = pad_uniform_batch(batch, bucket, max_blocks, pad_blocks, int32_t(backend.kv_spec().block_size));
   const PreparedStep p = model.prepare(padded);
   if (p.buffers_moved) backend.graph_reset();
-  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 16 | uint64_t(padded.n_out()) << 36 |
-                       uint64_t(width) << 52;
+  // Bits: bucket 14, max_blocks 20, rows out 18, width 9 (at most a block), weight copy 3.
+  const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 14 | uint64_t(padded.n_out()) << 34 |
+                       uint64_t(width) << 52 | uint64_t(p.weight_copy) << 61;
   const GraphStep g = backend.graph_begin(key);
   try {
     if (g != GraphStep::Replayed) model.run();

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "model/config_fields.h"
+#include "model/quant_config.h"
 
 namespace tf {
 
@@ -286,6 +287,7 @@ ModelConfig parse_common_config(const ConfigFields& f) {
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   parse_special_ids(f, c);
   c.torch_dtype = f.has("dtype") ? f.string("dtype") : f.string_or("torch_dtype", "");
+  c.quant = parse_quant_config(f);
   return c;
 }
 

@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/dtype.h"
 
 namespace tf {
 
@@ -36,6 +39,23 @@ enum class LayerAttention : uint8_t { Full, Sliding };
 
 // The activation of the gated MLP: down(act(gate(x)) * up(x)).
 enum class MlpActivation : uint8_t { Silu, GeluTanh };
+
+
+// config.json's "quantization_config" (docs/QUANT.md, "Quantized model folders"): the linear
+// weights of the checkpoint are stored in a quantized layout of src/quant/formats.h, each as
+// `<module>.qweight`, `<module>.scales` and (int4) `<module>.zeros`. quant_config.h reads it and
+// turns the architecture's weight table into the stored form.
+struct QuantConfig {
+  DType format = DType::F32;  // W8, W4 or FP8; F32 when the checkpoint is dense (no quantization_config)
+  int32_t group_size = 0;     // W4: elements per group along the input dimension
+  bool symmetric = false;     // W4: every zero point 8 (informational; the layout stores the zeros)
+  std::string method;         // how the weights were made: rtn, awq, gptq (informational)
+  std::vector<std::string> modules_to_not_convert;                   // modules stored dense
+  std::vector<std::pair<std::string, int32_t>> group_size_overrides;  // W4: module -> its group size
+  std::string origin;         // the config file, for messages
+
+  bool quantized() const { return format != DType::F32; }
+};
 
 // Upper bounds on a model's sizes, checked when a config is read (config.json: config.cpp,
 // GGUF metadata: gguf_config.cpp), before anything is sized from them: the weight table has
@@ -93,6 +113,7 @@ struct ModelConfig {
   int32_t bos_id = -1;           // -1 = none
   std::vector<int32_t> eos_ids;  // any of these ends generation
   std::string torch_dtype;       // "bfloat16", "float32", ... (informational)
+  QuantConfig quant;             // quantization_config (quant.quantized() false for a dense checkpoint)
 
   LayerAttention layer_attention(int64_t il) const {
     if (!layer_types.empty()) return layer_types[size_t(il)];

@@ -89,7 +89,7 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> bytes, const std::s
     auto dt = e.find("dtype");
     if (dt == e.end() || !dt->is_string()) fail("{}: tensor '{}': missing or non-string 'dtype'", path, name);
     if (!dtype_from_safetensors(dt->get<std::string>(), &t.dtype))
-      fail("{}: tensor '{}': unsupported dtype '{}' (supported: F32, F16, BF16, I8, I32, I64, U8)",
+      fail("{}: tensor '{}': unsupported dtype '{}' (supported: F32, F16, BF16, I8, I32, I64, U8, F8_E4M3)",
            path, name, dt->get<std::string>());
 
     auto sh = e.find("shape");

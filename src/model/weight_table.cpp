@@ -12,6 +12,59 @@ namespace {
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+// The stored dtypes a tensor of this format and component may have (quant/formats.h), and
+// their names for messages. FP8 values are E4M3 bytes: safetensors' F8_E4M3, or plain U8.
+bool dtype_fits(const TensorSpec& s, DType t) {
+  switch (s.component) {
+    case TensorComponent::Values:
+      switch (s.format) {
+        case WeightFormat::Dense: return is_float(t);
+        case WeightFormat::Int8: return t == DType::I8;
+        case WeightFormat::Int4: return t == DType::U8;
+        case WeightFormat::Fp8: return t == DType::FP8 || t == DType::U8;
+      }
+      return false;
+    case TensorComponent::Scales: return t == (s.format == WeightFormat::Int4 ? DType::F16 : DType::F32);
+    case TensorComponent::Zeros: return t == DType::U8;
+  }
+  return false;
+}
+std::string_view expected_dtypes(const TensorSpec& s) {
+  switch (s.component) {
+    case TensorComponent::Values:
+      switch (s.format) {
+        case WeightFormat::Dense: return "a float type (F32, F16 or BF16)";
+        case WeightFormat::Int8: return "I8";
+        case WeightFormat::Int4: return "U8 (two 4-bit codes per byte)";
+        case WeightFormat::Fp8: return "F8_E4M3 or U8";
+      }
+      return "?";
+    case TensorComponent::Scales: return s.format == WeightFormat::Int4 ? "F16" : "F32";
+    case TensorComponent::Zeros: return "U8";
+  }
+  return "?";
+}
+
+std::string_view component_name(TensorComponent c) {
+  switch (c) {
+    case TensorComponent::Values: return "values";
+    case TensorComponent::Scales: return "scales";
+    case TensorComponent::Zeros: return "zero points";
+  }
+  return "?";
+}
+
+// Why a quantized component has the shape it must have, for the message of a mismatch.
+std::string expected_from(const TensorSpec& s) {
+  const std::string w = fmt::format("{} weight {}", weight_format_name(s.format), shape_str(s.weight_shape));
+  if (s.format != WeightFormat::Int4)
+    return s.component == TensorComponent::Values ? fmt::format("the codes of the {}", w)
+                                                  : fmt::format("one scale per row of the {}", w);
+  if (s.component == TensorComponent::Values)
+    return fmt::format("the {}, two 4-bit codes per byte: {} bytes", w, s.shape[0] * s.shape[1]);
+  return fmt::format("one per group of {} along the input dimension of the {}", s.group_size, w);
+}
+
 // Checkpoint tensors that carry no weights: older transformers saved each layer's RoPE
 // frequency table as a buffer. Anything else the table does not list is refused.
 bool is_ignorable(std::string_view name) { return name.ends_with(".rotary_emb.inv_freq"); }
@@ -34,8 +87,38 @@ std::map<std::string_view, const TensorSpec*> index_by_name(const WeightTable& t
 std::string_view weight_format_name(WeightFormat f) {
   switch (f) {
     case WeightFormat::Dense: return "dense";
+    case WeightFormat::Int8: return "int8";
+    case WeightFormat::Int4: return "int4";
+    case WeightFormat::Fp8: return "fp8";
   }
   return "?";
+}
+
+DType weight_format_dtype(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Int8: return DType::W8;
+    case WeightFormat::Int4: return DType::W4;
+    case WeightFormat::Fp8: return DType::FP8;
+    case WeightFormat::Dense: break;
+  }
+  TF_ASSERT(false, "dense weights have no quantized dtype");
+  return DType::F32;
+}
+
+WeightFormat weight_format_of(DType quantized) {
+  switch (quantized) {
+    case DType::W8: return WeightFormat::Int8;
+    case DType::W4: return WeightFormat::Int4;
+    case DType::FP8: return WeightFormat::Fp8;
+    default: break;
+  }
+  TF_ASSERT(false, "{} is not a quantized weight format", dtype_name(quantized));
+  return WeightFormat::Dense;
+}
+
+bool is_linear_role(WeightRole r) {
+  return r == WeightRole::Wqkv || r == WeightRole::Wo || r == WeightRole::WgateUp || r == WeightRole::Wdown ||
+         r == WeightRole::LmHead;
 }
 
 std::string_view weight_role_name(WeightRole r) {
@@ -84,8 +167,10 @@ const WeightSpec* WeightTable::find(WeightKey key) const {
 
 int64_t WeightTable::n_params() const {
   int64_t n = 0;
-  for (const TensorSpec& s : tensors)
-    if (!s.optional) n += numel(s.shape);
+  for (const TensorSpec& s : tensors) {
+    if (s.optional || s.component != TensorComponent::Values) continue;
+    n += numel(s.format == WeightFormat::Dense ? s.shape : s.weight_shape);
+  }
   return n;
 }
 
@@ -149,12 +234,17 @@ void validate_weights(const WeightTable& table, const TensorSource& source) {
       fail("{}: tensor '{}' is missing from the checkpoint (expected shape {} for this {} config)", source.origin(),
            s.name, shape_str(s.shape), table.arch);
     }
-    if (t->shape != s.shape)
+    if (t->shape != s.shape && s.format == WeightFormat::Dense)
       fail("{}: tensor '{}' has shape {}, but the config expects {}", t->file, s.name, shape_str(t->shape),
            shape_str(s.shape));
-    if (!is_float(t->dtype))
-      fail("{}: tensor '{}' has dtype {}, expected a float type (F32, F16 or BF16) for {} weights", t->file, s.name,
-           dtype_name(t->dtype), weight_format_name(s.format));
+    if (t->shape != s.shape)
+      fail("{}: tensor '{}' ({} {}) has shape {} ({} bytes), expected {} ({})", t->file, s.name,
+           weight_format_name(s.format), component_name(s.component), shape_str(t->shape), t->nbytes,
+           shape_str(s.shape), expected_from(s));
+    if (!dtype_fits(s, t->dtype))
+      fail("{}: tensor '{}' has dtype {}, expected {} for {} {}", t->file, s.name, dtype_name(t->dtype),
+           expected_dtypes(s), weight_format_name(s.format),
+           s.format == WeightFormat::Dense ? "weights" : component_name(s.component));
   }
   for (const auto& [name, t] : source.all()) {
     if (!known.contains(name) && !is_ignorable(name))

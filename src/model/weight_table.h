@@ -22,9 +22,13 @@
 namespace tf {
 
 // How a weight is stored in the checkpoint. Dense: each part is one tensor in F32, F16 or
-// BF16 (the only format loading reads).
-enum class WeightFormat : uint8_t { Dense };
-std::string_view weight_format_name(WeightFormat f);
+// BF16. Int8, Int4, Fp8: each part is the layout of src/quant/formats.h (W8, W4, FP8) in up
+// to three tensors, its packed values, scales and (Int4) zero points (quant_config.h).
+enum class WeightFormat : uint8_t { Dense, Int8, Int4, Fp8 };
+std::string_view weight_format_name(WeightFormat f);  // "dense", "int8", "int4", "fp8"
+// W8 / W4 / FP8 for the quantized formats (the TensorView dtype of the loaded weight), and back.
+DType weight_format_dtype(WeightFormat f);
+WeightFormat weight_format_of(DType quantized);
 
 // What a stored tensor holds of its weight: the values (a dense matrix, or a quantized
 // format's packed values), or a quantized format's scales or zero points.
@@ -38,11 +42,15 @@ enum class DummyInit : uint8_t { FanIn, Ones, Zeros };
 // One tensor the checkpoint holds.
 struct TensorSpec {
   std::string name;            // checkpoint name, e.g. "model.layers.3.self_attn.q_proj.weight"
-  std::vector<int64_t> shape;  // exact shape; matrices [out_features, in_features]
+  std::vector<int64_t> shape;  // exact shape as stored; dense matrices [out_features, in_features]
   WeightFormat format = WeightFormat::Dense;
   TensorComponent component = TensorComponent::Values;
   bool optional = false;       // may be absent (lm_head.weight when embeddings are tied)
   DummyInit init = DummyInit::FanIn;
+  // Quantized formats: the logical [out_features, in_features] of the weight this tensor is a
+  // component of, and (Int4) its group size; `shape` is the component's own (W4 values [m, k / 2]).
+  std::vector<int64_t> weight_shape;
+  int32_t group_size = 0;
 };
 
 // How tensor parallelism (Megatron-LM) cuts one part among ranks.
@@ -113,7 +121,12 @@ struct WeightSpec {
   WeightKey key;
   std::vector<WeightPart> parts;
   WeightFormat format = WeightFormat::Dense;
+  int32_t group_size = 0;  // Int4: of every part (a fused weight is one matrix of one layout)
 };
+
+// The forward's linear layers, which quantized formats may hold: q|k|v, o, gate|up, down and
+// the LM head. Embeddings, norms and biases stay dense.
+bool is_linear_role(WeightRole r);
 
 struct WeightTable {
   std::string arch;                 // model_type, for messages
@@ -122,7 +135,8 @@ struct WeightTable {
 
   const TensorSpec* find_tensor(std::string_view name) const;  // nullptr if absent
   const WeightSpec* find(WeightKey key) const;                  // nullptr if absent
-  // Elements of every required tensor (the model's parameter count; a tied LM head once).
+  // Elements of every required tensor (the model's parameter count; a tied LM head once; a
+  // quantized weight counts its logical elements, not its packed bytes, scales or zeros).
   int64_t n_params() const;
 };
 
@@ -135,9 +149,10 @@ WeightPart add_dense_tensor(WeightTable& t, TensorSpec spec, TpSlice tp);
 void check_table(const WeightTable& t);
 
 // The checkpoint against the table: every required tensor present with exactly its shape and
-// a dtype of its format (Dense: F32, F16, BF16), and no tensor the table does not know (it
-// would be a feature the forward silently leaves out). Throws tf::Error naming the tensor, the
-// file, the expected and the actual shape.
+// a dtype of its format and component (Dense: F32, F16, BF16; quantized: quant_config.h), and
+// no tensor the table does not know (it would be a feature the forward silently leaves out).
+// Throws tf::Error naming the tensor, the file, the expected and the actual shape (for packed
+// int4 values and for scales, the weight shape and group size they were expected from).
 void validate_weights(const WeightTable& table, const TensorSource& source);
 
 }  // namespace tf

@@ -18,6 +18,12 @@ void check_quant_spec(const QuantSpec& spec, int64_t k, std::string_view name) {
     fail("{}: int4 group size {} does not divide the input dimension {}", name, spec.group_size, k);
 }
 
+int32_t fitting_group_size(int32_t requested, int64_t k) {
+  for (int32_t g = requested / 32 * 32; g >= 32; g -= 32)
+    if (k % g == 0) return g;
+  return 0;
+}
+
 void check_finite(const float* w, int64_t m, int64_t k, std::string_view name) {
   for (int64_t i = 0; i < m * k; ++i)
     if (!std::isfinite(w[i])) fail("{}: element [{}, {}] is {}, which cannot be quantized", name, i / k, i % k, w[i]);

@@ -33,6 +33,11 @@ void check_quant_spec(const QuantSpec& spec, int64_t k, std::string_view name);
 // tf::Error naming `name` and the first element that is inf or NaN.
 void check_finite(const float* w, int64_t m, int64_t k, std::string_view name);
 
+// The W4 group size for rows of k elements when `requested` does not divide k: the largest
+// multiple of 32 not above it that does (576 with 128 asked: 96); `requested` itself when it
+// divides k; 0 when no multiple of 32 divides k.
+int32_t fitting_group_size(int32_t requested, int64_t k);
+
 // Elements per group of a row of k: group_size for W4, k otherwise.
 inline int64_t group_len(const QuantSpec& spec, int64_t k) { return spec.format == DType::W4 ? spec.group_size : k; }
 

@@ -1,7 +1,5 @@
-// Round to nearest (the baseline quantizer) and the output-error measure every quantizer is
-// judged by.
-#include <Eigen/Dense>
-
+// Round to nearest (the baseline quantizer, and what loading quantizes 16-bit weights with),
+// and the input checks every quantizer runs first.
 #include "core/error.h"
 #include "quant/quantizer.h"
 
@@ -16,28 +14,29 @@ void check_quantizer_inputs(const float* w, int64_t m, int64_t k, const CalibRow
   check_finite(calib->x, calib->n, k, name);
 }
 
+// Rows are independent (each row's groups and codes are its own bytes), so threads split them.
 QuantizedWeight quantize_rtn(const float* w, int64_t m, int64_t k, const QuantSpec& spec, std::string_view name) {
   check_quantizer_inputs(w, m, k, nullptr, spec, name);
   QuantizedWeight q = QuantizedWeight::zeros_like(spec.format, m, k, spec.group_size);
   const int64_t len = group_len(spec, k);
+  // checked_group_params throws only for a group whose scale overflows; the first such row wins.
+  std::string error;
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t g = 0; g < k / len; ++g) {
-      const float* v = w + i * k + g * len;
-      const GroupParams p = checked_group_params(spec, v, len, 1.0f, name, i, g);
-      q.set_params(i, g, p);
-      for (int64_t j = 0; j < len; ++j) q.set_code(i, g * len + j, quantize_value(spec.format, v[j], p));
+    try {
+      for (int64_t g = 0; g < k / len; ++g) {
+        const float* v = w + i * k + g * len;
+        const GroupParams p = checked_group_params(spec, v, len, 1.0f, name, i, g);
+        q.set_params(i, g, p);
+        for (int64_t j = 0; j < len; ++j) q.set_code(i, g * len + j, quantize_value(spec.format, v[j], p));
+      }
+    } catch (const Error& e) {
+#pragma omp critical(tf_quantize_rtn_error)
+      if (error.empty()) error = e.what();
     }
   }
+  if (!error.empty()) throw Error(error);
   return q;
-}
-
-double relative_output_error(const float* a, const float* b, int64_t m, int64_t k, CalibRows calib) {
-  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const Eigen::Map<const RowMat> A(a, m, k), B(b, m, k), X(calib.x, calib.n, k);
-  const RowMat D = A - B;
-  const double num = (X * D.transpose()).cast<double>().squaredNorm();
-  const double den = (X * A.transpose()).cast<double>().squaredNorm();
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace tf

@@ -163,6 +163,25 @@ TEST(ServeBinary, DataParallelReplicasShareTheRequests) {
   EXPECT_EQ(p.wait(), 0);
 }
 
+// The server on tiny-main quantized to int4 at load and split over 2 ranks (whole int4 groups
+// per rank): greedy completions come back, the same text each time.
+TEST(ServeBinary, QuantizedTensorParallelModelServesDeterministically) {
+  ServeProcess p({"--quantization", "int4", "--tp", "2", "--max-seqs", "4"});
+  ASSERT_GT(p.port(), 0) << p.banner();
+  httplib::Client c("127.0.0.1", p.port());
+  c.set_read_timeout(120, 0);
+  const std::string body = json{{"prompt", "The LORD is my shepherd;"}, {"max_tokens", 8}, {"temperature", 0},
+                                {"ignore_eos", true}}.dump();
+  const HttpReply a = post(c, "/v1/completions", body), b = post(c, "/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.text;
+  ASSERT_EQ(b.status, 200) << b.text;
+  EXPECT_EQ(a.body["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(a.body["choices"][0]["text"], b.body["choices"][0]["text"]);
+  EXPECT_FALSE(a.body["choices"][0]["text"].get<std::string>().empty());
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
+}
+
 // Starts a long stream on a server with `grace_period` seconds of grace, sends SIGTERM once
 // the stream runs, and returns the stream's events (asserting the exit code and [DONE]).
 std::vector<json> events_of_stream_cut_by_sigterm(const std::string& grace_period) {

@@ -35,7 +35,40 @@ DecoderModel::DecoderModel(ModelBuild b)
       be_(*b.backend),
       shard_(checked_shard(cfg_, b.opt)),
       comm_(b.opt.comm),
-      weights_(b.table, *source_, be_, b.opt) {}
+      weights_(b.table, *source_, be_, b.opt) {
+  std::vector<CopyRange> ranges;
+  for (int c = 0; c < weights_.n_copies(); ++c)
+    if (weights_.copies()[size_t(c)].min_tokens > 0) ranges.push_back({weights_.copies()[size_t(c)].min_tokens, c});
+  set_copy_ranges(ranges);
+}
+
+int DecoderModel::copy_for(int64_t n_tokens) const {
+  size_t r = 0;
+  while (r + 1 < ranges_.size() && ranges_[r + 1].min_tokens <= n_tokens) ++r;
+  return ranges_[r].copy;
+}
+
+int64_t DecoderModel::step_weight_bytes(int64_t n_tokens) const {
+  return weights_.shared_bytes() + weights_.copy_bytes(copy_for(n_tokens));
+}
+
+std::vector<WeightCopyInfo> DecoderModel::weight_copies() const {
+  std::vector<WeightCopyInfo> out;
+  for (int c = 0; c < weights_.n_copies(); ++c)
+    out.push_back({.name = LoadedWeights::copy_name(weights_.copies()[size_t(c)]), .bytes = weights_.copy_bytes(c)});
+  return out;
+}
+
+void DecoderModel::set_copy_ranges(const std::vector<CopyRange>& ranges) {
+  TF_ASSERT(!ranges.empty() && ranges[0].min_tokens == 1, "a copy policy starts at 1 token");
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    TF_ASSERT(ranges[r].copy >= 0 && ranges[r].copy < weights_.n_copies(), "copy {} of {}", ranges[r].copy,
+              weights_.n_copies());
+    TF_ASSERT(r == 0 || ranges[r].min_tokens > ranges[r - 1].min_tokens, "copy ranges ascend: {} after {}",
+              ranges[r].min_tokens, ranges[r - 1].min_tokens);
+  }
+  ranges_ = ranges;
+}
 
 TensorView DecoderModel::upload_f32(const std::vector<float>& v) {
   TensorView t = be_.alloc(DType::F32, {int64_t(v.size())});
@@ -88,7 +121,8 @@ PreparedStep DecoderModel::prepare(const Batch& batch) {
   TF_ASSERT(n_tokens_ > 0, "empty batch");
   const bool moved = reserve(n_tokens_, std::max<int64_t>(n_out_, 1));
   be_.set_batch(batch);
-  return PreparedStep{.logits = rows(scratch_.logits, n_out_), .buffers_moved = moved};
+  copy_ = copy_for(n_tokens_);
+  return PreparedStep{.logits = rows(scratch_.logits, n_out_), .buffers_moved = moved, .weight_copy = copy_};
 }
 
 void DecoderModel::run() {

@@ -1,12 +1,15 @@
 // The registry's rows and the entry points that dispatch on model_type.
 #include "model/arch/registry.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/arch/archs.h"
 #include "model/dummy_weights.h"
 #include "model/gguf/gguf_file.h"
 #include "model/gguf_config.h"
+#include "model/quant_config.h"
 
 namespace tf {
 
@@ -73,24 +76,47 @@ ModelConfig load_model_config(const std::string& dir) {
   return c;
 }
 
-WeightTable weight_table(const ModelConfig& cfg) {
+WeightTable dense_weight_table(const ModelConfig& cfg) {
   WeightTable t = arch_of(cfg).weight_table(cfg);
   t.arch = cfg.model_type;
   check_table(t);
   return t;
 }
 
+WeightTable weight_table(const ModelConfig& cfg) {
+  WeightTable t = dense_weight_table(cfg);
+  apply_quant_config(t, cfg.quant);
+  check_table(t);
+  return t;
+}
+
+// Random weights are drawn dense; a config that names a quantized format has them quantized at
+// load into it (unless the caller chose the copies).
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   ModelConfig cfg = load_model_config(dir);
+  if (!opt.dummy_weights) return load_model(std::move(cfg), open_tensor_source(dir), backend, opt);
+  LoadOptions o = opt;
+  if (cfg.quant.quantized() && o.weight_copies.empty())
+    o.weight_copies = {WeightCopy{.kind = WeightCopy::Kind::Quantized, .format = cfg.quant.format,
+                                  .group_size = cfg.quant.group_size ? cfg.quant.group_size : 128}};
+  o.quantize_lm_head = o.quantize_lm_head ||
+                       (cfg.quant.quantized() && std::find(cfg.quant.modules_to_not_convert.begin(),
+                                                           cfg.quant.modules_to_not_convert.end(),
+                                                           "lm_head") == cfg.quant.modules_to_not_convert.end());
+  cfg.quant = QuantConfig{};
+  WeightTable table = dense_weight_table(cfg);
+  // Random weights are sized by the config alone, so an allocation failure there is its fault.
+  const std::string config_path = find_gguf_model(dir).value_or(dir + "/config.json");
+  std::unique_ptr<TensorSource> weights =
+      load_guarded(config_path, [&] { return std::make_unique<RandomWeights>(table, opt.dummy_seed); });
+  const ArchEntry& arch = arch_of(cfg);
+  return arch.make_model(ModelBuild{.cfg = std::move(cfg), .table = std::move(table), .weights = std::move(weights),
+                                    .backend = &backend, .opt = o});
+}
+
+std::unique_ptr<Model> load_model(ModelConfig cfg, std::unique_ptr<TensorSource> weights, Backend& backend,
+                                  const LoadOptions& opt) {
   WeightTable table = weight_table(cfg);
-  std::unique_ptr<TensorSource> weights;
-  if (opt.dummy_weights) {
-    // Random weights are sized by the config alone, so an allocation failure there is its fault.
-    const std::string config_path = find_gguf_model(dir).value_or(dir + "/config.json");
-    weights = load_guarded(config_path, [&] { return std::make_unique<RandomWeights>(table, opt.dummy_seed); });
-  } else {
-    weights = open_tensor_source(dir);
-  }
   validate_weights(table, *weights);
   const ArchEntry& arch = arch_of(cfg);
   return arch.make_model(ModelBuild{.cfg = std::move(cfg), .table = std::move(table), .weights = std::move(weights),

@@ -53,7 +53,11 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 // DIR/config.json (required) and DIR/generation_config.json (optional, overrides bos/eos); for
 // a GGUF file (or a folder holding one and no safetensors), its metadata (gguf_config.h).
 ModelConfig load_model_config(const std::string& dir);
-// arch_of(cfg).weight_table(cfg), checked for internal consistency.
+// The table of the checkpoint as stored: arch_of(cfg).weight_table(cfg) with cfg.quant's
+// quantized formats applied (quant_config.h), checked for internal consistency.
 WeightTable weight_table(const ModelConfig& cfg);
+// The architecture's table with every weight dense, whatever cfg.quant says: what random
+// weights are drawn for and what `twofold quantize` reads.
+WeightTable dense_weight_table(const ModelConfig& cfg);
 
 }  // namespace tf

@@ -14,6 +14,10 @@
 //     experts layer: x += sum over the router's top-k experts of weight * expert(h)
 //   logits = lm_head(final_norm(x[logits_rows]))      [n_out, n_vocab]
 //
+// The linear weights (Wqkv, Wo, gate|up, down, LM head) are those of the copy the step uses
+// (DecoderModel::copy(), model.h WeightCopy); the experts stay in their stored 16-bit form
+// in every copy (docs/QUANT.md).
+//
 // Tensor parallelism (LoadOptions::tp_size > 1): the weights are this rank's shard (the
 // table's TpSlices) and the blocks add one all-reduce after o_proj and one after the MLP.
 #include "model/arch/archs.h"
@@ -39,23 +43,29 @@ class StandardDecoder final : public DecoderModel {
     const ModelConfig& c = config();
     embed_ = w.get({R::Embedding});
     final_norm_ = w.get({R::FinalNorm});
-    lm_head_ = w.get({R::LmHead});
-    for (int il = 0; il < int(c.n_layers); ++il) {
-      LayerWeights l{.attn = {.norm = w.get({R::AttnNorm, il}), .wqkv = w.get({R::Wqkv, il}),
-                              .bqkv = w.find({R::Bqkv, il}), .q_norm = w.find({R::QNorm, il}),
-                              .k_norm = w.find({R::KNorm, il}), .wo = w.get({R::Wo, il}), .bo = w.find({R::Bo, il}),
-                              .post_norm = w.find({R::AttnPostNorm, il})},
-                     .moe = c.layer_is_moe(il)};
-      if (l.moe) {
-        l.experts = {.norm = w.get({R::MlpNorm, il}), .router = w.get({R::Router, il}),
-                     .wgate_up = w.get({R::ExpertsGateUp, il}), .wdown = w.get({R::ExpertsDown, il})};
-      } else {
-        l.mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}), .wdown = w.get({R::Wdown, il}),
-                 .post_norm = w.find({R::MlpPostNorm, il}), .act = c.mlp_act};
+    // One set of linear weights per copy (model.h WeightCopy); the others, the router and
+    // the experts are held once and appear in every set.
+    for (int cp = 0; cp < w.n_copies(); ++cp) {
+      lm_head_.push_back(w.get({R::LmHead}, cp));
+      layers_.emplace_back();
+      for (int il = 0; il < int(c.n_layers); ++il) {
+        LayerWeights l{.attn = {.norm = w.get({R::AttnNorm, il}), .wqkv = w.get({R::Wqkv, il}, cp),
+                                .bqkv = w.find({R::Bqkv, il}), .q_norm = w.find({R::QNorm, il}),
+                                .k_norm = w.find({R::KNorm, il}), .wo = w.get({R::Wo, il}, cp),
+                                .bo = w.find({R::Bo, il}), .post_norm = w.find({R::AttnPostNorm, il})},
+                       .moe = c.layer_is_moe(il)};
+        if (l.moe) {
+          l.experts = {.norm = w.get({R::MlpNorm, il}), .router = w.get({R::Router, il}),
+                       .wgate_up = w.get({R::ExpertsGateUp, il}), .wdown = w.get({R::ExpertsDown, il})};
+        } else {
+          l.mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}, cp),
+                   .wdown = w.get({R::Wdown, il}, cp), .post_norm = w.find({R::MlpPostNorm, il}), .act = c.mlp_act};
+        }
+        layers_.back().push_back(l);
       }
-      layers_.push_back(l);
-      attn_.push_back(AttentionLayer{.layer = il, .params = layer_attention_params(c, shard(), il)});
     }
+    for (int il = 0; il < int(c.n_layers); ++il)
+      attn_.push_back(AttentionLayer{.layer = il, .params = layer_attention_params(c, shard(), il)});
     // One frequency table per kind of layer the model has.
     QkRope rope[2];
     for (LayerAttention kind : {LayerAttention::Full, LayerAttention::Sliding})
@@ -73,15 +83,16 @@ class StandardDecoder final : public DecoderModel {
     const BlockContext ctx = block_context();
     be().embedding(embed_, a.x);
     if (config().embed_scale != 1.0f) be().scale(a.x, round_to(be().act_dtype(), config().embed_scale));
-    for (size_t il = 0; il < layers_.size(); ++il) {
-      const LayerWeights& l = layers_[il];
+    const std::vector<LayerWeights>& layers = layers_[size_t(copy())];
+    for (size_t il = 0; il < layers.size(); ++il) {
+      const LayerWeights& l = layers[il];
       attention_block(ctx, a, l.attn, attn_[il]);
       if (l.moe)
         moe_block(ctx, a, l.experts, moe_);
       else
         gated_mlp_block(ctx, a, l.mlp);
     }
-    if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_);
+    if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_[size_t(copy())]);
   }
 
   // v as the activation dtype holds it (transformers scales Gemma's embeddings by
@@ -90,8 +101,9 @@ class StandardDecoder final : public DecoderModel {
     return dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : v;
   }
 
-  TensorView embed_, final_norm_, lm_head_;
-  std::vector<LayerWeights> layers_;
+  TensorView embed_, final_norm_;
+  std::vector<TensorView> lm_head_;                // [copy]
+  std::vector<std::vector<LayerWeights>> layers_;  // [copy][layer]
   std::vector<AttentionLayer> attn_;
   MoeParams moe_;
 };

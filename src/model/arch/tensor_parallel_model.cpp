@@ -43,6 +43,25 @@ int64_t TensorParallelModel::weight_bytes() const {
   return b;
 }
 
+int64_t TensorParallelModel::step_weight_bytes(int64_t n_tokens) const {
+  int64_t b = 0;
+  for (const auto& s : shards_) b += s->step_weight_bytes(n_tokens);
+  return b;
+}
+
+std::vector<WeightCopyInfo> TensorParallelModel::weight_copies() const {
+  std::vector<WeightCopyInfo> out = shards_[0]->weight_copies();
+  for (size_t r = 1; r < shards_.size(); ++r) {
+    const std::vector<WeightCopyInfo> c = shards_[r]->weight_copies();
+    for (size_t i = 0; i < out.size(); ++i) out[i].bytes += c[i].bytes;
+  }
+  return out;
+}
+
+void TensorParallelModel::set_copy_ranges(const std::vector<CopyRange>& ranges) {
+  for (const auto& s : shards_) s->set_copy_ranges(ranges);
+}
+
 int64_t TensorParallelModel::n_params() const {
   int64_t p = 0;
   for (const auto& s : shards_) p += s->n_params();
@@ -76,14 +95,16 @@ PreparedStep TensorParallelModel::prepare(const Batch& batch) {
   n_out_ = batch.n_out();
   bool moved = ensure_logits(std::max<int64_t>(n_out_, 1));
   local_.resize(shards_.size());
+  int copy = 0;
   for (size_t r = 0; r < shards_.size(); ++r) {
     const PreparedStep p = shards_[r]->prepare(batch);
     local_[r] = p.logits;
     moved |= p.buffers_moved;
+    copy = p.weight_copy;
   }
   TensorView out = logits_;
   out.shape[0] = n_out_;
-  return PreparedStep{.logits = out, .buffers_moved = moved};
+  return PreparedStep{.logits = out, .buffers_moved = moved, .weight_copy = copy};
 }
 
 // Phases: (1) every rank's shard forward, which all-reduces inside; (2) an all-gather of

@@ -38,6 +38,11 @@ class TensorParallelModel final : public Model {
   void run() override;
   // Weight bytes and parameters resident over all ranks (replicated tensors count once per rank).
   int64_t weight_bytes() const override;
+  int64_t step_weight_bytes(int64_t n_tokens) const override;
+  // Rank 0's copies (every rank holds the same copies of its shard), bytes summed over ranks.
+  std::vector<WeightCopyInfo> weight_copies() const override;
+  std::vector<CopyRange> copy_ranges() const override { return shards_[0]->copy_ranges(); }
+  void set_copy_ranges(const std::vector<CopyRange>& ranges) override;
   int64_t n_params() const override;
   // Each rank's pool gets spec with its own number of KV heads.
   void init_kv_cache(Backend& backend, const KvCacheSpec& spec) override;

@@ -2,47 +2,140 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "model/arch/quantized_parts.h"
 #include "model/arch/tp_shard.h"
 
 namespace tf {
 
+namespace {
+
+// Bytes of a weight as resident: its values and, quantized, its scales and zero points.
+int64_t resident_bytes(const TensorView& v) {
+  int64_t b = int64_t(v.nbytes());
+  if (v.dtype == DType::W4) b += v.shape[0] * (v.shape[1] / v.group_size) * 3;  // F16 scale + U8 zero per group
+  if (v.dtype == DType::W8 || v.dtype == DType::FP8) b += v.shape[0] * 4;        // F32 scale per row
+  return b;
+}
+
+// What this rank holds of w's parts, as a key: "tensor[r0:r1],...,cols[c0:c1]".
+std::string slice_key(const WeightSpec& w, const LoadOptions& opt) {
+  std::string what;
+  for (const WeightPart& p : w.parts) {
+    const PartSlice s = part_slice(p, opt.tp_rank, opt.tp_size);
+    what += fmt::format("{}[{}:{}]{},", p.tensor, p.row0 + s.row0, p.row0 + s.row0 + s.n_rows,
+                        p.transform == PartTransform::AddOne ? "+1" : "");
+    if (p.tp.split == TpSplit::Columns) what += fmt::format("cols[{}:{}]", s.col0, s.col0 + s.n_cols);
+  }
+  return what;
+}
+
+// A dense LM head stays dense in quantized copies unless asked (the embedding's tensor when tied).
+bool quantize_in_copy(const WeightSpec& w, const LoadOptions& opt) {
+  return w.key.role != WeightRole::LmHead || w.format != WeightFormat::Dense || opt.quantize_lm_head;
+}
+
+}  // namespace
+
+std::string LoadedWeights::copy_name(const WeightCopy& c) {
+  switch (c.kind) {
+    case WeightCopy::Kind::Stored: return "as stored";
+    case WeightCopy::Kind::Dense16: return "bf16";
+    case WeightCopy::Kind::Quantized:
+      return c.format == DType::W4 ? fmt::format("int4 g{}", c.group_size) : std::string(quant_format_name(c.format));
+  }
+  return "?";
+}
+
 LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& source, Backend& backend,
                              const LoadOptions& opt)
-    : be_(backend) {
+    : be_(backend), copies_(opt.weight_copies) {
+  if (copies_.empty()) copies_.push_back(WeightCopy{});
+  // Mixture-of-experts weights are no linear role (is_linear_role): every copy shares their
+  // 16-bit upload (docs/QUANT.md, "Mixture of experts").
+  const bool quantizes = std::any_of(copies_.begin(), copies_.end(),
+                                     [](const WeightCopy& c) { return c.kind == WeightCopy::Kind::Quantized; });
+  const bool has_experts = std::any_of(table.weights.begin(), table.weights.end(),
+                                       [](const WeightSpec& w) { return w.key.role == WeightRole::ExpertsGateUp; });
+  if (quantizes && has_experts && opt.tp_rank == 0)
+    std::fprintf(stderr, "note: %s: the expert weights stay 16-bit; quantized copies hold attention, dense MLP and "
+                         "LM head weights only (docs/QUANT.md)\n", table.arch.c_str());
   ProgressBar bar("loading weights", int64_t(table.weights.size()));
   for (size_t i = 0; i < table.weights.size(); ++i) {
     const WeightSpec& w = table.weights[i];
-    TF_ASSERT(w.format == WeightFormat::Dense, "weight {} of layer {}: {} weights are not loadable",
-              weight_role_name(w.key.role), w.key.layer, weight_format_name(w.format));
-    const TensorView v = load(w, source, opt);
-    if (v.data) weights_[w.key] = v;
+    std::vector<TensorView>& views = weights_[w.key];
+    if (!is_linear_role(w.key.role)) {
+      views.push_back(shared_upload("dense:" + slice_key(w, opt), -1, [&] { return load_dense(w, source, opt); }));
+    } else {
+      for (int c = 0; c < n_copies(); ++c) views.push_back(load(w, source, opt, c));
+    }
+    if (!views[0].data) weights_.erase(w.key);  // FirstRank on ranks > 0
     bar.update(int64_t(i) + 1);
   }
   bar.finish();
+  copy_bytes_.assign(size_t(n_copies()), 0);
+  for (const auto& [key, u] : by_slice_) {
+    bool all = true;
+    for (bool b : u.used_by) all = all && b;
+    if (all) shared_bytes_ += u.bytes;
+    for (int c = 0; c < n_copies(); ++c)
+      if (!all && u.used_by[size_t(c)]) copy_bytes_[size_t(c)] += u.bytes;
+  }
 }
 
-TensorView LoadedWeights::find(WeightKey key) const {
+TensorView LoadedWeights::find(WeightKey key, int copy) const {
   auto it = weights_.find(key);
-  return it == weights_.end() ? TensorView{} : it->second;
+  if (it == weights_.end()) return TensorView{};
+  return it->second[std::min(size_t(copy), it->second.size() - 1)];
 }
 
-TensorView LoadedWeights::get(WeightKey key) const {
-  auto it = weights_.find(key);
-  TF_ASSERT(it != weights_.end(), "no weight {} for layer {}", weight_role_name(key.role), key.layer);
-  return it->second;
+TensorView LoadedWeights::get(WeightKey key, int copy) const {
+  const TensorView v = find(key, copy);
+  TF_ASSERT(v.data, "no weight {} for layer {}", weight_role_name(key.role), key.layer);
+  return v;
 }
 
-// One weight: each part's rows of its checkpoint tensor, then this rank's slice of them
+template <typename F>
+TensorView LoadedWeights::shared_upload(const std::string& key, int copy, F&& make) {
+  auto it = by_slice_.find(key);
+  if (it == by_slice_.end()) {
+    const int64_t before = bytes_;
+    Upload u{.view = make(), .used_by = std::vector<bool>(size_t(n_copies()), false)};
+    u.bytes = bytes_ - before;
+    it = by_slice_.emplace(key, std::move(u)).first;
+  }
+  for (int c = 0; c < n_copies(); ++c)
+    if (copy < 0 || c == copy) it->second.used_by[size_t(c)] = true;
+  return it->second.view;
+}
+
+// Linear weight w in copy `copy`: as stored, as 16-bit values, or in a quantized layout.
+TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt, int copy) {
+  const WeightCopy& c = copies_[size_t(copy)];
+  const bool dense = w.format == WeightFormat::Dense;
+  const std::string slices = slice_key(w, opt);
+  if (dense && (c.kind != WeightCopy::Kind::Quantized || !quantize_in_copy(w, opt)))
+    return shared_upload("dense:" + slices, copy, [&] { return load_dense(w, source, opt); });
+  if (c.kind == WeightCopy::Kind::Dense16)
+    return shared_upload("dequantized:" + slices, copy, [&] { return load_dequantized(w, source, opt); });
+  const QuantSpec target = c.kind == WeightCopy::Kind::Stored
+                               ? stored_spec(w)
+                               : QuantSpec{.format = c.format, .group_size = c.group_size};
+  const std::string key = fmt::format("{}:{}:{}", dtype_name(target.format), target.group_size, slices);
+  return shared_upload(key, copy, [&] { return load_quantized(w, source, opt, target); });
+}
+
+// One dense weight: each part's rows of its checkpoint tensor, then this rank's slice of them
 // (rows: a view; columns: a copy), then its transform (a copy in F32), concatenated when
 // there are several parts. Parts that are consecutive rows of one tensor (Phi-3's fused
 // qkv_proj and gate_up_proj, unsharded) stay one view of it, so a zero-copy backend reads
-// the fused tensor in place. A weight whose slices equal an earlier upload's (a tied LM
-// head, unsharded) is that upload again.
-TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt) {
+// the fused tensor in place.
+TensorView LoadedWeights::load_dense(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt) {
   struct Piece {
     TensorView view;
     std::string tensor;
@@ -50,22 +143,13 @@ TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, 
   };
   std::vector<Piece> pieces;
   std::vector<std::unique_ptr<uint8_t[]>> scratch;  // cut or transformed parts
-  std::string what;  // the slices, as a key for sharing
   int64_t col0 = 0, n_cols = -1;
   for (const WeightPart& p : w.parts) {
-    const TpSlice& tp = p.tp;
-    if (tp.split == TpSplit::FirstRank && opt.tp_rank != 0) return {};
-    int64_t row0 = p.row0, n_rows = p.shape[0];
-    if (tp.split == TpSplit::Rows) {
-      const TpRange g = tp_groups(tp.n_groups, opt.tp_rank, opt.tp_size);
-      row0 += g.begin * tp.group_size;
-      n_rows = g.count * tp.group_size;
-    } else if (tp.split == TpSplit::Columns) {
-      const TpRange g = tp_groups(tp.n_groups, opt.tp_rank, opt.tp_size);
-      col0 = g.begin * tp.group_size;
-      n_cols = g.count * tp.group_size;
-    }
+    if (p.tp.split == TpSplit::FirstRank && opt.tp_rank != 0) return {};
+    const PartSlice s = part_slice(p, opt.tp_rank, opt.tp_size);
+    if (p.tp.split == TpSplit::Columns) col0 = s.col0, n_cols = s.n_cols;
     const TensorView t = source.get(p.tensor).view();
+    const int64_t row0 = p.row0 + s.row0, n_rows = s.n_rows;
     TensorView v = row0 == 0 && n_rows == t.shape[0] ? t : slice_rows(t, row0, n_rows);
     if (n_cols >= 0 && (col0 != 0 || n_cols != v.shape[1])) v = copy_cols(v, col0, n_cols, scratch.emplace_back());
     if (p.transform == PartTransform::AddOne) v = add_one(v, scratch.emplace_back());
@@ -76,17 +160,33 @@ TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, 
     } else {
       pieces.push_back(Piece{.view = v, .tensor = p.transform == PartTransform::None ? p.tensor : "", .row0 = row0});
     }
-    what += fmt::format("{}[{}:{}]{},", p.tensor, row0, row0 + n_rows, p.transform == PartTransform::AddOne ? "+1" : "");
   }
-  if (n_cols >= 0) what += fmt::format("cols[{}:{}]", col0, col0 + n_cols);
-  if (auto it = by_slice_.find(what); it != by_slice_.end()) return it->second;
-
   std::vector<TensorView> views;
   for (const Piece& p : pieces) views.push_back(p.view);
   const TensorView v = views.size() > 1 ? upload_concat(views, opt) : upload(views[0], opt);
   for (auto& buf : scratch)
     if (v.data == buf.get()) host_tmp_.push_back(std::move(buf));  // the backend kept our buffer
-  by_slice_[what] = v;
+  return v;
+}
+
+TensorView LoadedWeights::load_quantized(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt,
+                                         const QuantSpec& target) {
+  HostQuantized h = quantized_weight_for_rank(w, source, target, opt.tp_rank, opt.tp_size);
+  TensorView v = be_.upload(h.view, h.view.dtype);
+  if (h.owned && v.data == h.view.data) host_quant_.push_back(std::move(h.owned));  // backend kept our buffer
+  bytes_ += resident_bytes(v);
+  n_params_ += v.numel();
+  return v;
+}
+
+// A quantized checkpoint's weight as BF16 values (the dequantized codes rounded to BF16).
+TensorView LoadedWeights::load_dequantized(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt) {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> f = dequantized_weight_for_rank(w, source, opt.tp_rank, opt.tp_size, &rows, &cols);
+  const TensorView v = be_.upload(make_view(f.data(), DType::F32, {rows, cols}), DType::BF16);
+  TF_ASSERT(v.data != f.data(), "a converting upload copies");
+  bytes_ += resident_bytes(v);
+  n_params_ += v.numel();
   return v;
 }
 
@@ -111,7 +211,7 @@ TensorView LoadedWeights::add_one(const TensorView& v, std::unique_ptr<uint8_t[]
 TensorView LoadedWeights::upload(const TensorView& host, const LoadOptions& opt) {
   const DType dt = opt.keep_stored_dtype ? host.dtype : opt.weight_dtype;
   TensorView v = be_.upload(host, dt);
-  bytes_ += int64_t(v.nbytes());
+  bytes_ += resident_bytes(v);
   n_params_ += v.numel();
   return v;
 }

@@ -1,0 +1,461 @@
+#include "convert/quantize_model.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "backend/backend.h"
+#include "backend/host_backend.h"
+#include "core/error.h"
+#include "model/arch/model.h"
+#include "model/arch/registry.h"
+#include "model/quant_config.h"
+#include "model/write_safetensors.h"
+#include "model/tensor_source.h"
+#include "quant/capture_backend.h"
+#include "quant/quantizer.h"
+
+namespace tf {
+
+namespace {
+
+namespace fs = std::filesystem;
+using R = WeightRole;
+
+// Architectures whose RMSNorm multiplies by its weight as stored (so 1 / s folds into it) and
+// whose MLP is down(silu(gate) * up) (so 1 / s folds into up's rows).
+bool awq_folds(const std::string& model_type) {
+  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3";
+}
+
+std::vector<float> tensor_f32(const TensorInfo& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  load_row_f32(t.data, t.dtype, 0, n, out.data());
+  return out;
+}
+
+std::string weight_name(const WeightKey& key) {
+  if (key.layer < 0) return std::string(weight_role_name(key.role));
+  return fmt::format("layer {} {}", key.layer, weight_role_name(key.role));
+}
+
+// One sequence per window from position 0, every position's logits: exp(mean NLL of tokens
+// 1.. of each window), as `twofold perplexity` computes it.
+double perplexity(Model& model, Backend& be, const std::vector<int32_t>& ids, int32_t window) {
+  const int32_t bs = 16, n_blocks = (window + bs - 1) / bs;
+  const ModelConfig& cfg = model.config();
+  model.init_kv_cache(be, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks, .block_size = bs,
+                                      .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim, .dtype = DType::F32});
+  std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
+  for (int32_t b = 0; b < n_blocks; ++b) blocks[size_t(b)] = b;
+  double nll = 0;
+  int64_t n = 0;
+  std::vector<float> logits;
+  for (size_t at = 0; at + 2 <= ids.size(); at += size_t(window)) {
+    const int32_t len = int32_t(std::min<size_t>(size_t(window), ids.size() - at));
+    BatchBuilder bb(bs, n_blocks);
+    bb.add(SeqChunk{.ids = ids.data() + at, .n_ids = len, .start_pos = 0, .blocks = blocks.data(),
+                    .n_blocks = n_blocks, .want_logits = true, .all_logits = true});
+    const PreparedStep step = model.prepare(bb.take());
+    model.run();
+    logits.resize(size_t(step.logits.numel()));
+    be.copy_to_host(step.logits, logits.data());
+    const int64_t v = step.logits.shape[1];
+    for (int32_t t = 0; t + 1 < len; ++t) {
+      const float* row = logits.data() + int64_t(t) * v;
+      const float mx = *std::max_element(row, row + v);
+      double sum = 0;
+      for (int64_t j = 0; j < v; ++j) sum += std::exp(double(row[j]) - mx);
+      nll += std::log(sum) + mx - row[ids[at + size_t(t) + 1]];
+      ++n;
+    }
+  }
+  return n ? std::exp(nll / double(n)) : 0;
+}
+
+// Each linear weight's input rows on the 16-bit model over the calibration tokens (windows
+// from position 0). The capture keys rows by the weight's upload; the forward calls the linear
+// weights of a layer in the table's order and the LM head last, which maps them to keys
+// (checked against each weight's input dimension).
+std::map<WeightKey, CaptureBackend::Record> capture_inputs(const std::string& dir, const WeightTable& table,
+                                                          const QuantizeParams& p) {
+  auto cpu = make_backend(BackendKind::Cpu);
+  CaptureBackend capture(*cpu, CaptureOptions{.max_rows = p.calib_rows});
+  auto model = load_model(dir, capture, LoadOptions{.keep_stored_dtype = false, .weight_dtype = DType::F32});
+  perplexity(*model, capture, p.calib_ids, p.eval_window);
+  std::vector<WeightKey> order;
+  for (const WeightSpec& w : table.weights)
+    if (is_linear_role(w.key.role) && w.key.layer >= 0) order.push_back(w.key);
+  std::stable_sort(order.begin(), order.end(), [](const WeightKey& a, const WeightKey& b) { return a.layer < b.layer; });
+  if (table.find({R::LmHead})) order.push_back({R::LmHead});
+  const auto& rec = capture.records();
+  if (rec.size() != order.size())
+    fail("{}: the calibration forward made {} distinct matmuls, but the {} table has {} linear weights", dir,
+         rec.size(), table.arch, order.size());
+  std::map<WeightKey, CaptureBackend::Record> out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const WeightSpec* w = table.find(order[i]);
+    if (rec[i].k != w->parts[0].shape.back())
+      fail("{}: calibration matmul {} has {} inputs, but {} has {} (the forward's order is not the table's)", dir, i,
+           rec[i].k, weight_name(order[i]), w->parts[0].shape.back());
+    out[order[i]] = rec[i];
+  }
+  return out;
+}
+
+// The model being written: every tensor's bytes, the dense ones from the source or changed
+// (folded) copies, the quantized modules' components.
+struct Store {
+  std::shared_ptr<TensorSource> source;
+  std::map<std::string, std::vector<float>> changed;     // dense tensors rewritten as F32
+  std::map<std::string, QuantizedWeight> quantized;       // module -> its weight
+  // AWQ-quantized modules as 16-bit, w * s (their input arrives divided by s): what a module
+  // kept 16-bit stores.
+  std::map<std::string, std::vector<float>> dense_if_kept;
+};
+
+struct Quantized {
+  QuantizedWeight q;
+  std::vector<float> input_scales;  // AWQ's s [k]; empty otherwise
+  std::string how;
+};
+
+Quantized quantize_one(const std::vector<float>& w, int64_t m, int64_t k, const QuantSpec& spec,
+                       const std::string& method, const CaptureBackend::Record* calib, const std::string& name) {
+  const CalibRows rows{calib ? calib->rows.data() : nullptr, calib ? calib->n_rows : 0};
+  if (method == "gptq" && rows.n > 0) return {quantize_gptq(w.data(), m, k, rows, spec, name), {}, "gptq"};
+  if (method == "awq" && rows.n > 0) {
+    AwqResult a = quantize_awq(w.data(), m, k, rows, spec, name);
+    return {std::move(a.weight), std::move(a.input_scales), "awq"};
+  }
+  return {quantize_rtn(w.data(), m, k, spec, name), {}, "rtn"};
+}
+
+std::string format_label(const QuantSpec& s) {
+  return s.format == DType::W4 ? fmt::format("int4 g{}", s.group_size) : std::string(quant_format_name(s.format));
+}
+
+// Rows [r0, r0 + n) of q as their own weight (rows carry their own scales and zero points).
+QuantizedWeight row_slice(const QuantizedWeight& q, int64_t r0, int64_t n) {
+  QuantizedWeight out = QuantizedWeight::zeros_like(q.dtype, n, q.k, q.group_size);
+  const size_t d = out.data.size() / size_t(n), s = out.scales.size() / size_t(n);
+  std::copy_n(q.data.begin() + long(size_t(r0) * d), out.data.size(), out.data.begin());
+  std::copy_n(q.scales.begin() + long(size_t(r0) * s), out.scales.size(), out.scales.begin());
+  if (!q.zeros.empty()) {
+    const size_t z = out.zeros.size() / size_t(n);
+    std::copy_n(q.zeros.begin() + long(size_t(r0) * z), out.zeros.size(), out.zeros.begin());
+  }
+  return out;
+}
+
+// The quantization_config of the written model.
+QuantConfig quant_config_of(const QuantizeParams& p, const WeightTable& table, const Store& st,
+                            const std::set<std::string>& keep) {
+  QuantConfig c{.format = p.format, .group_size = p.format == DType::W4 ? p.group_size : 0, .method = p.method};
+  std::set<std::string> modules;  // linear modules with tensors of their own
+  for (const WeightSpec& w : table.weights)
+    if (is_linear_role(w.key.role))
+      for (const WeightPart& part : w.parts)
+        if (const TensorSpec* s = table.find_tensor(part.tensor); s && !s->optional) modules.insert(module_of(part.tensor));
+  for (const WeightSpec& w : table.weights)
+    if (!is_linear_role(w.key.role))
+      for (const WeightPart& part : w.parts) modules.erase(module_of(part.tensor));  // a tied head is the embedding
+  if (const TensorSpec* head = table.find_tensor("lm_head.weight"); head && head->optional) modules.erase("lm_head");
+  for (const std::string& m : modules) {
+    auto it = st.quantized.find(m);
+    if (it == st.quantized.end() || keep.contains(m)) c.modules_to_not_convert.push_back(m);
+    else if (p.format == DType::W4 && it->second.group_size != p.group_size)
+      c.group_size_overrides.emplace_back(m, it->second.group_size);
+  }
+  return c;
+}
+
+nlohmann::json quant_config_json(const QuantConfig& c) {
+  nlohmann::json j = {{"quant_method", "twofold"}, {"format", quant_format_name(c.format)}, {"method", c.method}};
+  if (c.format == DType::W4) {
+    j["group_size"] = c.group_size;
+    j["symmetric"] = false;
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [m, g] : c.group_size_overrides) o[m] = g;
+    if (!o.empty()) j["group_size_overrides"] = o;
+  }
+  j["modules_to_not_convert"] = c.modules_to_not_convert;
+  return j;
+}
+
+// The stored tensors of the quantized table `qt` from the store, in the table's order.
+struct Assembled {
+  std::vector<TensorInfo> infos;
+  std::vector<TensorToWrite> writes;
+};
+Assembled assemble(const WeightTable& qt, const Store& st, const std::set<std::string>& keep) {
+  Assembled a;
+  for (const TensorSpec& s : qt.tensors) {
+    TensorInfo t{.name = s.name, .shape = s.shape};
+    if (s.format == WeightFormat::Dense) {
+      const TensorInfo* src = st.source->find(s.name);
+      if (!src) continue;  // an optional tensor the checkpoint does not have
+      const std::string m = module_of(s.name);
+      auto kept = keep.contains(m) ? st.dense_if_kept.find(m) : st.dense_if_kept.end();
+      auto it = kept != st.dense_if_kept.end() ? kept : st.changed.find(s.name);
+      if (it != st.changed.end() && it != st.dense_if_kept.end()) {
+        t.dtype = DType::F32;
+        t.data = reinterpret_cast<const uint8_t*>(it->second.data());
+        t.nbytes = it->second.size() * 4;
+      } else {
+        t.dtype = src->dtype;
+        t.data = src->data;
+        t.nbytes = src->nbytes;
+      }
+    } else {
+      const std::string m = s.name.substr(0, s.name.rfind('.'));  // M.qweight, M.scales, M.zeros
+      const QuantizedWeight& q = st.quantized.at(m);
+      const std::vector<uint8_t>& bytes =
+          s.component == TensorComponent::Values ? q.data : s.component == TensorComponent::Scales ? q.scales : q.zeros;
+      t.dtype = s.component == TensorComponent::Values
+                    ? (q.dtype == DType::W8 ? DType::I8 : q.dtype == DType::FP8 ? DType::FP8 : DType::U8)
+                    : s.component == TensorComponent::Scales ? (q.dtype == DType::W4 ? DType::F16 : DType::F32)
+                                                             : DType::U8;
+      t.data = bytes.data();
+      t.nbytes = bytes.size();
+    }
+    t.file = "(in memory)";
+    a.writes.push_back({.name = t.name, .dtype = t.dtype, .shape = t.shape, .data = t.data, .nbytes = t.nbytes});
+    a.infos.push_back(std::move(t));
+  }
+  return a;
+}
+
+// The model of cfg stored as `st` holds it with `keep` modules left 16-bit, on a CPU backend:
+// its perplexity on the calibration tokens.
+double candidate_ppl(const ModelConfig& dense_cfg, const WeightTable& dense_table, const QuantizeParams& p,
+                     const Store& st, const std::set<std::string>& keep) {
+  ModelConfig cfg = dense_cfg;
+  cfg.quant = quant_config_of(p, dense_table, st, keep);
+  cfg.quant.origin = "(quantize candidate)";
+  if (std::all_of(st.quantized.begin(), st.quantized.end(), [&](const auto& q) { return keep.contains(q.first); }))
+    cfg.quant = QuantConfig{};  // every module 16-bit: the dense table
+  WeightTable qt = weight_table(cfg);
+  Assembled a = assemble(qt, st, keep);
+  // The bytes live in `st` and its source, which outlive the model.
+  auto src = std::make_unique<PreparedTensors>("(quantize candidate)", std::move(a.infos), std::shared_ptr<const void>());
+  auto cpu = make_backend(BackendKind::Cpu);
+  auto model = load_model(std::move(cfg), std::move(src), *cpu, LoadOptions{});
+  return perplexity(*model, *cpu, p.calib_ids, p.eval_window);
+}
+
+void copy_side_files(const std::string& in, const std::string& out) {
+  for (const auto& e : fs::directory_iterator(in)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
+        name == "config.json")
+      continue;
+    fs::copy_file(e.path(), fs::path(out) / name, fs::copy_options::overwrite_existing);
+  }
+}
+
+}  // namespace
+
+QuantizeReport quantize_model(const QuantizeParams& p) {
+  if (p.method != "rtn" && p.method != "awq" && p.method != "gptq")
+    fail("--method: unknown method '{}' (expected rtn, awq or gptq)", p.method);
+  if (p.format != DType::W8 && p.format != DType::W4 && p.format != DType::FP8)
+    fail("--format: {} is not int8, int4 or fp8", dtype_name(p.format));
+  if (p.format == DType::W4 && (p.group_size <= 0 || p.group_size % 32 != 0))
+    fail("--group-size {} is not a positive multiple of 32", p.group_size);
+  if (p.method != "rtn" && p.calib_ids.empty()) fail("--method {} needs calibration text (--calib FILE)", p.method);
+  if (p.keep_16bit_auto && p.calib_ids.empty()) fail("--keep-16bit auto needs calibration text (--calib FILE)");
+  const ModelConfig cfg = load_model_config(p.in_dir);
+  if (cfg.quant.quantized())
+    fail("{}: the model is already quantized ({}); quantize its 16-bit original", p.in_dir,
+         quant_format_name(cfg.quant.format));
+  const WeightTable table = dense_weight_table(cfg);
+  // Expert weights are written 16-bit (docs/QUANT.md, "Mixture of experts"); the calibration
+  // capture keys matmuls by the linear weights' order, which a router's matmul breaks.
+  const bool moe = std::any_of(table.weights.begin(), table.weights.end(),
+                               [](const WeightSpec& w) { return w.key.role == R::ExpertsGateUp; });
+  if (moe && !p.calib_ids.empty())
+    fail("{}: {} is a mixture-of-experts model: quantize it with --method rtn and no --calib (its expert weights "
+         "are kept 16-bit; calibration, AWQ, GPTQ and the sensitivity table do not handle experts)",
+         p.in_dir, cfg.model_type);
+  // A fused tensor (Phi-3's qkv_proj, gate_up_proj) is one module of several weights' rows.
+  for (const WeightSpec& w : table.weights)
+    for (const WeightPart& part : w.parts)
+      if (is_linear_role(w.key.role) && (part.row0 != 0 || part.shape[0] != table.find_tensor(part.tensor)->shape[0]))
+        fail("{}: {} is part of a fused tensor, which quantize does not split (quantize this model at load: "
+             "--quantization)", p.in_dir, part.tensor);
+  Store st{.source = open_tensor_source(p.in_dir)};
+  validate_weights(table, *st.source);
+  const auto tick = [&](const std::string& what, int64_t done, int64_t total) {
+    if (p.progress) p.progress(what, done, total);
+  };
+
+  std::map<WeightKey, CaptureBackend::Record> calib;
+  if (!p.calib_ids.empty()) {
+    tick("calibration forward", 0, 1);
+    calib = capture_inputs(p.in_dir, table, p);
+    tick("calibration forward", 1, 1);
+  }
+  const bool tied = table.find_tensor("lm_head.weight") == nullptr || table.find_tensor("lm_head.weight")->optional;
+  const std::set<std::string> keep(p.keep_16bit.begin(), p.keep_16bit.end());
+
+  // Layer by layer, down before gate|up (AWQ folds down's scales into up's rows before up is quantized).
+  std::vector<const WeightSpec*> todo;
+  for (const WeightSpec& w : table.weights)
+    if (is_linear_role(w.key.role) && !(w.key.role == R::LmHead && (tied || !p.quantize_lm_head))) todo.push_back(&w);
+  auto rank = [](R r) { return r == R::Wdown ? 0 : r == R::WgateUp ? 1 : r == R::Wqkv ? 2 : r == R::Wo ? 3 : 4; };
+  std::stable_sort(todo.begin(), todo.end(), [&](const WeightSpec* a, const WeightSpec* b) {
+    const int la = a->key.layer < 0 ? 1 << 30 : a->key.layer, lb = b->key.layer < 0 ? 1 << 30 : b->key.layer;
+    return la != lb ? la < lb : rank(a->key.role) < rank(b->key.role);
+  });
+
+  QuantizeReport report;
+  std::map<std::string, std::vector<std::string>> modules_of_weight;  // report name -> modules
+  const auto dense_values = [&](const std::string& tensor) {
+    auto it = st.changed.find(tensor);
+    return it != st.changed.end() ? it->second : tensor_f32(st.source->get(tensor));
+  };
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const WeightSpec& w = *todo[i];
+    const std::string name = weight_name(w.key);
+    tick("quantizing " + name, int64_t(i), int64_t(todo.size()));
+    std::vector<std::string> modules;
+    std::vector<float> fused;  // the parts stacked: [m, k]
+    int64_t m = 0;
+    const int64_t k = w.parts[0].shape.back();
+    for (const WeightPart& part : w.parts) {
+      modules.push_back(module_of(part.tensor));
+      const std::vector<float> t = dense_values(part.tensor);
+      fused.insert(fused.end(), t.begin() + long(part.row0 * k), t.begin() + long((part.row0 + part.shape[0]) * k));
+      m += part.shape[0];
+    }
+    WeightReport wr{.name = name};
+    if (std::any_of(modules.begin(), modules.end(), [&](const std::string& mod) { return keep.contains(mod); })) {
+      wr.how = "16-bit (--keep-16bit)";
+      wr.kept_16bit = true;
+      report.weights.push_back(wr);
+      continue;
+    }
+    QuantSpec spec{.format = p.format, .group_size = p.format == DType::W4 ? fitting_group_size(p.group_size, k) : 0};
+    if (p.format == DType::W4 && spec.group_size == 0)
+      fail("{}: no int4 group size (a multiple of 32) divides the input dimension {} of {}", p.in_dir, k, name);
+    // Where AWQ's scales cannot be folded, the weight is rounded to nearest.
+    const WeightSpec* norm = w.key.role == R::Wqkv    ? table.find({R::AttnNorm, w.key.layer})
+                             : w.key.role == R::WgateUp ? table.find({R::MlpNorm, w.key.layer})
+                                                        : nullptr;
+    const WeightSpec* up = w.key.role == R::Wdown ? table.find({R::WgateUp, w.key.layer}) : nullptr;
+    const bool foldable = awq_folds(cfg.model_type) && (norm || (up && up->parts.size() == 2 && up->parts[1].shape[0] == k));
+    const std::string method = p.method == "awq" && !foldable ? "rtn" : p.method;
+    const auto it = calib.find(w.key);
+    Quantized q = quantize_one(fused, m, k, spec, method, it == calib.end() ? nullptr : &it->second, name);
+    if (!q.input_scales.empty()) {  // fold 1 / s into what produces the input
+      const std::string target = norm ? norm->parts[0].tensor : up->parts[1].tensor;
+      std::vector<float> v = dense_values(target);
+      for (int64_t j = 0; j < k; ++j) {
+        const float inv = 1.0f / q.input_scales[size_t(j)];
+        if (norm) v[size_t(j)] *= inv;
+        else
+          for (int64_t c = 0; c < int64_t(v.size()) / k; ++c) v[size_t(j * (int64_t(v.size()) / k) + c)] *= inv;
+      }
+      st.changed[target] = std::move(v);
+      for (int64_t r0 = 0, pi = 0; pi < int64_t(w.parts.size()); r0 += w.parts[size_t(pi)].shape[0], ++pi) {
+        std::vector<float> ws(fused.begin() + long(r0 * k), fused.begin() + long((r0 + w.parts[size_t(pi)].shape[0]) * k));
+        for (size_t e = 0; e < ws.size(); ++e) ws[e] *= q.input_scales[e % size_t(k)];
+        st.dense_if_kept[modules[size_t(pi)]] = std::move(ws);
+      }
+    }
+    wr.how = fmt::format("{} {}", format_label(spec), q.how);
+    if (it != calib.end()) {
+      std::vector<float> eff = dequantize(q.q.view());
+      for (int64_t r = 0; r < m && !q.input_scales.empty(); ++r)
+        for (int64_t j = 0; j < k; ++j) eff[size_t(r * k + j)] /= q.input_scales[size_t(j)];
+      wr.output_error = relative_output_error(fused.data(), eff.data(), m, k,
+                                              CalibRows{it->second.rows.data(), it->second.n_rows});
+    }
+    int64_t r0 = 0;
+    for (size_t pi = 0; pi < w.parts.size(); ++pi) {
+      st.quantized.emplace(modules[pi], row_slice(q.q, r0, w.parts[pi].shape[0]));
+      r0 += w.parts[pi].shape[0];
+    }
+    modules_of_weight[name] = modules;
+    report.weights.push_back(wr);
+  }
+  tick("quantizing", int64_t(todo.size()), int64_t(todo.size()));
+
+  // Sensitivity: the calibration perplexity with one weight quantized at a time.
+  if (!p.calib_ids.empty() && (p.sensitivity || p.keep_16bit_auto)) {
+    std::set<std::string> all_modules;
+    for (const auto& [n, mods] : modules_of_weight) all_modules.insert(mods.begin(), mods.end());
+    report.ppl_16bit = candidate_ppl(cfg, table, p, st, all_modules);
+    int64_t done = 0;
+    for (WeightReport& wr : report.weights) {
+      tick("sensitivity " + wr.name, done++, int64_t(report.weights.size()));
+      auto mods = modules_of_weight.find(wr.name);
+      if (mods == modules_of_weight.end()) continue;
+      std::set<std::string> others = all_modules;
+      for (const std::string& mod : mods->second) others.erase(mod);
+      wr.ppl_alone = candidate_ppl(cfg, table, p, st, others);
+    }
+    tick("sensitivity", done, int64_t(report.weights.size()));
+  }
+  std::set<std::string> kept;
+  if (!p.calib_ids.empty()) report.ppl_quantized = candidate_ppl(cfg, table, p, st, kept);
+  if (p.keep_16bit_auto) {
+    std::vector<WeightReport*> order;
+    for (WeightReport& wr : report.weights)
+      if (!wr.kept_16bit) order.push_back(&wr);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const WeightReport* a, const WeightReport* b) { return a->ppl_alone > b->ppl_alone; });
+    for (WeightReport* wr : order) {
+      if (report.ppl_quantized <= report.ppl_16bit * (1 + p.max_ppl_increase / 100)) break;
+      for (const std::string& mod : modules_of_weight[wr->name]) kept.insert(mod);
+      wr->kept_16bit = true;
+      wr->how = "16-bit (--keep-16bit auto)";
+      report.ppl_quantized = candidate_ppl(cfg, table, p, st, kept);
+    }
+  }
+
+  // Write the folder.
+  fs::create_directories(p.out_dir);
+  ModelConfig out_cfg = cfg;
+  out_cfg.quant = quant_config_of(p, table, st, kept);
+  out_cfg.quant.origin = p.out_dir + "/config.json";
+  if (kept.size() == st.quantized.size()) fail("{}: every linear weight was kept 16-bit; nothing to write", p.out_dir);
+  const WeightTable qt = weight_table(out_cfg);
+  const Assembled a = assemble(qt, st, kept);
+  for (const TensorToWrite& t : a.writes) report.bytes_out += int64_t(t.nbytes);
+  for (const auto& [n, t] : st.source->all()) report.bytes_in += int64_t(t->nbytes);
+  write_safetensors(p.out_dir + "/model.safetensors", a.writes);
+  std::ifstream in(p.in_dir + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["quantization_config"] = quant_config_json(out_cfg.quant);
+  std::ofstream(p.out_dir + "/config.json") << config.dump(2) << "\n";
+  copy_side_files(p.in_dir, p.out_dir);
+  return report;
+}
+
+std::vector<std::string> format_report(const QuantizeReport& r) {
+  std::vector<std::string> out;
+  out.push_back(fmt::format("{:<22} {:<28} {:>12} {:>14}", "weight", "stored as", "output err", "ppl alone"));
+  for (const WeightReport& w : r.weights)
+    out.push_back(fmt::format("{:<22} {:<28} {:>12} {:>14}", w.name, w.how,
+                              w.output_error < 0 ? "-" : fmt::format("{:.4f}", w.output_error),
+                              w.ppl_alone > 0 ? fmt::format("{:.4f} ({:+.2f}%)", w.ppl_alone,
+                                                            100 * (w.ppl_alone / r.ppl_16bit - 1))
+                                              : "-"));
+  if (r.ppl_16bit > 0)
+    out.push_back(fmt::format("calibration perplexity: 16-bit {:.4f}, quantized {:.4f} ({:+.2f}%)", r.ppl_16bit,
+                              r.ppl_quantized, 100 * (r.ppl_quantized / r.ppl_16bit - 1)));
+  out.push_back(fmt::format("weights: {:.1f} MB in, {:.1f} MB out", double(r.bytes_in) / 1e6, double(r.bytes_out) / 1e6));
+  return out;
+}
+
+}  // namespace tf

@@ -1,0 +1,98 @@
+// `twofold quantize`: writes a quantized copy of a 16-bit model folder (src/convert/quantize_model.h)
+// and prints the per-weight table: how each linear weight is stored, its output error on the
+// calibration rows and the calibration perplexity with it quantized alone.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "convert/quantize_model.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/progress.h"
+#include "model/tokenizer/tokenizer.h"
+#include "quant/quantized_weight.h"
+#include "tools/commands.h"
+
+namespace tf::cli {
+namespace {
+
+struct Args {
+  std::string in, out, format, calib, method = "rtn", keep = "";
+  int group_size = 128;
+  int64_t calib_tokens = 4096;
+  int64_t calib_rows = 512;
+  double max_ppl_increase = 1.0;
+  bool quantize_lm_head = false, no_sensitivity = false;
+  int threads = 0;
+};
+
+int run_quantize(const Args& a) {
+  apply_threads(a.threads);
+  QuantizeParams p{.in_dir = a.in, .out_dir = a.out, .format = parse_quant_format(a.format, "--format"),
+                   .group_size = a.group_size, .method = a.method, .calib_rows = a.calib_rows,
+                   .quantize_lm_head = a.quantize_lm_head, .max_ppl_increase = a.max_ppl_increase,
+                   .sensitivity = !a.no_sensitivity};
+  if (a.keep == "auto") {
+    p.keep_16bit_auto = true;
+  } else if (!a.keep.empty()) {
+    std::stringstream ss(a.keep);
+    for (std::string m; std::getline(ss, m, ',');)
+      if (!m.empty()) p.keep_16bit.push_back(m);
+  }
+  if (!a.calib.empty()) {
+    const auto tok = Tokenizer::from_model(a.in);
+    p.calib_ids = tok->encode(read_text_file(a.calib), /*add_special=*/false);
+    if (int64_t(p.calib_ids.size()) > a.calib_tokens) p.calib_ids.resize(size_t(a.calib_tokens));
+    if (p.calib_ids.size() < 2) fail("{}: fewer than 2 tokens of calibration text", a.calib);
+    std::fprintf(stderr, "calibration: %zu tokens of %s\n", p.calib_ids.size(), a.calib.c_str());
+  }
+  std::unique_ptr<ProgressBar> bar;
+  std::string stage;
+  p.progress = [&](const std::string& what, int64_t done, int64_t total) {
+    const std::string s = what.substr(0, what.find(' '));
+    if (s != stage || !bar) {
+      if (bar) bar->finish();
+      bar = std::make_unique<ProgressBar>(s, total);
+      stage = s;
+    }
+    bar->update(done, what);
+  };
+  const QuantizeReport r = quantize_model(p);
+  if (bar) bar->finish();
+  for (const std::string& line : format_report(r)) std::printf("%s\n", line.c_str());
+  std::printf("wrote %s\n", a.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_quantize(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("quantize", "Write a quantized copy of a 16-bit model folder (docs/QUANT.md)");
+  c->add_option("-m,--model", a->in, "16-bit model folder (config.json, safetensors, tokenizer)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  c->add_option("-o,--output", a->out, "Folder to write (created)")->required();
+  c->add_option("--format", a->format, "int8 (per-row), int4 (groups along the input), fp8 (E4M3, per-row)")
+      ->required()
+      ->check(CLI::IsMember({"int8", "int4", "fp8"}));
+  c->add_option("--group-size", a->group_size, "int4 group size (a multiple of 32; lowered for a weight it does not divide)")
+      ->capture_default_str();
+  c->add_option("--method", a->method, "rtn (round to nearest), awq or gptq (these need --calib)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rtn", "awq", "gptq"}));
+  c->add_option("--calib", a->calib, "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--calib-tokens", a->calib_tokens, "Calibration tokens used (the first N of the file)")->capture_default_str();
+  c->add_option("--calib-rows", a->calib_rows, "Input rows per layer the quantizers see")->capture_default_str();
+  c->add_option("--keep-16bit", a->keep,
+                "Modules stored 16-bit: comma-separated names (model.layers.0.mlp.down_proj), or auto: the most "
+                "sensitive weights until --max-ppl-increase holds on the calibration text");
+  c->add_option("--max-ppl-increase", a->max_ppl_increase, "Percent, for --keep-16bit auto")->capture_default_str();
+  c->add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize an untied LM head too");
+  c->add_flag("--no-sensitivity", a->no_sensitivity, "Skip the per-weight perplexity column (faster)");
+  c->add_option("-t,--threads", a->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  c->callback([a, &run] { run = [a] { return run_quantize(*a); }; });
+}
+
+}  // namespace tf::cli
