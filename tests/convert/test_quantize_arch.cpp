@@ -11,10 +11,10 @@
 
 #include "backend/backend.h"
 #include "convert/quantize_model.h"
-#include "core/batch.h"
 #include "core/error.h"
 #include "model/arch/model.h"
 #include "model/arch/registry.h"
+#include "convert/step_logits.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
@@ -70,18 +70,9 @@ TEST_P(QuantizeArch, EachStepUsesTheCopyOfItsSize) {
   for (auto [m, b] : {std::pair<Model*, Backend*>{model.get(), be.get()}, {only_q.get(), be_q.get()},
                       {only_d.get(), be_d.get()}})
     m->init_kv_cache(*b, kv);
-  const std::vector<std::vector<int32_t>> tables(size_t(kv.n_groups()), std::vector<int32_t>{0});
   for (int32_t n : {1, 3, 4, 6}) {
     SCOPED_TRACE(n);
-    auto forward = [&](Model& m, Backend& b) {
-      BatchBuilder bb(16, 1, int32_t(kv.n_groups()));
-      bb.add(SeqChunk{.ids = kPrompt.data(), .n_ids = n, .start_pos = 0, .tables = tables});
-      const PreparedStep s = m.prepare(bb.take());
-      m.run();
-      std::vector<float> out(size_t(s.logits.numel()));
-      b.copy_to_host(s.logits, out.data());
-      return std::make_pair(s.weight_copy, out);
-    };
+    auto forward = [&](Model& m, Backend& b) { return test::step_logits(m, b, kPrompt, n, kv.n_groups()); };
     const auto [copy, logits] = forward(*model, *be);
     EXPECT_EQ(copy, n < 4 ? 0 : 1);
     EXPECT_EQ(logits, (n < 4 ? forward(*only_q, *be_q) : forward(*only_d, *be_d)).second);

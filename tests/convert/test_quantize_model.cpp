@@ -22,6 +22,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "quant/quantized_weight.h"
 #include "model/write_safetensors.h"
+#include "convert/step_logits.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
@@ -251,24 +252,16 @@ TEST(WeightCopies, EachStepUsesTheCopyOfItsSize) {
   only_q->init_kv_cache(*be_q, kv);
   only_d->init_kv_cache(*be_d, kv);
   const std::vector<int32_t> ids = {0, 450, 365, 5, 27, 99};
-  const int32_t blocks[1] = {0};
   for (int32_t n : {1, 3, 4, 6}) {
     SCOPED_TRACE(n);
-    auto forward = [&](Model& m, Backend& b) {
-      BatchBuilder bb(16, 1);
-      bb.add(SeqChunk{.ids = ids.data(), .n_ids = n, .start_pos = 0, .blocks = blocks, .n_blocks = 1});
-      const PreparedStep s = m.prepare(bb.take());
-      m.run();
-      std::vector<float> out(size_t(s.logits.numel()));
-      b.copy_to_host(s.logits, out.data());
-      return std::make_pair(s.weight_copy, out);
-    };
+    auto forward = [&](Model& m, Backend& b) { return test::step_logits(m, b, ids, n); };
     const auto [copy, logits] = forward(*model, *be);
     EXPECT_EQ(copy, n < 4 ? 0 : 1);
     EXPECT_EQ(logits, (n < 4 ? forward(*only_q, *be_q) : forward(*only_d, *be_d)).second);
   }
   // a policy set later moves the crossover
   model->set_copy_ranges({{.min_tokens = 1, .copy = 0}, {.min_tokens = 2, .copy = 1}});
+  const int32_t blocks[1] = {0};
   BatchBuilder bb(16, 1);
   bb.add(SeqChunk{.ids = ids.data(), .n_ids = 3, .start_pos = 0, .blocks = blocks, .n_blocks = 1});
   EXPECT_EQ(model->prepare(bb.take()).weight_copy, 1);
