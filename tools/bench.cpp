@@ -172,7 +172,9 @@ int run_bench(const Args& a) {
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                               .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
-  const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
+  // Bytes a one-token step reads: with several weight copies (--weights-per-batch) only the
+  // copy it uses. Each run's bound and achieved GB/s use the bytes of its own steps.
+  const double weight_gb = double(engine.model().step_weight_bytes(1)) / 1e9;
   nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
                      {"gen_len", a.gen_len}};
   if (a.model.backend == "cpu") {
@@ -232,7 +234,7 @@ int run_bench(const Args& a) {
         const double reserved_mb = double(b) * double(max_len) * token_bytes / 1e6;
         const double prefill_tflops = r.prefill_tokens_per_s * flops_per_token(prompt_len) / 1e12;
         // Bytes of one decode step: the weights, and each sequence's K/V at the mean context.
-        const double step_bytes = weight_gb * 1e9 + double(b) * (prompt_len + a.gen_len / 2.0) * token_bytes;
+        const double step_bytes = step_gb * 1e9 + double(b) * (prompt_len + a.gen_len / 2.0) * token_bytes;
         const double decode_gb_s = r.decode_tokens_per_s / double(b) * step_bytes / 1e9;
         nlohmann::json run{{"variant", variant}, {"prompt_len", prompt_len}, {"batch", b},
                            {"prefill_tokens_per_s", r.prefill_tokens_per_s}, {"prefill_tflop_s", prefill_tflops},
