@@ -25,7 +25,7 @@
 #                        -DLLAMA_CURL=OFF && cmake --build BUILD --target llama-bench llama-quantize)
 #        TWOFOLD_BUILD   twofold build dir (default ./build); bench_cpu_forward is built in it
 #        NATIVE_BUILD    optional second twofold build dir configured with -DTF_NATIVE=ON
-#        GGUF_DIR        dir with tiny-main-{f16,q8_0,q4_0}.gguf (default /work/shared/models/gguf)
+#        GGUF_DIR        dir with tiny-main-{f16,q8_0,q4_0}.gguf (default models/gguf, the bundled files)
 #        WORK            scratch dir for the 1B GGUFs, the 1B config folder and the results
 #                        (default /tmp/cpu_vs_llamacpp)
 set -euo pipefail
@@ -44,17 +44,22 @@ while [ $# -gt 0 ]; do
 done
 LLAMACPP_BUILD=${LLAMACPP_BUILD:-/work/llamacpp/build}
 TWOFOLD_BUILD=${TWOFOLD_BUILD:-$here/build}
-GGUF_DIR=${GGUF_DIR:-/work/shared/models/gguf}
+GGUF_DIR=${GGUF_DIR:-$here/models/gguf}
 WORK=${WORK:-/tmp/cpu_vs_llamacpp}
 llama_bench=$LLAMACPP_BUILD/bin/llama-bench
 llama_quantize=$LLAMACPP_BUILD/bin/llama-quantize
 for f in "$llama_bench" "$llama_quantize"; do
   [ -x "$f" ] || { echo "cpu_vs_llamacpp.sh: $f not found (set LLAMACPP_BUILD)" >&2; exit 1; }
 done
+mkdir -p "$WORK/gguf"
+# The repository stores the f16 file xz-compressed: every file is read from $WORK/gguf.
 for f in tiny-main-f16 tiny-main-q8_0 tiny-main-q4_0; do
-  [ -f "$GGUF_DIR/$f.gguf" ] || { echo "cpu_vs_llamacpp.sh: $GGUF_DIR/$f.gguf not found (set GGUF_DIR)" >&2; exit 1; }
+  if [ -f "$GGUF_DIR/$f.gguf" ]; then cp "$GGUF_DIR/$f.gguf" "$WORK/gguf/"
+  elif [ -f "$GGUF_DIR/$f.gguf.xz" ]; then xz -dc "$GGUF_DIR/$f.gguf.xz" > "$WORK/gguf/$f.gguf"
+  else echo "cpu_vs_llamacpp.sh: $GGUF_DIR/$f.gguf not found (set GGUF_DIR)" >&2; exit 1
+  fi
 done
-mkdir -p "$WORK"
+GGUF_DIR=$WORK/gguf
 cmake --build "$TWOFOLD_BUILD" --target twofold bench_cpu_forward > "$WORK/build.log" 2>&1 ||
   { echo "cpu_vs_llamacpp.sh: building twofold failed, see $WORK/build.log" >&2; exit 1; }
 twofold=$TWOFOLD_BUILD/tools/twofold

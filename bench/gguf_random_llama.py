@@ -7,7 +7,7 @@ vocabulary must match its size (tiny-main's 8192 tokens for the 1B shape of issu
 Weights are N(0, 0.02^2) in F16, norms 1.0 in F32, as a freshly initialised model; speed does
 not depend on the values.
 
-  python3 bench/gguf_random_llama.py --like /work/shared/models/gguf/tiny-main-f16.gguf \\
+  python3 bench/gguf_random_llama.py --like models/gguf/tiny-main-f16.gguf \\
       --hidden 2048 --ffn 8192 --layers 16 --heads 32 --kv-heads 8 --head-dim 64 -o llama1b-f16.gguf
 
 Needs the `gguf` and `numpy` packages (pip install gguf).

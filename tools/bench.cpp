@@ -174,7 +174,9 @@ int run_bench(const Args& a) {
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                               .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
-  const double weight_gb = double(engine.model().weight_bytes()) / 1e9;
+  // Bytes of the weights a one-token step uses: with several weight copies (--weights-per-batch)
+  // only the copy it uses. Each run's bound and achieved GB/s use the bytes of its own steps.
+  const double weight_gb = double(engine.model().step_weight_bytes(1)) / 1e9;
   const ModelConfig& cfg = engine.config();
   const bench::ActiveWeights active = bench::active_weights(cfg);
   // GB one decode step of b sequences reads: the weight copy b tokens use (model.h copy
