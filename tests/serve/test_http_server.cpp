@@ -309,7 +309,9 @@ TEST(ServeSpec, GreedyOutputUnchangedAndAcceptanceInMetrics) {
 
 // Past max_running + max_waiting requests in flight: 429 with Retry-After.
 TEST(ServeLimits, FullQueueGets429WithRetryAfter) {
-  TestServer s(serve::ServerOptions{.max_waiting = 1}, EngineOptions{.max_seqs = 1});
+  // The reference backend decodes tiny-main at ~50 tokens/s here (the CPU backend at ~1,800):
+  // the 900-token streams must still be running when the queue is checked.
+  TestServer s(serve::ServerOptions{.max_waiting = 1}, EngineOptions{.backend = "ref", .max_seqs = 1});
   std::promise<void> first_in, second_in;
   std::atomic<bool> hang_up{false};
   auto run_stream = [&](std::promise<void>& in) {
