@@ -10,6 +10,11 @@
 #include <sstream>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/golden_util.h"
 #include "test_util.h"
 
 namespace tf::test {
@@ -47,6 +52,19 @@ inline CliResult run_twofold(const std::string& args) {
   r.err = ss.str();
   std::filesystem::remove(err_path);
   return r;
+}
+
+// `twofold logits -m MODEL` on tiny-main's third golden prompt gives transformers' prompt ids
+// and last-position logits within relative L2 `max_rel_l2` (MODEL: a folder or a GGUF file).
+inline void expect_logits_verb_matches_golden(const std::string& model, double max_rel_l2) {
+  const auto g = load_golden("tiny-main")[2];
+  const auto r = run_twofold("logits -m " + model + " -p " + shell_quote(g.text));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), g.input_ids);
+  const auto logits = j["logits"].get<std::vector<float>>();
+  ASSERT_EQ(logits.size(), g.last_logits.size());
+  EXPECT_LE(rel_l2(logits.data(), g.last_logits.data(), logits.size()), max_rel_l2);
 }
 
 }  // namespace tf::test

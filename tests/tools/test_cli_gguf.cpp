@@ -37,14 +37,7 @@ TEST(CliGguf, GenerateGreedyMatchesTransformers) {
 }
 
 TEST(CliGguf, LogitsMatchTransformers) {
-  const auto g = test::load_golden("tiny-main")[2];
-  const auto r = run_twofold("logits -m " + kF16 + " -p " + shell_quote(g.text));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json j = json::parse(r.out);
-  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), g.input_ids);
-  const auto logits = j["logits"].get<std::vector<float>>();
-  ASSERT_EQ(logits.size(), g.last_logits.size());
-  EXPECT_LE(test::rel_l2(logits.data(), g.last_logits.data(), logits.size()), 1e-4);
+  test::expect_logits_verb_matches_golden(kF16, 1e-4);
 }
 
 TEST(CliGguf, TokenizeAndDetokenize) {
