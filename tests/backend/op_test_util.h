@@ -138,6 +138,21 @@ inline TensorView to_device(Backend& be, const std::vector<float>& values, int64
   return t;
 }
 
+// A vector as a 1-D F32 tensor on `be`.
+inline TensorView upload_f32(Backend& be, const std::vector<float>& v) {
+  TensorView t = be.alloc(DType::F32, {int64_t(v.size())});
+  be.copy_from_host(v.data(), t);
+  return t;
+}
+
+// The frequencies of a rotation of n_rot dims (base 10000), divided by `factor`.
+inline std::vector<float> rope_freqs(int64_t n_rot, double factor) {
+  std::vector<float> f(size_t(n_rot / 2));
+  for (int64_t i = 0; i < n_rot / 2; ++i)
+    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(n_rot)) / factor);
+  return f;
+}
+
 inline std::vector<float> to_host_f32(Backend& be, const TensorView& t) {
   EXPECT_EQ(t.dtype, DType::F32);
   std::vector<float> out(size_t(t.numel()));

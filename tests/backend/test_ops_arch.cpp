@@ -128,19 +128,6 @@ TEST(OpsArch, MoeExpertsCpuMatchesRef) {
   }
 }
 
-std::vector<float> freqs(int64_t n_rot, double factor) {
-  std::vector<float> f(size_t(n_rot / 2));
-  for (int64_t i = 0; i < n_rot / 2; ++i)
-    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(n_rot)) / factor);
-  return f;
-}
-
-TensorView upload_f32(Backend& b, const std::vector<float>& v) {
-  TensorView t = b.alloc(DType::F32, {int64_t(v.size())});
-  b.copy_from_host(v.data(), t);
-  return t;
-}
-
 // rope_kv_write with q/k norms, partial rotation and LongRoPE (second table from position 20
 // on, mscale), on two layers in two KV groups of different sizes: qkv and every pool of the
 // CPU backend against the reference's, 1e-5 (F32 norm and rotation against double); a pool
@@ -181,12 +168,12 @@ TEST(OpsArch, RopeKvWriteNormsPartialLongRopeGroupsCpuMatchesRef) {
           for (const TensorView* pool : {&h.k_cache(il), &h.v_cache(il)})
             std::fill_n(pool->as<float>(), pool->numel(), std::nanf(""));
         b.set_batch(batch);
-        const QkRope rope{.inv_freq = upload_f32(b, freqs(n_rot, 1.0)),
-                          .inv_freq_long = all ? upload_f32(b, freqs(n_rot, 3.0)) : TensorView{},
+        const QkRope rope{.inv_freq = test::upload_f32(b, test::rope_freqs(n_rot, 1.0)),
+                          .inv_freq_long = all ? test::upload_f32(b, test::rope_freqs(n_rot, 3.0)) : TensorView{},
                           .long_from = all ? 20 : 0,
                           .mscale = all ? 1.19f : 1.0f,
-                          .q_norm = upload_f32(b, qn),
-                          .k_norm = upload_f32(b, kn),
+                          .q_norm = test::upload_f32(b, qn),
+                          .k_norm = test::upload_f32(b, kn),
                           .eps = 1e-6f};
         const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd};
         for (int il = 0; il < 2; ++il) {

@@ -153,20 +153,6 @@ TEST(CudaArchOps, MoeExperts) {
   }
 }
 
-// The frequencies of a partial rotation of n_rot dims (base 10000), scaled by `factor`.
-std::vector<float> freqs(int64_t n_rot, double factor) {
-  std::vector<float> f(size_t(n_rot / 2));
-  for (int64_t i = 0; i < n_rot / 2; ++i)
-    f[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(n_rot)) / factor);
-  return f;
-}
-
-TensorView upload_f32(Backend& b, const std::vector<float>& v) {
-  TensorView t = b.alloc(DType::F32, {int64_t(v.size())});
-  b.copy_from_host(v.data(), t);
-  return t;
-}
-
 // rope_kv_write with what Qwen3, Gemma 3 and Phi-3 add, alone and together: q/k RMSNorms,
 // partial rotation (n_rot < head_dim), LongRoPE (a second frequency table from long_from
 // on, mscale), on KV groups (two layers in different groups with different pool sizes; each
@@ -223,8 +209,8 @@ TEST(CudaArchOps, RopeKvWriteNormsPartialLongRopeGroups) {
         b.init_kv_cache(spec);
         pools[ib].poison_all();
         b.set_batch(batch);
-        const QkRope rope{.inv_freq = upload_f32(b, freqs(n_rot, 1.0)),
-                          .inv_freq_long = c.long_rope ? upload_f32(b, freqs(n_rot, 3.0)) : TensorView{},
+        const QkRope rope{.inv_freq = test::upload_f32(b, test::rope_freqs(n_rot, 1.0)),
+                          .inv_freq_long = c.long_rope ? test::upload_f32(b, test::rope_freqs(n_rot, 3.0)) : TensorView{},
                           .long_from = c.long_rope ? 20 : 0,
                           .mscale = c.long_rope ? 1.19f : 1.0f,
                           .q_norm = c.norms ? b.upload(qnh.view(), DType::BF16) : TensorView{},
