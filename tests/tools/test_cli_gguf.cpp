@@ -4,13 +4,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <regex>
 
 #include "engine/golden_util.h"
 #include "tools/cli_util.h"
+#include "tools/serve_process.h"
 
 namespace tf {
 namespace {
@@ -84,36 +81,11 @@ TEST(CliGguf, BenchRuns) {
 }
 
 TEST(CliGguf, ServeAnswersACompletion) {
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    std::vector<std::string> args = {std::string(TF_BINARY_DIR) + "/tools/twofold", "serve", "-m", kQ8, "--port", "0", "-t", "1"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  FILE* out = ::fdopen(fds[0], "r");
-  std::string banner;
-  int port = 0;
-  char line[4096];
-  const std::regex re("listening on http://[^:]+:([0-9]+)");
-  while (std::fgets(line, sizeof line, out)) {
-    banner += line;
-    std::cmatch m;
-    if (std::regex_search(line, m, re)) port = std::stoi(m[1]);
-    if (std::string(line).find("KV cache:") != std::string::npos) break;
-  }
-  EXPECT_GT(port, 0) << banner;
-  EXPECT_CONTAINS(banner, "model tiny-main-q8_0 (");
-  if (port > 0) {
-    httplib::Client c("127.0.0.1", port);
+  test::ServeProcess p({}, kQ8);
+  EXPECT_GT(p.port(), 0) << p.banner();
+  EXPECT_CONTAINS(p.banner(), "model tiny-main-q8_0 (");
+  if (p.port() > 0) {
+    httplib::Client c("127.0.0.1", p.port());
     c.set_read_timeout(120, 0);
     auto res = c.Post("/v1/completions", json{{"prompt", "In the beginning"}, {"max_tokens", 4}, {"ignore_eos", true}}.dump(),
                       "application/json");
@@ -123,11 +95,8 @@ TEST(CliGguf, ServeAnswersACompletion) {
     EXPECT_EQ(body["model"], "tiny-main-q8_0");
     EXPECT_EQ(body["usage"]["completion_tokens"], 4);
   }
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  std::fclose(out);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
 }
 
 TEST(CliGguf, BadFilesAreClearErrors) {
