@@ -329,7 +329,8 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_option("--prompts-file", a->prompts_file,
                 "With --spec: JSONL prompts ({\"prompt\": ...} per line) cycled over the batch (bench/spec_prompts/: "
                 "prose.jsonl for a draft model, quote.jsonl for prompt lookup)");
-  c->add_option("--spec-reps", a->spec_reps, "With --spec: rounds of plain / fixed / adaptive runs per batch size")
+  c->add_option("--spec-reps", a->spec_reps,
+                "With --spec: rounds of plain / fixed / adaptive runs per batch size (0: the step cost table only)")
       ->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_bench(*a); }; });
 }

@@ -1,7 +1,8 @@
 // Speculation benchmark. Per batch size, `reps` rounds of three runs in turn (plain, fixed k,
-// adaptive) on the same engine, so that a shared machine's load hits each mode alike; each
-// run decodes gen_len tokens for every request (greedy, EOS ignored), the prompts cycled over
-// the batch. Reported per mode: decode tokens/s (after every request's first token) as the
+// adaptive) on the same engine, so that a shared machine's load hits each mode alike, after
+// one short unreported run of each mode (per-shape kernel choices and CUDA Graph recordings
+// happen there, not in the runs reported); each run decodes gen_len tokens for every request
+// (greedy, EOS ignored), the prompts cycled over the batch. reps 0: the step costs only. Reported per mode: decode tokens/s (after every request's first token) as the
 // median and the range over the rounds, acceptance rate and mean accepted length; the
 // achieved speedup (median over median) beside the one predicted from the fixed-k runs'
 // measured tokens per step and proposals per step and the measured step costs:
@@ -63,13 +64,28 @@ double expected_tokens(double a, int32_t k) {
 struct ModeRuns {
   std::vector<double> tokens_per_s;
   int64_t steps = 0, tokens = 0, drafts = 0, draft_tokens = 0, accepted = 0;
+  // Milliseconds summed over the decode steps: schedule (proposals included), launch (the
+  // forward's host side; all of it on a host backend), wait (the results), output.
+  double schedule_ms = 0, launch_ms = 0, wait_ms = 0, output_ms = 0;
   void add(const bench::ThroughputResult& r) {
     tokens_per_s.push_back(r.decode_tokens_per_s);
+    schedule_ms += r.step_schedule_ms * double(r.decode_steps);
+    launch_ms += r.step_launch_ms * double(r.decode_steps);
+    wait_ms += r.step_wait_ms * double(r.decode_steps);
+    output_ms += r.step_output_ms * double(r.decode_steps);
     steps += r.decode_steps;
     tokens += r.decode_tokens;
     drafts += r.spec_drafts;
     draft_tokens += r.spec_draft_tokens;
     accepted += r.spec_accepted_tokens;
+  }
+  std::vector<double> step_ms() const {
+    const double n = double(std::max<int64_t>(1, steps));
+    return {schedule_ms / n, launch_ms / n, wait_ms / n, output_ms / n};
+  }
+  std::string step_breakdown() const {
+    const std::vector<double> t = step_ms();
+    return fmt::format("{:.3f} / {:.3f} / {:.3f} / {:.3f}", t[0], t[1], t[2], t[3]);
   }
   double acceptance() const { return draft_tokens > 0 ? double(accepted) / double(draft_tokens) : 0; }
   double mean_accepted_length() const { return drafts > 0 ? 1.0 + double(accepted) / double(drafts) : 0; }
@@ -77,7 +93,7 @@ struct ModeRuns {
     return {{"decode_tokens_per_s", tokens_per_s}, {"median", median(tokens_per_s)},
             {"acceptance_rate", acceptance()}, {"mean_accepted_length", mean_accepted_length()},
             {"decode_steps", steps}, {"decode_tokens", tokens}, {"drafts", drafts}, {"draft_tokens", draft_tokens},
-            {"accepted_tokens", accepted}};
+            {"accepted_tokens", accepted}, {"step_ms_schedule_launch_wait_output", step_ms()}};
   }
   std::string range() const {
     const auto [lo, hi] = std::minmax_element(tokens_per_s.begin(), tokens_per_s.end());
@@ -99,7 +115,7 @@ int run_spec_bench(const SpecBenchArgs& a) {
   std::sort(batches.begin(), batches.end());
   batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
   eo.max_seqs = batches.back();
-  if (a.reps < 1) fail("--spec-reps must be at least 1, got {}", a.reps);
+  if (a.reps < 0) fail("--spec-reps must be at least 0, got {}", a.reps);
   Engine engine(eo);
   const std::vector<std::vector<int32_t>> prompts = read_prompts(a.prompts_file, engine.tokenizer());
   const int32_t k = eo.spec.k;
@@ -145,6 +161,10 @@ int run_spec_bench(const SpecBenchArgs& a) {
     out["implied_speedup"].push_back(row);
     if (!a.json) std::printf("\n");
   }
+  if (a.reps == 0) {
+    if (a.json) std::printf("%s\n", json_dump(out).c_str());
+    return 0;
+  }
   if (!a.json) {
     std::printf("\ndecode tokens/s: median (min-max) over %d rounds\n%6s  %-24s  %-24s %6s %6s %8s %9s %6s  %-24s %6s %8s\n",
                 a.reps, "batch", "plain", fmt::format("fixed k={}", k).c_str(), "accept", "length", "speedup",
@@ -160,8 +180,8 @@ int run_spec_bench(const SpecBenchArgs& a) {
         engine.set_spec_mode(SpecMode{.enabled = mode > 0, .k = k, .adaptive = mode == 2});
         bench::ThroughputParams p = tp;
         p.seed = seed++;
-        if (rep == 0 && mode == 0) {  // warm-up: per-shape kernel choices, recordings
-          p.gen_len = std::min(a.gen_len, 8);
+        if (rep == 0) {  // warm-up: per-shape kernel choices, recordings
+          p.gen_len = std::min(a.gen_len, 16);
           bench::run_throughput(engine, p);
           p.gen_len = a.gen_len;
         }
@@ -185,6 +205,10 @@ int run_spec_bench(const SpecBenchArgs& a) {
     std::printf("%6d  %-24s  %-24s %6.3f %6.2f %7.2fx %8.2fx %5.0f%%  %-24s %6.3f %7.2fx\n", b, plain.range().c_str(),
                 fixed.range().c_str(), fixed.acceptance(), fixed.mean_accepted_length(), speedup, predicted,
                 100.0 * speedup / predicted, adaptive.range().c_str(), adaptive.acceptance(), speedup_adaptive);
+    std::printf("%6s  ms per step (schedule+propose / launch / wait / output): plain %s, fixed %s, adaptive %s; "
+                "steps %lld / %lld / %lld\n", "", plain.step_breakdown().c_str(), fixed.step_breakdown().c_str(),
+                adaptive.step_breakdown().c_str(), (long long)plain.steps, (long long)fixed.steps,
+                (long long)adaptive.steps);
     std::fflush(stdout);
   }
   if (a.json) std::printf("%s\n", json_dump(out).c_str());

@@ -53,6 +53,13 @@ struct SpecOptions {
   std::string cost_model_file;
   int32_t ngram_min = 1;  // prompt lookup: suffix lengths tried, longest first
   int32_t ngram_max = 3;
+  // One width per step: in a step where every running sequence decodes, each sequence's
+  // proposals are padded (with tokens that are never verified, whose KV slots are rolled back
+  // like rejected ones) to the step's longest, so that the step has one shape a backend that
+  // records forwards (CUDA Graphs) replays; adaptive, the step's width is then chosen for the
+  // whole batch (spec_policy.h step_width). "auto": on backends that record forwards; "on",
+  // "off". Outputs are the same either way.
+  std::string uniform_width = "auto";
 };
 
 // How a speculating engine proposes, switchable between steps (Engine::set_spec_mode).

@@ -282,6 +282,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   }
   const auto t4 = Clock::now();
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  if (proposer) calibrate(so, secs(t4 - t0));
   ++n_steps;
   schedule_s += secs(t1 - t0);
   launch_s += secs(t2 - t1);

@@ -54,6 +54,7 @@ struct SpecState {
   AcceptanceRate acceptance;
   int32_t n_idle = 0;                   // steps in a row the policy proposed nothing
   std::vector<int32_t> proposal;        // [n] offered to the scheduler this step
+  int32_t n_real = 0;                   // its first n_real are proposals; the rest pad it to the step's width
   std::vector<std::vector<float>> q;    // [n][n_vocab] their draft distributions (empty: point masses)
   int32_t n_drafts = 0, n_draft_tokens = 0, n_accepted = 0;
 };
@@ -107,6 +108,9 @@ struct Engine::Impl {
   SpecCostModel spec_costs;            // adaptive proposal lengths; empty when none measured or loaded
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;  // see EngineMetrics
   AcceptanceRate spec_acceptance{0.98};  // over every sequence: a new sequence's prior
+  int64_t spec_idle_steps = 0;           // one-width steps in a row the policy proposed nothing
+  StepCalibration spec_calibration;      // adaptive: measured step times against the cost model's
+  int32_t spec_draft_steps = 0;          // this step's proposal steps (the longest proposal asked for)
 
   // engine_spec.cpp: speculative decoding inside the step.
   void init_spec();
@@ -116,10 +120,17 @@ struct Engine::Impl {
   // emits the kept ones and the token after them (until a stop); returns the proposals appended.
   // ids_ready: the rows came back as greedy ids (ids_host), else as logits (logits_host).
   int32_t emit_verified(RequestState& r, const ScheduledSeq& q, int32_t row0, bool ids_ready, RequestOutput& o);
-  // Seconds of a target step in which `batch` scratch sequences verify k proposals each.
-  double time_verify_step(int32_t batch, int32_t k);
+  // Whether this step's proposals are padded to one width (SpecOptions::uniform_width), with
+  // n_decoding of the running sequences decoding.
+  bool uniform_step(int32_t n_decoding) const;
+  // Seconds of a target step in which `batch` scratch sequences verify k proposals each, for
+  // each k of ks (interleaved rounds, the median of each).
+  std::vector<double> time_verify_steps(int32_t batch, const std::vector<int32_t>& ks);
   SpecCostModel measure_spec_costs(const CostGrid& grid);
   void set_spec_costs(const SpecCostModel& m);
+  // Adaptive: feeds a step of decodes and verifications only, which took `seconds` from the
+  // start of propose() to its outputs, to spec_calibration.
+  void calibrate(const ScheduleOutput& so, double seconds);
   void set_spec_mode(const SpecMode& m);
   std::vector<CopyRange> copy_policy;  // which weight copy steps use (as given or measured at load)
   std::vector<CopyTiming> copy_timings;  // the measurements behind it, when measured

@@ -2,18 +2,25 @@
 // each sequence's logits rows after the forward, and the cost model adaptive lengths use.
 //
 // A step: propose() asks the proposer for up to k tokens for every running sequence that is
-// decoding (one token left to compute), k from SpecOptions or, adaptive, from the sequence's
-// acceptance rate and the cost model at this batch size (spec_policy.h), capped so that the
-// step cannot pass max_len. A sequence the policy left without proposals for kProbeEvery
-// steps in a row gets one, if any length could pay at this batch size, so that its rate
-// follows its text (at most one extra token per sequence every kProbeEvery steps); the scheduler takes them where budget and free blocks allow
-// (scheduler.h). The batch runs each such sequence's last token and its proposals with logits
-// for all, beside the other sequences' decodes and prefill chunks. emit_verified() keeps the
-// proposals the target would have produced (verifier.h) and emits them and the token after
-// them; the scheduler's commit rolls back the rest.
+// decoding (one token left to compute), capped so that the step cannot pass max_len. k is
+// SpecOptions::k, or adaptive, from the acceptance rates and the cost model at this batch
+// size (spec_policy.h): per sequence (proposal_length), or in a one-width step (every running
+// sequence decodes, SpecOptions::uniform_width) one width for the batch (step_width), chosen
+// again once the proposals are known (prompt lookup may offer fewer, or none) and then
+// padded to. The costs are the model's scaled by what such steps measured (StepCalibration,
+// fed by calibrate() after every step of decodes and verifications). Where the policy
+// proposes nothing, a sequence (or, one-width, the whole batch) gets one proposal every
+// kProbeEvery (kStepProbeEvery) such steps if any length could pay at this batch size, so
+// that the rates follow the text. The scheduler takes proposals where budget and free
+// blocks allow (scheduler.h). The batch runs each such sequence's last token and its
+// proposals with logits for all, beside the other sequences' decodes and prefill chunks.
+// emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
+// them and the token after them; the scheduler's commit rolls back the rest (padding too).
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <functional>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +52,8 @@ void Engine::Impl::init_spec() {
   } else {
     fail("unknown speculative decoding method '{}' (expected ngram or draft:DIR)", so.method);
   }
+  if (so.uniform_width != "auto" && so.uniform_width != "on" && so.uniform_width != "off")
+    fail("speculative decoding: uniform width must be auto, on or off, got '{}'", so.uniform_width);
   spec_mode = SpecMode{.enabled = true, .k = so.k, .adaptive = so.adaptive};
   if (!so.adaptive) return;
   if (so.cost_model_file.empty()) {
@@ -62,68 +71,150 @@ void Engine::Impl::init_spec() {
 void Engine::Impl::set_spec_costs(const SpecCostModel& m) {
   if (!proposer) fail("a speculation cost model for an engine built without speculation (--spec)");
   spec_costs = m;
+  spec_calibration = {};  // its ratios were against the old model
 }
 
 void Engine::Impl::set_spec_mode(const SpecMode& m) {
   if (!proposer) fail("speculation settings for an engine built without speculation (--spec)");
   if (m.k < 1) fail("speculative decoding: k must be at least 1, got {}", m.k);
-  if (m.adaptive && spec_costs.empty()) spec_costs = measure_spec_costs(default_cost_grid(opt.max_seqs, m.k));
+  if (m.adaptive && spec_costs.empty()) set_spec_costs(measure_spec_costs(default_cost_grid(opt.max_seqs, m.k)));
   spec_mode = m;
 }
 
-constexpr int32_t kProbeEvery = 16;
+// A probe costs a one-width step the whole batch's verification, a per-sequence one only that
+// sequence's extra token: the first are rarer.
+constexpr int32_t kProbeEvery = 32, kStepProbeEvery = 128;
+
+bool Engine::Impl::uniform_step(int32_t n_decoding) const {
+  const std::string& u = opt.spec.uniform_width;
+  if (u == "off" || (u == "auto" && backend->pad_kv_block(0) < 0)) return false;
+  // Every running sequence decodes, and none is admitted this step (a prefill would join).
+  return n_decoding == sched->n_running() && (sched->n_waiting() == 0 || sched->n_running() >= opt.max_seqs);
+}
 
 void Engine::Impl::propose() {
+  spec_draft_steps = 0;
   if (!spec_mode.enabled) return;
   std::vector<RequestId> ids;
   for (const auto& [id, r] : requests)
     if (!r.finished && sched->is_running(id) && sched->n_computed(id) + 1 == int32_t(r.all_tokens.size()))
       ids.push_back(id);
+  if (ids.empty()) return;
   std::sort(ids.begin(), ids.end());  // a fixed order: the proposer's batches do not depend on hashing
   const int32_t batch = std::max(1, sched->n_running());
-  const std::vector<double> costs =
-      spec_mode.adaptive ? proposal_costs(spec_costs, batch, spec_mode.k) : std::vector<double>{};
-  const bool can_pay = spec_mode.adaptive && proposals_can_pay(costs);
+  const bool uniform = uniform_step(int32_t(ids.size()));
   const double prior = spec_acceptance.rate();
+  std::vector<int32_t> want(ids.size(), spec_mode.k);
+  std::vector<double> rates;
+  std::vector<char> probe(ids.size(), 0);  // proposals offered to learn the rate: verified whatever it says
+  if (spec_mode.adaptive) {
+    const std::vector<double> costs = proposal_costs(spec_costs, batch, spec_mode.k, true, &spec_calibration);
+    const bool can_pay = proposals_can_pay(costs);
+    for (RequestId id : ids) rates.push_back(state(id).spec->acceptance.rate(prior));
+    if (uniform) {
+      int32_t w = step_width(rates, want, costs);
+      if (w > 0) {
+        spec_idle_steps = 0;
+      } else if (can_pay && ++spec_idle_steps % kStepProbeEvery == 0) {
+        w = 1;
+        probe.assign(ids.size(), 1);
+      }
+      want.assign(ids.size(), w);
+    } else {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        SpecState& s = *state(ids[i]).spec;
+        want[i] = proposal_length(rates[i], costs);
+        if (want[i] > 0) {
+          s.n_idle = 0;
+        } else if (can_pay && ++s.n_idle % kProbeEvery == 0) {
+          want[i] = 1;
+          probe[i] = 1;
+        }
+      }
+    }
+  }
   std::vector<ProposeRequest> reqs;
-  for (RequestId id : ids) {
-    RequestState& r = state(id);
+  std::vector<size_t> req_of(ids.size(), SIZE_MAX);
+  std::vector<int32_t> room(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    RequestState& r = state(ids[i]);
     SpecState& s = *r.spec;
     s.proposal.clear();
     s.q.clear();
-    const int32_t room = r.max_len - int32_t(r.all_tokens.size()) - 1;  // the step yields up to k + 1 tokens
-    int32_t k = spec_mode.adaptive ? proposal_length(s.acceptance.rate(prior), costs) : spec_mode.k;
-    if (spec_mode.adaptive && k == 0) {
-      s.acceptance.idle();
-      if (can_pay && ++s.n_idle % kProbeEvery == 0) k = 1;
-    } else {
-      s.n_idle = 0;
-    }
-    k = std::min(k, room);
+    s.n_real = 0;
+    room[i] = r.max_len - int32_t(r.all_tokens.size()) - 1;  // the step yields up to k + 1 tokens
+    const int32_t k = std::min(want[i], room[i]);
     if (k <= 0) continue;
-    reqs.push_back({.seq = id, .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
+    req_of[i] = reqs.size();
+    spec_draft_steps = std::max(spec_draft_steps, k);
+    reqs.push_back({.seq = ids[i], .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
   }
-  if (reqs.empty()) return;
   std::vector<Proposal> props;
-  proposer->propose(reqs, props);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    SpecState& s = *state(reqs[i].seq).spec;
-    TF_ASSERT(int32_t(props[i].tokens.size()) <= reqs[i].k, "proposer {} offered {} tokens for {}", proposer->name(),
-              props[i].tokens.size(), reqs[i].k);
-    s.proposal = std::move(props[i].tokens);
-    s.q = std::move(props[i].q);
-    if (!s.proposal.empty()) sched->set_spec_tokens(reqs[i].seq, int32_t(s.proposal.size()));
+  if (!reqs.empty()) proposer->propose(reqs, props);
+  std::vector<int32_t> n(ids.size(), 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (req_of[i] == SIZE_MAX) continue;
+    Proposal& p = props[req_of[i]];
+    TF_ASSERT(int32_t(p.tokens.size()) <= reqs[req_of[i]].k, "proposer {} offered {} tokens for {}",
+              proposer->name(), p.tokens.size(), reqs[req_of[i]].k);
+    SpecState& s = *state(ids[i]).spec;
+    s.proposal = std::move(p.tokens);
+    s.q = std::move(p.q);
+    n[i] = int32_t(s.proposal.size());
   }
+  // How many of the proposals to verify, now that they are known (the draft steps are spent).
+  const int32_t n_max = *std::max_element(n.begin(), n.end());
+  const std::vector<double> verify_costs =
+      spec_mode.adaptive ? proposal_costs(spec_costs, batch, n_max, /*with_draft=*/false, &spec_calibration)
+                         : std::vector<double>{};
+  int32_t width = n_max;
+  if (uniform && spec_mode.adaptive && !probe[0]) width = step_width(rates, n, verify_costs);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SpecState& s = *state(ids[i]).spec;
+    int32_t keep = std::min(n[i], width);
+    if (!uniform && spec_mode.adaptive && keep > 0 && !probe[i])
+      keep = step_width(std::span(rates).subspan(i, 1), std::span(n).subspan(i, 1), verify_costs);
+    s.n_real = keep;
+    // A one-width step pads every sequence to the width, also one whose output is nearly
+    // complete (the padding's KV slots may lie past max_len: they are rolled back, and
+    // emission stops at max_len), unless the positions would pass the model's context (then
+    // that step runs unrecorded).
+    const int32_t positions_left = int32_t(model->config().max_position) - int32_t(state(ids[i]).all_tokens.size());
+    const int32_t len = uniform && width > 0 && width <= positions_left ? width : keep;
+    const int32_t filler = s.proposal.empty() ? state(ids[i]).all_tokens.back() : s.proposal.back();
+    s.proposal.resize(size_t(len), filler);
+    if (spec_mode.adaptive && keep == 0) s.acceptance.idle();
+    if (len > 0) sched->set_spec_tokens(ids[i], len);
+  }
+}
+
+void Engine::Impl::calibrate(const ScheduleOutput& so, double seconds) {
+  if (!spec_mode.enabled || !spec_mode.adaptive || spec_costs.empty() || so.seqs.empty()) return;
+  int32_t n_spec = 0;
+  for (const ScheduledSeq& q : so.seqs) {
+    if (!q.samples || q.n_new != 1 + q.n_spec) return;  // a prefill chunk: not a step the model describes
+    n_spec += q.n_spec;
+  }
+  const int32_t b = int32_t(so.seqs.size());
+  const double mean_k = double(n_spec) / double(b);
+  const double predicted = spec_costs.verify(b, mean_k) + spec_draft_steps * spec_costs.draft(b);
+  spec_calibration.observe(b, (n_spec + b - 1) / b, predicted, seconds);
 }
 
 // Row i (0..n) of the sequence's rows scores the token after its first i proposals. Greedy
 // sequences compare argmaxes (ids_host when the rows stayed on the device, else the argmax of
 // the row after the repetition penalty over the tokens and proposals before it); sampled ones
-// build p_i lazily, as the sampler would (rows after a rejection are never looked at).
+// build p_i lazily, as the sampler would (rows after a rejection are never looked at). Rows
+// past the real proposals (padding) are never looked at; a sequence with padding only
+// samples row 0 as a plain decode does.
 int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int32_t row0, bool ids_ready,
                                     RequestOutput& o) {
   SpecState& s = *r.spec;
-  const int32_t n = q.n_spec;
+  const int32_t n = std::min(q.n_spec, s.n_real);
+  if (n == 0) {
+    emit_sampled(r, row0, ids_ready, o);
+    return 0;
+  }
   const std::span<const int32_t> proposals(s.proposal.data(), size_t(n));
   const int64_t n_vocab = model->config().n_vocab;
   auto row = [&](int32_t i) {
@@ -178,27 +269,33 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
 }
 
 // `batch` scratch sequences (ids below any request's) with 64 cached positions each run
-// 1 + k tokens with logits for all, as a verification does; the greedy ids come back
-// (median_step_seconds). Fewer sequences (scaled up) or shorter contexts when the pool is short.
-double Engine::Impl::time_verify_step(int32_t batch, int32_t k) {
+// 1 + k tokens with logits for all, as a verification does, and the greedy ids come back; the
+// ks take turns, 2 unreported runs each (per-shape kernel choices, CUDA Graph recording) then
+// 7 timed rounds, and each k's median counts (median_step_seconds says why the median). Fewer
+// sequences (scaled up) or shorter contexts when the pool is short.
+std::vector<double> Engine::Impl::time_verify_steps(int32_t batch, const std::vector<int32_t>& ks) {
+  constexpr int kWarmup = 2, kRounds = 7;
   const int32_t bs = kv->block_size(), n_avail = kv->pool().n_blocks_free();
-  const int32_t width = 1 + k;
-  const int32_t per_seq = std::min(KvManager::blocks_for(64 + width, bs), std::max(1, n_avail / std::max(1, batch)));
+  const int32_t max_width = 1 + *std::max_element(ks.begin(), ks.end());
+  const int32_t per_seq = std::min(KvManager::blocks_for(64 + max_width, bs), std::max(1, n_avail / std::max(1, batch)));
   const int32_t n_fit = std::min(batch, n_avail / per_seq);
-  TF_ASSERT(n_fit > 0 && per_seq * bs >= width, "no free KV blocks to time a verification step");
-  const int32_t ctx = std::min(per_seq * bs - width, int32_t(model->config().max_position) - width);
+  TF_ASSERT(n_fit > 0 && per_seq * bs >= max_width, "no free KV blocks to time a verification step");
+  const int32_t ctx = std::min(per_seq * bs - max_width, int32_t(model->config().max_position) - max_width);
   std::vector<int64_t> seqs;
   for (int32_t b = 0; b < n_fit; ++b) {
     seqs.push_back(-2 - b);
-    TF_ASSERT(kv->grow(seqs.back(), ctx + width), "free blocks vanished");
+    TF_ASSERT(kv->grow(seqs.back(), ctx + max_width), "free blocks vanished");
   }
-  BatchBuilder bb(bs, per_seq, kv->n_groups());
-  const std::vector<int32_t> ids(size_t(width), 0);
-  for (int64_t id : seqs)
-    bb.add(SeqChunk{.ids = ids.data(), .n_ids = width, .start_pos = ctx, .tables = kv->tables(id),
-                    .all_logits = true});
-  const Batch b = bb.take();
-  const double t = median_step_seconds([&] {
+  std::vector<Batch> steps;
+  const std::vector<int32_t> ids(size_t(max_width), 0);
+  for (int32_t k : ks) {
+    BatchBuilder bb(bs, per_seq, kv->n_groups());
+    for (int64_t id : seqs)
+      bb.add(SeqChunk{.ids = ids.data(), .n_ids = 1 + k, .start_pos = ctx, .tables = kv->tables(id),
+                      .all_logits = true});
+    steps.push_back(bb.take());
+  }
+  auto run = [&](const Batch& b) {
     const TensorView logits = run_forward(*model, *backend, b);
     if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
       if (ids_dev.data) backend->release(ids_dev);
@@ -209,9 +306,21 @@ double Engine::Impl::time_verify_step(int32_t batch, int32_t k) {
     backend->argmax_rows(logits, dev);
     ids_host.resize(size_t(logits.shape[0]));
     backend->copy_to_host(dev, ids_host.data());
-  });
+  };
+  std::vector<std::vector<double>> t(ks.size());
+  for (int round = 0; round < kWarmup + kRounds; ++round)
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const auto t0 = Clock::now();
+      run(steps[i]);
+      if (round >= kWarmup) t[i].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
   for (int64_t id : seqs) kv->free(id);
-  return t * double(batch) / double(n_fit);
+  std::vector<double> out;
+  for (std::vector<double>& v : t) {
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
+    out.push_back(v[v.size() / 2] * double(batch) / double(n_fit));
+  }
+  return out;
 }
 
 SpecCostModel Engine::Impl::measure_spec_costs(const CostGrid& grid) {
@@ -221,9 +330,9 @@ SpecCostModel Engine::Impl::measure_spec_costs(const CostGrid& grid) {
   };
   if (!ascending_from(grid.batches, 1) || !ascending_from(grid.ks, 0) || grid.ks[0] != 0)
     fail("speculation cost grid: batch sizes must ascend from >= 1 and proposal counts from 0");
-  ProgressBar bar("measuring speculation costs", int64_t(grid.batches.size() * (grid.ks.size() + 1)));
+  ProgressBar bar("measuring speculation costs", int64_t(grid.batches.size() * 2));
   SpecCostModel m = measure_cost_model(
-      grid, [&](int32_t b, int32_t k) { return time_verify_step(b, k); },
+      grid, [&](int32_t b, const std::vector<int32_t>& ks) { return time_verify_steps(b, ks); },
       [&](int32_t b) { return proposer->measure_step_seconds(b); },
       [&](int32_t done, int32_t) { bar.update(done); });
   bar.finish();

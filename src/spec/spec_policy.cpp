@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "core/error.h"
@@ -26,7 +27,7 @@ double lerp(double a, double b, double w) { return a + (b - a) * w; }
 
 }  // namespace
 
-double SpecCostModel::verify(int32_t batch, int32_t k) const {
+double SpecCostModel::verify(int32_t batch, double k) const {
   TF_ASSERT(!empty() && verify_s.size() == batches.size() * ks.size(), "empty or malformed cost model");
   auto at_batch = [&](size_t ib) {
     const auto [ik, w] = bracket(ks, k);
@@ -106,17 +107,17 @@ CostGrid default_cost_grid(int32_t max_batch, int32_t k_max) {
   return g;
 }
 
-SpecCostModel measure_cost_model(const CostGrid& grid, const std::function<double(int32_t, int32_t)>& verify_s,
-                                 const std::function<double(int32_t)>& draft_s,
-                                 const std::function<void(int32_t, int32_t)>& progress) {
+SpecCostModel measure_cost_model(
+    const CostGrid& grid, const std::function<std::vector<double>(int32_t, const std::vector<int32_t>&)>& verify_s,
+    const std::function<double(int32_t)>& draft_s, const std::function<void(int32_t, int32_t)>& progress) {
   SpecCostModel m{.batches = grid.batches, .ks = grid.ks};
-  const int32_t total = int32_t(grid.batches.size() * (grid.ks.size() + 1));
+  const int32_t total = int32_t(grid.batches.size() * 2);
   int32_t done = 0;
   for (int32_t b : grid.batches) {
-    for (int32_t k : grid.ks) {
-      m.verify_s.push_back(verify_s(b, k));
-      if (progress) progress(++done, total);
-    }
+    const std::vector<double> t = verify_s(b, grid.ks);
+    TF_ASSERT(t.size() == grid.ks.size(), "{} verification times for {} proposal counts", t.size(), grid.ks.size());
+    for (size_t i = 0; i < t.size(); ++i) m.verify_s.push_back(i == 0 ? t[i] : std::max(t[i], m.verify_s.back()));
+    if (progress) progress(++done, total);
     m.draft_s.push_back(draft_s(b));
     if (progress) progress(++done, total);
   }
@@ -140,25 +141,64 @@ bool proposals_can_pay(const std::vector<double>& c) {
   return false;
 }
 
-std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max) {
-  const double plain = m.verify(batch, 0), draft = m.draft(batch);
+int32_t StepCalibration::bucket(int32_t batch) {
+  int32_t b = 1;
+  while (b < batch) b *= 2;
+  return b;
+}
+
+void StepCalibration::observe(int32_t batch, int32_t width, double predicted_s, double measured_s) {
+  if (!(predicted_s > 0.0) || !(measured_s > 0.0) || !std::isfinite(measured_s)) return;
+  Entry& e = entries_[{bucket(batch), width}];
+  if (++e.n <= kSkip) return;
+  const double r = measured_s / predicted_s;
+  e.ratio = e.n == kSkip + 1 ? r : 0.9 * e.ratio + 0.1 * std::clamp(r, e.ratio / 4.0, e.ratio * 4.0);
+}
+
+double StepCalibration::factor(int32_t batch, int32_t width) const {
+  const int32_t b = bucket(batch);
+  const Entry* best = nullptr;
+  int32_t best_d = 0;
+  for (auto it = entries_.lower_bound({b, 0}); it != entries_.end() && it->first.first == b; ++it) {
+    const int32_t w = it->first.second;
+    if (it->second.n <= kSkip || (w == 0) != (width == 0)) continue;
+    const int32_t d = std::abs(w - width);
+    if (!best || d < best_d) best = &it->second, best_d = d;
+  }
+  return best ? best->ratio : 1.0;
+}
+
+std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,
+                                   const StepCalibration* cal) {
+  auto f = [&](int32_t j) { return cal ? cal->factor(batch, j) : 1.0; };
+  const double plain = m.verify(batch, 0) * f(0), draft = with_draft ? m.draft(batch) : 0.0;
   std::vector<double> c;
-  for (int32_t j = 0; j <= k_max; ++j) c.push_back((m.verify(batch, j) + j * draft) / plain);
+  for (int32_t j = 0; j <= k_max; ++j) c.push_back((m.verify(batch, j) + j * draft) * f(j) / plain);
   return c;
 }
 
 int32_t proposal_length(double rate, const std::vector<double>& c) {
-  double tokens = 1.0, used = 1.0, best = 0.0;
-  int32_t best_j = 0;
-  for (size_t j = 0; j < c.size(); ++j) {
-    if (j > 0) tokens += (used *= rate);
-    const double ratio = tokens / c[j];
+  const int32_t n = int32_t(c.size()) - 1;
+  return step_width(std::span<const double>(&rate, 1), std::span<const int32_t>(&n, 1), c);
+}
+
+int32_t step_width(std::span<const double> rates, std::span<const int32_t> n, const std::vector<double>& c) {
+  TF_ASSERT(rates.size() == n.size() && !c.empty(), "step_width: {} rates for {} sequences", rates.size(), n.size());
+  // used[i] = rate_i^w, the chance that sequence i's proposal w is used.
+  std::vector<double> used(rates.size(), 1.0);
+  double tokens = double(rates.size()), best = 0.0;
+  int32_t best_w = 0;
+  for (size_t w = 0; w < c.size(); ++w) {
+    if (w > 0)
+      for (size_t i = 0; i < rates.size(); ++i)
+        if (int32_t(w) <= n[i]) tokens += (used[i] *= rates[i]);
+    const double ratio = tokens / c[w];
     if (ratio > best * (1.0 + 1e-12)) {
       best = ratio;
-      best_j = int32_t(j);
+      best_w = int32_t(w);
     }
   }
-  return best_j;
+  return best_w;
 }
 
 }  // namespace tf

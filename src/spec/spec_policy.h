@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,7 @@ struct SpecCostModel {
   // Interpolated linearly in batch and in k; past the largest batch measured, time grows in
   // proportion to the batch (as when compute-bound: the cautious guess); past the largest k,
   // linearly from the last two.
-  double verify(int32_t batch, int32_t k) const;
+  double verify(int32_t batch, double k) const;
   double draft(int32_t batch) const;
 
   // {"batches": [...], "ks": [...], "verify_s": [[per k] per batch], "draft_s": [...]}
@@ -51,14 +53,19 @@ struct SpecCostModel {
 // part of, and on a quiet device the two agree.
 double median_step_seconds(const std::function<void()>& step, int warmup = 2, int runs = 7);
 
-// Times each grid point with the callbacks (which run the steps and return seconds).
+// Times each grid point with the callbacks, which run the steps and return seconds: verify_s
+// the target steps of one batch size for every k of the grid at once (so that it can
+// interleave them, and a load that changes while it measures shifts every k alike), draft_s
+// one proposal step. A batch size's verification times are made non-decreasing in k (a step
+// that verifies more tokens is not cheaper; a lower reading is noise).
 struct CostGrid {
   std::vector<int32_t> batches;
   std::vector<int32_t> ks;
 };
-SpecCostModel measure_cost_model(const CostGrid& grid, const std::function<double(int32_t batch, int32_t k)>& verify_s,
-                                 const std::function<double(int32_t batch)>& draft_s,
-                                 const std::function<void(int32_t done, int32_t total)>& progress = {});
+SpecCostModel measure_cost_model(
+    const CostGrid& grid, const std::function<std::vector<double>(int32_t batch, const std::vector<int32_t>& ks)>& verify_s,
+    const std::function<double(int32_t batch)>& draft_s,
+    const std::function<void(int32_t done, int32_t total)>& progress = {});
 // The grid for batches up to max_batch and proposals up to k_max: batches 1, 4, 16, 64, ...
 // (and max_batch), ks 0, 1, 2, 4, ... (and k_max).
 CostGrid default_cost_grid(int32_t max_batch, int32_t k_max);
@@ -82,11 +89,47 @@ class AcceptanceRate {
   double kept_ = 0, seen_ = 0;
 };
 
-// c[j] for j = 0..k_max at batch size `batch` (the rule at the top; c[0] == 1).
-std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max);
+// What a step really took against what the cost model predicts for it: per batch size (to the
+// next power of two) and verification width (proposals per sequence, rounded up; 0 for plain
+// decoding), an exponentially weighted ratio of measured to predicted seconds. It scales the
+// model's costs for the adaptive rule, so that what the model leaves out (host work per
+// step, a draft model's catch-up forward, a step the device runs unrecorded) counts, and
+// speculation stops where in fact it does not pay. The first kSkip steps of each kind are
+// left out (per-shape kernel choice and CUDA Graph recording happen there), and one reading
+// moves the ratio at most 4x.
+class StepCalibration {
+ public:
+  static constexpr int32_t kSkip = 2;
+  void observe(int32_t batch, int32_t width, double predicted_s, double measured_s);
+  // The ratio for (batch, width); a width not measured at this batch size takes the nearest
+  // measured width's (speculating ones only for width > 0); 1 where nothing was measured.
+  double factor(int32_t batch, int32_t width) const;
+
+ private:
+  struct Entry {
+    int32_t n = 0;
+    double ratio = 1.0;
+  };
+  static int32_t bucket(int32_t batch);
+  std::map<std::pair<int32_t, int32_t>, Entry> entries_;
+};
+
+// c[j] for j = 0..k_max at batch size `batch` (the rule at the top; c[0] == 1); with_draft
+// false leaves the draft steps out (T_d = 0: proposals already made cost nothing more); cal
+// scales each step's predicted time by what such steps measured.
+std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft = true,
+                                   const StepCalibration* cal = nullptr);
 // The j in [0, c.size() - 1] that maximises (1 + rate + ... + rate^j) / c[j] (the shortest
 // among equals).
 int32_t proposal_length(double rate, const std::vector<double>& c);
+// One width for a whole step (a backend that records forwards runs a step fast only when every
+// sequence computes the same number of tokens, so proposals are padded to the longest and the
+// step costs c[w] whatever each sequence verifies): the w in [0, c.size() - 1] that maximises
+// sum_i E_i(w) / c[w], E_i(w) = 1 + rate_i + ... + rate_i^min(w, n_i), where n_i is the
+// number of proposals sequence i has (or could have); the shortest among equals. 0 (plain
+// decoding) unless the step's expected tokens per unit of time beat plain decoding's.
+// rates.size() == n.size().
+int32_t step_width(std::span<const double> rates, std::span<const int32_t> n, const std::vector<double>& c);
 // Whether some length pays at all, at acceptance rate 1 (j + 1 tokens per step at cost c[j]):
 // where none does (a large batch on a compute-bound device), nothing is proposed, not even to
 // probe a sequence's acceptance.

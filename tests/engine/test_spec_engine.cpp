@@ -1,5 +1,6 @@
 // Speculative decoding inside the batching engine on tiny-main (CPU): with a draft model
-// (tiny-draft) and with prompt lookup, fixed and adaptive lengths,
+// (tiny-draft) and with prompt lookup, fixed and adaptive lengths, proposals padded to one
+// width per step or not,
 // - greedy ids (and logprobs, stops, finish reasons, repetition penalty) are those of the
 //   engine without speculation, for every golden prompt, in one batch and mixed with
 //   prefills, chunked prefill, preemption (a small KV pool) and shared prefixes;
@@ -140,10 +141,14 @@ TEST_F(SpecEngine, GreedyIdsOfEveryGoldenPromptAreThoseWithoutSpeculation) {
       << "stops inside a verified run must be covered";
   for (const char* method : {"draft", "ngram"}) {
     for (bool adaptive : {false, true}) {
-      SCOPED_TRACE(std::string(method) + (adaptive ? " adaptive" : " fixed k"));
-      const Outcome spec = run(options(method, adaptive), reqs);
-      expect_same(spec, plain);
-      expect_speculated(spec);
+      for (const char* uniform : {"auto", "on"}) {  // auto: off on the CPU; on: padded to one width per step
+        SCOPED_TRACE(std::string(method) + (adaptive ? " adaptive" : " fixed k") + " uniform width " + uniform);
+        EngineOptions o = options(method, adaptive);
+        o.spec.uniform_width = uniform;
+        const Outcome spec = run(o, reqs);
+        expect_same(spec, plain);
+        expect_speculated(spec);
+      }
     }
   }
 }
@@ -162,16 +167,19 @@ TEST_F(SpecEngine, MixedBatchWithChunkedPrefillPreemptionAndSharedPrefixes) {
   for (size_t i = 0; i < reqs.size(); ++i) arrival.push_back(int(i * 3 % 7));
   const Outcome plain = run({.model_dir = kMain}, reqs);
   for (const char* method : {"draft", "ngram"}) {
-    SCOPED_TRACE(method);
-    EngineOptions o = options(method, /*adaptive=*/false);
-    o.block_size = 8;
-    o.n_kv_blocks = 48;
-    o.max_batch_tokens = 48;
-    const Outcome spec = run(o, reqs, arrival);
-    expect_same(spec, plain);
-    expect_speculated(spec);
-    EXPECT_GT(spec.metrics.n_preemptions, 0) << "the 48-block pool was meant to force preemption";
-    EXPECT_GT(spec.metrics.prefix_hit_tokens, 0);
+    for (const char* uniform : {"auto", "on"}) {
+      SCOPED_TRACE(std::string(method) + " uniform width " + uniform);
+      EngineOptions o = options(method, /*adaptive=*/false);
+      o.spec.uniform_width = uniform;
+      o.block_size = 8;
+      o.n_kv_blocks = 48;
+      o.max_batch_tokens = 48;
+      const Outcome spec = run(o, reqs, arrival);
+      expect_same(spec, plain);
+      expect_speculated(spec);
+      EXPECT_GT(spec.metrics.n_preemptions, 0) << "the 48-block pool was meant to force preemption";
+      EXPECT_GT(spec.metrics.prefix_hit_tokens, 0);
+    }
   }
 }
 
@@ -240,6 +248,9 @@ TEST_F(SpecEngine, BadOptionsAreRefusedWithTheirName) {
   o = options("ngram", true);
   o.spec.cost_model_file = (dir_ / "missing.json").string();
   EXPECT_CONTAINS(test::error_of([&] { Engine e(o); }), "missing.json");
+  o = options("ngram", false);
+  o.spec.uniform_width = "sometimes";
+  EXPECT_CONTAINS(test::error_of([&] { Engine e(o); }), "sometimes");
 }
 
 // Sampled tokens: 3 new tokens per request, temperature 1 with top-k 3, so every output is

@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "core/error.h"
 #include "spec/spec_policy.h"
@@ -69,10 +71,20 @@ TEST(SpecCostModel, DefaultGridAndMeasurement) {
   EXPECT_EQ(default_cost_grid(1, 1).ks, (std::vector<int32_t>{0, 1}));
   int32_t calls = 0;
   const SpecCostModel m = measure_cost_model(
-      g, [&](int32_t b, int32_t k) { return ++calls, double(b * 100 + k); }, [](int32_t b) { return double(b); });
-  EXPECT_EQ(calls, 16);
+      g,
+      [&](int32_t b, const std::vector<int32_t>& ks) {
+        ++calls;
+        std::vector<double> t;
+        for (int32_t k : ks) t.push_back(double(b * 100 + k));
+        if (b == 4) t[2] = 350;  // a noisy reading below k = 1's
+        return t;
+      },
+      [](int32_t b) { return double(b); });
+  EXPECT_EQ(calls, 4);
   EXPECT_DOUBLE_EQ(m.verify(16, 2), 1602);
   EXPECT_DOUBLE_EQ(m.draft(64), 64);
+  EXPECT_DOUBLE_EQ(m.verify(4, 2), 401) << "made non-decreasing in k";
+  EXPECT_DOUBLE_EQ(m.verify(4, 4), 404);
 }
 
 TEST(AcceptanceRate, FollowsRecentVerificationsAndDriftsBackWhenIdle) {
@@ -126,6 +138,84 @@ TEST(ProposalLength, NeverSlowerThanPlainAndLongAtBatchOne) {
   EXPECT_GE(proposal_length(0.8, proposal_costs(m, 1, 8)), 6);
   EXPECT_EQ(proposal_length(0.95, proposal_costs(m, 128, 8)), 0);
   EXPECT_EQ(proposal_length(0.0, proposal_costs(m, 1, 8)), 0);
+}
+
+// Expected tokens per second of a padded step at batch rates.size() where every sequence
+// computes 1 + w tokens and sequence i verifies min(w, n[i]) proposals (iid acceptance), the
+// draft steps left out (the proposals exist already).
+double padded_throughput(const SpecCostModel& m, const std::vector<double>& rates, const std::vector<int32_t>& n,
+                         int32_t w) {
+  double tokens = 0;
+  for (size_t i = 0; i < rates.size(); ++i) {
+    double used = 1;
+    tokens += 1;
+    for (int32_t j = 0; j < std::min(w, n[i]); ++j) tokens += (used *= rates[i]);
+  }
+  return tokens / m.verify(int32_t(rates.size()), w);
+}
+
+TEST(StepWidth, BestPaddedWidthAndNeverBelowPlain) {
+  const SpecCostModel m = device_like();
+  for (int32_t b : {1, 4, 16, 64, 128}) {
+    const std::vector<double> c = proposal_costs(m, b, 8, /*with_draft=*/false);
+    for (double spread : {0.0, 0.3, 0.6}) {
+      for (double r : {0.0, 0.2, 0.5, 0.8, 0.95}) {
+        std::vector<double> rates;
+        std::vector<int32_t> n;
+        for (int32_t i = 0; i < b; ++i) {
+          rates.push_back(std::clamp(r + spread * (double(i % 3) - 1.0), 0.0, 1.0));
+          n.push_back(i % 4 == 3 ? 0 : 2 + i % 7);  // some have nothing to offer, others 2..8
+        }
+        const int32_t w = step_width(rates, n, c);
+        double best = 0;
+        for (int32_t f = 0; f <= 8; ++f) best = std::max(best, padded_throughput(m, rates, n, f));
+        EXPECT_GE(padded_throughput(m, rates, n, w), best * (1 - 1e-12)) << "batch " << b << " rate " << r;
+        EXPECT_GE(padded_throughput(m, rates, n, w), padded_throughput(m, rates, n, 0) * (1 - 1e-12));
+      }
+    }
+  }
+  const std::vector<double> c1 = proposal_costs(m, 1, 8, false), c128 = proposal_costs(m, 128, 8, false);
+  const std::vector<double> high(128, 0.95);
+  const std::vector<int32_t> eight(128, 8), none(128, 0);
+  EXPECT_EQ(step_width(std::span(high).first(1), std::span(eight).first(1), c1), proposal_length(0.95, c1))
+      << "one sequence: the per-sequence rule";
+  EXPECT_GE(step_width(std::span(high).first(1), std::span(eight).first(1), c1), 6);
+  EXPECT_EQ(step_width(std::vector<double>(128, 0.8), eight, c128), 0) << "compute-bound: plain decoding";
+  EXPECT_EQ(step_width(std::span(high).first(1), std::span(none).first(1), c1), 0) << "nothing proposed: plain";
+  const std::vector<int32_t> two(1, 2);
+  EXPECT_LE(step_width(std::span(high).first(1), two, c1), 2) << "never wider than the longest proposal";
+  EXPECT_EQ(step_width({}, {}, c1), 0);
+}
+
+TEST(StepCalibration, MeasuredOverPredictedPerBatchAndWidth) {
+  StepCalibration cal;
+  EXPECT_DOUBLE_EQ(cal.factor(16, 4), 1.0) << "nothing measured: the model as it is";
+  for (int i = 0; i < StepCalibration::kSkip; ++i) cal.observe(16, 4, 1e-3, 50e-3);  // recording steps
+  EXPECT_DOUBLE_EQ(cal.factor(16, 4), 1.0) << "the first steps of a kind are left out";
+  cal.observe(16, 4, 1e-3, 2e-3);
+  EXPECT_DOUBLE_EQ(cal.factor(16, 4), 2.0);
+  EXPECT_DOUBLE_EQ(cal.factor(9, 4), 2.0) << "batch sizes to the next power of two share a ratio";
+  EXPECT_DOUBLE_EQ(cal.factor(8, 4), 1.0);
+  EXPECT_DOUBLE_EQ(cal.factor(16, 1), 2.0) << "an unmeasured width takes the nearest measured one's";
+  EXPECT_DOUBLE_EQ(cal.factor(16, 0), 1.0) << "but plain decoding only its own";
+  cal.observe(16, 4, 1e-3, 1.0);  // one wild reading moves the ratio at most 4x (weight 0.1)
+  EXPECT_NEAR(cal.factor(16, 4), 0.9 * 2.0 + 0.1 * 8.0, 1e-12);
+  for (int i = 0; i < 200; ++i) cal.observe(16, 4, 1e-3, 3e-3);
+  EXPECT_NEAR(cal.factor(16, 4), 3.0, 1e-6) << "follows what steps take now";
+  for (int i = 0; i < 3; ++i) cal.observe(16, 0, 1e-3, 1.5e-3);
+  EXPECT_DOUBLE_EQ(cal.factor(16, 0), 1.5);
+  cal.observe(16, 2, 0.0, 1e-3);  // no prediction: ignored
+  cal.observe(16, 2, 1e-3, -1.0);
+  EXPECT_NEAR(cal.factor(16, 2), 3.0, 1e-6);
+
+  // The scaled costs: verification measured 3x its prediction, plain 1.5x, so c_j doubles,
+  // and where the model said proposals pay they may no longer.
+  const SpecCostModel m = device_like();
+  const std::vector<double> raw = proposal_costs(m, 16, 4), scaled = proposal_costs(m, 16, 4, true, &cal);
+  EXPECT_DOUBLE_EQ(scaled[0], 1.0);
+  for (size_t j = 1; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], 2.0 * raw[j], 1e-9);
+  EXPECT_GT(proposal_length(0.7, raw), 0);
+  EXPECT_EQ(proposal_length(0.7, scaled), 0);
 }
 
 }  // namespace

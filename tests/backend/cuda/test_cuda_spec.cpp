@@ -1,7 +1,8 @@
 // Speculative decoding on the CUDA backend, tiny-main with BF16 KV: the greedy ids of every
-// golden prompt, all in one batch, with speculation (tiny-draft with a fixed k = 4, so that
-// the steps where every sequence verifies 4 proposals have one width and are recorded as CUDA
-// Graphs; tiny-draft adaptive; prompt lookup) equal those of the same engine without it,
+// golden prompt, all in one batch, with speculation (tiny-draft with a fixed k = 4; tiny-draft
+// adaptive; prompt lookup fixed and adaptive, its proposals padded to one width per step, so
+// that verification steps are recorded as CUDA Graphs, and not padded) equal those of the
+// same engine without it,
 // except where a BF16 near-tie flips. A verification runs a sequence's 1 + k tokens through
 // the prefill kernels (GEMM, tiled attention) where plain decoding runs the decode kernels
 // (GEMV, split-K attention), so rounding differs and bitwise equality is not promised: at
@@ -85,6 +86,8 @@ TEST(CudaSpec, GreedyEqualsPlainUpToNearTies) {
       {"draft k=4", {.method = "draft", .draft_model_dir = test::model_dir("tiny-draft"), .k = 4, .adaptive = false}},
       {"draft adaptive", {.method = "draft", .draft_model_dir = test::model_dir("tiny-draft"), .k = 4}},
       {"ngram k=4", {.method = "ngram", .k = 4, .adaptive = false}},
+      {"ngram k=4 unpadded", {.method = "ngram", .k = 4, .adaptive = false, .uniform_width = "off"}},
+      {"ngram adaptive", {.method = "ngram", .k = 4}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
