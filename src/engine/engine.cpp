@@ -282,7 +282,11 @@ std::vector<RequestOutput> Engine::Impl::step() {
   }
   const auto t4 = Clock::now();
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  if (proposer) calibrate(so, secs(t4 - t0));
+  if (proposer) {
+    int64_t n_emitted = 0;
+    for (const RequestOutput& o : outs) n_emitted += int64_t(o.new_token_ids.size());
+    calibrate(so, secs(t4 - t0), n_emitted);
+  }
   ++n_steps;
   schedule_s += secs(t1 - t0);
   launch_s += secs(t2 - t1);

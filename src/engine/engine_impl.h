@@ -110,6 +110,7 @@ struct Engine::Impl {
   AcceptanceRate spec_acceptance{0.98};  // over every sequence: a new sequence's prior
   int64_t spec_idle_steps = 0;           // one-width steps in a row the policy proposed nothing
   StepCalibration spec_calibration;      // adaptive: measured step times against the cost model's
+  SpeculationGate spec_gate;             // adaptive: tokens/s realised with and without proposals
   int32_t spec_draft_steps = 0;          // this step's proposal steps (the longest proposal asked for)
 
   // engine_spec.cpp: speculative decoding inside the step.
@@ -129,8 +130,8 @@ struct Engine::Impl {
   SpecCostModel measure_spec_costs(const CostGrid& grid);
   void set_spec_costs(const SpecCostModel& m);
   // Adaptive: feeds a step of decodes and verifications only, which took `seconds` from the
-  // start of propose() to its outputs, to spec_calibration.
-  void calibrate(const ScheduleOutput& so, double seconds);
+  // start of propose() to its outputs and emitted `tokens`, to spec_calibration and spec_gate.
+  void calibrate(const ScheduleOutput& so, double seconds, int64_t tokens);
   void set_spec_mode(const SpecMode& m);
   std::vector<CopyRange> copy_policy;  // which weight copy steps use (as given or measured at load)
   std::vector<CopyTiming> copy_timings;  // the measurements behind it, when measured

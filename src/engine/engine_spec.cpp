@@ -8,7 +8,9 @@
 // sequence decodes, SpecOptions::uniform_width) one width for the batch (step_width), chosen
 // again once the proposals are known (prompt lookup may offer fewer, or none) and then
 // padded to. The costs are the model's scaled by what such steps measured (StepCalibration,
-// fed by calibrate() after every step of decodes and verifications). Where the policy
+// fed by calibrate() after every step of decodes and verifications), and where steps with
+// proposals emitted fewer tokens per second than plain ones at this batch size, nothing is
+// proposed (SpeculationGate) but to measure again now and then. Where the policy
 // proposes nothing, a sequence (or, one-width, the whole batch) gets one proposal every
 // kProbeEvery (kStepProbeEvery) such steps if any length could pay at this batch size, so
 // that the rates follow the text. The scheduler takes proposals where budget and free
@@ -102,6 +104,16 @@ void Engine::Impl::propose() {
   if (ids.empty()) return;
   std::sort(ids.begin(), ids.end());  // a fixed order: the proposer's batches do not depend on hashing
   const int32_t batch = std::max(1, sched->n_running());
+  if (spec_mode.adaptive && spec_gate.decide(batch) == SpeculationGate::Step::Plain) {
+    for (RequestId id : ids) {
+      SpecState& s = *state(id).spec;
+      s.proposal.clear();
+      s.q.clear();
+      s.n_real = 0;
+      s.acceptance.idle();
+    }
+    return;
+  }
   const bool uniform = uniform_step(int32_t(ids.size()));
   const double prior = spec_acceptance.rate();
   std::vector<int32_t> want(ids.size(), spec_mode.k);
@@ -188,7 +200,7 @@ void Engine::Impl::propose() {
   }
 }
 
-void Engine::Impl::calibrate(const ScheduleOutput& so, double seconds) {
+void Engine::Impl::calibrate(const ScheduleOutput& so, double seconds, int64_t tokens) {
   if (!spec_mode.enabled || !spec_mode.adaptive || spec_costs.empty() || so.seqs.empty()) return;
   int32_t n_spec = 0;
   for (const ScheduledSeq& q : so.seqs) {
@@ -199,6 +211,7 @@ void Engine::Impl::calibrate(const ScheduleOutput& so, double seconds) {
   const double mean_k = double(n_spec) / double(b);
   const double predicted = spec_costs.verify(b, mean_k) + spec_draft_steps * spec_costs.draft(b);
   spec_calibration.observe(b, (n_spec + b - 1) / b, predicted, seconds);
+  spec_gate.observe(b, n_spec > 0, tokens, seconds);
 }
 
 // Row i (0..n) of the sequence's rows scores the token after its first i proposals. Greedy

@@ -25,6 +25,13 @@ std::pair<size_t, double> bracket(const std::vector<int32_t>& grid, double x) {
 
 double lerp(double a, double b, double w) { return a + (b - a) * w; }
 
+// Batch sizes to the next power of two: the steps StepCalibration and SpeculationGate pool.
+int32_t pow2_bucket(int32_t batch) {
+  int32_t b = 1;
+  while (b < batch) b *= 2;
+  return b;
+}
+
 }  // namespace
 
 double SpecCostModel::verify(int32_t batch, double k) const {
@@ -141,11 +148,7 @@ bool proposals_can_pay(const std::vector<double>& c) {
   return false;
 }
 
-int32_t StepCalibration::bucket(int32_t batch) {
-  int32_t b = 1;
-  while (b < batch) b *= 2;
-  return b;
-}
+int32_t StepCalibration::bucket(int32_t batch) { return pow2_bucket(batch); }
 
 void StepCalibration::observe(int32_t batch, int32_t width, double predicted_s, double measured_s) {
   if (!(predicted_s > 0.0) || !(measured_s > 0.0) || !std::isfinite(measured_s)) return;
@@ -166,6 +169,23 @@ double StepCalibration::factor(int32_t batch, int32_t width) const {
     if (!best || d < best_d) best = &it->second, best_d = d;
   }
   return best ? best->ratio : 1.0;
+}
+
+SpeculationGate::Step SpeculationGate::decide(int32_t batch) {
+  Bucket& b = buckets_[pow2_bucket(batch)];
+  const int64_t step = ++b.steps;
+  if (!b.plain.measured()) return step % kPlainEvery == 0 ? Step::Plain : Step::Policy;
+  if (b.spec.measured() && b.spec.rate() < b.plain.rate()) return step % kRetryEvery == 0 ? Step::Policy : Step::Plain;
+  return Step::Policy;
+}
+
+void SpeculationGate::observe(int32_t batch, bool speculated, int64_t tokens, double seconds) {
+  if (!(seconds > 0.0) || !std::isfinite(seconds) || tokens < 0) return;
+  Bucket& b = buckets_[pow2_bucket(batch)];
+  Side& s = speculated ? b.spec : b.plain;
+  if (++s.n <= kSkip) return;
+  s.tokens = 0.8 * s.tokens + double(tokens);
+  s.seconds = 0.8 * s.seconds + seconds;
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,

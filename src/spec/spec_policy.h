@@ -114,6 +114,38 @@ class StepCalibration {
   std::map<std::pair<int32_t, int32_t>, Entry> entries_;
 };
 
+// The adaptive policy's check on itself: tokens per second that steps with proposals and
+// steps without them emitted, per batch size (to the next power of two). The cost model and
+// the acceptance rates predict that proposals pay; where steps with proposals in fact
+// emitted fewer tokens per second than plain steps at that batch size, the engine proposes
+// nothing there but in one step of kRetryEvery, which measures again (text and load change).
+// While plain steps are too few to compare, one step in kPlainEvery is plain. The first kSkip
+// steps of each kind per batch size are left out (recordings), and each side's counts are
+// exponentially weighted (decay 0.8: about the last 5 steps).
+class SpeculationGate {
+ public:
+  static constexpr int32_t kSkip = 2, kMin = 3, kPlainEvery = 4, kRetryEvery = 64;
+  enum class Step { Plain, Policy };  // propose nothing / as the policy says
+  // What the next step at `batch` does (counts the step).
+  Step decide(int32_t batch);
+  // A step of decodes and verifications at `batch` (with proposals or not) emitted `tokens`
+  // in `seconds`.
+  void observe(int32_t batch, bool speculated, int64_t tokens, double seconds);
+
+ private:
+  struct Side {
+    int32_t n = 0;
+    double tokens = 0, seconds = 0;
+    bool measured() const { return n >= kSkip + kMin; }
+    double rate() const { return seconds > 0 ? tokens / seconds : 0; }
+  };
+  struct Bucket {
+    Side plain, spec;
+    int64_t steps = 0;
+  };
+  std::map<int32_t, Bucket> buckets_;
+};
+
 // c[j] for j = 0..k_max at batch size `batch` (the rule at the top; c[0] == 1); with_draft
 // false leaves the draft steps out (T_d = 0: proposals already made cost nothing more); cal
 // scales each step's predicted time by what such steps measured.

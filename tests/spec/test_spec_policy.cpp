@@ -218,5 +218,36 @@ TEST(StepCalibration, MeasuredOverPredictedPerBatchAndWidth) {
   EXPECT_EQ(proposal_length(0.7, scaled), 0);
 }
 
+// Steps at one batch size where plain steps emit 10 tokens in 1 ms and steps with proposals
+// `spec_tokens` in 2 ms; returns how many of `n` steps the gate let the policy speculate.
+int32_t gated_steps(SpeculationGate& g, int32_t batch, double spec_tokens, int32_t n) {
+  int32_t speculated = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const bool spec = g.decide(batch) == SpeculationGate::Step::Policy;  // the policy always proposes here
+    speculated += spec;
+    g.observe(batch, spec, spec ? int64_t(spec_tokens) : 10, spec ? 2e-3 : 1e-3);
+  }
+  return speculated;
+}
+
+TEST(SpeculationGate, ProposesNothingWhereProposalsEmittedFewerTokensPerSecond) {
+  SpeculationGate losing;
+  const int32_t first = gated_steps(losing, 16, 15, 64);  // 7.5 tokens/ms against 10
+  EXPECT_LT(first, 64) << "plain steps are measured too";
+  EXPECT_GE(first, SpeculationGate::kSkip + SpeculationGate::kMin);
+  const int32_t later = gated_steps(losing, 16, 15, 640);
+  EXPECT_LE(later, 640 / SpeculationGate::kRetryEvery + 1) << "only the retries speculate";
+  EXPECT_GE(later, 640 / SpeculationGate::kRetryEvery - 1);
+
+  SpeculationGate winning;
+  gated_steps(winning, 16, 30, 64);  // 15 tokens/ms against 10
+  EXPECT_EQ(gated_steps(winning, 16, 30, 640), 640) << "once plain is measured, the policy decides";
+
+  EXPECT_GT(gated_steps(losing, 2, 30, 64), 40) << "another batch size is judged on its own steps";
+  // Text changes: proposals that lost start paying; the retries see it and the gate opens.
+  EXPECT_GT(gated_steps(losing, 16, 60, 4 * SpeculationGate::kRetryEvery), 0);
+  EXPECT_EQ(gated_steps(losing, 16, 60, 64), 64);
+}
+
 }  // namespace
 }  // namespace tf
