@@ -97,15 +97,24 @@ TEST(CudaArchOps, MoeRoute) {
 // Experts: gate and up rounded to BF16 (as the dense path stores gate_up), the activation
 // rounded, the output rounded: four roundings' worth as the fused SwiGLU matmul, tol 1.2e-2.
 // Shapes include experts no token picks, d_ff and d_model not multiples of the 64-wide
-// tiles, and more assignments per expert than one 16-row tile.
+// tiles, and more assignments per expert than one 16-row tile. The parity models' shapes
+// (Mixtral: d_model 128, d_ff 128, 4 experts; Qwen3-MoE: d_ff 64, 8 experts; top 2) run at
+// token counts on both sides of the boundaries the kernels and the engine have: one and
+// several 16-row tiles per expert, 64 rows (where matmuls stop timing cuBLASLt), the golden
+// prompts' 24, 31 and 88 tokens, and a decode batch of 8.
 TEST(CudaArchOps, MoeExperts) {
   TF_REQUIRE_CUDA_DEVICE();
   struct Shape {
     int32_t rows;
     int64_t d_model, d_ff, ne, k;
   };
-  for (const Shape& s : {Shape{1, 128, 64, 8, 2}, Shape{3, 256, 96, 8, 2}, Shape{64, 128, 160, 4, 2},
-                         Shape{200, 192, 64, 16, 4}, Shape{5, 128, 64, 64, 8}}) {
+  std::vector<Shape> shapes = {Shape{1, 128, 64, 8, 2}, Shape{3, 256, 96, 8, 2}, Shape{64, 128, 160, 4, 2},
+                               Shape{200, 192, 64, 16, 4}, Shape{5, 128, 64, 64, 8}};
+  for (int32_t rows : {1, 8, 15, 16, 17, 24, 31, 32, 33, 63, 64, 65, 88, 89, 129}) {
+    shapes.push_back(Shape{rows, 128, 128, 4, 2});
+    shapes.push_back(Shape{rows, 128, 64, 8, 2});
+  }
+  for (const Shape& s : shapes) {
     SCOPED_TRACE("rows=" + std::to_string(s.rows) + " d_model=" + std::to_string(s.d_model) + " d_ff=" +
                  std::to_string(s.d_ff) + " experts=" + std::to_string(s.ne) + " top=" + std::to_string(s.k));
     test::Backends be;
