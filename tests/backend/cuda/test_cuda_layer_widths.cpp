@@ -15,6 +15,7 @@
 #include "cuda_test_report.h"
 #include "engine/golden_util.h"
 #include "model/arch/cut_model.h"
+#include "model/config.h"
 #include "twofold/engine.h"
 
 namespace tf {
