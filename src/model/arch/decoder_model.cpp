@@ -108,8 +108,8 @@ Activations DecoderModel::layer_activations(const Activations& a, int64_t il) co
   return v;
 }
 
-// Buffers sized for this rank's shard (its widest layer); those of a kind of MLP the model does not have (the
-// dense MLP of an all-experts model, the router of a dense one) stay empty.
+// Buffers sized for this rank's shard (its widest layer); those of a kind of MLP the model
+// does not have (the dense MLP of an all-experts model, the router of a dense one) stay empty.
 bool DecoderModel::reserve(int64_t n_tokens, int64_t n_out) {
   if (n_tokens <= cap_tokens_ && n_out <= cap_out_) return false;
   Activations& s = scratch_;
