@@ -52,8 +52,11 @@ std::string weight_name(const WeightKey& key) {
 double perplexity(Model& model, Backend& be, const std::vector<int32_t>& ids, int32_t window) {
   const int32_t bs = 16, n_blocks = (window + bs - 1) / bs;
   const ModelConfig& cfg = model.config();
-  model.init_kv_cache(be, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks, .block_size = bs,
-                                      .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim, .dtype = DType::F32});
+  KvCacheSpec spec = kv_geometry(cfg);
+  spec.n_blocks = n_blocks;
+  spec.block_size = bs;
+  spec.dtype = DType::F32;
+  model.init_kv_cache(be, spec);
   std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
   for (int32_t b = 0; b < n_blocks; ++b) blocks[size_t(b)] = b;
   double nll = 0;
