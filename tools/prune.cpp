@@ -23,7 +23,7 @@ struct Args {
   std::string in, out, calib, eval, eval_format = "auto", score = "auto", recover = "lsq", sweep, plot;
   double heads = 0, ffn = 0, target_params = 0, max_ppl_increase = -1, min_keep = 10;
   int64_t channel_multiple = 8;
-  int64_t calib_tokens = 8192, calib_rows = 4096, select_tokens = 1024;
+  int64_t calib_tokens = 8192, calib_rows = 8192, select_tokens = 1024;
   int window = 256;
   int max_windows = 0;
   int threads = 0;
@@ -99,9 +99,22 @@ int run_prune(const Args& a) {
   apply_threads(a.threads);
   if (a.sweep.empty() && a.out.empty()) fail("prune: -o OUT is required (unless --sweep)");
   if (!a.plot.empty() && a.sweep.empty()) fail("--plot draws the --sweep curve: give --sweep too");
+  // What can be refused before the calibration forward is refused first.
+  check_plan_target(PlanTarget{.heads_pct = a.heads, .ffn_pct = a.ffn, .params_pct = a.target_params,
+                               .min_keep_pct = a.min_keep, .channel_multiple = a.channel_multiple});
+  if (a.sweep.empty()) {
+    parse_recovery(a.recover, "--recover");
+    if (a.heads <= 0 && a.ffn <= 0 && a.target_params <= 0 && a.max_ppl_increase < 0)
+      fail("prune: give a cut (--heads, --ffn or --target-params) or --max-ppl-increase to search for the largest one");
+  }
+  if ((a.max_ppl_increase >= 0 || !a.sweep.empty()) && a.eval.empty())
+    fail("prune: --max-ppl-increase and --sweep measure perplexity: give the evaluation tokens (--eval FILE)");
   const auto tok = Tokenizer::from_model(a.in);
   std::vector<int32_t> calib = tok->encode(read_text_file(a.calib), /*add_special=*/false);
   const std::vector<PruneScore> scores = scores_of(a.score);
+  for (const std::string& x : split(a.sweep))
+    if (x.find_first_not_of("0123456789.") != std::string::npos)
+      fail("--sweep: '{}' is not a number (expected percentages such as 5,10,20,30)", x);
   std::vector<int32_t> select;  // the held-out tail of the calibration text, for choosing a score
   if (scores.size() > 1 && a.sweep.empty()) {
     const size_t n = std::min<size_t>(size_t(a.select_tokens), calib.size() / 4);

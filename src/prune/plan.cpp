@@ -135,7 +135,7 @@ std::vector<LayerKeep> keep_all(const PruneShapes& shapes) {
   return out;
 }
 
-std::vector<LayerKeep> plan_pruning(const PruneShapes& s, const std::vector<LayerScores>& scores, const PlanTarget& t) {
+void check_plan_target(const PlanTarget& t) {
   check_pct(t.heads_pct, "--heads");
   check_pct(t.ffn_pct, "--ffn");
   check_pct(t.params_pct, "--target-params");
@@ -143,6 +143,10 @@ std::vector<LayerKeep> plan_pruning(const PruneShapes& s, const std::vector<Laye
   if (t.params_pct > 0 && (t.heads_pct > 0 || t.ffn_pct > 0))
     fail("--target-params splits the cut between heads and channels itself: give it alone, not with --heads or --ffn");
   if (t.channel_multiple < 1) fail("--channel-multiple must be at least 1, got {}", t.channel_multiple);
+}
+
+std::vector<LayerKeep> plan_pruning(const PruneShapes& s, const std::vector<LayerScores>& scores, const PlanTarget& t) {
+  check_plan_target(t);
   TF_ASSERT(scores.size() == s.layers.size(), "plan_pruning: {} layers of scores for {} layers", scores.size(),
             s.layers.size());
   std::vector<LayerState> st;

@@ -55,6 +55,8 @@ struct LayerKeep {
 };
 
 // Throws tf::Error for a negative or >= 100 percentage or params_pct combined with the others.
+void check_plan_target(const PlanTarget& t);
+// Checks t (check_plan_target), then plans.
 std::vector<LayerKeep> plan_pruning(const PruneShapes& shapes, const std::vector<LayerScores>& scores,
                                     const PlanTarget& target);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +97,37 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+
+using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// rows [n, k] times w^T ([m, k]) plus bias [m] or nothing: [n, m].
+MatF project(const std::vector<float>& rows, int64_t n, const TensorInfo& w, const TensorInfo* bias) {
+  const std::vector<float> wf = to_f32(w);
+  const Eigen::Map<const MatF> x(rows.data(), n, w.shape[1]);
+  const Eigen::Map<const MatF> wm(wf.data(), w.shape[0], w.shape[1]);
+  MatF y = x * wm.transpose();
+  if (bias) {
+    const std::vector<float> b = to_f32(*bias);
+    y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b.data(), w.shape[0]);
+  }
+  return y;
+}
+
+// Each row of rows [n, k] divided by rms[row].
+std::vector<float> divided(const std::vector<float>& rows, int64_t n, const std::vector<float>& rms) {
+  std::vector<float> out(rows.size());
+  const size_t k = rows.size() / size_t(n);
+  for (size_t r = 0; r < size_t(n); ++r)
+    for (size_t j = 0; j < k; ++j) out[r * k + j] = rows[r * k + j] / rms[r];
+  return out;
+}
+
+std::vector<float> row_rms(const MatF& x) {
+  std::vector<float> out(size_t(x.rows()));
+  for (Eigen::Index r = 0; r < x.rows(); ++r) out[size_t(r)] = std::sqrt(x.row(r).squaredNorm() / float(x.cols()) + 1e-12f);
+  return out;
+}
+
 }  // namespace
 
 Pruner::Pruner(PruneParams p) : p_(std::move(p)) {
@@ -130,6 +163,26 @@ Pruner::Pruner(PruneParams p) : p_(std::move(p)) {
     o_rows_.push_back(std::move(o.rows));
     down_rows_.push_back(std::move(d.rows));
   }
+  // The residual stream on the calibration rows (the embedding of their tokens plus every
+  // earlier sublayer's output, rebuilt from the captured o_proj and down_proj inputs): each
+  // sublayer's rows are scored divided by the rms of the residual its output joins, since
+  // the next RMSNorm divides by it. A contribution counts relative to the stream it joins,
+  // so an early layer's small outputs are not taken for unimportant ones.
+  const TensorInfo& embed = source_->get("model.embed_tokens.weight");
+  MatF resid(n_rows_, cfg_.d_model);
+  for (int64_t t = 0; t < n_rows_; ++t) {
+    load_row_f32(embed.data, embed.dtype, int64_t(p_.calib_ids[size_t(t)]) * cfg_.d_model, cfg_.d_model, resid.row(t).data());
+    resid.row(t) *= cfg_.embed_scale;
+  }
+  std::vector<std::vector<float>> o_scaled, down_scaled;
+  for (int64_t il = 0; il < cfg_.n_layers; ++il) {
+    resid += project(o_rows_[size_t(il)], n_rows_, source_->get(layer_tensor(il, "self_attn.o_proj.weight")),
+                     source_->find(layer_tensor(il, "self_attn.o_proj.bias")));
+    o_scaled.push_back(divided(o_rows_[size_t(il)], n_rows_, row_rms(resid)));
+    resid += project(down_rows_[size_t(il)], n_rows_, source_->get(layer_tensor(il, "mlp.down_proj.weight")),
+                     source_->find(layer_tensor(il, "mlp.down_proj.bias")));
+    down_scaled.push_back(divided(down_rows_[size_t(il)], n_rows_, row_rms(resid)));
+  }
   for (PruneScore s : {PruneScore::Wanda, PruneScore::Flap}) {
     std::vector<LayerScores>& out = s == PruneScore::Wanda ? wanda_ : flap_;
     for (int64_t il = 0; il < cfg_.n_layers; ++il) {
@@ -138,9 +191,9 @@ Pruner::Pruner(PruneParams p) : p_(std::move(p)) {
       const std::vector<float> wd = to_f32(source_->get(layer_tensor(il, "mlp.down_proj.weight")));
       const int64_t k_o = l.n_heads * cfg_.head_dim;
       out.push_back(LayerScores{
-          .heads = group_sums(column_scores(s, wo.data(), cfg_.d_model, k_o, o_rows_[size_t(il)].data(), n_rows_),
+          .heads = group_sums(column_scores(s, wo.data(), cfg_.d_model, k_o, o_scaled[size_t(il)].data(), n_rows_),
                               cfg_.head_dim),
-          .channels = column_scores(s, wd.data(), cfg_.d_model, l.d_ff, down_rows_[size_t(il)].data(), n_rows_)});
+          .channels = column_scores(s, wd.data(), cfg_.d_model, l.d_ff, down_scaled[size_t(il)].data(), n_rows_)});
     }
   }
 }
