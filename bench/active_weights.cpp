@@ -7,17 +7,16 @@ namespace tf::bench {
 ActiveWeights active_weights(const ModelConfig& cfg) {
   ActiveWeights a;
   const double d = double(cfg.d_model);
-  const double attn = d * double((cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim) +
-                      double(cfg.n_heads * cfg.head_dim) * d;
   a.expert_params_each = 3.0 * d * double(cfg.d_ff_expert);
-  for (int64_t il = 0; il < cfg.n_layers; ++il) {
-    a.params_per_token += attn;
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {  // each layer its own widths (pruned models)
+    const int64_t heads = cfg.heads_of(il), kv = cfg.kv_heads_of(il);
+    a.params_per_token += d * double((heads + 2 * kv) * cfg.head_dim) + double(heads * cfg.head_dim) * d;
     if (cfg.layer_is_moe(il)) {
       ++a.n_moe_layers;
       a.params_per_token += double(cfg.n_experts_per_tok) * a.expert_params_each + d * double(cfg.n_experts);
       a.expert_params += double(cfg.n_experts) * a.expert_params_each;
     } else {
-      a.params_per_token += 3.0 * d * double(cfg.d_ff);
+      a.params_per_token += 3.0 * d * double(cfg.d_ff_of(il));
     }
   }
   a.params_per_token += d * double(cfg.n_vocab);  // LM head

@@ -125,7 +125,9 @@ void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohm
   mean_len /= double(reqs.size());
   const ModelConfig& cfg = engine.config();
   auto bytes_per_token = [&](int elem, int scale) {
-    return double(cfg.n_layers) * 2.0 * double(cfg.n_kv_heads) * (double(cfg.head_dim) * elem + scale);
+    double kv_heads = 0;  // summed over layers (a pruned model's differ)
+    for (int64_t il = 0; il < cfg.n_layers; ++il) kv_heads += double(cfg.kv_heads_of(il));
+    return 2.0 * kv_heads * (double(cfg.head_dim) * elem + scale);
   };
   const double budget = a.kv_budget_gb * 1e9;
   const double token_bytes = double(engine.kv_bytes_per_token());
@@ -222,8 +224,10 @@ int run_bench(const Args& a) {
   // each per query-key pair and head; a prompt of L tokens averages (L + 1) / 2 keys per
   // query). The LM head runs for one row per request, so it is left out.
   const double layer_params = active.params_per_token - double(cfg.d_model) * double(cfg.n_vocab);
+  double q_heads = 0;  // summed over layers (a pruned model's differ)
+  for (int64_t il = 0; il < cfg.n_layers; ++il) q_heads += double(cfg.heads_of(il));
   auto flops_per_token = [&](int prompt_len) {
-    return 2.0 * layer_params + double(cfg.n_layers) * 2.0 * double(cfg.n_heads * cfg.head_dim) * (prompt_len + 1);
+    return 2.0 * layer_params + 2.0 * q_heads * double(cfg.head_dim) * (prompt_len + 1);
   };
   if (!a.json)
     std::printf("%-16s %6s %6s %14s %9s %14s %12s %12s %9s %9s %12s %14s %14s%s\n", "variant", "prompt", "batch",

@@ -29,6 +29,23 @@ void print_gguf_types(const std::string& path) {
                 (long long)c.params, (long long)c.bytes);
 }
 
+// A pruned model's per-layer widths (config.json's layer_* arrays), one line per layer,
+// with each layer's share of the unpruned widths.
+void print_layer_widths(const ModelConfig& cfg) {
+  std::printf("per-layer widths: layer  query heads  kv heads  intermediate  (kept of %lld / %lld / %lld)\n",
+              (long long)cfg.n_heads, (long long)cfg.n_kv_heads, (long long)cfg.d_ff);
+  int64_t heads = 0, ff = 0;
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    std::printf("                  %5lld  %11lld  %8lld  %12lld%s\n", (long long)il, (long long)cfg.heads_of(il),
+                (long long)cfg.kv_heads_of(il), (long long)cfg.d_ff_of(il), cfg.layer_is_moe(il) ? " (experts)" : "");
+    heads += cfg.heads_of(il);
+    ff += cfg.d_ff_of(il);
+  }
+  std::printf("                  kept: %.1f%% of the query heads, %.1f%% of the intermediate channels\n",
+              100.0 * double(heads) / double(cfg.n_heads * cfg.n_layers),
+              100.0 * double(ff) / double(cfg.d_ff * cfg.n_layers));
+}
+
 }  // namespace
 
 void add_info(CLI::App& app, Runner& run) {
@@ -67,7 +84,8 @@ void add_info(CLI::App& app, Runner& run) {
                     (long long)n_sliding, (long long)(cfg.n_layers - n_sliding));
       else
         std::printf("layers:           %lld\n", (long long)cfg.n_layers);
-      std::printf("d_model / d_ff:   %lld / %lld\n", (long long)cfg.d_model, (long long)cfg.d_ff);
+      std::printf("d_model / d_ff:   %lld / %lld%s\n", (long long)cfg.d_model, (long long)cfg.d_ff,
+                  cfg.non_uniform() ? " (unpruned; each layer's below)" : "");
       if (n_moe > 0)
         std::printf("experts:          %lld per layer in %lld of %lld layers, top %lld per token, d_ff %lld each%s\n",
                     (long long)cfg.n_experts, (long long)n_moe, (long long)cfg.n_layers,
@@ -77,6 +95,8 @@ void add_info(CLI::App& app, Runner& run) {
                   (long long)cfg.n_kv_heads,
                   cfg.n_kv_heads == cfg.n_heads ? "MHA" : cfg.n_kv_heads == 1 ? "MQA" : "GQA",
                   (long long)cfg.head_dim);
+      if (cfg.non_uniform()) std::printf("                  (config.json's scalars; the layers' own widths below)\n");
+      if (cfg.non_uniform()) print_layer_widths(cfg);
       std::printf("vocabulary:       %lld\n", (long long)cfg.n_vocab);
       std::printf("context:          %lld tokens%s\n", (long long)cfg.max_position,
                   cfg.sliding_window ? (", sliding window " + std::to_string(cfg.sliding_window)).c_str() : "");

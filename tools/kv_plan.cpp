@@ -2,9 +2,13 @@
 // weights, with the formula written out in real numbers:
 //   KV bytes = batch x seq_len x layers x kv_heads x head_dim x 2 (K and V) x bytes per element
 // (INT8 adds one F32 scale per token, head and K/V: head_dim + 4 bytes per row.)
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "model/arch/registry.h"
@@ -39,6 +43,14 @@ int64_t weight_elem_bytes(const std::string& dt) {
   fail("--weight-dtype must be f32, bf16 or f16, got '{}'", dt);
 }
 
+std::vector<int64_t> kv_heads_list(const ModelConfig& cfg) {
+  std::vector<int64_t> h;
+  for (int64_t il = 0; il < cfg.n_layers; ++il) h.push_back(cfg.kv_heads_of(il));
+  return h;
+}
+
+std::string kv_heads_list_str(const ModelConfig& cfg) { return fmt::format("{}", fmt::join(kv_heads_list(cfg), ", ")); }
+
 int run_kv_plan(const Args& a) {
   // From config.json (or GGUF metadata) alone (the weight table gives every shape), so a plan can be made for a
   // model before its weights are downloaded, or for a `--load-format dummy` shape.
@@ -51,24 +63,31 @@ int run_kv_plan(const Args& a) {
   // A model mixing sliding-window and full-attention layers (Gemma 3) keeps the whole context
   // in its full layers only; each sliding layer holds at most the blocks its window spans
   // (the engine's KV groups free the others).
-  int64_t n_sliding = 0;
-  if (cfg.mixed_attention())
-    for (int64_t il = 0; il < cfg.n_layers; ++il) n_sliding += cfg.layer_attention(il) == LayerAttention::Sliding;
-  const int64_t per_token = (cfg.n_layers - n_sliding) * cfg.n_kv_heads * 2 * row;
+  // Each layer holds its own KV heads (a pruned model's differ): the formula's layers x
+  // kv_heads is their sum over the layers, kv_heads_full and kv_heads_sliding.
+  int64_t n_sliding = 0, kv_heads_full = 0, kv_heads_sliding = 0, max_qkv = 0, max_heads = 0, max_ff = 0;
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    const bool sliding = cfg.mixed_attention() && cfg.layer_attention(il) == LayerAttention::Sliding;
+    n_sliding += sliding;
+    (sliding ? kv_heads_sliding : kv_heads_full) += cfg.kv_heads_of(il);
+    max_qkv = std::max(max_qkv, (cfg.heads_of(il) + 2 * cfg.kv_heads_of(il)) * cfg.head_dim);
+    max_heads = std::max(max_heads, cfg.heads_of(il) * cfg.head_dim);
+    max_ff = std::max(max_ff, cfg.d_ff_of(il));
+  }
+  const bool per_layer = cfg.non_uniform();
+  const int64_t per_token = kv_heads_full * 2 * row;
   // Paged: a sequence holds whole blocks.
   const int64_t blocks_per_seq = (ctx + a.block_size - 1) / a.block_size;
   const int64_t window_blocks =
       n_sliding > 0 ? std::min<int64_t>(blocks_per_seq, (cfg.sliding_window - 1 + a.block_size - 1) / a.block_size + 1)
                     : 0;
-  const int64_t sliding_per_seq = window_blocks * a.block_size * n_sliding * cfg.n_kv_heads * 2 * row;
+  const int64_t sliding_per_seq = window_blocks * a.block_size * kv_heads_sliding * 2 * row;
   const int64_t per_seq = blocks_per_seq * a.block_size * per_token + sliding_per_seq;
   const int64_t weights = params * weight_elem_bytes(a.weight_dtype);
   // Activations of one step of max_batch_tokens tokens (F32 on the CPU, an upper bound for
   // 16-bit GPU activations): residual, norm output, qkv, attention, gate|up, SwiGLU, delta, and
-  // the logits of at most max_batch_tokens rows.
-  const int64_t qkv = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim;
-  const int64_t act = int64_t(a.max_batch_tokens) *
-                      (4 * cfg.d_model + qkv + cfg.n_heads * cfg.head_dim + 3 * cfg.d_ff + cfg.n_vocab) * 4;
+  // the logits of at most max_batch_tokens rows; qkv, attention and the MLP's of the widest layer.
+  const int64_t act = int64_t(a.max_batch_tokens) * (4 * cfg.d_model + max_qkv + max_heads + 3 * max_ff + cfg.n_vocab) * 4;
   const double total = a.gpu_mem_gb * 1e9 * a.mem_util;
   const double for_kv = total - double(weights) - double(act);
   const int64_t n_seqs = for_kv > 0 ? int64_t(std::floor(for_kv / double(per_seq))) : 0;
@@ -85,20 +104,31 @@ int run_kv_plan(const Args& a) {
         {"weight_bytes", weights}, {"activation_bytes", act}, {"memory_bytes", int64_t(total)},
         {"kv_budget_bytes", int64_t(std::max(0.0, for_kv))}, {"max_sequences", n_seqs},
         {"kv_blocks", n_blocks}, {"kv_dtype", a.kv_dtype}, {"sliding_window_layers", n_sliding},
-        {"sliding_window_bytes_per_sequence", sliding_per_seq}}).c_str());
+        {"sliding_window_bytes_per_sequence", sliding_per_seq}, {"kv_heads_per_layer", kv_heads_list(cfg)}}).c_str());
     return 0;
   }
-  std::printf("model %s: %lld layers, %lld KV heads, head_dim %lld, %lld parameters\n", a.dir.c_str(),
-              (long long)cfg.n_layers, (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)params);
   const int64_t n_full = cfg.n_layers - n_sliding;
-  std::printf("KV per token   = %s x kv_heads x 2 (K,V) x %s\n", n_sliding ? "full-attention layers" : "layers",
-              scaled ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
+  if (per_layer) {
+    std::printf("model %s: %lld layers with their own widths, KV heads per layer [%s], head_dim %lld, %lld "
+                "parameters\n", a.dir.c_str(), (long long)cfg.n_layers, kv_heads_list_str(cfg).c_str(),
+                (long long)cfg.head_dim, (long long)params);
+    std::printf("KV per token   = (kv_heads summed over the %s) x 2 (K,V) x %s\n",
+                n_sliding ? "full-attention layers" : "layers", scaled ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
+  } else {
+    std::printf("model %s: %lld layers, %lld KV heads, head_dim %lld, %lld parameters\n", a.dir.c_str(),
+                (long long)cfg.n_layers, (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)params);
+    std::printf("KV per token   = %s x kv_heads x 2 (K,V) x %s\n", n_sliding ? "full-attention layers" : "layers",
+                scaled ? "(head_dim + 4 scale bytes)" : "head_dim x bytes");
+  }
+  // layers x kv_heads, or their sum over the layers when they differ
+  const std::string layer_heads = per_layer ? std::to_string(kv_heads_full)
+                                            : fmt::format("{} x {}", n_full, cfg.n_kv_heads);
   if (scaled)
-    std::printf("               = %lld x %lld x 2 x (%lld + 4) = %lld bytes\n", (long long)n_full,
-                (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)per_token);
+    std::printf("               = %s x 2 x (%lld + 4) = %lld bytes\n", layer_heads.c_str(), (long long)cfg.head_dim,
+                (long long)per_token);
   else
-    std::printf("               = %lld x %lld x 2 x %lld x %lld = %lld bytes\n", (long long)n_full,
-                (long long)cfg.n_kv_heads, (long long)cfg.head_dim, (long long)elem, (long long)per_token);
+    std::printf("               = %s x 2 x %lld x %lld = %lld bytes\n", layer_heads.c_str(), (long long)cfg.head_dim,
+                (long long)elem, (long long)per_token);
   if (n_sliding)
     std::printf("sliding-window layers: %lld, each holding at most %lld blocks (window %lld) per sequence = %.3f MB "
                 "per sequence in all\n",
@@ -113,10 +143,9 @@ int run_kv_plan(const Args& a) {
   std::printf("  activations  ~ %.3f GB (one step of %d tokens)\n", double(act) / 1e9, a.max_batch_tokens);
   std::printf("  left for KV  = %.3f GB = %lld blocks\n", std::max(0.0, for_kv) / 1e9, (long long)n_blocks);
   std::printf("sequences that fit at full context: %lld (batch x seq_len x layers x kv_heads x head_dim x 2 x bytes%s:\n"
-              "  %lld x %lld x %lld x %lld x %lld x 2 x %s = %.3f GB)\n",
+              "  %lld x %lld x %s x %lld x 2 x %s = %.3f GB)\n",
               (long long)n_seqs, n_sliding ? ", layers = full-attention ones, plus the windows" : "", (long long)n_seqs,
-              (long long)ctx, (long long)n_full,
-              (long long)cfg.n_kv_heads, (long long)cfg.head_dim,
+              (long long)ctx, layer_heads.c_str(), (long long)cfg.head_dim,
               scaled ? "(1 + 4/head_dim)" : std::to_string(elem).c_str(),
               double(n_seqs) * double(per_seq) / 1e9);
   std::printf("reserving max length instead of paging fits the same count at full length, but a paged\n"

@@ -32,6 +32,10 @@ namespace tf {
 // number of blocks per pool, so the sliding layers' blocks are freed as the window moves on
 // while the full layers keep theirs. layer_group[il] is layer il's group, group_blocks[g] the
 // blocks of each pool of group g. Both empty: one group, every layer, n_blocks.
+//
+// Per-layer KV heads (pruned models, whose layers differ): layer_kv_heads[il] is layer il's,
+// and n_kv_heads is then the largest of them (what backends size per-batch work by); empty:
+// every layer has n_kv_heads.
 struct KvCacheSpec {
   int64_t n_layers = 0;
   int64_t n_blocks = 0;  // blocks per layer pool (group 0's when grouped)
@@ -41,10 +45,12 @@ struct KvCacheSpec {
   DType dtype = DType::F32;  // F32, BF16, F16, I8 or FP8
   std::vector<int32_t> layer_group;   // [n_layers] or empty
   std::vector<int64_t> group_blocks;  // [n_groups] or empty (group_blocks[0] == n_blocks)
+  std::vector<int64_t> layer_kv_heads;  // [n_layers] or empty
 
   int32_t n_groups() const { return group_blocks.empty() ? 1 : int32_t(group_blocks.size()); }
   int32_t group_of(int64_t layer) const { return layer_group.empty() ? 0 : layer_group[size_t(layer)]; }
   int64_t blocks_of(int64_t layer) const { return group_blocks.empty() ? n_blocks : group_blocks[size_t(group_of(layer))]; }
+  int64_t kv_heads_of(int64_t layer) const { return layer_kv_heads.empty() ? n_kv_heads : layer_kv_heads[size_t(layer)]; }
 };
 
 // KV storage with a scale per row (I8, FP8).
@@ -52,12 +58,14 @@ inline bool kv_dtype_scaled(DType t) { return t == DType::I8 || t == DType::FP8;
 
 // Bytes of K and V (scales included) that one token occupies across all spec.n_layers layers;
 // n_blocks is not used, so a planner can call it before choosing the pool size. Per layer
-// that is 2 * n_kv_heads * head_dim * dtype_size, plus 2 * n_kv_heads * 4 for the scales of
-// I8 and FP8.
+// that is 2 * kv_heads_of(layer) * head_dim * dtype_size, plus 2 * kv_heads_of(layer) * 4 for
+// the scales of I8 and FP8.
 inline int64_t kv_bytes_per_token(const KvCacheSpec& spec) {
   const int64_t row_bytes = spec.head_dim * int64_t(dtype_size(spec.dtype)) +
                             (kv_dtype_scaled(spec.dtype) ? int64_t(sizeof(float)) : 0);
-  return spec.n_layers * 2 * spec.n_kv_heads * row_bytes;
+  int64_t heads = 0;
+  for (int64_t il = 0; il < spec.n_layers; ++il) heads += spec.kv_heads_of(il);
+  return 2 * heads * row_bytes;
 }
 
 struct AttentionParams {

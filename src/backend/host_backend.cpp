@@ -109,13 +109,15 @@ void HostBackend::init_kv_cache(const KvCacheSpec& spec) {
   TF_ASSERT(spec.group_blocks.empty() || (int64_t(spec.layer_group.size()) == spec.n_layers &&
                                           spec.group_blocks[0] == spec.n_blocks),
             "KV groups: {} layer entries for {} layers", spec.layer_group.size(), spec.n_layers);
+  TF_ASSERT(spec.layer_kv_heads.empty() || int64_t(spec.layer_kv_heads.size()) == spec.n_layers,
+            "KV heads of {} layers for {} layers", spec.layer_kv_heads.size(), spec.n_layers);
   for (auto* pools : {&k_cache_, &v_cache_, &k_scale_, &v_scale_}) {
     for (const auto& t : *pools)
       if (t.data) release(t);
     pools->clear();
   }
   for (int64_t il = 0; il < spec.n_layers; ++il) {
-    const int64_t rows = spec.blocks_of(il) * spec.n_kv_heads * spec.block_size;
+    const int64_t rows = spec.blocks_of(il) * spec.kv_heads_of(il) * spec.block_size;
     k_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
     v_cache_.push_back(alloc(spec.dtype, {rows, spec.head_dim}));
     const bool scaled = kv_dtype_scaled(spec.dtype);

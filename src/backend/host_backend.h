@@ -30,6 +30,7 @@ class HostBackend : public Backend {
   void moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids, const TensorView& weights) override;
 
   // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype
+  // (the layer's KV heads: KvCacheSpec::kv_heads_of)
   const TensorView& k_cache(int layer) const { return k_cache_[size_t(layer)]; }
   const TensorView& v_cache(int layer) const { return v_cache_[size_t(layer)]; }
   // I8 and FP8 storage only: the F32 scale of each row of k_cache / v_cache,
@@ -38,14 +39,10 @@ class HostBackend : public Backend {
   const TensorView& v_scale(int layer) const { return v_scale_[size_t(layer)]; }
 
  protected:
-  // Row of (slot, kv_head) in a layer's K or V pool (and index of its scale).
-  int64_t kv_row_index(int64_t slot, int64_t kv_head) const {
+  // Row of (slot, kv_head) in layer `layer`'s K or V pool (and index of its scale).
+  int64_t kv_row_index(int layer, int64_t slot, int64_t kv_head) const {
     const int64_t block = slot / kv_spec_.block_size, in_block = slot % kv_spec_.block_size;
-    return (block * kv_spec_.n_kv_heads + kv_head) * kv_spec_.block_size + in_block;
-  }
-  // Offset (in elements) of (slot, kv_head) in a layer's K or V pool.
-  int64_t kv_offset(int64_t slot, int64_t kv_head) const {
-    return kv_row_index(slot, kv_head) * kv_spec_.head_dim;
+    return (block * kv_spec_.kv_heads_of(layer) + kv_head) * kv_spec_.block_size + in_block;
   }
   const Batch& batch() const { return batch_; }
   // The batch's block tables [n_seqs, max_blocks] and slot mapping [n_tokens] of the KV

@@ -14,8 +14,11 @@ double model_perplexity(Model& model, Backend& be, const std::vector<int32_t>& i
                         const std::function<void(int64_t, int64_t)>& on_window) {
   const int32_t bs = 16, n_blocks = (window + bs - 1) / bs;
   const ModelConfig& cfg = model.config();
-  model.init_kv_cache(be, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks, .block_size = bs,
-                                      .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim, .dtype = DType::F32});
+  KvCacheSpec spec = kv_geometry(cfg);
+  spec.n_blocks = n_blocks;
+  spec.block_size = bs;
+  spec.dtype = DType::F32;
+  model.init_kv_cache(be, spec);
   std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
   for (int32_t b = 0; b < n_blocks; ++b) blocks[size_t(b)] = b;
   const int64_t n_windows = (int64_t(ids.size()) + window - 1) / window;

@@ -41,25 +41,33 @@ struct KvPlan {
 // its prefix-cache blocks survive a while, and group 0 alone limits admission.
 KvPlan plan_kv(const ModelConfig& cfg, const EngineOptions& opt, DType kv_dtype) {
   KvPlan p;
-  p.spec = KvCacheSpec{.n_layers = cfg.n_layers, .block_size = opt.block_size, .n_kv_heads = cfg.n_kv_heads,
-                       .head_dim = cfg.head_dim, .dtype = kv_dtype, .layer_group = cfg.kv_layer_groups()};
-  const int64_t layer_block_bytes =
-      tf::kv_bytes_per_token(KvCacheSpec{.n_layers = 1, .n_kv_heads = cfg.n_kv_heads, .head_dim = cfg.head_dim,
-                                         .dtype = kv_dtype}) * opt.block_size;
-  int64_t n_layers0 = cfg.n_layers, n_blocks1 = 0, bytes1 = 0;
+  p.spec = kv_geometry(cfg);
+  p.spec.block_size = opt.block_size;
+  p.spec.dtype = kv_dtype;
+  p.spec.layer_group = cfg.kv_layer_groups();
+  // Bytes of one block of the layers of group g, summed over them (each layer its own KV heads).
+  auto group_block_bytes = [&](int32_t g) {
+    KvCacheSpec one{.n_layers = 1, .head_dim = cfg.head_dim, .dtype = kv_dtype};
+    int64_t bytes = 0;
+    for (int64_t il = 0; il < cfg.n_layers; ++il) {
+      if (p.spec.group_of(il) != g) continue;
+      one.n_kv_heads = p.spec.kv_heads_of(il);
+      bytes += tf::kv_bytes_per_token(one) * opt.block_size;
+    }
+    return bytes;
+  };
+  int64_t n_blocks1 = 0, bytes1 = 0;
   const bool grouped = !p.spec.layer_group.empty();
   if (grouped) {
-    const int64_t n_layers1 = std::count(p.spec.layer_group.begin(), p.spec.layer_group.end(), 1);
-    n_layers0 = cfg.n_layers - n_layers1;
     const int64_t bs = opt.block_size, per_seq = (cfg.sliding_window - 1 + bs - 1) / bs + 2;
     n_blocks1 = 2 * ((int64_t(opt.max_seqs) + 1) * per_seq + (opt.max_batch_tokens + bs - 1) / bs);
-    bytes1 = n_blocks1 * n_layers1 * layer_block_bytes;
+    bytes1 = n_blocks1 * group_block_bytes(1);
   }
   const int32_t per_seq = KvManager::blocks_for(int32_t(cfg.max_position), opt.block_size);
   int64_t n_blocks = opt.n_kv_blocks;
   if (n_blocks <= 0) {
     const int64_t budget = std::max<int64_t>(0, opt.kv_memory_mb * (1 << 20) - bytes1);
-    n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, budget / (n_layers0 * layer_block_bytes));
+    n_blocks = std::min<int64_t>(int64_t(per_seq) * opt.max_seqs, budget / group_block_bytes(0));
     n_blocks = std::max<int64_t>(n_blocks, per_seq);
   }
   p.spec.n_blocks = n_blocks;

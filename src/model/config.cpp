@@ -256,6 +256,42 @@ void parse_rope(const ConfigFields& top, ModelConfig& c) {
   }
 }
 
+// Per-layer widths (docs/PER_LAYER_WIDTHS.md): layer_num_attention_heads,
+// layer_num_key_value_heads and layer_intermediate_size, each absent (every layer has the
+// scalar) or one positive integer per layer within the scalar's bound. Layer il's query
+// heads must be a multiple of its KV heads (the scalar ones where an array is absent).
+std::vector<int64_t> read_layer_widths(const ConfigFields& f, const char* key, int64_t n_layers, int64_t max) {
+  std::vector<int64_t> out;
+  if (!f.has(key)) return out;
+  const json& v = f.at(key);
+  if (!v.is_array() || int64_t(v.size()) != n_layers)
+    f.bad(key, fmt::format("a list with one positive integer per layer ({})", n_layers));
+  for (size_t il = 0; il < v.size(); ++il) {
+    const json& e = v[il];
+    const int64_t n = !e.is_number_integer()                                     ? 0
+                      : e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(max) ? max + 1
+                                                                                     : e.get<int64_t>();
+    if (n <= 0 || n > max)
+      fail("{}: field '{}' entry {} (layer {}) is {} (expected a positive integer no larger than {})", f.origin(),
+           f.field(key), il, il, show(e), max);
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+void parse_layer_widths(const ConfigFields& f, ModelConfig& c) {
+  c.layer_n_heads = read_layer_widths(f, "layer_num_attention_heads", c.n_layers, L::kMaxHeads);
+  c.layer_n_kv_heads = read_layer_widths(f, "layer_num_key_value_heads", c.n_layers, L::kMaxHeads);
+  c.layer_d_ff = read_layer_widths(f, "layer_intermediate_size", c.n_layers, L::kMaxIntermediate);
+  if (c.layer_n_heads.empty() && c.layer_n_kv_heads.empty()) return;
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    if (c.heads_of(il) % c.kv_heads_of(il) != 0)
+      fail("{}: layer {} has {} query heads ({}), not a multiple of its {} key/value heads ({})", f.origin(), il,
+           c.heads_of(il), c.layer_n_heads.empty() ? "num_attention_heads" : "layer_num_attention_heads",
+           c.kv_heads_of(il), c.layer_n_kv_heads.empty() ? "num_key_value_heads" : "layer_num_key_value_heads");
+  }
+}
+
 }  // namespace
 
 // bos_token_id: an int or null. eos_token_id: an int, a list of ints, or null. Absent or
@@ -283,6 +319,7 @@ ModelConfig parse_common_config(const ConfigFields& f) {
   c.max_position = f.positive_int("max_position_embeddings", L::kMaxPositions);
   c.rms_norm_eps = float(f.positive_number("rms_norm_eps"));
   parse_attention(f, c);
+  parse_layer_widths(f, c);
   parse_rope(f, c);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   parse_special_ids(f, c);
@@ -319,6 +356,22 @@ void read_moe_fields(const ConfigFields& f, ModelConfig& c, const char* d_ff_key
     fail("{}: field '{}' is {} (expected at most {} = {}, the number of experts)", f.origin(),
          f.field("num_experts_per_tok"), c.n_experts_per_tok, f.field(experts_key), c.n_experts);
   c.d_ff_expert = f.positive_int(d_ff_key, L::kMaxIntermediate);
+}
+
+bool ModelConfig::non_uniform() const {
+  for (int64_t il = 0; il < n_layers; ++il)
+    if (heads_of(il) != n_heads || kv_heads_of(il) != n_kv_heads || d_ff_of(il) != d_ff) return true;
+  return false;
+}
+
+std::vector<int64_t> ModelConfig::kv_heads_per_layer() const {
+  std::vector<int64_t> h;
+  for (int64_t il = 0; il < n_layers; ++il)
+    if (kv_heads_of(il) != n_kv_heads) {
+      for (int64_t l = 0; l < n_layers; ++l) h.push_back(kv_heads_of(l));
+      break;
+    }
+  return h;
 }
 
 bool ModelConfig::mixed_attention() const {

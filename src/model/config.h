@@ -82,6 +82,11 @@ struct ModelConfig {
   int64_t n_layers = 0;          // num_hidden_layers
   int64_t n_heads = 0;           // num_attention_heads
   int64_t n_kv_heads = 0;        // num_key_value_heads (defaults to n_heads: MHA)
+  // Non-uniform layers (pruned models; docs/PER_LAYER_WIDTHS.md): config.json's
+  // layer_num_attention_heads, layer_num_key_value_heads and layer_intermediate_size, each
+  // [n_layers] or empty (every layer has the scalar). Read them through heads_of(il),
+  // kv_heads_of(il) and d_ff_of(il), never the scalars, wherever a layer's width matters.
+  std::vector<int64_t> layer_n_heads, layer_n_kv_heads, layer_d_ff;
   int64_t head_dim = 0;          // head_dim, or d_model / n_heads when absent
   int64_t rotary_dim = 0;        // leading dims of each head RoPE rotates: head_dim x partial_rotary_factor
   int64_t n_vocab = 0;           // vocab_size
@@ -134,9 +139,21 @@ struct ModelConfig {
   std::vector<int32_t> kv_layer_groups() const;
   bool layer_is_moe(int64_t il) const { return !moe_layers.empty() && moe_layers[size_t(il)]; }
 
-  // Bytes of K and V for one token across all layers at the given element size.
+  // Query heads, KV heads and dense-MLP columns of layer il.
+  int64_t heads_of(int64_t il) const { return layer_n_heads.empty() ? n_heads : layer_n_heads[size_t(il)]; }
+  int64_t kv_heads_of(int64_t il) const { return layer_n_kv_heads.empty() ? n_kv_heads : layer_n_kv_heads[size_t(il)]; }
+  int64_t d_ff_of(int64_t il) const { return layer_d_ff.empty() ? d_ff : layer_d_ff[size_t(il)]; }
+  // True when some layer's widths differ from the scalars (a pruned model).
+  bool non_uniform() const;
+  // [n_layers] KV heads of every layer, empty when every layer has n_kv_heads (KvCacheSpec::layer_kv_heads).
+  std::vector<int64_t> kv_heads_per_layer() const;
+
+  // Bytes of K and V for one token across all layers at the given element size (each layer
+  // its own KV heads).
   int64_t kv_bytes_per_token(int64_t elem_bytes) const {
-    return n_layers * n_kv_heads * head_dim * 2 * elem_bytes;
+    int64_t heads = 0;
+    for (int64_t il = 0; il < n_layers; ++il) heads += kv_heads_of(il);
+    return heads * head_dim * 2 * elem_bytes;
   }
 };
 

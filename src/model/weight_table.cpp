@@ -69,6 +69,16 @@ std::string expected_from(const TensorSpec& s) {
 // frequency table as a buffer. Anything else the table does not list is refused.
 bool is_ignorable(std::string_view name) { return name.ends_with(".rotary_emb.inv_freq"); }
 
+// " (layer N)" for a tensor named "model.layers.N. ...", else "": shape errors name the layer,
+// whose widths may be its own (config.h layer_n_heads, ...).
+std::string layer_of(std::string_view name) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!name.starts_with(kPrefix)) return "";
+  const std::string_view rest = name.substr(kPrefix.size());
+  const size_t dot = rest.find('.');
+  return dot == std::string_view::npos ? "" : fmt::format(" (layer {})", rest.substr(0, dot));
+}
+
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -141,6 +151,7 @@ std::string_view weight_role_name(WeightRole r) {
     case WeightRole::MlpNorm: return "mlp_norm";
     case WeightRole::WgateUp: return "wgate_up";
     case WeightRole::Wdown: return "wdown";
+    case WeightRole::Bdown: return "bdown";
   }
   return "?";
 }
@@ -235,10 +246,10 @@ void validate_weights(const WeightTable& table, const TensorSource& source) {
            s.name, shape_str(s.shape), table.arch);
     }
     if (t->shape != s.shape && s.format == WeightFormat::Dense)
-      fail("{}: tensor '{}' has shape {}, but the config expects {}", t->file, s.name, shape_str(t->shape),
-           shape_str(s.shape));
+      fail("{}: tensor '{}'{} has shape {}, but the config expects {}", t->file, s.name, layer_of(s.name),
+           shape_str(t->shape), shape_str(s.shape));
     if (t->shape != s.shape)
-      fail("{}: tensor '{}' ({} {}) has shape {} ({} bytes), expected {} ({})", t->file, s.name,
+      fail("{}: tensor '{}'{} ({} {}) has shape {} ({} bytes), expected {} ({})", t->file, s.name, layer_of(s.name),
            weight_format_name(s.format), component_name(s.component), shape_str(t->shape), t->nbytes,
            shape_str(s.shape), expected_from(s));
     if (!dtype_fits(s, t->dtype))

@@ -87,7 +87,7 @@ TpRange tp_groups(int64_t n_groups, int32_t rank, int32_t size);
 enum class WeightRole : uint8_t {
   Embedding, FinalNorm, LmHead,
   AttnNorm, Wqkv, Bqkv, QNorm, KNorm, Wo, Bo, AttnPostNorm,
-  MlpNorm, WgateUp, Wdown, MlpPostNorm,
+  MlpNorm, WgateUp, Wdown, Bdown, MlpPostNorm,
   Router, ExpertsGateUp, ExpertsDown,
 };
 std::string_view weight_role_name(WeightRole r);

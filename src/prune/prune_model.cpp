@@ -281,43 +281,12 @@ PrunedModel Pruner::build(const std::vector<LayerKeep>& keep, Recovery r) const 
     m.config["layer_num_attention_heads"] = heads;
     m.config["layer_num_key_value_heads"] = kv;
     m.config["layer_intermediate_size"] = ff;
+    m.config["head_dim"] = cfg_.head_dim;  // without it, hidden_size / num_attention_heads
   }
   return m;
 }
 
-// TEMPORARY until the loader reads per-layer shapes: the source's shapes with the removed
-// heads' o_proj columns and channels' down_proj columns zero (the pruned model's output).
-PrunedModel Pruner::zeroed(const PrunedModel& m) const {
-  PrunedModel z = m;
-  z.config = nlohmann::json::parse(std::ifstream(p_.in_dir + "/config.json"));
-  z.tensors.clear();
-  for (const OwnedTensor& t : m.tensors) {
-    if (t.name.ends_with("o_proj.bias") || t.name.ends_with("down_proj.bias"))
-      fail("zeroed evaluation cannot hold {}", t.name);
-    const TensorInfo& src = source_->get(t.name);
-    if (t.shape == src.shape) {
-      z.tensors.push_back(t);
-      continue;
-    }
-    OwnedTensor o = copy_of(src);
-    const size_t il = std::stoul(t.name.substr(13, t.name.find('.', 13) - 13));
-    const bool attn = t.name.ends_with("o_proj.weight"), mlp = t.name.ends_with("down_proj.weight");
-    if (attn || mlp) {
-      const std::vector<int32_t> cols = attn ? head_rows(m.keep[il].heads, cfg_.head_dim) : m.keep[il].channels;
-      const size_t es = dtype_size(t.dtype);
-      std::fill(o.bytes.begin(), o.bytes.end(), 0);
-      for (int64_t r = 0; r < src.shape[0]; ++r)
-        for (size_t j = 0; j < cols.size(); ++j)
-          std::memcpy(o.bytes.data() + size_t(r * src.shape[1] + cols[j]) * es,
-                      t.bytes.data() + (size_t(r) * cols.size() + j) * es, es);
-    }
-    z.tensors.push_back(std::move(o));
-  }
-  return z;
-}
-
-double Pruner::perplexity(const PrunedModel& pruned, const std::vector<int32_t>& ids, const std::string& what) const {
-  const PrunedModel m = zeroed(pruned);
+double Pruner::perplexity(const PrunedModel& m, const std::vector<int32_t>& ids, const std::string& what) const {
   std::vector<TensorInfo> infos;
   for (const OwnedTensor& t : m.tensors)
     infos.push_back(TensorInfo{.name = t.name, .dtype = t.dtype, .shape = t.shape, .data = t.bytes.data(),

@@ -72,7 +72,6 @@ class Pruner {
   void write(const PrunedModel& m, const std::string& out_dir) const;
 
  private:
-  PrunedModel zeroed(const PrunedModel& m) const;
   void tick(const std::string& what, int64_t done, int64_t total) const {
     if (p_.progress) p_.progress(what, done, total);
   }

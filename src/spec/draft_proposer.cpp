@@ -25,9 +25,11 @@ DraftProposer::DraftProposer(const DraftParams& p) : params_(p) {
   // manager) and its sliding layers mask what lies outside their window.
   const int32_t per_seq = KvManager::blocks_for(int32_t(cfg.max_position), p.block_size);
   const int32_t n_blocks = std::max(p.n_blocks, per_seq);
-  model_->init_kv_cache(*backend_, KvCacheSpec{.n_layers = cfg.n_layers, .n_blocks = n_blocks,
-                                               .block_size = p.block_size, .n_kv_heads = cfg.n_kv_heads,
-                                               .head_dim = cfg.head_dim, .dtype = p.kv_dtype});
+  KvCacheSpec spec = kv_geometry(cfg);
+  spec.n_blocks = n_blocks;
+  spec.block_size = p.block_size;
+  spec.dtype = p.kv_dtype;
+  model_->init_kv_cache(*backend_, spec);
   kv_ = std::make_unique<KvManager>(KvManagerParams{.n_blocks = n_blocks, .block_size = p.block_size,
                                                     .sliding_window = int32_t(cfg.kv_layer_groups().empty() ? cfg.sliding_window : 0),
                                                     .enable_prefix_caching = p.enable_prefix_caching});

@@ -663,6 +663,82 @@ TEST(ConfigParse, MoeTopKAboveExperts) {
   EXPECT_NE(msg.find("at most num_local_experts = 4"), std::string::npos) << msg;
 }
 
+// ---- per-layer widths (docs/PER_LAYER_WIDTHS.md) ----------------------------------------------
+
+TEST(ConfigParse, LayerWidthsAbsentMeansUniform) {
+  const ModelConfig c = parse(base_llama());
+  EXPECT_TRUE(c.layer_n_heads.empty() && c.layer_n_kv_heads.empty() && c.layer_d_ff.empty());
+  EXPECT_FALSE(c.non_uniform());
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    EXPECT_EQ(c.heads_of(il), 4);
+    EXPECT_EQ(c.kv_heads_of(il), 2);
+    EXPECT_EQ(c.d_ff_of(il), 576);
+  }
+  EXPECT_EQ(c.kv_bytes_per_token(2), 6 * 2 * 64 * 2 * 2);
+}
+
+TEST(ConfigParse, LayerWidthsPerLayer) {
+  json j = base_llama();
+  j["layer_num_attention_heads"] = {4, 2, 4, 1, 4, 2};
+  j["layer_num_key_value_heads"] = {2, 2, 2, 1, 1, 1};
+  j["layer_intermediate_size"] = {576, 448, 320, 576, 64, 1};
+  const ModelConfig c = parse(j);
+  EXPECT_TRUE(c.non_uniform());
+  EXPECT_EQ(c.n_heads, 4);  // the scalars stay as written (head_dim derives from them)
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.heads_of(3), 1);
+  EXPECT_EQ(c.kv_heads_of(4), 1);
+  EXPECT_EQ(c.d_ff_of(5), 1);
+  EXPECT_EQ(c.kv_heads_per_layer(), (std::vector<int64_t>{2, 2, 2, 1, 1, 1}));
+  EXPECT_EQ(c.kv_bytes_per_token(2), (2 + 2 + 2 + 1 + 1 + 1) * 64 * 2 * 2);  // summed over the layers
+  // Arrays equal to the scalars: uniform.
+  j = base_llama();
+  j["layer_num_attention_heads"] = std::vector<int>(6, 4);
+  j["layer_intermediate_size"] = std::vector<int>(6, 576);
+  EXPECT_FALSE(parse(j).non_uniform());
+  EXPECT_TRUE(parse(j).kv_heads_per_layer().empty());
+}
+
+TEST(ConfigParse, LayerWidthsErrorsNameTheFieldAndLayer) {
+  struct Case {
+    const char* key;
+    json value;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"layer_num_attention_heads", {4, 4, 4}, "one positive integer per layer (6)"},
+      {"layer_num_attention_heads", 4, "one positive integer per layer (6)"},
+      {"layer_num_attention_heads", {4, 4, 0, 4, 4, 4}, "entry 2 (layer 2) is 0"},
+      {"layer_num_key_value_heads", {2, 2, 2, 2, -1, 2}, "entry 4 (layer 4) is -1"},
+      {"layer_intermediate_size", {576, 576, 576, 576, 576, 1.5}, "entry 5 (layer 5) is 1.5"},
+      {"layer_intermediate_size", {576, "576", 576, 576, 576, 576}, "entry 1 (layer 1) is \"576\""},
+      {"layer_intermediate_size", {576, 576, 576, 576, 576, ConfigLimits::kMaxIntermediate + 1},
+       "no larger than 1048576"},
+      {"layer_num_attention_heads", {4, 4, 4, 4, 4, ConfigLimits::kMaxHeads + 1}, "no larger than 1024"},
+      {"layer_num_attention_heads", {4, 4, 4, 3, 4, 4},
+       "layer 3 has 3 query heads (layer_num_attention_heads), not a multiple of its 2 key/value heads "
+       "(num_key_value_heads)"},
+      {"layer_num_key_value_heads", {2, 2, 3, 2, 2, 2},
+       "layer 2 has 4 query heads (num_attention_heads), not a multiple of its 3 key/value heads "
+       "(layer_num_key_value_heads)"},
+  };
+  for (const Case& k : cases) {
+    json j = base_llama();
+    j[k.key] = k.value;
+    const std::string msg = parse_error(j);
+    EXPECT_CONTAINS(msg, kOrigin);
+    EXPECT_CONTAINS(msg, k.key);
+    EXPECT_CONTAINS(msg, k.expect);
+  }
+}
+
+TEST(ConfigParse, LayerIntermediateSizeRefusedForExperts) {
+  json j = test::load_json(test::model_dir("parity/mixtral") + "/config.json");
+  j["layer_intermediate_size"] = std::vector<int>(size_t(j["num_hidden_layers"].get<int>()), 32);
+  EXPECT_CONTAINS(parse_error(j), "'layer_intermediate_size'");
+  EXPECT_CONTAINS(parse_error(j), "mixture-of-experts");
+}
+
 // Phi-3's LongRoPE: short factors up to original_max_position_embeddings, long ones from
 // there, cos/sin scaled by sqrt(1 + ln(factor) / ln(original)) (transformers'
 // _compute_longrope_parameters), over the rotated dims only.

@@ -38,9 +38,10 @@ std::vector<std::string> part_tensors(const WeightSpec& w) {
 TEST(WeightTable, TinyMainTensors) {
   const WeightTable t = table_of("tiny-main");
   EXPECT_EQ(t.arch, "llama");
-  ASSERT_EQ(t.tensors.size(), 57u);  // 3 global + 6 layers * 9
+  ASSERT_EQ(t.tensors.size(), 69u);  // 3 global + 6 layers * (9 + the optional o_proj and down_proj biases)
   for (const TensorSpec& s : t.tensors) {
-    EXPECT_FALSE(s.optional) << s.name;  // untied: lm_head required
+    // untied: lm_head required; only the projection biases of pruned models are optional
+    EXPECT_EQ(s.optional, s.name.ends_with("o_proj.bias") || s.name.ends_with("down_proj.bias")) << s.name;
     EXPECT_EQ(s.format, WeightFormat::Dense) << s.name;
     EXPECT_EQ(s.component, TensorComponent::Values) << s.name;
   }
@@ -71,7 +72,8 @@ TEST(WeightTable, TinyMainTensors) {
 
 TEST(WeightTable, TinyMainForwardWeights) {
   const WeightTable t = table_of("tiny-main");
-  ASSERT_EQ(t.weights.size(), 3u + 6u * 6u);  // embed, norm, head + per layer 2 norms, qkv, o, gate_up, down
+  // embed, norm, head + per layer 2 norms, qkv, o, gate_up, down and the optional o and down biases
+  ASSERT_EQ(t.weights.size(), 3u + 6u * 8u);
   using R = WeightRole;
   const WeightSpec* qkv = t.find({R::Wqkv, 5});
   ASSERT_NE(qkv, nullptr);
@@ -100,12 +102,19 @@ TEST(WeightTable, TinyMainForwardWeights) {
   EXPECT_EQ(part_tensors(*head), std::vector<std::string>{"lm_head.weight"});
   EXPECT_EQ(head->parts[0].tp.n_groups, 8192);  // by vocabulary
   EXPECT_EQ(t.find({R::Bqkv, 0}), nullptr);
-  EXPECT_EQ(t.find({R::Bo, 0}), nullptr);
+  // o_proj's and down_proj's biases: optional (a pruned model's bias compensation), added by rank 0
+  for (R role : {R::Bo, R::Bdown}) {
+    const WeightSpec* b = t.find({role, 2});
+    ASSERT_NE(b, nullptr);
+    EXPECT_TRUE(t.find_tensor(b->parts[0].tensor)->optional);
+    EXPECT_EQ(b->parts[0].shape, std::vector<int64_t>{256});
+    EXPECT_EQ(b->parts[0].tp.split, TpSplit::FirstRank);
+  }
 }
 
 TEST(WeightTable, TiedDraftHeadIsTheEmbedding) {
   const WeightTable t = table_of("tiny-draft");
-  EXPECT_EQ(t.tensors.size(), 30u);  // 3 + 3 * 9
+  EXPECT_EQ(t.tensors.size(), 36u);  // 3 + 3 * (9 + 2 optional biases)
   const TensorSpec* lm = t.find_tensor("lm_head.weight");
   ASSERT_NE(lm, nullptr);
   EXPECT_TRUE(lm->optional);
@@ -119,19 +128,19 @@ TEST(WeightTable, TiedDraftHeadIsTheEmbedding) {
 TEST(WeightTable, Qwen2Biases) {
   const WeightTable t = table_of("parity/qwen2");
   EXPECT_EQ(t.arch, "qwen2");
-  EXPECT_EQ(t.tensors.size(), 27u);  // 3 + 2 * 12
+  EXPECT_EQ(t.tensors.size(), 31u);  // 3 + 2 * (12 + 2 optional biases)
   const TensorSpec* bq = t.find_tensor("model.layers.1.self_attn.q_proj.bias");
   ASSERT_NE(bq, nullptr);
   EXPECT_EQ(bq->shape, std::vector<int64_t>{128});
   EXPECT_EQ(t.find_tensor("model.layers.1.self_attn.k_proj.bias")->shape, std::vector<int64_t>{64});
-  EXPECT_EQ(t.find_tensor("model.layers.1.self_attn.o_proj.bias"), nullptr);  // Qwen2: none
+  EXPECT_TRUE(t.find_tensor("model.layers.1.self_attn.o_proj.bias")->optional);  // Qwen2: only a pruned model's
   const WeightSpec* b = t.find({WeightRole::Bqkv, 1});
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(part_tensors(*b), (std::vector<std::string>{"model.layers.1.self_attn.q_proj.bias",
                                                          "model.layers.1.self_attn.k_proj.bias",
                                                          "model.layers.1.self_attn.v_proj.bias"}));
   EXPECT_EQ(b->parts[1].tp.n_groups, 2);  // k bias by KV heads
-  EXPECT_EQ(t.find({WeightRole::Bo, 1}), nullptr);
+  EXPECT_TRUE(t.find_tensor(t.find({WeightRole::Bo, 1})->parts[0].tensor)->optional);
 }
 
 TEST(WeightTable, LlamaAttentionBiasIncludesOProj) {
@@ -197,7 +206,10 @@ TEST(RandomWeights, EveryRequiredTensorOfTheTable) {
   const WeightTable t = table_of("tiny-draft");  // tied: lm_head.weight optional, so not drawn
   const RandomWeights a(t, 7), b(t, 7), c(t, 8);
   EXPECT_NO_THROW(validate_weights(t, a));
-  EXPECT_EQ(a.all().size(), t.tensors.size() - 1);
+  size_t required = 0;
+  for (const TensorSpec& s : t.tensors) required += !s.optional;
+  EXPECT_EQ(required, t.tensors.size() - 1 - 2 * 3);  // the head and the optional biases are not drawn
+  EXPECT_EQ(a.all().size(), required);
   EXPECT_EQ(a.find("lm_head.weight"), nullptr);
   const TensorInfo& norm = a.get("model.layers.1.input_layernorm.weight");
   for (int64_t i = 0; i < 128; ++i) EXPECT_EQ(bf16_to_f32(norm.view().as<uint16_t>()[i]), 1.0f);
@@ -346,9 +358,41 @@ TEST_F(WeightsModelCopy, NonFloatDtype) {
 TEST_F(WeightsModelCopy, UnexpectedTensor) {
   copy_model("parity/llama-mha", json::object(), /*link_weights=*/false);
   rewrite_weights("parity/llama-mha", [](RawTensor&) { return true; },
-                  {{"model.layers.0.mlp.down_proj.bias", "F32", {128}, std::string(512, '\0')}});
+                  {{"model.layers.0.mlp.gate_proj.bias", "F32", {256}, std::string(1024, '\0')}});
   std::string msg = validate_error();
-  EXPECT_CONTAINS(msg, "'model.layers.0.mlp.down_proj.bias'");
+  EXPECT_CONTAINS(msg, "'model.layers.0.mlp.gate_proj.bias'");
+}
+
+// A pruned folder (docs/PER_LAYER_WIDTHS.md) whose tensors do not match its layer_* arrays:
+// the error names the tensor, its layer, and both shapes.
+TEST_F(WeightsModelCopy, PerLayerWidthThatDoesNotMatchNamesLayerAndTensor) {
+  copy_model("tiny-main", {{"layer_intermediate_size", {576, 576, 448, 576, 576, 576}}});
+  std::string msg = validate_error();
+  EXPECT_CONTAINS(msg, "tensor 'model.layers.2.mlp.gate_proj.weight' (layer 2) has shape [576, 256]");
+  EXPECT_CONTAINS(msg, "the config expects [448, 256]");
+  EXPECT_CONTAINS(msg, (dir_ / "model.safetensors").string());
+}
+
+TEST_F(WeightsModelCopy, PerLayerHeadsThatDoNotMatchNameLayerAndTensor) {
+  copy_model("tiny-main", {{"layer_num_attention_heads", {4, 4, 4, 4, 2, 4}},
+                           {"layer_num_key_value_heads", {2, 2, 2, 2, 1, 2}}});
+  const std::string msg = validate_error();
+  EXPECT_CONTAINS(msg, "tensor 'model.layers.4.self_attn.q_proj.weight' (layer 4) has shape [256, 256]");
+  EXPECT_CONTAINS(msg, "[128, 256]");
+}
+
+// The optional o_proj / down_proj biases: accepted when present, in their shape only.
+TEST_F(WeightsModelCopy, OptionalProjectionBiases) {
+  copy_model("tiny-main", json::object(), /*link_weights=*/false);
+  rewrite_weights("tiny-main", [](RawTensor&) { return true; },
+                  {{"model.layers.1.self_attn.o_proj.bias", "F32", {256}, std::string(1024, '\0')},
+                   {"model.layers.5.mlp.down_proj.bias", "BF16", {256}, std::string(512, '\0')}});
+  expect_valid();
+  rewrite_weights("tiny-main", [](RawTensor&) { return true; },
+                  {{"model.layers.3.mlp.down_proj.bias", "F32", {128}, std::string(512, '\0')}});
+  const std::string msg = validate_error();
+  EXPECT_CONTAINS(msg, "tensor 'model.layers.3.mlp.down_proj.bias' (layer 3) has shape [128]");
+  EXPECT_CONTAINS(msg, "[256]");
 }
 
 TEST_F(WeightsModelCopy, FewerLayersInConfig) {

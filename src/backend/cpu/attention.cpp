@@ -120,7 +120,7 @@ void CpuBackend::rope_kv_write(int layer, const TensorView& qkv, const QkRope& r
       for (int64_t h = 0; h < p.n_kv_heads; ++h) {
         const float* k = r + (p.n_heads + h) * hd;
         const float* v = r + (p.n_heads + p.n_kv_heads + h) * hd;
-        const int64_t pr = kv_row_index(slot, h), off = pr * hd;
+        const int64_t pr = kv_row_index(layer, slot, h), off = pr * hd;
         switch (kc.dtype) {
           case DType::F32:
             std::copy_n(k, hd, kc.as<float>() + off);
@@ -161,7 +161,7 @@ void CpuBackend::attention(int layer, const TensorView& qkv, const AttentionPara
                              .k_pool = {.data = &k_cache(layer), .scales = &k_scale(layer)},
                              .v_pool = {.data = &v_cache(layer), .scales = &v_scale(layer)},
                              .qkv = qkv.as<float>(), .out = out.as<float>(),
-                             .block_size = kv_spec().block_size, .n_kv_heads = kv_spec().n_kv_heads};
+                             .block_size = kv_spec().block_size, .n_kv_heads = kv_spec().kv_heads_of(layer)};
 
   // Items: each sequence's tokens in tiles of tile_tokens, times KV heads; the items with
   // the most keys (the last position of their tile) go first, so the threads, which take

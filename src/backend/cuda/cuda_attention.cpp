@@ -19,9 +19,9 @@ void CudaBackend::check_layer(int layer, const AttentionParams& p) const {
   TF_ASSERT(!k_cache_.empty(), "the KV cache is not initialized (init_kv_cache)");
   TF_ASSERT(layer >= 0 && layer < int(kv_spec_.n_layers), "layer {} of a {}-layer KV cache", layer,
             kv_spec_.n_layers);
-  TF_ASSERT(p.n_kv_heads == kv_spec_.n_kv_heads && p.head_dim == kv_spec_.head_dim,
-            "attention params ({} kv heads, head_dim {}) vs KV cache ({}, {})", p.n_kv_heads, p.head_dim,
-            kv_spec_.n_kv_heads, kv_spec_.head_dim);
+  TF_ASSERT(p.n_kv_heads == kv_spec_.kv_heads_of(layer) && p.head_dim == kv_spec_.head_dim,
+            "attention params ({} kv heads, head_dim {}) vs layer {}'s KV cache ({}, {})", p.n_kv_heads, p.head_dim,
+            layer, kv_spec_.kv_heads_of(layer), kv_spec_.head_dim);
   TF_ASSERT(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0, "{} heads over {} kv heads",
             p.n_heads, p.n_kv_heads);
   TF_ASSERT(p.head_dim % 2 == 0 && p.head_dim <= kAttnMaxHeadDim, "head_dim {}: the CUDA kernels take even "

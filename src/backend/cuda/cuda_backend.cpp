@@ -156,6 +156,8 @@ void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
   TF_ASSERT(spec.group_blocks.empty() || (int64_t(spec.layer_group.size()) == spec.n_layers &&
                                           spec.group_blocks[0] == spec.n_blocks),
             "KV groups: {} layer entries for {} layers", spec.layer_group.size(), spec.n_layers);
+  TF_ASSERT(spec.layer_kv_heads.empty() || int64_t(spec.layer_kv_heads.size()) == spec.n_layers,
+            "KV heads of {} layers for {} layers", spec.layer_kv_heads.size(), spec.n_layers);
   free_kv_cache();
   kv_spec_ = spec;
   auto view_of = [&](DType dt, std::initializer_list<int64_t> alloc_shape, int64_t n_rows) {
@@ -166,8 +168,8 @@ void CudaBackend::init_kv_cache(const KvCacheSpec& spec) {
   for (int64_t il = 0; il < spec.n_layers; ++il) {
     // One more block than the layer's group asks for: the padding block (pad_kv_block),
     // outside the views.
-    const int64_t rows = spec.blocks_of(il) * spec.n_kv_heads * spec.block_size;
-    const int64_t rows_alloc = (spec.blocks_of(il) + 1) * spec.n_kv_heads * spec.block_size;
+    const int64_t rows = spec.blocks_of(il) * spec.kv_heads_of(il) * spec.block_size;
+    const int64_t rows_alloc = (spec.blocks_of(il) + 1) * spec.kv_heads_of(il) * spec.block_size;
     k_cache_.push_back(view_of(spec.dtype, {rows_alloc, spec.head_dim}, rows));
     v_cache_.push_back(view_of(spec.dtype, {rows_alloc, spec.head_dim}, rows));
     if (kv_dtype_scaled(spec.dtype)) {

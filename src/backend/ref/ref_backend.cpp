@@ -114,7 +114,7 @@ void RefBackend::rope_kv_write(int layer, const TensorView& qkv, const QkRope& r
       norm_rope_head(r + h * hd, hd, batch().positions[size_t(t)], rope, h < p.n_heads ? rope.q_norm : rope.k_norm);
     const int64_t slot = slots[t];
     for (int64_t h = 0; h < p.n_kv_heads; ++h) {
-      const int64_t kv_row = kv_row_index(slot, h);
+      const int64_t kv_row = kv_row_index(layer, slot, h);
       store_kv_row(k_cache(layer), k_scale(layer), kv_row, r + (p.n_heads + h) * hd, hd);
       store_kv_row(v_cache(layer), v_scale(layer), kv_row, r + (p.n_heads + p.n_kv_heads + h) * hd, hd);
     }
@@ -140,7 +140,7 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
         std::vector<double> scores;
         double mx = -INFINITY;
         for (int32_t kp = first; kp <= qpos; ++kp) {
-          const int64_t kv_row = kv_row_index(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
+          const int64_t kv_row = kv_row_index(layer, int64_t(table[kp / bs]) * bs + kp % bs, kvh);
           double dot = 0;
           for (int64_t i = 0; i < hd; ++i) dot += double(q[i]) * load_kv(kc, ks, kv_row, hd, i);
           scores.push_back(dot * p.scale);
@@ -152,7 +152,7 @@ void RefBackend::attention(int layer, const TensorView& qkv, const AttentionPara
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;
           for (int32_t kp = first; kp <= qpos; ++kp) {
-            const int64_t kv_row = kv_row_index(int64_t(table[kp / bs]) * bs + kp % bs, kvh);
+            const int64_t kv_row = kv_row_index(layer, int64_t(table[kp / bs]) * bs + kp % bs, kvh);
             acc += scores[size_t(kp - first)] * load_kv(vc, vs, kv_row, hd, i);
           }
           o[i] = float(acc / sum);

@@ -15,6 +15,12 @@ struct LayerTensors {
                    DummyInit init = DummyInit::FanIn) {
     return add_dense_tensor(t, {.name = prefix + suffix, .shape = std::move(shape), .init = init}, tp);
   }
+  // The bias [n] of a row-parallel projection (added once, by rank 0) as weight {role, il};
+  // an optional one is used when the checkpoint has it (the loader skips it otherwise).
+  void bias(WeightRole role, int il, const std::string& suffix, int64_t n, bool optional) {
+    const WeightPart b = add_dense_tensor(t, {.name = prefix + suffix, .shape = {n}, .optional = optional}, kFirstRank);
+    t.weights.push_back({.key = {role, il}, .parts = {b}});
+  }
   // An RMSNorm weight [n] (replicated) in `style`.
   WeightPart norm(const std::string& suffix, int64_t n, NormStyle style) {
     WeightPart p = dense(suffix, {n}, kReplicated, style == NormStyle::OnePlus ? DummyInit::Zeros : DummyInit::Ones);
@@ -52,8 +58,9 @@ void add_final_norm_and_lm_head(WeightTable& t, const ModelConfig& c, NormStyle 
 
 void add_attention_weights(WeightTable& t, const ModelConfig& c, int il, const AttentionTensors& opt) {
   LayerTensors l{t, fmt::format("model.layers.{}.", il)};
-  const int64_t hd = c.head_dim, d_q = c.n_heads * hd, d_kv = c.n_kv_heads * hd;
-  const TpSlice q_heads = tp_rows(c.n_heads, hd), kv_heads = tp_rows(c.n_kv_heads, hd);
+  const int64_t hd = c.head_dim, n_heads = c.heads_of(il), n_kv = c.kv_heads_of(il);
+  const int64_t d_q = n_heads * hd, d_kv = n_kv * hd;
+  const TpSlice q_heads = tp_rows(n_heads, hd), kv_heads = tp_rows(n_kv, hd);
   const WeightPart norm = l.norm("input_layernorm.weight", c.d_model, opt.norms);
   t.weights.push_back({.key = {WeightRole::AttnNorm, il}, .parts = {norm}});
   if (opt.fused_qkv) {
@@ -77,12 +84,9 @@ void add_attention_weights(WeightTable& t, const ModelConfig& c, int il, const A
     t.weights.push_back({.key = {WeightRole::QNorm, il}, .parts = {l.norm("self_attn.q_norm.weight", hd, opt.norms)}});
     t.weights.push_back({.key = {WeightRole::KNorm, il}, .parts = {l.norm("self_attn.k_norm.weight", hd, opt.norms)}});
   }
-  const WeightPart o = l.dense("self_attn.o_proj.weight", {c.d_model, d_q}, tp_columns(c.n_heads, hd));
+  const WeightPart o = l.dense("self_attn.o_proj.weight", {c.d_model, d_q}, tp_columns(n_heads, hd));
   t.weights.push_back({.key = {WeightRole::Wo, il}, .parts = {o}});
-  if (opt.o_bias) {
-    const WeightPart bo = l.dense("self_attn.o_proj.bias", {c.d_model}, kFirstRank);
-    t.weights.push_back({.key = {WeightRole::Bo, il}, .parts = {bo}});
-  }
+  l.bias(WeightRole::Bo, il, "self_attn.o_proj.bias", c.d_model, !opt.o_bias);
   if (opt.post_norm) {
     const WeightPart post = l.norm(std::string(opt.post_norm) + ".weight", c.d_model, opt.norms);
     t.weights.push_back({.key = {WeightRole::AttnPostNorm, il}, .parts = {post}});
@@ -93,17 +97,19 @@ void add_gated_mlp_weights(WeightTable& t, const ModelConfig& c, int il, const M
   LayerTensors l{t, fmt::format("model.layers.{}.", il)};
   const WeightPart norm = l.norm(std::string(opt.norm) + ".weight", c.d_model, opt.norms);
   t.weights.push_back({.key = {WeightRole::MlpNorm, il}, .parts = {norm}});
+  const int64_t f = c.d_ff_of(il);
   if (opt.fused_gate_up) {
-    const WeightPart gu = l.dense("mlp.gate_up_proj.weight", {2 * c.d_ff, c.d_model}, kReplicated);
+    const WeightPart gu = l.dense("mlp.gate_up_proj.weight", {2 * f, c.d_model}, kReplicated);
     t.weights.push_back({.key = {WeightRole::WgateUp, il},
-                         .parts = {rows_of(gu, 0, c.d_ff, tp_rows(c.d_ff)), rows_of(gu, c.d_ff, c.d_ff, tp_rows(c.d_ff))}});
+                         .parts = {rows_of(gu, 0, f, tp_rows(f)), rows_of(gu, f, f, tp_rows(f))}});
   } else {
-    const WeightPart gate = l.dense("mlp.gate_proj.weight", {c.d_ff, c.d_model}, tp_rows(c.d_ff));
-    const WeightPart up = l.dense("mlp.up_proj.weight", {c.d_ff, c.d_model}, tp_rows(c.d_ff));
+    const WeightPart gate = l.dense("mlp.gate_proj.weight", {f, c.d_model}, tp_rows(f));
+    const WeightPart up = l.dense("mlp.up_proj.weight", {f, c.d_model}, tp_rows(f));
     t.weights.push_back({.key = {WeightRole::WgateUp, il}, .parts = {gate, up}});
   }
-  const WeightPart down = l.dense("mlp.down_proj.weight", {c.d_model, c.d_ff}, tp_columns(c.d_ff));
+  const WeightPart down = l.dense("mlp.down_proj.weight", {c.d_model, f}, tp_columns(f));
   t.weights.push_back({.key = {WeightRole::Wdown, il}, .parts = {down}});
+  l.bias(WeightRole::Bdown, il, "mlp.down_proj.bias", c.d_model, /*optional=*/true);
   if (opt.post_norm) {
     const WeightPart post = l.norm(std::string(opt.post_norm) + ".weight", c.d_model, opt.norms);
     t.weights.push_back({.key = {WeightRole::MlpPostNorm, il}, .parts = {post}});

@@ -36,7 +36,9 @@ struct AttentionTensors {
 // qkv_proj) concatenated into Wqkv [(n_heads + 2 n_kv_heads) head_dim, d_model], split by
 // heads (KV heads replicated when fewer than ranks); their biases into Bqkv likewise; with
 // c.qk_norm, self_attn.q_norm and k_norm [head_dim] (replicated); o_proj [d_model, n_heads
-// head_dim] split by input heads; o_proj's bias on rank 0; the post-norm if named.
+// head_dim] split by input heads; o_proj's bias on rank 0 (optional unless opt.o_bias: a
+// pruned model's bias compensation); the post-norm if named. The head counts are layer il's
+// (ModelConfig::heads_of, kv_heads_of).
 void add_attention_weights(WeightTable& t, const ModelConfig& c, int il, const AttentionTensors& opt);
 
 struct MlpTensors {
@@ -47,7 +49,8 @@ struct MlpTensors {
 };
 // Layer il's gated MLP: its pre-norm; gate_proj and up_proj (or the halves of gate_up_proj)
 // concatenated into WgateUp [2 d_ff, d_model] (gate rows first), split by d_ff; down_proj
-// [d_model, d_ff] split by input columns; the post-norm if named.
+// [d_model, d_ff] split by input columns; its optional bias [d_model] (a pruned model's bias
+// compensation) on rank 0; the post-norm if named. d_ff is layer il's (ModelConfig::d_ff_of).
 void add_gated_mlp_weights(WeightTable& t, const ModelConfig& c, int il, const MlpTensors& opt = {});
 
 // Checkpoint names of a mixture-of-experts layer, below "model.layers.{il}.": the router and

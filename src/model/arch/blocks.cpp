@@ -9,8 +9,9 @@ namespace tf {
 using Epi = MatmulFusion::Epilogue;
 
 AttentionParams layer_attention_params(const ModelConfig& cfg, const TpShard& shard, int64_t il) {
-  return AttentionParams{.n_heads = shard.n_heads,
-                         .n_kv_heads = shard.n_kv_heads,
+  const TpLayer& l = shard.layer(il);
+  return AttentionParams{.n_heads = l.n_heads,
+                         .n_kv_heads = l.n_kv_heads,
                          .head_dim = cfg.head_dim,
                          .scale = cfg.attn_scale > 0 ? cfg.attn_scale : float(1.0 / std::sqrt(double(cfg.head_dim))),
                          .sliding_window = cfg.layer_window(il)};
@@ -44,7 +45,7 @@ void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWei
                       MatmulFusion{.norm_w = w.norm, .eps = ctx.eps, .h = a.h,
                                    .epilogue = w.act == MlpActivation::GeluTanh ? Epi::Geglu : Epi::Swiglu,
                                    .y = a.gate_up});
-  project_add(ctx, a, a.act, w.wdown, TensorView{}, w.post_norm);
+  project_add(ctx, a, a.act, w.wdown, w.bdown, w.post_norm);
 }
 
 void moe_block(const BlockContext& ctx, const Activations& a, const MoeWeights& w, const MoeParams& p) {

@@ -20,10 +20,10 @@ class Communicator;
 struct Activations {
   TensorView x;         // [n, d_model] the residual stream
   TensorView h;         // [n, d_model] normalized rows (when a fused prologue runs apart)
-  TensorView qkv;       // [n, (n_heads + 2 n_kv_heads) head_dim]
+  TensorView qkv;       // [n, (n_heads + 2 n_kv_heads) head_dim] (the layer's heads: layer_activations)
   TensorView attn;      // [n, n_heads head_dim]
   TensorView delta;     // [n, d_model] a projection's output before the residual add
-  TensorView gate_up;   // [n, 2 d_ff] (dense MLPs)
+  TensorView gate_up;   // [n, 2 d_ff] (dense MLPs; the layer's d_ff)
   TensorView act;       // [n, d_ff] (dense MLPs)
   TensorView router;    // [n, n_experts] F32 router logits (mixture of experts)
   TensorView moe_ids;   // [n, top_k] I32 chosen experts
@@ -46,8 +46,8 @@ struct AttentionLayer {
   QkRope rope;             // the layer kind's frequencies on the backend (its q/k norms come from its weights)
 };
 
-// Attention params of layer il: this rank's heads, scale (ModelConfig::attn_scale, or
-// 1/sqrt(head_dim)) and the layer's sliding window.
+// Attention params of layer il: this rank's heads of that layer, scale
+// (ModelConfig::attn_scale, or 1/sqrt(head_dim)) and the layer's sliding window.
 AttentionParams layer_attention_params(const ModelConfig& cfg, const TpShard& shard, int64_t il);
 
 // x += post_norm(y @ w^T (+ b)): the residual add fused into the matmul, or the product in
@@ -77,11 +77,12 @@ struct MlpWeights {
   TensorView norm;       // [d_model]
   TensorView wgate_up;   // [2 d_ff, d_model], gate rows first
   TensorView wdown;      // [d_model, d_ff]
+  TensorView bdown;      // [d_model] or empty (a pruned model's bias compensation)
   TensorView post_norm;  // [d_model] or empty (Gemma's post-feed-forward norm)
   MlpActivation act = MlpActivation::Silu;
 };
-// Pre-norm gated MLP: x += post_norm(down(act(gate(h)) * up(h))), h = rms_norm(x); gate|up
-// one matmul; act silu (SwiGLU) or gelu_tanh (GeGLU).
+// Pre-norm gated MLP: x += post_norm(down(act(gate(h)) * up(h)) (+ bdown)), h = rms_norm(x);
+// gate|up one matmul; act silu (SwiGLU) or gelu_tanh (GeGLU).
 void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w);
 
 struct MoeWeights {

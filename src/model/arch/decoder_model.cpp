@@ -18,6 +18,16 @@ TensorView rows(const TensorView& t, int64_t n) {
   return v;
 }
 
+// The rows of t as [rows, cols] (cols at most t's columns) over the same memory, packed:
+// a layer narrower than the widest one uses the start of each scratch buffer.
+TensorView with_cols(const TensorView& t, int64_t cols) {
+  if (!t.data || cols == t.shape[1]) return t;
+  TF_ASSERT(cols > 0 && cols < t.shape[1], "{} columns of {}", cols, t.shape_str());
+  TensorView v = t;
+  v.shape[1] = cols;
+  return v;
+}
+
 // This rank's shard of the model, checked against the communicator before any weight is read.
 TpShard checked_shard(const ModelConfig& cfg, const LoadOptions& opt) {
   const TpShard s = tp_shard(cfg, opt.tp_rank, opt.tp_size);
@@ -85,7 +95,20 @@ QkRope DecoderModel::upload_rope(LayerAttention kind) {
                 .mscale = f.mscale};
 }
 
-// Buffers sized for this rank's shard; those of a kind of MLP the model does not have (the
+Activations DecoderModel::layer_activations(const Activations& a, int64_t il) const {
+  const TpLayer& l = shard_.layer(il);
+  const int64_t hd = cfg_.head_dim;
+  Activations v = a;
+  v.qkv = with_cols(a.qkv, (l.n_heads + 2 * l.n_kv_heads) * hd);
+  v.attn = with_cols(a.attn, l.n_heads * hd);
+  if (l.d_ff > 0) {  // a dense MLP layer
+    v.gate_up = with_cols(a.gate_up, 2 * l.d_ff);
+    v.act = with_cols(a.act, l.d_ff);
+  }
+  return v;
+}
+
+// Buffers sized for this rank's shard (its widest layer); those of a kind of MLP the model does not have (the
 // dense MLP of an all-experts model, the router of a dense one) stay empty.
 bool DecoderModel::reserve(int64_t n_tokens, int64_t n_out) {
   if (n_tokens <= cap_tokens_ && n_out <= cap_out_) return false;
@@ -100,11 +123,11 @@ bool DecoderModel::reserve(int64_t n_tokens, int64_t n_out) {
   for (int64_t il = 0; il < cfg_.n_layers; ++il) (cfg_.layer_is_moe(il) ? moe : dense) = true;
   s.x = be_.alloc(a, {n, cfg_.d_model});
   s.h = be_.alloc(a, {n, cfg_.d_model});
-  s.qkv = be_.alloc(a, {n, (shard_.n_heads + 2 * shard_.n_kv_heads) * hd});
-  s.attn = be_.alloc(a, {n, shard_.n_heads * hd});
+  s.qkv = be_.alloc(a, {n, shard_.max_qkv_heads() * hd});
+  s.attn = be_.alloc(a, {n, shard_.max_heads() * hd});
   s.delta = be_.alloc(a, {n, cfg_.d_model});
-  s.gate_up = dense ? be_.alloc(a, {n, 2 * shard_.d_ff}) : TensorView{};
-  s.act = dense ? be_.alloc(a, {n, shard_.d_ff}) : TensorView{};
+  s.gate_up = dense ? be_.alloc(a, {n, 2 * shard_.max_d_ff()}) : TensorView{};
+  s.act = dense ? be_.alloc(a, {n, shard_.max_d_ff()}) : TensorView{};
   s.router = moe ? be_.alloc(DType::F32, {n, cfg_.n_experts}) : TensorView{};
   s.moe_ids = moe ? be_.alloc(DType::I32, {n, cfg_.n_experts_per_tok}) : TensorView{};
   s.moe_w = moe ? be_.alloc(DType::F32, {n, cfg_.n_experts_per_tok}) : TensorView{};

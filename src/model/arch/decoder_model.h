@@ -40,6 +40,9 @@ class DecoderModel : public Model {
   const LoadedWeights& weights() const { return weights_; }
   // The copy of the linear weights the prepared batch uses (0 .. weights().n_copies() - 1).
   int copy() const { return copy_; }
+  // `a` with its per-layer buffers (qkv, attn, gate_up, act) cut to layer il's widths on this
+  // rank (the same views when every layer has the same widths).
+  Activations layer_activations(const Activations& a, int64_t il) const;
   BlockContext block_context() const { return BlockContext{.be = be_, .comm = comm_, .eps = cfg_.rms_norm_eps}; }
   // The RoPE frequencies of a kind of layer (rope.h) on the backend, as rope_kv_write takes
   // them (q/k norms left empty: they are layer weights).

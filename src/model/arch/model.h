@@ -104,6 +104,11 @@ class Model {
   virtual void init_kv_cache(Backend& backend, const KvCacheSpec& spec) { backend.init_kv_cache(spec); }
 };
 
+// The KV pool geometry of cfg's layers: n_layers, head_dim and each layer's KV heads
+// (KvCacheSpec::layer_kv_heads when they differ, n_kv_heads their largest). The caller sets
+// the blocks, dtype and groups.
+KvCacheSpec kv_geometry(const ModelConfig& cfg);
+
 // Loads DIR (config.json + safetensors, or random weights with opt.dummy_weights) onto
 // `backend` through the architecture registry. Throws tf::Error naming the file and tensor
 // at fault. The backend must outlive the model.

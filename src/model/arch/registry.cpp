@@ -57,6 +57,8 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   if (!arch) f.bad("model_type", "one of the supported values: " + supported_model_types());
   ModelConfig c = parse_common_config(f);
   arch->read_config(f, c);
+  if (c.n_experts > 0 && !c.layer_d_ff.empty())
+    f.bad("layer_intermediate_size", "absent for a mixture-of-experts model (per-layer widths of experts are not supported)");
   return c;
 }
 
@@ -74,6 +76,14 @@ ModelConfig load_model_config(const std::string& dir) {
     });
   }
   return c;
+}
+
+KvCacheSpec kv_geometry(const ModelConfig& cfg) {
+  KvCacheSpec s{.n_layers = cfg.n_layers, .n_kv_heads = 0, .head_dim = cfg.head_dim,
+                .layer_kv_heads = cfg.kv_heads_per_layer()};
+  for (int64_t il = 0; il < cfg.n_layers; ++il) s.n_kv_heads = std::max(s.n_kv_heads, cfg.kv_heads_of(il));
+  if (cfg.n_layers == 0) s.n_kv_heads = cfg.n_kv_heads;
+  return s;
 }
 
 WeightTable dense_weight_table(const ModelConfig& cfg) {

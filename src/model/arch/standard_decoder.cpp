@@ -9,7 +9,7 @@
 //     rotated dims) on q, k; k, v -> the layer's KV pool          (fused into the matmul)
 //     a   = paged causal attention, the layer's window           [n_tokens, n_heads head_dim]
 //     x  += post_norm(a @ Wo^T (+ bias))              (post_norm: AttnPostNorm, Gemma)
-//     dense layer:   x += post_norm(down(act(gate(h)) * up(h))),  h = rms_norm(x)
+//     dense layer:   x += post_norm(down(act(gate(h)) * up(h)) (+ bias)),  h = rms_norm(x)
 //                    (act silu or gelu_tanh; gate|up one matmul; post_norm: MlpPostNorm, Gemma)
 //     experts layer: x += sum over the router's top-k experts of weight * expert(h)
 //   logits = lm_head(final_norm(x[logits_rows]))      [n_out, n_vocab]
@@ -17,6 +17,9 @@
 // The linear weights (Wqkv, Wo, gate|up, down, LM head) are those of the copy the step uses
 // (DecoderModel::copy(), model.h WeightCopy); the experts stay in their stored 16-bit form
 // in every copy (docs/QUANT.md).
+//
+// Each layer has its own query heads, KV heads and d_ff (config.h heads_of, ...; equal in
+// every layer but for pruned models), so the scratch views are cut to the layer's widths.
 //
 // Tensor parallelism (LoadOptions::tp_size > 1): the weights are this rank's shard (the
 // table's TpSlices) and the blocks add one all-reduce after o_proj and one after the MLP.
@@ -59,7 +62,7 @@ class StandardDecoder final : public DecoderModel {
                        .wgate_up = w.get({R::ExpertsGateUp, il}), .wdown = w.get({R::ExpertsDown, il})};
         } else {
           l.mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}, cp),
-                   .wdown = w.get({R::Wdown, il}, cp), .post_norm = w.find({R::MlpPostNorm, il}), .act = c.mlp_act};
+                   .wdown = w.get({R::Wdown, il}, cp), .bdown = w.find({R::Bdown, il}), .post_norm = w.find({R::MlpPostNorm, il}), .act = c.mlp_act};
         }
         layers_.back().push_back(l);
       }
@@ -86,11 +89,12 @@ class StandardDecoder final : public DecoderModel {
     const std::vector<LayerWeights>& layers = layers_[size_t(copy())];
     for (size_t il = 0; il < layers.size(); ++il) {
       const LayerWeights& l = layers[il];
-      attention_block(ctx, a, l.attn, attn_[il]);
+      const Activations la = layer_activations(a, int64_t(il));
+      attention_block(ctx, la, l.attn, attn_[il]);
       if (l.moe)
-        moe_block(ctx, a, l.experts, moe_);
+        moe_block(ctx, la, l.experts, moe_);
       else
-        gated_mlp_block(ctx, a, l.mlp);
+        gated_mlp_block(ctx, la, l.mlp);
     }
     if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_[size_t(copy())]);
   }

@@ -72,7 +72,8 @@ void TensorParallelModel::init_kv_cache(Backend& backend, const KvCacheSpec& spe
   TF_ASSERT(&backend == backends_[0], "the KV pool belongs to rank 0's backend");
   for (int r = 0; r < size(); ++r) {
     KvCacheSpec s = spec;
-    s.n_kv_heads = layouts_[size_t(r)].n_kv_heads;
+    s.n_kv_heads = layouts_[size_t(r)].max_kv_heads();
+    s.layer_kv_heads = layouts_[size_t(r)].kv_heads_per_layer();
     backends_[size_t(r)]->init_kv_cache(s);
   }
 }

@@ -1,6 +1,7 @@
 // Tensor-parallel shard ranges and the slicing of mapped weights; see tp_shard.h.
 #include "model/arch/tp_shard.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -11,21 +12,59 @@ namespace tf {
 TpShard tp_shard(const ModelConfig& cfg, int32_t rank, int32_t size) {
   if (size < 1) fail("tensor parallel size must be at least 1, got {}", size);
   TF_ASSERT(rank >= 0 && rank < size, "rank {} outside {} ranks", rank, size);
-  auto need = [&](int64_t dim, const char* name) {
+  // "num_attention_heads = 32", or "layer 3's num_attention_heads (layer_num_attention_heads) = 24".
+  const bool per_layer = cfg.non_uniform();
+  auto what = [&](int64_t il, const char* name, const char* array) {
+    return per_layer ? fmt::format("layer {}'s {} ({})", il, name, array) : std::string(name);
+  };
+  auto need = [&](int64_t dim, const std::string& name) {
     if (dim % size != 0) fail("tensor parallel size {} does not divide {} = {}", size, name, dim);
   };
-  need(cfg.n_heads, "num_attention_heads");
-  need(cfg.d_ff, "intermediate_size");
+  TpShard s{.rank = rank, .size = size};
+  for (int64_t il = 0; il < cfg.n_layers; ++il) {
+    const int64_t heads = cfg.heads_of(il), kv = cfg.kv_heads_of(il), ff = cfg.d_ff_of(il);
+    need(heads, what(il, "num_attention_heads", "layer_num_attention_heads"));
+    if (!cfg.layer_is_moe(il)) need(ff, what(il, "intermediate_size", "layer_intermediate_size"));
+    if (kv % size != 0 && size % kv != 0)
+      fail("tensor parallel size {} neither divides {} = {} nor is a multiple of it", size,
+           what(il, "num_key_value_heads", "layer_num_key_value_heads"), kv);
+    const TpRange h = tp_groups(heads, rank, size), k = tp_groups(kv, rank, size);
+    const TpRange f = cfg.layer_is_moe(il) ? TpRange{} : tp_groups(ff, rank, size);
+    s.layers.push_back(TpLayer{.head0 = h.begin, .n_heads = h.count, .kv_head0 = k.begin, .n_kv_heads = k.count,
+                               .ff0 = f.begin, .d_ff = f.count});
+  }
   need(cfg.n_vocab, "vocab_size");
   if (cfg.n_experts > 0) need(cfg.d_ff_expert, "the experts' intermediate size");
-  if (cfg.n_kv_heads % size != 0 && size % cfg.n_kv_heads != 0)
-    fail("tensor parallel size {} neither divides num_key_value_heads = {} nor is a multiple of it", size,
-         cfg.n_kv_heads);
-  const TpRange heads = tp_groups(cfg.n_heads, rank, size), kv = tp_groups(cfg.n_kv_heads, rank, size),
-                ff = tp_groups(cfg.d_ff, rank, size), vocab = tp_groups(cfg.n_vocab, rank, size);
-  return TpShard{.rank = rank, .size = size, .head0 = heads.begin, .n_heads = heads.count, .kv_head0 = kv.begin,
-                 .n_kv_heads = kv.count, .ff0 = ff.begin, .d_ff = ff.count, .vocab0 = vocab.begin,
-                 .n_vocab = vocab.count};
+  const TpRange vocab = tp_groups(cfg.n_vocab, rank, size);
+  s.vocab0 = vocab.begin;
+  s.n_vocab = vocab.count;
+  return s;
+}
+
+namespace {
+
+// The largest `f(layer)` over the layers.
+template <typename F>
+int64_t widest(const std::vector<TpLayer>& layers, F&& f) {
+  int64_t m = 0;
+  for (const TpLayer& l : layers) m = std::max(m, f(l));
+  return m;
+}
+
+}  // namespace
+
+int64_t TpShard::max_heads() const { return widest(layers, [](const TpLayer& l) { return l.n_heads; }); }
+int64_t TpShard::max_qkv_heads() const {
+  return widest(layers, [](const TpLayer& l) { return l.n_heads + 2 * l.n_kv_heads; });
+}
+int64_t TpShard::max_d_ff() const { return widest(layers, [](const TpLayer& l) { return l.d_ff; }); }
+int64_t TpShard::max_kv_heads() const { return widest(layers, [](const TpLayer& l) { return l.n_kv_heads; }); }
+
+std::vector<int64_t> TpShard::kv_heads_per_layer() const {
+  std::vector<int64_t> h;
+  for (const TpLayer& l : layers) h.push_back(l.n_kv_heads);
+  if (std::all_of(h.begin(), h.end(), [&](int64_t v) { return v == h[0]; })) h.clear();
+  return h;
 }
 
 TensorView slice_rows(const TensorView& t, int64_t row0, int64_t n) {

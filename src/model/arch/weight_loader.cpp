@@ -40,6 +40,16 @@ bool quantize_in_copy(const WeightSpec& w, const LoadOptions& opt) {
   return w.key.role != WeightRole::LmHead || w.format != WeightFormat::Dense || opt.quantize_lm_head;
 }
 
+// A weight made of an optional tensor the checkpoint does not have (a pruned model's
+// projection biases: the forward then adds none).
+bool absent_optional(const WeightTable& table, const WeightSpec& w, const TensorSource& source) {
+  for (const WeightPart& p : w.parts) {
+    const TensorSpec* s = table.find_tensor(p.tensor);
+    if (s && s->optional && !source.find(p.tensor)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string LoadedWeights::copy_name(const WeightCopy& c) {
@@ -68,6 +78,10 @@ LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& sourc
   ProgressBar bar("loading weights", int64_t(table.weights.size()));
   for (size_t i = 0; i < table.weights.size(); ++i) {
     const WeightSpec& w = table.weights[i];
+    if (absent_optional(table, w, source)) {
+      bar.update(int64_t(i) + 1);
+      continue;
+    }
     std::vector<TensorView>& views = weights_[w.key];
     if (!is_linear_role(w.key.role)) {
       views.push_back(shared_upload("dense:" + slice_key(w, opt), -1, [&] { return load_dense(w, source, opt); }));

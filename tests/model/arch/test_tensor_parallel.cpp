@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "engine/golden_util.h"
+#include "engine/greedy_util.h"
 #include "model/arch/tensor_parallel_model.h"
 #include "model/config.h"
 #include "twofold/engine.h"
@@ -35,18 +36,6 @@ double row_rel_err(const float* a, const float* b, int64_t n) {
   return diff / scale;
 }
 
-// Greedy continuations of every golden prompt, run concurrently through the engine.
-std::vector<std::vector<int32_t>> greedy(Engine& engine, const std::vector<test::GoldenPrompt>& prompts) {
-  std::vector<RequestId> ids;
-  for (const test::GoldenPrompt& g : prompts)
-    ids.push_back(engine.add_request({.prompt_ids = g.input_ids,
-                                      .sampling = {.temperature = 0, .max_tokens = 16, .ignore_eos = true}}));
-  while (engine.has_unfinished()) engine.step();
-  std::vector<std::vector<int32_t>> out;
-  for (RequestId id : ids) out.push_back(engine.output_ids(id));
-  return out;
-}
-
 class TensorParallelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallelTest, LogitsAndGreedyIdsEqualTp1) {
@@ -56,7 +45,7 @@ TEST_P(TensorParallelTest, LogitsAndGreedyIdsEqualTp1) {
   const int64_t n_vocab = one.config().n_vocab;
   std::vector<std::vector<float>> ref;
   for (const test::GoldenPrompt& g : prompts) ref.push_back(one.score(g.input_ids, /*all_positions=*/true));
-  const auto ref_greedy = greedy(one, prompts);
+  const auto ref_greedy = test::greedy_batched(one, prompts);
 
   for (int tp : {2, 4}) {
     Engine sharded(options(model, tp));
@@ -72,7 +61,7 @@ TEST_P(TensorParallelTest, LogitsAndGreedyIdsEqualTp1) {
       }
     }
     std::printf("[ note ] %s tp %d: worst relative logit error %.2g\n", model.c_str(), tp, worst);
-    EXPECT_EQ(greedy(sharded, prompts), ref_greedy) << "tp " << tp;
+    EXPECT_EQ(test::greedy_batched(sharded, prompts), ref_greedy) << "tp " << tp;
   }
 }
 
@@ -84,8 +73,9 @@ INSTANTIATE_TEST_SUITE_P(Models, TensorParallelTest, ::testing::Values("tiny-mai
 // slices of q/k/v/o (by heads), gate/up/down (by d_ff) and the LM head (by vocabulary).
 int64_t expected_rank_bytes(const ModelConfig& c, const TpShard& s, int64_t elem) {
   const int64_t d = c.d_model, hd = c.head_dim;
-  const int64_t per_layer = d * hd * (2 * s.n_heads + 2 * s.n_kv_heads) + 3 * d * s.d_ff + 2 * d;
-  return elem * (c.n_vocab * d + d + c.n_layers * per_layer + s.n_vocab * d);
+  int64_t layers = 0;
+  for (const TpLayer& l : s.layers) layers += d * hd * (2 * l.n_heads + 2 * l.n_kv_heads) + 3 * d * l.d_ff + 2 * d;
+  return elem * (c.n_vocab * d + d + layers + s.n_vocab * d);
 }
 
 TEST(TensorParallelLoad, EachRankHoldsOnlyItsShard) {
@@ -102,9 +92,10 @@ TEST(TensorParallelLoad, EachRankHoldsOnlyItsShard) {
     TensorParallelModel m(dir, *be0, std::move(others), {});
     for (int r = 0; r < tp; ++r) {
       const TpShard& s = m.layout(r);
-      EXPECT_EQ(s.n_heads, c.n_heads / tp);
-      EXPECT_EQ(s.n_kv_heads, tp <= c.n_kv_heads ? c.n_kv_heads / tp : 1);  // replicated past 2 ranks
-      EXPECT_EQ(s.kv_head0, tp <= c.n_kv_heads ? r * s.n_kv_heads : r * c.n_kv_heads / tp);
+      const TpLayer& l = s.layer(3);
+      EXPECT_EQ(l.n_heads, c.n_heads / tp);
+      EXPECT_EQ(l.n_kv_heads, tp <= c.n_kv_heads ? c.n_kv_heads / tp : 1);  // replicated past 2 ranks
+      EXPECT_EQ(l.kv_head0, tp <= c.n_kv_heads ? r * l.n_kv_heads : r * c.n_kv_heads / tp);
       EXPECT_EQ(m.shard(r).weight_bytes(), expected_rank_bytes(c, s, 2)) << "tp " << tp << " rank " << r;
     }
     // The sharded tensors split into N parts (at TP = 2 exactly; at TP = 4 the 2 KV heads
@@ -119,7 +110,7 @@ TEST(TensorParallelLoad, RejectsSizesThatDoNotSplitTheModel) {
   EXPECT_CONTAINS(test::error_of([] { Engine e(options("tiny-main", 3)); }),
                   "tensor parallel size 3 does not divide num_attention_heads = 4");
   EXPECT_CONTAINS(test::error_of([] { Engine e(options("tiny-main", 0)); }), "at least 1, got 0");
-  ModelConfig c{.d_ff = 8, .n_heads = 12, .n_kv_heads = 3, .n_vocab = 16};
+  ModelConfig c{.d_ff = 8, .n_layers = 1, .n_heads = 12, .n_kv_heads = 3, .n_vocab = 16};
   EXPECT_CONTAINS(test::error_of([&] { tp_shard(c, 0, 2); }), "neither divides num_key_value_heads = 3");
 }
 
