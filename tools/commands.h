@@ -15,6 +15,7 @@
 
 namespace tf {
 class ChatTemplate;
+class Tokenizer;
 }
 
 namespace tf::cli {
@@ -88,9 +89,14 @@ void add_serve(CLI::App& app, Runner& run);
 void add_chat(CLI::App& app, Runner& run);
 void add_plot(CLI::App& app, Runner& run);
 void add_quantize(CLI::App& app, Runner& run);
+void add_prune(CLI::App& app, Runner& run);
 
 // The decode tokens/s vs batch chart of a bench result (bench --json's object) to an SVG file.
 void write_decode_curve(const nlohmann::json& bench_output, const std::string& path);
+
+// The token ids of `file`: little-endian uint16 ids (format "u16", or "auto" and a .bin
+// name), else its text encoded by `tok` ("text"). Throws tf::Error naming the file or format.
+std::vector<int32_t> read_token_file(const std::string& file, const std::string& format, const Tokenizer& tok);
 
 // JSON text of a string that may hold invalid UTF-8 (replaced, never thrown on).
 std::string json_dump(const nlohmann::json& j);

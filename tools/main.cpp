@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   tf::cli::add_chat(app, run);
   tf::cli::add_plot(app, run);
   tf::cli::add_quantize(app, run);
+  tf::cli::add_prune(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -30,25 +30,12 @@ struct Args {
   bool json = false;
 };
 
-std::vector<int32_t> read_tokens(const Args& a, const Tokenizer& tok) {
-  const bool u16 = a.format == "u16" || (a.format == "auto" && a.file.ends_with(".bin"));
-  if (!u16) {
-    if (a.format != "auto" && a.format != "text") fail("--format must be auto, text or u16, got '{}'", a.format);
-    return tok.encode(read_text_file(a.file));
-  }
-  const MappedFile f(a.file);
-  if (f.size() % 2 != 0) fail("{}: {} bytes is not a whole number of uint16 token ids", a.file, f.size());
-  std::vector<int32_t> ids(f.size() / 2);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(f.data()[2 * i] | (f.data()[2 * i + 1] << 8));
-  return ids;
-}
-
 int run_perplexity(const Args& a) {
   apply_threads(a.model.threads);
   if (a.window < 2) fail("--window must be at least 2, got {}", a.window);
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_dtype = a.model.kv_dtype, .max_seqs = 1});
-  const std::vector<int32_t> ids = read_tokens(a, engine.tokenizer());
+  const std::vector<int32_t> ids = read_token_file(a.file, a.format, engine.tokenizer());
   const int64_t n_vocab = engine.config().n_vocab;
   int64_t n_windows = (int64_t(ids.size()) + a.window - 1) / a.window;
   if (a.max_windows > 0) n_windows = std::min<int64_t>(n_windows, a.max_windows);
@@ -80,6 +67,19 @@ int run_perplexity(const Args& a) {
 }
 
 }  // namespace
+
+std::vector<int32_t> read_token_file(const std::string& file, const std::string& format, const Tokenizer& tok) {
+  const bool u16 = format == "u16" || (format == "auto" && file.ends_with(".bin"));
+  if (!u16) {
+    if (format != "auto" && format != "text") fail("--format must be auto, text or u16, got '{}'", format);
+    return tok.encode(read_text_file(file));
+  }
+  const MappedFile f(file);
+  if (f.size() % 2 != 0) fail("{}: {} bytes is not a whole number of uint16 token ids", file, f.size());
+  std::vector<int32_t> ids(f.size() / 2);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(f.data()[2 * i] | (f.data()[2 * i + 1] << 8));
+  return ids;
+}
 
 void add_perplexity(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();

@@ -2,16 +2,15 @@
 // and prints the per-weight table: how each linear weight is stored, its output error on the
 // calibration rows and the calibration perplexity with it quantized alone.
 #include <cstdio>
-#include <memory>
 #include <sstream>
 
 #include "convert/quantize_model.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "core/progress.h"
 #include "model/tokenizer/tokenizer.h"
 #include "quant/quantized_weight.h"
 #include "tools/commands.h"
+#include "tools/staged_progress.h"
 
 namespace tf::cli {
 namespace {
@@ -46,19 +45,10 @@ int run_quantize(const Args& a) {
     if (p.calib_ids.size() < 2) fail("{}: fewer than 2 tokens of calibration text", a.calib);
     std::fprintf(stderr, "calibration: %zu tokens of %s\n", p.calib_ids.size(), a.calib.c_str());
   }
-  std::unique_ptr<ProgressBar> bar;
-  std::string stage;
-  p.progress = [&](const std::string& what, int64_t done, int64_t total) {
-    const std::string s = what.substr(0, what.find(' '));
-    if (s != stage || !bar) {
-      if (bar) bar->finish();
-      bar = std::make_unique<ProgressBar>(s, total);
-      stage = s;
-    }
-    bar->update(done, what);
-  };
+  StagedProgress bar;
+  p.progress = [&](const std::string& what, int64_t done, int64_t total) { bar.update(what, done, total); };
   const QuantizeReport r = quantize_model(p);
-  if (bar) bar->finish();
+  bar.finish();
   for (const std::string& line : format_report(r)) std::printf("%s\n", line.c_str());
   std::printf("wrote %s\n", a.out.c_str());
   return 0;

@@ -18,6 +18,8 @@
 #include "model/quant_config.h"
 #include "model/write_safetensors.h"
 #include "model/tensor_source.h"
+#include "convert/calibration.h"
+#include "convert/model_folder.h"
 #include "quant/capture_backend.h"
 #include "quant/quantizer.h"
 
@@ -45,73 +47,6 @@ std::vector<float> tensor_f32(const TensorInfo& t) {
 std::string weight_name(const WeightKey& key) {
   if (key.layer < 0) return std::string(weight_role_name(key.role));
   return fmt::format("layer {} {}", key.layer, weight_role_name(key.role));
-}
-
-// One sequence per window from position 0, every position's logits: exp(mean NLL of tokens
-// 1.. of each window), as `twofold perplexity` computes it.
-double perplexity(Model& model, Backend& be, const std::vector<int32_t>& ids, int32_t window) {
-  const int32_t bs = 16, n_blocks = (window + bs - 1) / bs;
-  const ModelConfig& cfg = model.config();
-  KvCacheSpec spec = kv_geometry(cfg);
-  spec.n_blocks = n_blocks;
-  spec.block_size = bs;
-  spec.dtype = DType::F32;
-  model.init_kv_cache(be, spec);
-  std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
-  for (int32_t b = 0; b < n_blocks; ++b) blocks[size_t(b)] = b;
-  double nll = 0;
-  int64_t n = 0;
-  std::vector<float> logits;
-  for (size_t at = 0; at + 2 <= ids.size(); at += size_t(window)) {
-    const int32_t len = int32_t(std::min<size_t>(size_t(window), ids.size() - at));
-    BatchBuilder bb(bs, n_blocks);
-    bb.add(SeqChunk{.ids = ids.data() + at, .n_ids = len, .start_pos = 0, .blocks = blocks.data(),
-                    .n_blocks = n_blocks, .want_logits = true, .all_logits = true});
-    const PreparedStep step = model.prepare(bb.take());
-    model.run();
-    logits.resize(size_t(step.logits.numel()));
-    be.copy_to_host(step.logits, logits.data());
-    const int64_t v = step.logits.shape[1];
-    for (int32_t t = 0; t + 1 < len; ++t) {
-      const float* row = logits.data() + int64_t(t) * v;
-      const float mx = *std::max_element(row, row + v);
-      double sum = 0;
-      for (int64_t j = 0; j < v; ++j) sum += std::exp(double(row[j]) - mx);
-      nll += std::log(sum) + mx - row[ids[at + size_t(t) + 1]];
-      ++n;
-    }
-  }
-  return n ? std::exp(nll / double(n)) : 0;
-}
-
-// Each linear weight's input rows on the 16-bit model over the calibration tokens (windows
-// from position 0). The capture keys rows by the weight's upload; the forward calls the linear
-// weights of a layer in the table's order and the LM head last, which maps them to keys
-// (checked against each weight's input dimension).
-std::map<WeightKey, CaptureBackend::Record> capture_inputs(const std::string& dir, const WeightTable& table,
-                                                          const QuantizeParams& p) {
-  auto cpu = make_backend(BackendKind::Cpu);
-  CaptureBackend capture(*cpu, CaptureOptions{.max_rows = p.calib_rows});
-  auto model = load_model(dir, capture, LoadOptions{.keep_stored_dtype = false, .weight_dtype = DType::F32});
-  perplexity(*model, capture, p.calib_ids, p.eval_window);
-  std::vector<WeightKey> order;
-  for (const WeightSpec& w : table.weights)
-    if (is_linear_role(w.key.role) && w.key.layer >= 0) order.push_back(w.key);
-  std::stable_sort(order.begin(), order.end(), [](const WeightKey& a, const WeightKey& b) { return a.layer < b.layer; });
-  if (table.find({R::LmHead})) order.push_back({R::LmHead});
-  const auto& rec = capture.records();
-  if (rec.size() != order.size())
-    fail("{}: the calibration forward made {} distinct matmuls, but the {} table has {} linear weights", dir,
-         rec.size(), table.arch, order.size());
-  std::map<WeightKey, CaptureBackend::Record> out;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const WeightSpec* w = table.find(order[i]);
-    if (rec[i].k != w->parts[0].shape.back())
-      fail("{}: calibration matmul {} has {} inputs, but {} has {} (the forward's order is not the table's)", dir, i,
-           rec[i].k, weight_name(order[i]), w->parts[0].shape.back());
-    out[order[i]] = rec[i];
-  }
-  return out;
 }
 
 // The model being written: every tensor's bytes, the dense ones from the source or changed
@@ -252,17 +187,7 @@ double candidate_ppl(const ModelConfig& dense_cfg, const WeightTable& dense_tabl
   auto src = std::make_unique<PreparedTensors>("(quantize candidate)", std::move(a.infos), std::shared_ptr<const void>());
   auto cpu = make_backend(BackendKind::Cpu);
   auto model = load_model(std::move(cfg), std::move(src), *cpu, LoadOptions{});
-  return perplexity(*model, *cpu, p.calib_ids, p.eval_window);
-}
-
-void copy_side_files(const std::string& in, const std::string& out) {
-  for (const auto& e : fs::directory_iterator(in)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
-        name == "config.json")
-      continue;
-    fs::copy_file(e.path(), fs::path(out) / name, fs::copy_options::overwrite_existing);
-  }
+  return model_perplexity(*model, *cpu, p.calib_ids, p.eval_window);
 }
 
 }  // namespace
@@ -304,7 +229,7 @@ QuantizeReport quantize_model(const QuantizeParams& p) {
   std::map<WeightKey, CaptureBackend::Record> calib;
   if (!p.calib_ids.empty()) {
     tick("calibration forward", 0, 1);
-    calib = capture_inputs(p.in_dir, table, p);
+    calib = capture_linear_inputs(p.in_dir, table, p.calib_ids, p.eval_window, p.calib_rows);
     tick("calibration forward", 1, 1);
   }
   const bool tied = table.find_tensor("lm_head.weight") == nullptr || table.find_tensor("lm_head.weight")->optional;
@@ -441,7 +366,7 @@ QuantizeReport quantize_model(const QuantizeParams& p) {
   nlohmann::json config = nlohmann::json::parse(in);
   config["quantization_config"] = quant_config_json(out_cfg.quant);
   std::ofstream(p.out_dir + "/config.json") << config.dump(2) << "\n";
-  copy_side_files(p.in_dir, p.out_dir);
+  copy_model_side_files(p.in_dir, p.out_dir);
   return report;
 }
 

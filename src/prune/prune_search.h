@@ -1,0 +1,51 @@
+// What `twofold prune` does with a Pruner (prune_model.h): one cut (the better score of
+// several, by perplexity on held-out calibration tokens), the largest cut within a
+// perplexity limit on the evaluation tokens, or a sweep of cuts for the curve.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "prune/prune_model.h"
+
+namespace tf {
+
+struct PruneRequest {
+  PlanTarget target;                 // the cut; none of heads/ffn/params set: search (needs max_ppl_increase)
+  std::vector<PruneScore> scores;    // one, or several: each candidate keeps the better one on select_ids
+  Recovery recovery = Recovery::Lsq;
+  std::vector<int32_t> select_ids;   // held-out calibration tokens (several scores)
+  std::vector<int32_t> eval_ids;     // evaluation tokens (held-out validation); empty: not measured
+  double max_ppl_increase = -1;      // percent over the unpruned perplexity on eval_ids; < 0: no limit
+  double search_max_pct = 90;        // search: the largest params_pct tried
+};
+
+struct PruneOutcome {
+  PrunedModel model;
+  PruneScore score = PruneScore::Flap;
+  double params_pct = 0;             // the target the cut came from (search: the one found)
+  double ppl_before = 0, ppl_after = 0;  // on eval_ids; 0 when not measured
+  bool within_limit = true;          // false: the cut (or every cut of the search) passes max_ppl_increase
+};
+
+// The cut of r.target, or with no cut given the largest whole-percent params_pct in
+// (0, search_max_pct] whose perplexity stays within max_ppl_increase (binary search, which
+// assumes perplexity grows with the cut). Throws tf::Error for a search without a limit or
+// evaluation tokens.
+PruneOutcome prune_with(const Pruner& pruner, const PruneRequest& r);
+
+struct SweepPoint {
+  PruneScore score = PruneScore::Flap;
+  Recovery recovery = Recovery::None;
+  double params_pct = 0;          // requested
+  double removed_layer_pct = 0;   // of the layers' parameters, as cut
+  double removed_model_pct = 0;   // of the whole model's
+  double ppl = 0;                 // on the evaluation tokens
+};
+
+// Every (score, recovery, params_pct) of the lists, measured on eval_ids.
+std::vector<SweepPoint> prune_sweep(const Pruner& pruner, const std::vector<double>& params_pcts,
+                                    const std::vector<PruneScore>& scores, const std::vector<Recovery>& recoveries,
+                                    const PlanTarget& base, const std::vector<int32_t>& eval_ids);
+
+}  // namespace tf
