@@ -4,6 +4,7 @@
 // Per decode step: the bytes it reads (the weights it reads, plus each sequence's K/V at the
 // run's mean context) per step time is the achieved bandwidth ("GB/s"); "roofline" is the
 // share of the copy bandwidth the weight reads alone achieve (decode tok/s over the bound).
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -173,6 +174,7 @@ int run_bench(const Args& a) {
   for (const std::string& v : variants) variant_options(v);  // unknown names fail before the load
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
+  const auto load_t0 = std::chrono::steady_clock::now();
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
                               .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
@@ -187,7 +189,11 @@ int run_bench(const Args& a) {
     return bench::step_weight_bytes(cfg, double(engine.model().step_weight_bytes(b)), double(engine.model().n_params()), b) /
            1e9;
   };
-  nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"weight_bytes", engine.model().weight_bytes()},
+  // Tokenizer, config, weights (mapping, dequantizing or repacking, uploading) and KV pool.
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_t0).count();
+  if (!a.json) std::printf("loaded in %.3f s\n", load_s);
+  nlohmann::json out{{"model", a.model.dir}, {"backend", a.model.backend}, {"load_s", load_s},
+                     {"weight_bytes", engine.model().weight_bytes()},
                      {"n_params", engine.model().n_params()}, {"active_params_per_token", active.params_per_token},
                      {"gen_len", a.gen_len}};
   if (!a.json && active.n_moe_layers > 0)

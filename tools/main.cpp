@@ -26,6 +26,9 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_option("--group-size", args.weights.group_size, "int4 at load: elements per group (a multiple of 32)")
       ->capture_default_str();
   app->add_flag("--quantize-lm-head", args.weights.quantize_lm_head, "Quantization at load includes an untied LM head");
+  app->add_flag("--dequantize", args.weights.dequantize_gguf,
+                "GGUF: dequantize every quantized matrix to F32 at load, also the types the backend runs in their "
+                "blocks (README, GGUF types), for comparison");
   app->add_option("--weights-per-batch", args.weights.per_batch,
                   "Copies of the linear weights, each step using one by its number of tokens: names (stored, bf16, "
                   "int8, int4, fp8) with the fewest tokens each serves (int4:1,fp8:64), or without numbers to "

@@ -82,6 +82,9 @@ struct WeightOptions {
   // ("int4:1,fp8:64"), or none of them with ":N" to measure the crossovers at load ("int4,fp8").
   // "": one copy.
   std::string per_batch;
+  // A GGUF file's quantized matrices dequantized to F32 at load, also where the backend has
+  // kernels for their blocks (the CPU: Q8_0, Q4_0, Q4_1, Q4_K), for comparison.
+  bool dequantize_gguf = false;
 };
 
 struct EngineOptions {

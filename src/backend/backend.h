@@ -158,6 +158,9 @@ class Backend {
   // Makes a weight resident on this backend, converting to `dtype`. The CPU backends may
   // return the host view itself when no conversion is needed (zero copy from the mmap).
   virtual TensorView upload(const TensorView& host, DType dtype) = 0;
+  // Whether matmul and embedding take weights of GGUF block type t (dtype_is_gguf_block) as
+  // uploaded; a loader dequantizes the types a backend does not read.
+  virtual bool reads_gguf_block(DType t) const { (void)t; return false; }
   virtual void copy_to_host(const TensorView& src, void* dst) = 0;
   virtual void copy_from_host(const void* src, const TensorView& dst) = 0;
   virtual void synchronize() {}
@@ -170,6 +173,7 @@ class Backend {
 
   // ---- ops (each implementation checks shapes with the helpers in shape_checks.h) ----------
   // out[t] = table[ids[t]] for the current batch's token_ids.   table [n_vocab, d_model]
+  // (a GGUF block type where reads_gguf_block says so: the row dequantized)
   virtual void embedding(const TensorView& table, const TensorView& out) = 0;
   // out = x / sqrt(mean(x^2) + eps) * w, row-wise.               x, out [rows, d], w [d]
   virtual void rms_norm(const TensorView& x, const TensorView& w, float eps,

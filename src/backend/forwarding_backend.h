@@ -18,6 +18,7 @@ class ForwardingBackend : public Backend {
   TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override { return inner_.alloc(dtype, shape); }
   void release(const TensorView& buf) override { inner_.release(buf); }
   TensorView upload(const TensorView& host, DType dtype) override { return inner_.upload(host, dtype); }
+  bool reads_gguf_block(DType t) const override { return inner_.reads_gguf_block(t); }
   void copy_to_host(const TensorView& src, void* dst) override { inner_.copy_to_host(src, dst); }
   void copy_from_host(const void* src, const TensorView& dst) override { inner_.copy_from_host(src, dst); }
   void synchronize() override { inner_.synchronize(); }

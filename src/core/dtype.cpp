@@ -20,6 +20,7 @@ size_t dtype_size(DType t) {
 }
 
 bool dtype_is_quantized(DType t) { return t >= DType::W8; }
+bool dtype_is_gguf_block(DType t) { return t >= DType::Q8_0; }
 
 namespace {
 struct Block { int64_t elems; size_t bytes; };

@@ -21,6 +21,8 @@ enum class DType : uint8_t {
 // whose size only a row has (dtype_row_bytes).
 size_t dtype_size(DType t);
 bool dtype_is_quantized(DType t);
+// Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K: ggml's blocks, each holding its own scales.
+bool dtype_is_gguf_block(DType t);
 // Elements per block along a row: 1 for dense dtypes, W8, FP8; 2 for W4; 32 or 256 for GGUF.
 int64_t dtype_block_elems(DType t);
 // Bytes of one row of k elements (k a multiple of dtype_block_elems), the packed values only:

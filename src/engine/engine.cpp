@@ -95,7 +95,8 @@ Engine::Impl::Impl(const EngineOptions& o) : opt(o) {
   if (opt.load_format != "auto" && opt.load_format != "dummy")
     fail("unknown load format '{}' (expected auto or dummy)", opt.load_format);
   const CopyPlan copies = plan_weight_copies(opt.weights);
-  const LoadOptions load{.dummy_weights = opt.load_format == "dummy", .weight_copies = copies.copies,
+  const LoadOptions load{.dequantize_gguf = opt.weights.dequantize_gguf, .dummy_weights = opt.load_format == "dummy",
+                         .weight_copies = copies.copies,
                          .quantize_lm_head = opt.weights.quantize_lm_head};
   if (opt.tensor_parallel == 1) {
     model = load_model(opt.model_dir, *backend, load);

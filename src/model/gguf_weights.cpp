@@ -1,5 +1,6 @@
 #include "model/gguf_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -36,7 +37,7 @@ constexpr std::pair<std::string_view, std::string_view> kLayerNames[] = {
 // What a GGUF file holds besides the tensors' own bytes: the mapping and the converted copies.
 struct GgufStorage {
   std::shared_ptr<const GgufFile> file;
-  std::vector<std::unique_ptr<float[]>> converted;
+  std::vector<std::unique_ptr<uint8_t[]>> converted;
 };
 
 // Heads whose rows convert_hf_to_gguf.py reordered for ggml's RoPE (llama's q and k), or 0.
@@ -47,15 +48,16 @@ int64_t permuted_heads(const ModelConfig& cfg, std::string_view hf_name) {
   return 0;
 }
 
-// Puts the rows of `x` ([n_rows, row] F32) back in Hugging Face's order: within each head of
-// head_dim = n_rows / n_heads rows, row t * head_dim/2 + j comes from row 2j + t.
-void unpermute_rows(float* x, int64_t n_rows, int64_t row, int64_t n_heads) {
+// Puts the rows of `x` ([n_rows] rows of row_bytes each: F32 values or whole GGUF blocks) back
+// in Hugging Face's order: within each head of head_dim = n_rows / n_heads rows, row
+// t * head_dim/2 + j comes from row 2j + t.
+void unpermute_rows(uint8_t* x, int64_t n_rows, size_t row_bytes, int64_t n_heads) {
   const int64_t hd = n_rows / n_heads, half = hd / 2;
-  std::vector<float> copy(x, x + n_rows * row);
+  std::vector<uint8_t> copy(x, x + size_t(n_rows) * row_bytes);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t h = r / hd, t = (r % hd) / half, j = r % half;
-    std::memcpy(x + r * row, copy.data() + (h * hd + 2 * j + t) * row, size_t(row) * sizeof(float));
+    std::memcpy(x + size_t(r) * row_bytes, copy.data() + size_t(h * hd + 2 * j + t) * row_bytes, row_bytes);
   }
 }
 
@@ -74,13 +76,14 @@ std::string gguf_to_hf_name(std::string_view name) {
   return "";
 }
 
-std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg) {
+std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg,
+                                           const GgufWeightOptions& opt) {
   auto storage = std::make_shared<GgufStorage>();
   storage->file = file;
   const std::string& path = file->path();
 
-  // Phase 1: names and types; what can stay in the mapping.
-  struct Plan { const GgufTensor* t; DType dtype; int64_t heads; };
+  // Phase 1: names and types; what can stay in the mapping, what stays in blocks.
+  struct Plan { const GgufTensor* t; DType dtype; int64_t heads; bool blocks; };
   std::vector<TensorInfo> infos;
   std::vector<std::pair<size_t, Plan>> to_convert;  // index into infos
   for (const GgufTensor& t : file->tensors()) {
@@ -94,26 +97,31 @@ std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file,
     const int64_t heads = permuted_heads(cfg, name);
     const std::vector<int64_t> shape = t.shape();
     const bool reorder = heads > 0 && shape[0] > 0 && shape[0] % (2 * heads) == 0;  // otherwise validation names the shape
-    const bool in_place = !dtype_is_quantized(*dt) && !reorder && t.offset % dtype_size(*dt) == 0;
-    TensorInfo info{.name = std::move(name), .dtype = in_place ? *dt : DType::F32, .shape = shape,
-                    .data = in_place ? t.data : nullptr, .nbytes = size_t(t.numel()) * (in_place ? dtype_size(*dt) : 4),
-                    .file = path};
-    if (!in_place) to_convert.push_back({infos.size(), Plan{&t, *dt, reorder ? heads : 0}});
+    const bool blocks = dtype_is_gguf_block(*dt) && shape.size() == 2 &&
+                        std::find(opt.keep_blocks.begin(), opt.keep_blocks.end(), *dt) != opt.keep_blocks.end();
+    const bool in_place = (blocks || !dtype_is_quantized(*dt)) && !reorder && (blocks || t.offset % dtype_size(*dt) == 0);
+    const DType dtype = in_place || blocks ? *dt : DType::F32;
+    TensorInfo info{.name = std::move(name), .dtype = dtype, .shape = shape, .data = in_place ? t.data : nullptr,
+                    .nbytes = blocks ? t.nbytes : size_t(t.numel()) * dtype_size(dtype), .file = path};
+    if (!in_place) to_convert.push_back({infos.size(), Plan{&t, *dt, reorder ? heads : 0, blocks}});
     infos.push_back(std::move(info));
   }
 
-  // Phase 2: dequantize (and reorder) into F32 copies.
+  // Phase 2: dequantize into F32 copies, or copy the blocks; reorder.
   ProgressBar bar("dequantizing", int64_t(to_convert.size()));
   for (size_t i = 0; i < to_convert.size(); ++i) {
     const auto& [index, p] = to_convert[i];
     const int64_t numel = p.t->numel(), k = p.t->ne[0];
-    auto buf = std::make_unique<float[]>(size_t(numel));
-    dequantize_rows(p.dtype, p.t->data, buf.get(), k ? numel / k : 0, k);
+    auto buf = std::make_unique<uint8_t[]>(infos[index].nbytes);
+    if (p.blocks)
+      std::memcpy(buf.get(), p.t->data, infos[index].nbytes);
+    else
+      dequantize_rows(p.dtype, p.t->data, reinterpret_cast<float*>(buf.get()), k ? numel / k : 0, k);
     if (p.heads > 0) {
       const int64_t n_rows = infos[index].shape[0];
-      unpermute_rows(buf.get(), n_rows, numel / n_rows, p.heads);
+      unpermute_rows(buf.get(), n_rows, infos[index].nbytes / size_t(n_rows), p.heads);
     }
-    infos[index].data = reinterpret_cast<const uint8_t*>(buf.get());
+    infos[index].data = buf.get();
     storage->converted.push_back(std::move(buf));
     bar.update(int64_t(i + 1), infos[index].name);
   }
@@ -121,9 +129,9 @@ std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file,
   return std::make_unique<PreparedTensors>(path, std::move(infos), std::move(storage));
 }
 
-std::unique_ptr<TensorSource> open_gguf_weights(const std::string& path) {
+std::unique_ptr<TensorSource> open_gguf_weights(const std::string& path, const GgufWeightOptions& opt) {
   auto file = std::make_shared<const GgufFile>(path);
-  return gguf_weights(file, gguf_model_config(*file));
+  return gguf_weights(file, gguf_model_config(*file), opt);
 }
 
 }  // namespace tf

@@ -48,8 +48,9 @@ PreparedTensors::PreparedTensors(std::string origin, std::vector<TensorInfo> inf
   for (const auto& [name, info] : infos_) index_[name] = &info;
 }
 
-std::unique_ptr<TensorSource> open_tensor_source(const std::string& dir) {
-  if (const std::optional<std::string> gguf = find_gguf_model(dir)) return open_gguf_weights(*gguf);
+std::unique_ptr<TensorSource> open_tensor_source(const std::string& dir, const std::vector<DType>& keep_gguf_blocks) {
+  if (const std::optional<std::string> gguf = find_gguf_model(dir))
+    return open_gguf_weights(*gguf, GgufWeightOptions{.keep_blocks = keep_gguf_blocks});
   return std::make_unique<Checkpoint>(Checkpoint::open(dir));
 }
 

@@ -57,8 +57,9 @@ class PreparedTensors final : public TensorSource {
 std::string shape_str(const std::vector<int64_t>& shape);
 
 // The weights of the model path `dir`: a GGUF file (or a folder holding one and no
-// safetensors: gguf_weights.h), else the folder's safetensors (model.safetensors, or the
-// shards that model.safetensors.index.json lists). Throws tf::Error naming the file at fault.
-std::unique_ptr<TensorSource> open_tensor_source(const std::string& dir);
+// safetensors: gguf_weights.h, its matrices of the block types in keep_gguf_blocks left in
+// their blocks), else the folder's safetensors (model.safetensors, or the shards that
+// model.safetensors.index.json lists). Throws tf::Error naming the file at fault.
+std::unique_ptr<TensorSource> open_tensor_source(const std::string& dir, const std::vector<DType>& keep_gguf_blocks = {});
 
 }  // namespace tf

@@ -18,7 +18,8 @@ bool dtype_fits(const TensorSpec& s, DType t) {
   switch (s.component) {
     case TensorComponent::Values:
       switch (s.format) {
-        case WeightFormat::Dense: return is_float(t);
+        case WeightFormat::Dense:  // a GGUF file's matrices may stay in their blocks (gguf_weights.h)
+          return is_float(t) || (dtype_is_gguf_block(t) && s.shape.size() == 2 && s.shape[1] % dtype_block_elems(t) == 0);
         case WeightFormat::Int8: return t == DType::I8;
         case WeightFormat::Int4: return t == DType::U8;
         case WeightFormat::Fp8: return t == DType::FP8 || t == DType::U8;
@@ -33,7 +34,7 @@ std::string_view expected_dtypes(const TensorSpec& s) {
   switch (s.component) {
     case TensorComponent::Values:
       switch (s.format) {
-        case WeightFormat::Dense: return "a float type (F32, F16 or BF16)";
+        case WeightFormat::Dense: return "a float type (F32, F16 or BF16), or for a matrix a GGUF block type";
         case WeightFormat::Int8: return "I8";
         case WeightFormat::Int4: return "U8 (two 4-bit codes per byte)";
         case WeightFormat::Fp8: return "F8_E4M3 or U8";

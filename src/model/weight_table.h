@@ -22,8 +22,9 @@
 namespace tf {
 
 // How a weight is stored in the checkpoint. Dense: each part is one tensor in F32, F16 or
-// BF16. Int8, Int4, Fp8: each part is the layout of src/quant/formats.h (W8, W4, FP8) in up
-// to three tensors, its packed values, scales and (Int4) zero points (quant_config.h).
+// BF16 (a GGUF file's matrices also in a GGUF block type, dtype_is_gguf_block). Int8, Int4,
+// Fp8: each part is the layout of src/quant/formats.h (W8, W4, FP8) in up to three tensors,
+// its packed values, scales and (Int4) zero points (quant_config.h).
 enum class WeightFormat : uint8_t { Dense, Int8, Int4, Fp8 };
 std::string_view weight_format_name(WeightFormat f);  // "dense", "int8", "int4", "fp8"
 // W8 / W4 / FP8 for the quantized formats (the TensorView dtype of the loaded weight), and back.

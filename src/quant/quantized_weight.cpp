@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "quant/fp8.h"
+#include "quant/gguf_dequant.h"
 #include "quant/group_quant.h"
 
 namespace tf {
@@ -193,6 +194,10 @@ void dequantize_row(const TensorView& w, int64_t row, float* out) {
         }
       }
       return;
+    case DType::Q4_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: tf::dequantize_row(w.dtype, r, out, k); return;  // gguf_dequant.h
     default: TF_ASSERT(false, "dequantize_row: {} is not a quantized weight dtype this supports", dtype_name(w.dtype));
   }
 }

@@ -69,7 +69,8 @@ TensorView make_quantized_view(const QuantizedParts& parts);
 // Row `row` of a quantized matrix as F32 (k = w.shape[1] values):
 //   W8:  scale[i] * q            W4: scale[i, g] * (q - zero[i, g])     FP8: scale[i] * e4m3(q)
 //   Q8_0: d * q per block of 32  Q4_0: d * (q - 8) per block of 32 (ggml's layouts)
-// each one F32 product of the stored scale widened to F32. Other dtypes: TF_ASSERT.
+// each one F32 product of the stored scale widened to F32; Q4_1, Q4_K, Q5_K, Q6_K as
+// gguf_dequant.h computes them. Other dtypes: TF_ASSERT.
 void dequantize_row(const TensorView& w, int64_t row, float* out);
 // The whole matrix [m, k] as F32.
 std::vector<float> dequantize(const TensorView& w);

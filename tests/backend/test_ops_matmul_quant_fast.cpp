@@ -1,14 +1,17 @@
 // CpuBackend::matmul_quant_fast (the integer kernels of quantized weights) against the
 // reference backend's F32 matmul over the dequantized weights, for W8, W4 (group sizes 32,
-// 64, 128), Q8_0, Q4_0 and Q4_K, over shapes that hit every tail: tokens n around the
+// 64, 128), Q8_0, Q4_0, Q4_1 and Q4_K, over shapes that hit every tail: tokens n around the
 // 4-token tile, output rows m around the 4-row block, k from one block of 32 (256 for Q4_K)
 // up past several; with and without bias; at every ISA level (isa_test_main.cpp).
 //
 // Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
-// Q4_0 for its AVX2/AVX-512 kernels). Weights are random bytes in each layout (every nibble and byte value, random scales,
-// zeros and 6-bit sub-scales) and are dequantized here by scalar code written from the
-// layout definitions (src/quant/formats.h and ggml's block formats), independently of the
-// kernels.
+// Q4_0, Q4_1 and Q4_K for its AVX2/AVX-512 kernels). Weights are random bytes in each layout
+// (every nibble and byte value, random scales, zeros, minimums and 6-bit sub-scales) and are
+// dequantized here by scalar code written from the layout definitions (src/quant/formats.h
+// and ggml's block formats), independently of the kernels. For the GGUF types that
+// dequantization is checked against quant/gguf_dequant.h's, which tests/quant/
+// test_gguf_dequant.cpp holds bit for bit to the `gguf` package's gguf.quants.dequantize: the
+// reference is the matmul over gguf.quants.dequantize's weights.
 //
 // Two comparisons per shape:
 //  1. Exactness of the kernel: the reference gets the activations as the kernel sees them,
@@ -32,6 +35,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "op_test_util.h"
+#include "quant/gguf_dequant.h"
 
 namespace tf {
 namespace {
@@ -126,6 +130,19 @@ QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) 
         }
       break;
     }
+    case DType::Q4_1: {  // blocks of {f16 d, f16 m, uint8 qs[16]}: nibbles as Q4_0, w = d q + m
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t b = 0; b < k / 32; ++b) {
+          uint8_t* p = w.data.data() + (i * (k / 32) + b) * 20;
+          put_half(p, random_half(rng, 0.001, 0.05));
+          put_half(p + 2, random_half(rng, -0.4, 0.1));
+          for (int j = 0; j < 32; ++j) {
+            const int q = j < 16 ? p[4 + j] & 0xF : p[4 + j - 16] >> 4;
+            out[i * k + b * 32 + j] = get_half(p) * float(q) + get_half(p + 2);
+          }
+        }
+      break;
+    }
     case DType::Q4_K: {  // super-blocks of {f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]}
       for (int64_t i = 0; i < m; ++i)
         for (int64_t sb = 0; sb < k / 256; ++sb) {
@@ -169,6 +186,22 @@ std::vector<float> quantize_dequantize(const std::vector<float>& x) {
   return out;
 }
 
+// w.dequant against gguf_dequant.h's rows (gguf.quants.dequantize's values): within float
+// rounding (the products here may be summed in another order or fused).
+void expect_gguf_dequant(const QWeight& w) {
+  std::vector<float> row(size_t(w.k));
+  const size_t row_bytes = dtype_row_bytes(w.dtype, w.k);
+  double worst = 0, scale = 1e-30;
+  for (int64_t i = 0; i < w.m; ++i) {
+    dequantize_row(w.dtype, w.data.data() + size_t(i) * row_bytes, row.data(), w.k);
+    for (int64_t j = 0; j < w.k; ++j) {
+      worst = std::max(worst, std::fabs(double(row[size_t(j)]) - double(w.dequant[size_t(i * w.k + j)])));
+      scale = std::max(scale, std::fabs(double(row[size_t(j)])));
+    }
+  }
+  EXPECT_LE(worst, 1e-6 * scale) << dtype_name(w.dtype) << ": the test's dequantization differs from gguf_dequant.h";
+}
+
 struct Format {
   DType dtype;
   int32_t group;  // W4 only
@@ -182,7 +215,7 @@ class QuantMatmulSweep : public ::testing::TestWithParam<Format> {};
 
 TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
   const Format f = GetParam();
-  const int64_t unit = f.dtype == DType::Q4_K ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
+  const int64_t unit = dtype_block_elems(f.dtype) == 256 ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
   constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 9};
   constexpr int64_t kOutM[] = {1, 3, 4, 5, 9, 33};
   const int64_t ks[] = {unit, 2 * unit, 3 * unit, 5 * unit};
@@ -198,6 +231,7 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
           Rng rng(test::seed_of({n, k, m, int64_t(f.dtype), f.group, with_bias}));
           const std::vector<float> x = test::randn(rng, n * k);
           QWeight w = make_weight(rng, f.dtype, m, k, f.group);
+          if (dtype_is_gguf_block(f.dtype)) expect_gguf_dequant(w);
           const std::vector<float> bias = with_bias ? test::randn(rng, m) : std::vector<float>{};
           const TensorView bias_view =
               with_bias ? make_view(const_cast<float*>(bias.data()), DType::F32, {m}) : TensorView{};
@@ -220,7 +254,7 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
           EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
           worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
 
-          // The same weight uploaded: Q4_0 then also runs on its repacked copy (AVX2 and up).
+          // The same weight uploaded: 4-bit types then run on their repacked copy (AVX2 and up).
           const TensorView up = cpu.upload(w.view(), f.dtype);
           GuardedOut out_up(cpu, n, m);
           ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out_up.view()));
@@ -243,7 +277,7 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
                          ::testing::Values(Format{DType::W8, 0}, Format{DType::W4, 32}, Format{DType::W4, 64},
                                            Format{DType::W4, 128}, Format{DType::Q8_0, 0}, Format{DType::Q4_0, 0},
-                                           Format{DType::Q4_K, 0}),
+                                           Format{DType::Q4_1, 0}, Format{DType::Q4_K, 0}),
                          [](const auto& info) {
                            std::string s(dtype_name(info.param.dtype));
                            if (info.param.group) s += "_G" + std::to_string(info.param.group);
@@ -255,7 +289,7 @@ TEST(OpsMatmulQuantFast, DeclinesWhatItDoesNotCover) {
   std::vector<float> x(2 * 64), y(2 * 4);
   std::vector<uint8_t> q(4 * 64 * 2);
   const TensorView xv = make_view(x.data(), DType::F32, {2, 64}), yv = make_view(y.data(), DType::F32, {2, 4});
-  for (DType t : {DType::Q4_1, DType::Q5_K, DType::Q6_K, DType::FP8, DType::BF16})
+  for (DType t : {DType::Q5_K, DType::Q6_K, DType::FP8, DType::BF16})
     EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), t, {4, 64}), {}, yv)) << dtype_name(t);
   EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), DType::W8, {4, 64}), {}, yv)) << "W8 without scales";
   TensorView w4 = make_view(q.data(), DType::W4, {4, 64});

@@ -19,12 +19,14 @@ class CpuBackend : public HostBackend {
  public:
   CpuBackend();  // resolves the ISA level now, so a bad TF_CPU_ISA fails at startup
   std::string name() const override { return "cpu"; }
-  // As HostBackend's, and a 4-bit weight (Q4_0, W4, Q4_K) also gets a repacked copy for the
+  // As HostBackend's, and a 4-bit weight (Q4_0, Q4_1, W4, Q4_K) also gets a repacked copy for the
   // integer kernels (quant_pack.h), found again by its data pointer and dropped by
   // release(): memory holding an uploaded weight must not be freed while this backend lives
   // without releasing the view first.
   TensorView upload(const TensorView& host, DType dtype) override;
   void release(const TensorView& buf) override;
+  // Q8_0, Q4_0, Q4_1, Q4_K: the types with integer matmul kernels (matmul_quant_fast).
+  bool reads_gguf_block(DType t) const override;
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
@@ -41,7 +43,7 @@ class CpuBackend : public HostBackend {
   // matmul() on a quantized w takes matmul_quant_fast where it covers w, else matmul_dequant.
   //   x [rows, k] F32, w [m, k], bias [m] or empty, out [rows, m] F32
   //
-  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_K) on the integer
+  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_1, Q4_K) on the integer
   // kernels (activations quantized per block of 32 to INT8; matmul_quant_fast.cpp). Returns
   // false, touching nothing, for a dtype, shape or ISA level those kernels do not cover.
   bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/shape_checks.h"
+#include "quant/quantized_weight.h"
 
 namespace tf {
 namespace {
@@ -42,10 +43,13 @@ void CpuBackend::embedding(const TensorView& table, const TensorView& out) {
   const int64_t d = table.shape[1], n = int64_t(ids.size());
   check_2d(out, n, d, "embedding out");
   const cpu::KernelTable& kt = cpu::kernels();
-  const size_t row_bytes = size_t(d) * dtype_size(table.dtype);
+  const size_t row_bytes = dtype_row_bytes(table.dtype, d);
   for (int64_t t = 0; t < n; ++t) {
     TF_ASSERT(ids[size_t(t)] >= 0 && ids[size_t(t)] < table.shape[0], "token id {} out of range", ids[size_t(t)]);
-    kt.widen_row(table.as<uint8_t>() + size_t(ids[size_t(t)]) * row_bytes, table.dtype, d, out.as<float>() + t * d);
+    if (dtype_is_quantized(table.dtype))  // a GGUF table (reads_gguf_block): the reference's row
+      dequantize_row(table, ids[size_t(t)], out.as<float>() + t * d);
+    else
+      kt.widen_row(table.as<uint8_t>() + size_t(ids[size_t(t)]) * row_bytes, table.dtype, d, out.as<float>() + t * d);
   }
 }
 

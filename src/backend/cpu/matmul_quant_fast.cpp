@@ -1,7 +1,7 @@
 // CPU matmul for quantized weights on integer dot products (kernels/qmatmul.cpp): each row
 // of x is quantized to INT8 per block of 32 once per call, then the weight row blocks are
 // split across the pool's threads as for float weights (matmul.cpp), so each weight byte
-// is read once per call. 4-bit weights (Q4_0, W4, Q4_K) uploaded through this backend also
+// is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K) uploaded through this backend also
 // have a repacked copy (quant_pack.h), which the kernels of AVX2 and above read instead.
 #include <cstring>
 #include <algorithm>
@@ -28,6 +28,7 @@ cpu::QFormat qformat_of(const TensorView& w) {
                  : cpu::QFormat::kCount;
     case DType::Q8_0: return cpu::QFormat::Q8_0;
     case DType::Q4_0: return cpu::QFormat::Q4_0;
+    case DType::Q4_1: return cpu::QFormat::Q4_1;
     case DType::Q4_K: return k % 256 == 0 ? cpu::QFormat::Q4_K : cpu::QFormat::kCount;
     default: return cpu::QFormat::kCount;
   }
@@ -78,6 +79,10 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   const auto kernel = packed ? kt.qmatmul_u4x4 : kt.qmatmul_blocks[size_t(fmt)];
   tp.parallel_for(n_chunks, [&](int64_t c, int) { kernel(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks); });
   return true;
+}
+
+bool CpuBackend::reads_gguf_block(DType t) const {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K;
 }
 
 TensorView CpuBackend::upload(const TensorView& host, DType dtype) {

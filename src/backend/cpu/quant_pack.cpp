@@ -21,6 +21,14 @@ void block_values(const TensorView& w, int64_t row, int64_t b, uint8_t* v) {
       }
       return;
     }
+    case DType::Q4_1: {  // {f16 d, f16 m, 16 bytes} nibbles as Q4_0
+      const uint8_t* qs = data + (row * (k / kBlock) + b) * 20 + 4;
+      for (int i = 0; i < 16; ++i) {
+        v[i] = qs[i] & 0xF;
+        v[16 + i] = qs[i] >> 4;
+      }
+      return;
+    }
     case DType::W4: {  // element j in byte j / 2, low nibble for even j
       const uint8_t* q = data + row * (k / 2) + b * 16;
       for (int i = 0; i < 16; ++i) {
@@ -56,6 +64,12 @@ void put_header(const TensorView& w, int64_t row, int64_t r, int64_t s, uint8_t*
   const uint8_t* data = w.as<uint8_t>();
   switch (w.dtype) {
     case DType::Q4_0: std::memcpy(h + 2 * r, data + (row * (k / kBlock) + s) * 18, 2); return;
+    case DType::Q4_1: {
+      const uint8_t* p = data + (row * (k / kBlock) + s) * 20;
+      std::memcpy(h + 2 * r, p, 2);          // d
+      std::memcpy(h + 8 + 2 * r, p + 2, 2);  // m
+      return;
+    }
     case DType::W4: {
       const int64_t g = row * (k / w.group_size) + s;
       std::memcpy(h + 2 * r, static_cast<const uint8_t*>(w.scales) + 2 * g, 2);
@@ -79,6 +93,7 @@ U4x4Layout u4x4_layout(const TensorView& w) {
   if (w.n_dims != 2 || w.shape[1] % kBlock != 0) return {};
   switch (w.dtype) {
     case DType::Q4_0: return {.blocks_per_segment = 1, .header_bytes = 8};
+    case DType::Q4_1: return {.blocks_per_segment = 1, .header_bytes = 16};
     case DType::W4:
       if (!w.scales || !w.zeros || w.group_size <= 0 || w.group_size % kBlock || w.shape[1] % w.group_size) return {};
       return {.blocks_per_segment = w.group_size / kBlock, .header_bytes = 12};

@@ -1,4 +1,4 @@
-// A private layout of 4-bit weights (Q4_0, W4, Q4_K) for the CPU backend's integer
+// A private layout of 4-bit weights (Q4_0, Q4_1, W4, Q4_K) for the CPU backend's integer
 // kernels, made once at upload (CpuBackend::upload) and kept beside the canonical bytes.
 //
 // U4x4: the rows in groups of 4 (the last group padded with zero rows); per group, k in
@@ -7,6 +7,7 @@
 // i holds element i in its low nibble and element 16 + i in its high one, Q4_0's order).
 // Every weight is c * q - m with q the nibble; the formats differ in their headers:
 //   Q4_0   1 block:  c F16[4]                         m = 8 c
+//   Q4_1   1 block:  c F16[4], min F16[4]             m = -min
 //   W4     G / 32:   c F16[4], zero U8[4]             m = c * zero
 //   Q4_K   8 blocks: d F16[4], dmin F16[4], then sc U8[8][4], min U8[8][4] (6-bit values
 //                    unpacked; [block][row])           c = d * sc, m = dmin * min
@@ -31,7 +32,7 @@ struct U4x4Layout {
   int64_t segment_bytes() const { return header_bytes + blocks_per_segment * kU4x4BlockBytes; }
 };
 
-// The layout for w (Q4_0, W4 with a group size multiple of 32, Q4_K), or one with
+// The layout for w (Q4_0, Q4_1, W4 with a group size multiple of 32, Q4_K), or one with
 // blocks_per_segment 0 when w has none.
 U4x4Layout u4x4_layout(const TensorView& w);
 int64_t u4x4_bytes(const TensorView& w);

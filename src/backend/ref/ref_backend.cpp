@@ -16,6 +16,10 @@ void RefBackend::embedding(const TensorView& table, const TensorView& out) {
   check_2d(out, int64_t(ids.size()), d, "embedding out");
   for (size_t t = 0; t < ids.size(); ++t) {
     TF_ASSERT(ids[t] >= 0 && ids[t] < table.shape[0], "token id {} out of range", ids[t]);
+    if (dtype_is_quantized(table.dtype)) {
+      dequantize_row(table, ids[t], out.as<float>() + int64_t(t) * d);
+      continue;
+    }
     for (int64_t i = 0; i < d; ++i)
       out.as<float>()[int64_t(t) * d + i] = load_f32(table.data, table.dtype, ids[t] * d + i);
   }
@@ -34,7 +38,7 @@ void RefBackend::rms_norm(const TensorView& x, const TensorView& w, float eps,
   }
 }
 
-// Quantized weights (W8/W4/FP8, GGUF Q8_0/Q4_0) are dequantized row by row to F32
+// Quantized weights (W8/W4/FP8, GGUF blocks) are dequantized row by row to F32
 // (quant/quantized_weight.h), then multiplied as float weights are: this defines every
 // quantized kernel's result.
 void RefBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,

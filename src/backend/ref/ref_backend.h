@@ -9,6 +9,8 @@ namespace tf {
 class RefBackend : public HostBackend {
  public:
   std::string name() const override { return "ref"; }
+  // Every GGUF block type: matmul and embedding dequantize rows as they go.
+  bool reads_gguf_block(DType t) const override { return dtype_is_gguf_block(t); }
   void embedding(const TensorView& table, const TensorView& out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) override;
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias,

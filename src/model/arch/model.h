@@ -40,6 +40,9 @@ struct LoadOptions {
   // then read the memory-mapped checkpoint in place).
   bool keep_stored_dtype = true;
   DType weight_dtype = DType::BF16;
+  // A GGUF file's quantized matrices dequantized to F32 at load even where the backend reads
+  // their blocks (Backend::reads_gguf_block), for comparison (`--dequantize`).
+  bool dequantize_gguf = false;
   // Random weights from config.json alone (`--load-format dummy`), for speed work.
   bool dummy_weights = false;
   uint64_t dummy_seed = 1;
@@ -109,8 +112,11 @@ class Model {
 // the blocks, dtype and groups.
 KvCacheSpec kv_geometry(const ModelConfig& cfg);
 
-// Loads DIR (config.json + safetensors, or random weights with opt.dummy_weights) onto
-// `backend` through the architecture registry. Throws tf::Error naming the file and tensor
+// Loads DIR (config.json + safetensors, a GGUF file, or random weights with opt.dummy_weights)
+// onto `backend` through the architecture registry. A GGUF file's matrices stay in their
+// blocks where the backend reads them (Backend::reads_gguf_block) and they are uploaded as
+// stored (one copy as stored, tp_size 1, not opt.dequantize_gguf); else they are dequantized.
+// Throws tf::Error naming the file and tensor
 // at fault. The backend must outlive the model.
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt = {});
 

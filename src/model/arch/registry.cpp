@@ -100,11 +100,28 @@ WeightTable weight_table(const ModelConfig& cfg) {
   return t;
 }
 
+namespace {
+
+// The GGUF block types whose matrices stay quantized: those the backend reads, when the
+// weights are uploaded as stored (one copy as stored, no tensor-parallel cut); none otherwise.
+std::vector<DType> gguf_blocks_kept(const Backend& backend, const LoadOptions& opt) {
+  const bool as_stored = std::all_of(opt.weight_copies.begin(), opt.weight_copies.end(),
+                                     [](const WeightCopy& c) { return c.kind == WeightCopy::Kind::Stored; });
+  if (opt.dequantize_gguf || !opt.keep_stored_dtype || opt.tp_size > 1 || !as_stored) return {};
+  std::vector<DType> kept;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    if (backend.reads_gguf_block(t)) kept.push_back(t);
+  return kept;
+}
+
+}  // namespace
+
 // Random weights are drawn dense; a config that names a quantized format has them quantized at
 // load into it (unless the caller chose the copies).
 std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   ModelConfig cfg = load_model_config(dir);
-  if (!opt.dummy_weights) return load_model(std::move(cfg), open_tensor_source(dir), backend, opt);
+  if (!opt.dummy_weights)
+    return load_model(std::move(cfg), open_tensor_source(dir, gguf_blocks_kept(backend, opt)), backend, opt);
   LoadOptions o = opt;
   if (cfg.quant.quantized() && o.weight_copies.empty())
     o.weight_copies = {WeightCopy{.kind = WeightCopy::Kind::Quantized, .format = cfg.quant.format,

@@ -221,38 +221,44 @@ TensorView LoadedWeights::add_one(const TensorView& v, std::unique_ptr<uint8_t[]
 }
 
 // A part that went through a transform is F32 on the host and stays F32 where the stored
-// dtype is kept (its rounding to a 16-bit dtype would undo the precision of 1 + w).
+// dtype is kept (its rounding to a 16-bit dtype would undo the precision of 1 + w). GGUF
+// blocks are always uploaded as stored (the source holds them only for a backend that reads
+// them: Backend::reads_gguf_block).
 TensorView LoadedWeights::upload(const TensorView& host, const LoadOptions& opt) {
-  const DType dt = opt.keep_stored_dtype ? host.dtype : opt.weight_dtype;
+  const DType dt = opt.keep_stored_dtype || dtype_is_gguf_block(host.dtype) ? host.dtype : opt.weight_dtype;
   TensorView v = be_.upload(host, dt);
   bytes_ += resident_bytes(v);
   n_params_ += v.numel();
   return v;
 }
 
-// Concatenates tensors along dim 0 in host memory (converting to F32 if their dtypes differ),
-// then uploads the result.
+// Concatenates tensors along dim 0 in host memory (converting to F32 if their dtypes differ:
+// GGUF blocks dequantized, as a file mixing block types in q|k|v has them), then uploads the
+// result.
 TensorView LoadedWeights::upload_concat(const std::vector<TensorView>& parts, const LoadOptions& opt) {
   DType dt = parts[0].dtype;
   for (const TensorView& p : parts) if (p.dtype != dt) dt = DType::F32;
   int64_t rows = 0;
   const int64_t cols = parts[0].n_dims > 1 ? parts[0].shape[1] : 1;
   for (const TensorView& p : parts) rows += p.shape[0];
-  auto buf = std::make_unique<uint8_t[]>(size_t(rows * cols) * dtype_size(dt));
-  int64_t at = 0;
+  const size_t row_bytes = dtype_row_bytes(dt, cols);
+  auto buf = std::make_unique<uint8_t[]>(size_t(rows) * row_bytes);
+  int64_t at = 0;  // rows written
   for (const TensorView& src : parts) {
-    const int64_t n = src.shape[0] * cols;
+    uint8_t* dst_row = buf.get() + size_t(at) * row_bytes;
     if (src.dtype == dt) {
-      std::memcpy(buf.get() + size_t(at) * dtype_size(dt), src.data, src.nbytes());
+      std::memcpy(dst_row, src.data, src.nbytes());
+    } else if (dtype_is_gguf_block(src.dtype)) {
+      for (int64_t r = 0; r < src.shape[0]; ++r) dequantize_row(src, r, reinterpret_cast<float*>(dst_row) + r * cols);
     } else {
-      float* dst = reinterpret_cast<float*>(buf.get()) + at;
-      for (int64_t i = 0; i < n; ++i) {
+      float* dst = reinterpret_cast<float*>(dst_row);
+      for (int64_t i = 0; i < src.shape[0] * cols; ++i) {
         dst[i] = src.dtype == DType::BF16 ? bf16_to_f32(src.as<uint16_t>()[i])
                : src.dtype == DType::F16  ? f16_to_f32(src.as<uint16_t>()[i])
                                           : src.as<float>()[i];
       }
     }
-    at += n;
+    at += src.shape[0];
   }
   TensorView host = parts[0].n_dims > 1 ? make_view(buf.get(), dt, {rows, cols}) : make_view(buf.get(), dt, {rows});
   TensorView v = upload(host, opt);

@@ -21,12 +21,22 @@
 namespace tf {
 namespace {
 
-// Both sides compute in float32 over the same dequantized weights; they differ in summation
-// order and in how the RoPE angles are formed (numpy: float64 then rounded). Measured:
-// relative L2 of the last logits 1.5e-6, worst over the prompts (the test prints it).
+// Dequantized at load (--dequantize), both sides compute in float32 over the same dequantized
+// weights; they differ in summation order and in how the RoPE angles are formed (numpy:
+// float64 then rounded). Measured: relative L2 of the last logits 1.5e-6, worst over the
+// prompts (the test prints it).
 constexpr double kLogitTol = 1e-4;
 // Greedy ids are compared up to each prompt's first step with a top-2 margin below this.
 constexpr double kTieTol = 1e-2;
+// As the CPU backend runs the file by default, the Q4_1 matrices (and the Q8_0 embedding as
+// LM head) in their blocks on the integer kernels, which quantize the activations to INT8 per
+// block of 32 (rounding error up to max|x| / 254 per element, llama.cpp's scheme): measured
+// relative L2 of the last logits 0.076 (AVX-512 VNNI; 0.053 baseline, 0.082 AVX2 on the
+// chat_capital prompt), worst over the prompts; bound with 1.5x room. The logits move by 0.4-0.6
+// RMS and at most 0.73 among the 20 largest, so a reference top-2 margin below 1.5 (twice that)
+// is a near-tie the kernels may decide the other way (chat_capital's first step is one: 0.08).
+constexpr double kQuantLogitTol = 0.12;
+constexpr double kQuantTieTol = 1.5;
 
 struct Reference {
   std::string gguf;
@@ -99,10 +109,13 @@ TEST(SmolLM2, ChatTemplateFromTheMetadata) {
   }
 }
 
-TEST(SmolLM2, LogitsAndGreedyIdsEqualTheNumpyForward) {
+// The last logits of each reference prompt within logit_tol (relative L2) of the numpy
+// forward, and the greedy ids equal up to each prompt's first top-2 margin below tie_tol.
+void expect_numpy_forward(bool dequantize, double logit_tol, double tie_tol) {
   const auto t0 = std::chrono::steady_clock::now();
-  Engine e(EngineOptions{.model_dir = reference().gguf, .max_seqs = 2});
-  std::printf("[ measured ] engine with SmolLM2 (Q4_1 dequantized to F32) ready in %.2f s\n",
+  Engine e(EngineOptions{.model_dir = reference().gguf, .weights = {.dequantize_gguf = dequantize}, .max_seqs = 2});
+  const char* path = dequantize ? "Q4_1 dequantized to F32" : "Q4_1 on the integer kernels";
+  std::printf("[ measured ] engine with SmolLM2 (%s) ready in %.2f s\n", path,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   const size_t n_vocab = size_t(e.config().n_vocab);
   double worst = 0;
@@ -117,24 +130,34 @@ TEST(SmolLM2, LogitsAndGreedyIdsEqualTheNumpyForward) {
     const std::vector<float> last = e.score(ids, /*all_positions=*/false);
     const double err = test::rel_l2(last.data(), ref.data(), n_vocab);
     worst = std::max(worst, err);
-    EXPECT_LE(err, kLogitTol);
-    EXPECT_EQ(argmax(last), p["greedy_ids"][0].get<int32_t>());
-
+    EXPECT_LE(err, logit_tol);
     const std::vector<int32_t> want = p["greedy_ids"];
     const std::vector<double> margins = p["greedy_margins"];
+    if (margins[0] >= tie_tol) {
+      EXPECT_EQ(argmax(last), want[0]);
+    }
+
     const RequestId id = e.add_request(
         {.prompt_ids = ids, .sampling = {.temperature = 0, .max_tokens = int32_t(want.size()), .ignore_eos = true}});
     while (e.has_unfinished()) e.step();
     const std::vector<int32_t>& got = e.output_ids(id);
     ASSERT_EQ(got.size(), want.size());
-    for (size_t s = 0; s < want.size() && margins[s] >= kTieTol; ++s, ++compared) EXPECT_EQ(got[s], want[s]) << "step " << s;
+    for (size_t s = 0; s < want.size() && margins[s] >= tie_tol; ++s, ++compared) EXPECT_EQ(got[s], want[s]) << "step " << s;
     total += want.size();
     std::printf("[ measured ] %s: \"%s\"\n", name.c_str(), e.tokenizer().decode(got).c_str());
     e.release(id);
   }
-  std::printf("[ measured ] last logits vs numpy: worst relative L2 %.3g; greedy ids compared at %zu of %zu steps "
-              "(up to each prompt's first top-2 margin below %.3g)\n", worst, compared, total, kTieTol);
+  std::printf("[ measured ] %s: last logits vs numpy: worst relative L2 %.3g; greedy ids compared at %zu of %zu "
+              "steps (up to each prompt's first top-2 margin below %.3g)\n", path, worst, compared, total, tie_tol);
   EXPECT_GT(compared, 0u);
+}
+
+TEST(SmolLM2, DequantizedLogitsAndGreedyIdsEqualTheNumpyForward) {
+  expect_numpy_forward(/*dequantize=*/true, kLogitTol, kTieTol);
+}
+
+TEST(SmolLM2, QuantizedLogitsAndGreedyIdsWithinKernelErrorOfTheNumpyForward) {
+  expect_numpy_forward(/*dequantize=*/false, kQuantLogitTol, kQuantTieTol);
 }
 
 }  // namespace

@@ -52,13 +52,13 @@ struct QuantizedRow {
 struct QMatmulArgs {
   QuantizedActs x;
   const TensorView* w = nullptr;  // [m, k] in a quantized dtype (data, scales, zeros)
-  const void* packed = nullptr;   // Q4_0, W4, Q4_K: w repacked as U4x4 (backend/cpu/quant_pack.h), or null
+  const void* packed = nullptr;   // Q4_0, Q4_1, W4, Q4_K: w repacked as U4x4 (backend/cpu/quant_pack.h), or null
   const float* bias = nullptr;    // [m] or null
   float* out = nullptr;           // [n, m]
   int64_t m = 0;
 };
 // Formats with integer kernels, indexing KernelTable::qmatmul_blocks.
-enum class QFormat : uint8_t { W8, W4, Q8_0, Q4_0, Q4_K, kCount };
+enum class QFormat : uint8_t { W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, kCount };
 
 // ---- attention ---------------------------------------------------------------------------
 // One layer's K or V pool: rows [n_blocks * n_kv_heads * block_size, head_dim] of `data`,

@@ -1,5 +1,5 @@
 // Integer matmul kernels for quantized weights (KernelTable::qmatmul_blocks, quantize_row):
-// out[n, m] = x[n, k] @ w[m, k]^T (+ bias) with w in W8, W4, Q8_0, Q4_0 or Q4_K
+// out[n, m] = x[n, k] @ w[m, k]^T (+ bias) with w in W8, W4, Q8_0, Q4_0, Q4_1 or Q4_K
 // (src/quant/formats.h) and x quantized to INT8 per block of 32 (kernels.h, QuantizedActs).
 //
 // Every format is, per block b of 32 weights of a row, int8 or uint4 values q with a scale
@@ -10,6 +10,7 @@
 //   W8    q signed,   c = scale[row],                 m = 0
 //   Q8_0  q signed,   c = d (f16 in the block),       m = 0
 //   Q4_0  q 0..15,    c = d,                          m = 8 d
+//   Q4_1  q 0..15,    c = d,                          m = -m (f16 in the block: w = d q + m)
 //   W4    q 0..15,    c = scale[row, g] (f16),        m = c * zero[row, g]   (g: group of b)
 //   Q4_K  q 0..15,    c = d * sc_j (6-bit),           m = dmin * m_j         (j: sub-block)
 // and the lanes are summed once at the end of the row. Unsigned 4-bit weights go straight
@@ -229,6 +230,18 @@ struct FmtQ4_0 : GgufRows<32, 18> {
   }
 };
 
+struct FmtQ4_1 : GgufRows<32, 20> {
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr int64_t kBytes = 20;
+  using GgufRows::GgufRows;
+  template <typename V>
+  Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + b * kBytes;
+    const typename V::F m = V::template lanes_f16<2, kBytes + 2>(p);
+    return {V::nibbles16(p + 4, p + kBytes + 4), V::template lanes_f16<0, kBytes>(p), V::mul(m, V::splat(-1.0f))};
+  }
+};
+
 struct FmtW4 {
   static constexpr bool kSigned = false, kOffset = true;
   const uint8_t* q;
@@ -356,6 +369,13 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
       s.m = 8.0f * s.c;
       break;
     }
+    case DType::Q4_1: {
+      const uint8_t* p = data + row * (k / kBlock * 20) + b * 20;
+      nib16(p + 4);
+      s.c = half(p);
+      s.m = -half(p + 2);
+      break;
+    }
     case DType::W4: {
       nib16(data + row * (k / 2) + b * (kBlock / 2));
       const int64_t g = row * (k / w.group_size) + b * kBlock / w.group_size;
@@ -405,6 +425,7 @@ void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, i
 struct FmtW8 { explicit FmtW8(const TensorView&) {} };
 struct FmtQ8_0 { explicit FmtQ8_0(const TensorView&) {} };
 struct FmtQ4_0 { explicit FmtQ4_0(const TensorView&) {} };
+struct FmtQ4_1 { explicit FmtQ4_1(const TensorView&) {} };
 struct FmtW4 { explicit FmtW4(const TensorView&) {} };
 struct FmtQ4_K { explicit FmtQ4_K(const TensorView&) {} };
 #endif
@@ -437,6 +458,7 @@ void qmatmul_w8(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtW8>
 void qmatmul_w4(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtW4>(a, b0, b1); }
 void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ8_0>(a, b0, b1); }
 void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_0>(a, b0, b1); }
+void qmatmul_q4_1(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_1>(a, b0, b1); }
 void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_K>(a, b0, b1); }
 
 // Blocks of 32: d = max|x| / 127, q = round(x * (1 / d)) (ties to even); per lane of 4 values

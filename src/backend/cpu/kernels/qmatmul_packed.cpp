@@ -1,5 +1,5 @@
-// Integer matmul over 4-bit weights repacked as U4x4 (backend/cpu/quant_pack.h: Q4_0, W4,
-// Q4_K in groups of 4 rows) against activations quantized per block of 32 (kernels.h).
+// Integer matmul over 4-bit weights repacked as U4x4 (backend/cpu/quant_pack.h: Q4_0, Q4_1,
+// W4, Q4_K in groups of 4 rows) against activations quantized per block of 32 (kernels.h).
 //
 // Per block, one 512-bit load holds the 4 rows' 16 bytes of nibbles (128-bit lane r = row
 // r; with 256-bit vectors, two registers of 2 rows): low nibbles are elements 0-15 of each
@@ -120,6 +120,9 @@ inline void block_scales(const uint8_t* h, int64_t i, __m128* c, __m128* m) {
   if constexpr (kFmt == DType::Q4_0) {  // m = 8 c: corr accumulates c, group_tile scales it by 8
     *c = f16x4(h);
     *m = *c;
+  } else if constexpr (kFmt == DType::Q4_1) {  // w = d q + min: m = -min
+    *c = f16x4(h);
+    *m = _mm_sub_ps(_mm_setzero_ps(), f16x4(h + 8));
   } else if constexpr (kFmt == DType::W4) {
     *c = f16x4(h);
     *m = _mm_mul_ps(*c, u8x4(h + 8));
@@ -207,6 +210,7 @@ void groups_of(const QMatmulArgs& a, int64_t g0, int64_t g1) {
 void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   switch (a.w->dtype) {
     case DType::Q4_0: return groups_of<DType::Q4_0>(a, g0, g1);
+    case DType::Q4_1: return groups_of<DType::Q4_1>(a, g0, g1);
     case DType::W4: return groups_of<DType::W4>(a, g0, g1);
     case DType::Q4_K: return groups_of<DType::Q4_K>(a, g0, g1);
     default: TF_ASSERT(false, "U4x4 matmul: no packed layout for {}", dtype_name(a.w->dtype));
