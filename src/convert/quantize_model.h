@@ -2,7 +2,10 @@
 // folders"), every linear weight (weight_table.h is_linear_role; the LM head on request) in
 // one layout of src/quant/formats.h, by round-to-nearest, AWQ or GPTQ (quant/quantizer.h),
 // with the calibration rows of each layer's input recorded on the 16-bit model
-// (quant/capture_backend.h).
+// (quant/capture_backend.h). A fused tensor (Phi-3's qkv_proj, gate_up_proj) is quantized
+// whole, its parts' rows stacked at their split points; each expert of a mixture-of-experts
+// layer is quantized alone, calibrated on the tokens the router sent it (rounded to nearest
+// when it got none).
 //
 // AWQ's input scales s (the layer then computes (x / s) Q(w s)^T) are folded where the
 // forward allows it exactly: into the RMSNorm weight before q|k|v and before gate|up, and into
