@@ -22,13 +22,18 @@ struct Args {
   int64_t calib_rows = 512;
   double max_ppl_increase = 1.0;
   bool quantize_lm_head = false, no_sensitivity = false;
+  bool symmetric = false, act_order = false, static_groups = false, sequential = false;
+  double damp = 0.01;
+  int gptq_clip = 1;
   int threads = 0;
 };
 
 int run_quantize(const Args& a) {
   apply_threads(a.threads);
   QuantizeParams p{.in_dir = a.in, .out_dir = a.out, .format = parse_quant_format(a.format, "--format"),
-                   .group_size = a.group_size, .method = a.method, .calib_rows = a.calib_rows,
+                   .group_size = a.group_size, .method = a.method, .symmetric = a.symmetric, .gptq_damp = a.damp,
+                   .act_order = a.act_order, .static_groups = a.static_groups, .gptq_clip = a.gptq_clip,
+                   .sequential = a.sequential, .calib_rows = a.calib_rows,
                    .quantize_lm_head = a.quantize_lm_head, .max_ppl_increase = a.max_ppl_increase,
                    .sensitivity = !a.no_sensitivity};
   if (a.keep == "auto") {
@@ -68,9 +73,23 @@ void add_quantize(CLI::App& app, Runner& run) {
       ->check(CLI::IsMember({"int8", "int4", "fp8"}));
   c->add_option("--group-size", a->group_size, "int4 group size (a multiple of 32; lowered for a weight it does not divide)")
       ->capture_default_str();
-  c->add_option("--method", a->method, "rtn (round to nearest), awq or gptq (these need --calib)")
+  c->add_option("--method", a->method,
+                "rtn (round to nearest), awq, gptq, or awq-gptq (AWQ's input scales, then GPTQ); all but rtn need --calib")
       ->capture_default_str()
-      ->check(CLI::IsMember({"rtn", "awq", "gptq"}));
+      ->check(CLI::IsMember({"rtn", "awq", "gptq", "awq-gptq"}));
+  c->add_flag("--symmetric", a->symmetric, "int4: symmetric groups (every zero point 8)");
+  c->add_flag("--act-order", a->act_order, "GPTQ: columns by decreasing input energy (implies --static-groups)");
+  c->add_flag("--static-groups", a->static_groups, "GPTQ: int4 group parameters from the weights before any update");
+  c->add_option("--gptq-clip", a->gptq_clip,
+                "GPTQ static groups: clip ratios tried (1, 0.95, ...; 1 = none), the least H-weighted error wins")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10));
+  c->add_option("--damp", a->damp, "GPTQ: damping, a fraction of the Hessian's mean diagonal")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  c->add_flag("--sequential", a->sequential,
+              "Calibrate each layer on the model whose earlier layers are already quantized (one calibration forward "
+              "per layer)");
   c->add_option("--calib", a->calib, "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens)")
       ->check(CLI::ExistingFile);
   c->add_option("--calib-tokens", a->calib_tokens, "Calibration tokens used (the first N of the file)")->capture_default_str();

@@ -48,31 +48,62 @@ double model_perplexity(Model& model, Backend& be, const std::vector<int32_t>& i
   return n ? std::exp(nll / double(n)) : 0;
 }
 
-std::map<WeightKey, CaptureBackend::Record> capture_linear_inputs(const std::string& dir, const WeightTable& table,
-                                                                 const std::vector<int32_t>& ids, int32_t window,
-                                                                 int64_t max_rows) {
+const CaptureBackend::Record* Calibration::find(WeightKey key, int expert) const {
+  if (expert < 0) {
+    auto it = linear.find(key);
+    return it == linear.end() ? nullptr : &it->second;
+  }
+  auto it = experts.find(key);
+  return it == experts.end() ? nullptr : &it->second[size_t(expert)];
+}
+
+Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
+                                int32_t window, int64_t max_rows,
+                                const std::function<std::unique_ptr<Model>(Backend&)>& load) {
+  using R = WeightRole;
   auto cpu = make_backend(BackendKind::Cpu);
   CaptureBackend capture(*cpu, CaptureOptions{.max_rows = max_rows});
-  auto model = load_model(dir, capture, LoadOptions{.keep_stored_dtype = false, .weight_dtype = DType::F32});
+  auto model = load(capture);
   model_perplexity(*model, capture, ids, window);
-  std::vector<WeightKey> order;
-  for (const WeightSpec& w : table.weights)
-    if (is_linear_role(w.key.role) && w.key.layer >= 0) order.push_back(w.key);
-  std::stable_sort(order.begin(), order.end(), [](const WeightKey& a, const WeightKey& b) { return a.layer < b.layer; });
-  if (table.find({WeightRole::LmHead})) order.push_back({WeightRole::LmHead});
+  std::vector<WeightKey> order, moe_layers;
+  for (const WeightSpec& w : table.weights) {
+    const bool expert = w.key.role == R::ExpertsGateUp || w.key.role == R::ExpertsDown;
+    if ((is_linear_role(w.key.role) && !expert && w.key.layer >= 0) || w.key.role == R::Router)
+      order.push_back(w.key);
+    if (w.key.role == R::ExpertsGateUp) moe_layers.push_back(w.key);
+  }
+  const auto by_layer = [](const WeightKey& a, const WeightKey& b) { return a.layer < b.layer; };
+  std::stable_sort(order.begin(), order.end(), by_layer);
+  std::stable_sort(moe_layers.begin(), moe_layers.end(), by_layer);
+  if (table.find({R::LmHead})) order.push_back({R::LmHead});
   const auto& rec = capture.records();
   if (rec.size() != order.size())
-    fail("{}: the calibration forward made {} distinct matmuls, but the {} table has {} linear weights", dir,
-         rec.size(), table.arch, order.size());
-  std::map<WeightKey, CaptureBackend::Record> out;
+    fail("{}: the calibration forward made {} distinct matmuls, but the {} table has {} linear weights and routers",
+         dir, rec.size(), table.arch, order.size());
+  Calibration out;
   for (size_t i = 0; i < order.size(); ++i) {
     const WeightSpec* w = table.find(order[i]);
     if (rec[i].k != w->parts[0].shape.back())
       fail("{}: calibration matmul {} has {} inputs, but layer {} {} has {} (the forward's order is not the table's)",
            dir, i, rec[i].k, order[i].layer, weight_role_name(order[i].role), w->parts[0].shape.back());
-    out[order[i]] = rec[i];
+    if (order[i].role != R::Router) out.linear[order[i]] = rec[i];
+  }
+  const auto& ex = capture.expert_records();
+  if (ex.size() != moe_layers.size())
+    fail("{}: the calibration forward ran {} mixture-of-experts layers, but the {} table has {}", dir, ex.size(),
+         table.arch, moe_layers.size());
+  for (size_t i = 0; i < ex.size(); ++i) {
+    out.experts[moe_layers[i]] = ex[i].gate_up;
+    out.experts[{R::ExpertsDown, moe_layers[i].layer}] = ex[i].down;
   }
   return out;
+}
+
+Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
+                                int32_t window, int64_t max_rows) {
+  return capture_calibration(dir, table, ids, window, max_rows, [&](Backend& be) {
+    return load_model(dir, be, LoadOptions{.keep_stored_dtype = false, .weight_dtype = DType::F32});
+  });
 }
 
 }  // namespace tf

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,27 @@ namespace tf {
 double model_perplexity(Model& model, Backend& be, const std::vector<int32_t>& ids, int32_t window,
                         const std::function<void(int64_t, int64_t)>& on_window = {});
 
-// Each linear weight's input rows (the first `max_rows` of each) on the model in `dir`, run
-// in F32 on the CPU backend over `ids` in windows of `window` tokens. The capture keys rows by
-// the weight's upload; the forward calls the linear weights of a layer in the table's order
-// and the LM head last, which maps them to keys (checked against each weight's input
-// dimension). Throws tf::Error when the forward's matmuls do not match the table (experts).
-std::map<WeightKey, CaptureBackend::Record> capture_linear_inputs(const std::string& dir, const WeightTable& table,
-                                                                 const std::vector<int32_t>& ids, int32_t window,
-                                                                 int64_t max_rows);
+// The calibration rows of every linear weight's input; for a mixture-of-experts layer, of
+// each expert's (the tokens routed to it).
+struct Calibration {
+  std::map<WeightKey, CaptureBackend::Record> linear;
+  std::map<WeightKey, std::vector<CaptureBackend::Record>> experts;  // ExpertsGateUp / ExpertsDown -> [n_experts]
+  bool empty() const { return linear.empty(); }
+  // The rows of `key` (expert < 0) or of its expert `expert`; nullptr when none were recorded.
+  const CaptureBackend::Record* find(WeightKey key, int expert) const;
+};
+
+// Each linear weight's input rows (the first `max_rows` of each) over `ids` in windows of
+// `window` tokens, the model made by `load` on a capture backend over the CPU backend. The
+// capture keys rows by the weight's upload; the forward calls the matmuls of a layer in the
+// table's order (q|k|v, o, the router or gate|up, down) and the LM head last, which maps them
+// to keys (checked against each weight's input dimension); the mixture-of-experts layers'
+// records come in layer order. Errors name `dir`.
+Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
+                                int32_t window, int64_t max_rows,
+                                const std::function<std::unique_ptr<Model>(Backend&)>& load);
+// The same for the model folder `dir` loaded in F32.
+Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
+                                int32_t window, int64_t max_rows);
 
 }  // namespace tf

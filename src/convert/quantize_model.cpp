@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <span>
 
 #include "backend/backend.h"
 #include "backend/host_backend.h"
@@ -31,9 +32,12 @@ namespace fs = std::filesystem;
 using R = WeightRole;
 
 // Architectures whose RMSNorm multiplies by its weight as stored (so 1 / s folds into it) and
-// whose MLP is down(silu(gate) * up) (so 1 / s folds into up's rows).
+// whose dense MLP is down(silu(gate) * up) (so 1 / s folds into up's rows; Phi-3's up rows are
+// the second half of gate_up_proj). A mixture-of-experts layer's norm also feeds the router
+// and every expert, so only q|k|v folds there.
 bool awq_folds(const std::string& model_type) {
-  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3";
+  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
+         model_type == "phi3" || model_type == "mixtral" || model_type == "qwen3_moe";
 }
 
 std::vector<float> tensor_f32(const TensorInfo& t) {
@@ -47,6 +51,66 @@ std::vector<float> tensor_f32(const TensorInfo& t) {
 std::string weight_name(const WeightKey& key) {
   if (key.layer < 0) return std::string(weight_role_name(key.role));
   return fmt::format("layer {} {}", key.layer, weight_role_name(key.role));
+}
+
+// What the quantizer takes in one go: a linear weight, or one expert's rows of a layer's
+// stacked expert weights (parts [part0, part0 + n_parts): gate and up, or down).
+struct Unit {
+  const WeightSpec* w = nullptr;
+  int part0 = 0, n_parts = 0;
+  int expert = -1;
+  std::string name;  // in the report: "layer 3 wqkv", "layer 1 expert 2 wgate_up", "lm_head"
+};
+
+// The units of the table in quantization order: layer by layer, down before gate|up (AWQ folds
+// down's scales into up's rows before up is quantized), the LM head last (when quantized).
+std::vector<Unit> units_of(const WeightTable& table, bool tied, bool quantize_lm_head, int64_t n_experts) {
+  std::vector<Unit> out;
+  for (const WeightSpec& w : table.weights) {
+    if (!is_linear_role(w.key.role) || (w.key.role == R::LmHead && (tied || !quantize_lm_head))) continue;
+    if (w.key.role == R::ExpertsGateUp || w.key.role == R::ExpertsDown) {
+      const int per = int(int64_t(w.parts.size()) / n_experts);  // 2 (gate, up) or 1 (down)
+      for (int e = 0; e < int(n_experts); ++e)
+        out.push_back({.w = &w, .part0 = e * per, .n_parts = per, .expert = e,
+                       .name = fmt::format("layer {} expert {} {}", w.key.layer, e,
+                                           w.key.role == R::ExpertsGateUp ? "wgate_up" : "wdown")});
+    } else {
+      out.push_back({.w = &w, .part0 = 0, .n_parts = int(w.parts.size()), .name = weight_name(w.key)});
+    }
+  }
+  auto rank = [](R r) {
+    return r == R::Wdown ? 0 : r == R::WgateUp ? 1 : r == R::Wqkv ? 2 : r == R::Wo ? 3 : r == R::ExpertsGateUp ? 4 : 5;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Unit& a, const Unit& b) {
+    const int la = a.w->key.layer < 0 ? 1 << 30 : a.w->key.layer, lb = b.w->key.layer < 0 ? 1 << 30 : b.w->key.layer;
+    return la != lb ? la < lb : rank(a.w->key.role) < rank(b.w->key.role);
+  });
+  return out;
+}
+
+// The modules (stored tensors) of a unit's parts: consecutive parts of one tensor are one
+// module (Phi-3's qkv_proj holds q, k and v), rows [r0, r0 + n) of the stacked matrix, of a
+// tensor of tensor_rows rows.
+struct ModuleRows {
+  std::string module;
+  int64_t r0 = 0, n = 0, tensor_rows = 0;
+};
+std::vector<ModuleRows> module_rows(std::span<const WeightPart> parts, const std::vector<std::string>& modules,
+                                    const WeightTable& table) {
+  std::vector<ModuleRows> out;
+  int64_t r0 = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightPart& part = parts[i];
+    if (!out.empty() && out.back().module == modules[i] && out.back().n == part.row0) {
+      out.back().n += part.shape[0];
+    } else {
+      out.push_back({.module = modules[i], .r0 = r0, .n = part.row0 + part.shape[0],
+                     .tensor_rows = table.find_tensor(part.tensor)->shape[0]});
+      if (part.row0 != 0) out.back().n = -1;  // starts inside its tensor: reported below
+    }
+    r0 += part.shape[0];
+  }
+  return out;
 }
 
 // The model being written: every tensor's bytes, the dense ones from the source or changed
@@ -67,12 +131,24 @@ struct Quantized {
 };
 
 Quantized quantize_one(const std::vector<float>& w, int64_t m, int64_t k, const QuantSpec& spec,
-                       const std::string& method, const CaptureBackend::Record* calib, const std::string& name) {
+                       const std::string& method, const CaptureBackend::Record* calib, const std::string& name,
+                       const QuantizeParams& p) {
   const CalibRows rows{calib ? calib->rows.data() : nullptr, calib ? calib->n_rows : 0};
-  if (method == "gptq" && rows.n > 0) return {quantize_gptq(w.data(), m, k, rows, spec, name), {}, "gptq"};
+  const GptqParams gptq{.damp = p.gptq_damp, .act_order = p.act_order, .static_groups = p.static_groups,
+                        .n_clip = p.gptq_clip};
+  if (method == "gptq" && rows.n > 0) return {quantize_gptq(w.data(), m, k, rows, spec, name, gptq), {}, "gptq"};
   if (method == "awq" && rows.n > 0) {
     AwqResult a = quantize_awq(w.data(), m, k, rows, spec, name);
     return {std::move(a.weight), std::move(a.input_scales), "awq"};
+  }
+  if (method == "awq-gptq" && rows.n > 0) {
+    // AWQ's per-channel scales s (its clip search skipped), then GPTQ on w * s with inputs x / s.
+    AwqResult a = quantize_awq(w.data(), m, k, rows, spec, name, AwqParams{.n_clip = 1});
+    std::vector<float> ws = w, xs = calib->rows;
+    for (size_t e = 0; e < ws.size(); ++e) ws[e] *= a.input_scales[e % size_t(k)];
+    for (size_t e = 0; e < xs.size(); ++e) xs[e] /= a.input_scales[e % size_t(k)];
+    QuantizedWeight q = quantize_gptq(ws.data(), m, k, CalibRows{xs.data(), rows.n}, spec, name, gptq);
+    return {std::move(q), std::move(a.input_scales), "awq-gptq"};
   }
   return {quantize_rtn(w.data(), m, k, spec, name), {}, "rtn"};
 }
@@ -98,6 +174,7 @@ QuantizedWeight row_slice(const QuantizedWeight& q, int64_t r0, int64_t n) {
 QuantConfig quant_config_of(const QuantizeParams& p, const WeightTable& table, const Store& st,
                             const std::set<std::string>& keep) {
   QuantConfig c{.format = p.format, .group_size = p.format == DType::W4 ? p.group_size : 0, .method = p.method};
+  c.symmetric = p.format == DType::W4 && p.symmetric;
   std::set<std::string> modules;  // linear modules with tensors of their own
   for (const WeightSpec& w : table.weights)
     if (is_linear_role(w.key.role))
@@ -120,7 +197,7 @@ nlohmann::json quant_config_json(const QuantConfig& c) {
   nlohmann::json j = {{"quant_method", "twofold"}, {"format", quant_format_name(c.format)}, {"method", c.method}};
   if (c.format == DType::W4) {
     j["group_size"] = c.group_size;
-    j["symmetric"] = false;
+    j["symmetric"] = c.symmetric;
     nlohmann::json o = nlohmann::json::object();
     for (const auto& [m, g] : c.group_size_overrides) o[m] = g;
     if (!o.empty()) j["group_size_overrides"] = o;
@@ -172,10 +249,11 @@ Assembled assemble(const WeightTable& qt, const Store& st, const std::set<std::s
   return a;
 }
 
-// The model of cfg stored as `st` holds it with `keep` modules left 16-bit, on a CPU backend:
-// its perplexity on the calibration tokens.
-double candidate_ppl(const ModelConfig& dense_cfg, const WeightTable& dense_table, const QuantizeParams& p,
-                     const Store& st, const std::set<std::string>& keep) {
+// The model of cfg stored as `st` holds it with `keep` modules left 16-bit (and modules not
+// yet quantized 16-bit as the source holds them), loaded onto `be`.
+std::unique_ptr<Model> candidate_model(const ModelConfig& dense_cfg, const WeightTable& dense_table,
+                                       const QuantizeParams& p, const Store& st, const std::set<std::string>& keep,
+                                       Backend& be) {
   ModelConfig cfg = dense_cfg;
   cfg.quant = quant_config_of(p, dense_table, st, keep);
   cfg.quant.origin = "(quantize candidate)";
@@ -185,16 +263,23 @@ double candidate_ppl(const ModelConfig& dense_cfg, const WeightTable& dense_tabl
   Assembled a = assemble(qt, st, keep);
   // The bytes live in `st` and its source, which outlive the model.
   auto src = std::make_unique<PreparedTensors>("(quantize candidate)", std::move(a.infos), std::shared_ptr<const void>());
+  return load_model(std::move(cfg), std::move(src), be, LoadOptions{});
+}
+
+// That model's perplexity on the calibration tokens, on a CPU backend.
+double candidate_ppl(const ModelConfig& dense_cfg, const WeightTable& dense_table, const QuantizeParams& p,
+                     const Store& st, const std::set<std::string>& keep) {
   auto cpu = make_backend(BackendKind::Cpu);
-  auto model = load_model(std::move(cfg), std::move(src), *cpu, LoadOptions{});
+  auto model = candidate_model(dense_cfg, dense_table, p, st, keep, *cpu);
   return model_perplexity(*model, *cpu, p.calib_ids, p.eval_window);
 }
+
 
 }  // namespace
 
 QuantizeReport quantize_model(const QuantizeParams& p) {
-  if (p.method != "rtn" && p.method != "awq" && p.method != "gptq")
-    fail("--method: unknown method '{}' (expected rtn, awq or gptq)", p.method);
+  if (p.method != "rtn" && p.method != "awq" && p.method != "gptq" && p.method != "awq-gptq")
+    fail("--method: unknown method '{}' (expected rtn, awq, gptq or awq-gptq)", p.method);
   if (p.format != DType::W8 && p.format != DType::W4 && p.format != DType::FP8)
     fail("--format: {} is not int8, int4 or fp8", dtype_name(p.format));
   if (p.format == DType::W4 && (p.group_size <= 0 || p.group_size % 32 != 0))
@@ -206,44 +291,21 @@ QuantizeReport quantize_model(const QuantizeParams& p) {
     fail("{}: the model is already quantized ({}); quantize its 16-bit original", p.in_dir,
          quant_format_name(cfg.quant.format));
   const WeightTable table = dense_weight_table(cfg);
-  // Expert weights are written 16-bit (docs/QUANT.md, "Mixture of experts"); the calibration
-  // capture keys matmuls by the linear weights' order, which a router's matmul breaks.
-  const bool moe = std::any_of(table.weights.begin(), table.weights.end(),
-                               [](const WeightSpec& w) { return w.key.role == R::ExpertsGateUp; });
-  if (moe && !p.calib_ids.empty())
-    fail("{}: {} is a mixture-of-experts model: quantize it with --method rtn and no --calib (its expert weights "
-         "are kept 16-bit; calibration, AWQ, GPTQ and the sensitivity table do not handle experts)",
-         p.in_dir, cfg.model_type);
-  // A fused tensor (Phi-3's qkv_proj, gate_up_proj) is one module of several weights' rows.
-  for (const WeightSpec& w : table.weights)
-    for (const WeightPart& part : w.parts)
-      if (is_linear_role(w.key.role) && (part.row0 != 0 || part.shape[0] != table.find_tensor(part.tensor)->shape[0]))
-        fail("{}: {} is part of a fused tensor, which quantize does not split (quantize this model at load: "
-             "--quantization)", p.in_dir, part.tensor);
   Store st{.source = open_tensor_source(p.in_dir)};
   validate_weights(table, *st.source);
   const auto tick = [&](const std::string& what, int64_t done, int64_t total) {
     if (p.progress) p.progress(what, done, total);
   };
 
-  std::map<WeightKey, CaptureBackend::Record> calib;
+  Calibration calib;
   if (!p.calib_ids.empty()) {
     tick("calibration forward", 0, 1);
-    calib = capture_linear_inputs(p.in_dir, table, p.calib_ids, p.eval_window, p.calib_rows);
+    calib = capture_calibration(p.in_dir, table, p.calib_ids, p.eval_window, p.calib_rows);
     tick("calibration forward", 1, 1);
   }
   const bool tied = table.find_tensor("lm_head.weight") == nullptr || table.find_tensor("lm_head.weight")->optional;
   const std::set<std::string> keep(p.keep_16bit.begin(), p.keep_16bit.end());
-
-  // Layer by layer, down before gate|up (AWQ folds down's scales into up's rows before up is quantized).
-  std::vector<const WeightSpec*> todo;
-  for (const WeightSpec& w : table.weights)
-    if (is_linear_role(w.key.role) && !(w.key.role == R::LmHead && (tied || !p.quantize_lm_head))) todo.push_back(&w);
-  auto rank = [](R r) { return r == R::Wdown ? 0 : r == R::WgateUp ? 1 : r == R::Wqkv ? 2 : r == R::Wo ? 3 : 4; };
-  std::stable_sort(todo.begin(), todo.end(), [&](const WeightSpec* a, const WeightSpec* b) {
-    const int la = a->key.layer < 0 ? 1 << 30 : a->key.layer, lb = b->key.layer < 0 ? 1 << 30 : b->key.layer;
-    return la != lb ? la < lb : rank(a->key.role) < rank(b->key.role);
-  });
+  const std::vector<Unit> todo = units_of(table, tied, p.quantize_lm_head, cfg.n_experts);
 
   QuantizeReport report;
   std::map<std::string, std::vector<std::string>> modules_of_weight;  // report name -> modules
@@ -252,77 +314,97 @@ QuantizeReport quantize_model(const QuantizeParams& p) {
     return it != st.changed.end() ? it->second : tensor_f32(st.source->get(tensor));
   };
   for (size_t i = 0; i < todo.size(); ++i) {
-    const WeightSpec& w = *todo[i];
-    const std::string name = weight_name(w.key);
-    tick("quantizing " + name, int64_t(i), int64_t(todo.size()));
+    const Unit& u = todo[i];
+    const WeightSpec& w = *u.w;
+    tick("quantizing " + u.name, int64_t(i), int64_t(todo.size()));
+    if (p.sequential && !calib.empty() && i > 0 && w.key.layer != todo[i - 1].w->key.layer) {
+      // this layer's inputs as the model quantized so far produces them
+      Calibration now = capture_calibration(p.in_dir, table, p.calib_ids, p.eval_window, p.calib_rows, [&](Backend& be) {
+        return candidate_model(cfg, table, p, st, keep, be);
+      });
+      for (auto& [key, rec] : now.linear)
+        if (key.layer == w.key.layer || key.layer < 0) calib.linear[key] = std::move(rec);
+      for (auto& [key, recs] : now.experts)
+        if (key.layer == w.key.layer) calib.experts[key] = std::move(recs);
+    }
+    const std::span<const WeightPart> parts(w.parts.data() + u.part0, size_t(u.n_parts));
     std::vector<std::string> modules;
     std::vector<float> fused;  // the parts stacked: [m, k]
     int64_t m = 0;
-    const int64_t k = w.parts[0].shape.back();
-    for (const WeightPart& part : w.parts) {
+    const int64_t k = parts[0].shape.back();
+    for (const WeightPart& part : parts) {
       modules.push_back(module_of(part.tensor));
       const std::vector<float> t = dense_values(part.tensor);
       fused.insert(fused.end(), t.begin() + long(part.row0 * k), t.begin() + long((part.row0 + part.shape[0]) * k));
       m += part.shape[0];
     }
-    WeightReport wr{.name = name};
+    WeightReport wr{.name = u.name};
     if (std::any_of(modules.begin(), modules.end(), [&](const std::string& mod) { return keep.contains(mod); })) {
       wr.how = "16-bit (--keep-16bit)";
       wr.kept_16bit = true;
       report.weights.push_back(wr);
       continue;
     }
-    QuantSpec spec{.format = p.format, .group_size = p.format == DType::W4 ? fitting_group_size(p.group_size, k) : 0};
+    QuantSpec spec{.format = p.format, .group_size = p.format == DType::W4 ? fitting_group_size(p.group_size, k) : 0,
+                   .symmetric = p.format == DType::W4 && p.symmetric};
     if (p.format == DType::W4 && spec.group_size == 0)
-      fail("{}: no int4 group size (a multiple of 32) divides the input dimension {} of {}", p.in_dir, k, name);
-    // Where AWQ's scales cannot be folded, the weight is rounded to nearest.
+      fail("{}: no int4 group size (a multiple of 32) divides the input dimension {} of {}", p.in_dir, k, u.name);
+    // Where AWQ's scales cannot be folded (experts share their input with the router and
+    // the other experts), the weight is rounded to nearest (awq) or gets GPTQ alone (awq-gptq).
     const WeightSpec* norm = w.key.role == R::Wqkv    ? table.find({R::AttnNorm, w.key.layer})
                              : w.key.role == R::WgateUp ? table.find({R::MlpNorm, w.key.layer})
                                                         : nullptr;
     const WeightSpec* up = w.key.role == R::Wdown ? table.find({R::WgateUp, w.key.layer}) : nullptr;
     const bool foldable = awq_folds(cfg.model_type) && (norm || (up && up->parts.size() == 2 && up->parts[1].shape[0] == k));
-    const std::string method = p.method == "awq" && !foldable ? "rtn" : p.method;
-    const auto it = calib.find(w.key);
-    Quantized q = quantize_one(fused, m, k, spec, method, it == calib.end() ? nullptr : &it->second, name);
+    const std::string method = !foldable && p.method == "awq"        ? "rtn"
+                               : !foldable && p.method == "awq-gptq" ? "gptq"
+                                                                     : p.method;
+    const CaptureBackend::Record* rec = calib.find(w.key, u.expert);
+    if (rec && rec->n_rows == 0) rec = nullptr;  // an expert no calibration token was routed to
+    Quantized q = quantize_one(fused, m, k, spec, method, rec, u.name, p);
     if (!q.input_scales.empty()) {  // fold 1 / s into what produces the input
-      const std::string target = norm ? norm->parts[0].tensor : up->parts[1].tensor;
-      std::vector<float> v = dense_values(target);
+      const WeightPart& target = norm ? norm->parts[0] : up->parts[1];
+      std::vector<float> v = dense_values(target.tensor);
+      const int64_t cols = table.find_tensor(target.tensor)->shape.back();
       for (int64_t j = 0; j < k; ++j) {
         const float inv = 1.0f / q.input_scales[size_t(j)];
         if (norm) v[size_t(j)] *= inv;
         else
-          for (int64_t c = 0; c < int64_t(v.size()) / k; ++c) v[size_t(j * (int64_t(v.size()) / k) + c)] *= inv;
+          for (int64_t c = 0; c < cols; ++c) v[size_t((target.row0 + j) * cols + c)] *= inv;
       }
-      st.changed[target] = std::move(v);
-      for (int64_t r0 = 0, pi = 0; pi < int64_t(w.parts.size()); r0 += w.parts[size_t(pi)].shape[0], ++pi) {
-        std::vector<float> ws(fused.begin() + long(r0 * k), fused.begin() + long((r0 + w.parts[size_t(pi)].shape[0]) * k));
+      st.changed[target.tensor] = std::move(v);
+      for (const ModuleRows& mr : module_rows(parts, modules, table)) {
+        std::vector<float> ws(fused.begin() + long(mr.r0 * k), fused.begin() + long((mr.r0 + mr.n) * k));
         for (size_t e = 0; e < ws.size(); ++e) ws[e] *= q.input_scales[e % size_t(k)];
-        st.dense_if_kept[modules[size_t(pi)]] = std::move(ws);
+        st.dense_if_kept[mr.module] = std::move(ws);
       }
     }
     wr.how = fmt::format("{} {}", format_label(spec), q.how);
-    if (it != calib.end()) {
+    if (u.expert >= 0 && !rec && !calib.empty()) wr.how += " (no tokens routed: rtn)";
+    if (rec) {
       std::vector<float> eff = dequantize(q.q.view());
       for (int64_t r = 0; r < m && !q.input_scales.empty(); ++r)
         for (int64_t j = 0; j < k; ++j) eff[size_t(r * k + j)] /= q.input_scales[size_t(j)];
-      wr.output_error = relative_output_error(fused.data(), eff.data(), m, k,
-                                              CalibRows{it->second.rows.data(), it->second.n_rows});
+      wr.output_error = relative_output_error(fused.data(), eff.data(), m, k, CalibRows{rec->rows.data(), rec->n_rows});
     }
-    int64_t r0 = 0;
-    for (size_t pi = 0; pi < w.parts.size(); ++pi) {
-      st.quantized.emplace(modules[pi], row_slice(q.q, r0, w.parts[pi].shape[0]));
-      r0 += w.parts[pi].shape[0];
+    for (const ModuleRows& mr : module_rows(parts, modules, table)) {
+      if (mr.tensor_rows != mr.n)
+        fail("{}: {} has {} rows, but the {} weights take {} of them (quantize writes whole tensors)", p.in_dir,
+             mr.module, mr.tensor_rows, u.name, mr.n);
+      st.quantized.emplace(mr.module, row_slice(q.q, mr.r0, mr.n));
     }
-    modules_of_weight[name] = modules;
+    std::vector<std::string> distinct;
+    for (const ModuleRows& mr : module_rows(parts, modules, table)) distinct.push_back(mr.module);
+    modules_of_weight[u.name] = distinct;
     report.weights.push_back(wr);
   }
   tick("quantizing", int64_t(todo.size()), int64_t(todo.size()));
 
   // Sensitivity: the calibration perplexity with one weight quantized at a time.
+  std::set<std::string> all_modules;
+  for (const auto& [n, mods] : modules_of_weight) all_modules.insert(mods.begin(), mods.end());
+  if (!p.calib_ids.empty()) report.ppl_16bit = candidate_ppl(cfg, table, p, st, all_modules);
   if (!p.calib_ids.empty() && (p.sensitivity || p.keep_16bit_auto)) {
-    std::set<std::string> all_modules;
-    for (const auto& [n, mods] : modules_of_weight) all_modules.insert(mods.begin(), mods.end());
-    report.ppl_16bit = candidate_ppl(cfg, table, p, st, all_modules);
     int64_t done = 0;
     for (WeightReport& wr : report.weights) {
       tick("sensitivity " + wr.name, done++, int64_t(report.weights.size()));

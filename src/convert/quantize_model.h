@@ -2,7 +2,10 @@
 // folders"), every linear weight (weight_table.h is_linear_role; the LM head on request) in
 // one layout of src/quant/formats.h, by round-to-nearest, AWQ or GPTQ (quant/quantizer.h),
 // with the calibration rows of each layer's input recorded on the 16-bit model
-// (quant/capture_backend.h).
+// (quant/capture_backend.h). A fused tensor (Phi-3's qkv_proj, gate_up_proj) is quantized
+// whole, its parts' rows stacked at their split points; each expert of a mixture-of-experts
+// layer is quantized alone, calibrated on the tokens the router sent it (rounded to nearest
+// when it got none).
 //
 // AWQ's input scales s (the layer then computes (x / s) Q(w s)^T) are folded where the
 // forward allows it exactly: into the RMSNorm weight before q|k|v and before gate|up, and into
@@ -29,7 +32,17 @@ struct QuantizeParams {
   std::string in_dir, out_dir;
   DType format = DType::W4;            // W8, W4 or FP8
   int32_t group_size = 128;            // W4 (lowered for a weight whose input dimension it does not divide)
-  std::string method = "rtn";          // rtn | awq | gptq
+  std::string method = "rtn";          // rtn | awq | gptq | awq-gptq (AWQ's scales, then GPTQ on w * s)
+  bool symmetric = false;              // int4: every zero point 8
+  // GPTQ: damping, act-order (implies static groups), static groups, clip ratios searched
+  // for the static groups (quant/quantizer.h GptqParams).
+  double gptq_damp = 0.01;
+  bool act_order = false;
+  bool static_groups = false;
+  int gptq_clip = 1;
+  // Calibration rows of layer l recorded on the model whose layers before l are already
+  // quantized (as written), instead of all on the 16-bit model.
+  bool sequential = false;
   std::vector<int32_t> calib_ids;      // calibration tokens (awq, gptq, the sensitivity table)
   int64_t calib_rows = 512;            // rows of each layer's input the quantizers use
   int32_t eval_window = 256;           // tokens per window of the calibration perplexity
@@ -43,7 +56,7 @@ struct QuantizeParams {
 
 // One linear weight of the forward (q|k|v, o, gate|up, down, LM head of a layer).
 struct WeightReport {
-  std::string name;           // "layer 3 q|k|v", "lm_head"
+  std::string name;           // "layer 3 wqkv", "layer 1 expert 2 wdown", "lm_head"
   std::string how;            // "int4 g128 awq", "16-bit"
   double output_error = -1;   // relative output error on the calibration rows (quantizer.h); -1 unmeasured
   double ppl_alone = 0;       // calibration perplexity with only this weight quantized; 0 unmeasured

@@ -129,7 +129,7 @@ WeightFormat weight_format_of(DType quantized) {
 
 bool is_linear_role(WeightRole r) {
   return r == WeightRole::Wqkv || r == WeightRole::Wo || r == WeightRole::WgateUp || r == WeightRole::Wdown ||
-         r == WeightRole::LmHead;
+         r == WeightRole::LmHead || r == WeightRole::ExpertsGateUp || r == WeightRole::ExpertsDown;
 }
 
 std::string_view weight_role_name(WeightRole r) {

@@ -125,8 +125,9 @@ struct WeightSpec {
   int32_t group_size = 0;  // Int4: of every part (a fused weight is one matrix of one layout)
 };
 
-// The forward's linear layers, which quantized formats may hold: q|k|v, o, gate|up, down and
-// the LM head. Embeddings, norms and biases stay dense.
+// The forward's linear layers, which quantized formats may hold: q|k|v, o, gate|up, down, the
+// LM head and the experts' stacked gate|up and down (each expert's rows quantized alone).
+// Embeddings, norms, biases and the MoE router stay dense.
 bool is_linear_role(WeightRole r);
 
 struct WeightTable {

@@ -6,6 +6,11 @@
 // op on h. Rows are kept as F32, the first `max_rows` a weight sees (in token order across
 // forwards), so memory stays bounded by max_rows * k * 4 bytes per weight.
 //
+// Mixture-of-experts layers: moe_experts records, per expert, the rows routed to it (what its
+// gate|up rows multiply) and their silu(gate) * up (what its down rows multiply), computed on
+// the host from the expert's weights as held (dense or quantized: the wrapped backend must
+// hold them in host memory, as the CPU and reference backends do).
+//
 // Forwards never replay recorded graphs through it (graph_begin answers Eager), so every
 // step's ops are seen.
 #pragma once
@@ -36,19 +41,35 @@ class CaptureBackend : public ForwardingBackend {
   void matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) override;
   void matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out,
                     const MatmulFusion& f) override;
+  void moe_experts(const TensorView& x, const TensorView& ids, const TensorView& weights, const TensorView& w_gate_up,
+                   const TensorView& w_down, const MoeParams& p, const TensorView& out) override;
+
+  // One mixture-of-experts layer's inputs per expert.
+  struct ExpertRecords {
+    const void* w_gate_up = nullptr;  // the layer's stacked weights
+    std::vector<Record> gate_up;      // [n_experts]: rows routed to expert e [n_rows, d_model]
+    std::vector<Record> down;         // [n_experts]: their silu(gate) * up [n_rows, d_ff]
+  };
   GraphStep graph_begin(uint64_t key) override { return GraphStep::Eager; }
   void graph_end() override {}
 
   // Records in the order their weights were first seen; nullptr for a weight never seen.
   const std::vector<Record>& records() const { return records_; }
   const Record* find(const void* weight) const;
-  void clear() { records_.clear(); }
+  // The mixture-of-experts layers in the order their weights were first seen.
+  const std::vector<ExpertRecords>& expert_records() const { return experts_; }
+  void clear() {
+    records_.clear();
+    experts_.clear();
+  }
 
  private:
   void record(const TensorView& w, const TensorView& x);
+  static void append(Record& r, const float* rows, int64_t n);  // n more rows, kept
 
   CaptureOptions opt_;
   std::vector<Record> records_;
+  std::vector<ExpertRecords> experts_;
 };
 
 }  // namespace tf

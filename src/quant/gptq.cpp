@@ -8,6 +8,7 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "quant/quantizer.h"
@@ -18,12 +19,10 @@ namespace {
 using ColMat = Eigen::MatrixXf;  // column-major: a column of w is contiguous
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// The upper Cholesky factor of the inverse of H = 2 x^T x / n (damped); columns whose input
-// is always zero ("dead": H_jj = 0) get H_jj = 1, and `dead` marks them.
-ColMat inverse_hessian_factor(CalibRows calib, int64_t k, double damp, std::vector<bool>& dead,
-                              std::string_view name) {
-  const Eigen::Map<const RowMat> X(calib.x, calib.n, k);
-  ColMat H = (2.0f / float(calib.n)) * (X.transpose() * X);
+// The upper Cholesky factor of the inverse of H (damped by damp times its mean diagonal);
+// columns whose input is always zero ("dead": H_jj = 0) get H_jj = 1, and `dead` marks them.
+ColMat inverse_hessian_factor(ColMat H, double damp, std::vector<bool>& dead, std::string_view name) {
+  const int64_t k = H.rows();
   dead.assign(size_t(k), false);
   double mean_diag = 0;
   for (int64_t j = 0; j < k; ++j) {
@@ -42,45 +41,97 @@ ColMat inverse_hessian_factor(CalibRows calib, int64_t k, double damp, std::vect
   return llt_inv.matrixU();
 }
 
+
+// Each group's parameters chosen once, before any column moves (GPTQ's "static groups"),
+// from the original weights: with clip search, the ratio in {1, 0.95, ...} that least
+// rounds the group's weights, each squared error weighted by its column's H_jj (the output
+// error that column causes alone).
+void static_group_params(const ColMat& W, const ColMat& H, const QuantSpec& spec, int64_t len, int n_clip,
+                         QuantizedWeight& q, std::vector<std::vector<GroupParams>>& params, std::string_view name) {
+  const int64_t m = W.rows(), k = W.cols();
+  params.assign(size_t(k / len), std::vector<GroupParams>(size_t(m)));
+  std::vector<float> row(static_cast<size_t>(len));
+  for (int64_t g = 0; g < k / len; ++g)
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < len; ++j) row[size_t(j)] = W(i, g * len + j);
+      double best = std::numeric_limits<double>::infinity();
+      for (int c = 0; c < std::max(1, n_clip); ++c) {
+        const GroupParams p = checked_group_params(spec, row.data(), len, 1.0f - 0.05f * float(c), name, i, g);
+        double err = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const float d = row[size_t(j)] - dequantize_value(spec.format, quantize_value(spec.format, row[size_t(j)], p), p);
+          err += double(H(g * len + j, g * len + j)) * d * d;
+        }
+        if (err < best) {
+          best = err;
+          params[size_t(g)][size_t(i)] = p;
+        }
+      }
+      q.set_params(i, g, params[size_t(g)][size_t(i)]);
+      params[size_t(g)][size_t(i)] = q.params(i, g);  // as stored (W4: the F16 scale)
+    }
+}
+
 }  // namespace
 
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                               std::string_view name, const GptqParams& params) {
   check_quantizer_inputs(w, m, k, &calib, spec, name);
-  std::vector<bool> dead;
-  const ColMat U = inverse_hessian_factor(calib, k, params.damp, dead, name);
+  const Eigen::Map<const RowMat> X(calib.x, calib.n, k);
+  ColMat H = (2.0f / float(calib.n)) * (X.transpose() * X);
   ColMat W = Eigen::Map<const RowMat>(w, m, k);
   for (int64_t j = 0; j < k; ++j)
-    if (dead[size_t(j)]) W.col(j).setZero();
+    if (H(j, j) == 0.0f) W.col(j).setZero();  // a dead input: its weights do nothing
 
   QuantizedWeight q = QuantizedWeight::zeros_like(spec.format, m, k, spec.group_size);
   const int64_t len = group_len(spec, k);
-  const bool per_row = spec.format != DType::W4;
+  const bool static_groups = params.static_groups || params.act_order || spec.format != DType::W4;
+  std::vector<std::vector<GroupParams>> fixed;  // [group][row], static groups
+  if (static_groups) static_group_params(W, H, spec, len, params.n_clip, q, fixed, name);
+
+  // Act-order: columns by decreasing H_jj, so the inputs of the largest energy are rounded
+  // first, while the most columns remain to absorb their error. The layout keeps groups
+  // contiguous in the original order, so the groups' parameters are the static ones.
+  std::vector<int64_t> perm(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) perm[size_t(j)] = j;
+  if (params.act_order)
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return H(a, a) > H(b, b); });
+  const Eigen::PermutationMatrix<Eigen::Dynamic, Eigen::Dynamic, int64_t> P(
+      Eigen::Map<const Eigen::Matrix<int64_t, Eigen::Dynamic, 1>>(perm.data(), k));
+  // W P and P^T H P: column j of the permuted problem is column perm[j] of the original.
+  W = W * P;
+  H = P.transpose() * H * P;
+  std::vector<bool> dead;
+  const ColMat U = inverse_hessian_factor(H, params.damp, dead, name);
+
   std::vector<GroupParams> p(static_cast<size_t>(m));  // the current group's parameters, per row
   std::vector<float> row(static_cast<size_t>(len));
-  auto take_params = [&](const ColMat& src, int64_t col0, int64_t group) {
+  auto take_params = [&](int64_t col0, int64_t group) {  // dynamic groups (in order, no act-order)
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < len; ++j) row[size_t(j)] = src(i, col0 + j);
+      for (int64_t j = 0; j < len; ++j) row[size_t(j)] = W(i, col0 + j);
       p[size_t(i)] = checked_group_params(spec, row.data(), len, 1.0f, name, i, group);
       q.set_params(i, group, p[size_t(i)]);
+      p[size_t(i)] = q.params(i, group);
     }
   };
-  if (per_row) take_params(Eigen::Map<const RowMat>(w, m, k), 0, 0);
 
-  // A block holds whole groups, so a group's columns are all current when it starts.
-  const int64_t block = per_row ? std::max<int64_t>(1, params.block)
-                                : std::max<int64_t>(params.block / len, 1) * len;
+  // Without act-order a block holds whole groups, so a group's columns are all current when
+  // it starts.
+  const int64_t block = static_groups ? std::max<int64_t>(1, params.block)
+                                      : std::max<int64_t>(params.block / len, 1) * len;
   Eigen::VectorXf err(m);
   for (int64_t b0 = 0; b0 < k; b0 += block) {
     const int64_t b1 = std::min(k, b0 + block), nb = b1 - b0;
     ColMat Err(m, nb);
     for (int64_t j = b0; j < b1; ++j) {
-      if (!per_row && j % len == 0) take_params(W, j, j / len);
+      const int64_t col = perm[size_t(j)], group = col / len;
+      if (!static_groups && j % len == 0) take_params(j, group);
+      const std::vector<GroupParams>& gp = static_groups ? fixed[size_t(group)] : p;
       const float d = U(j, j);
       for (int64_t i = 0; i < m; ++i) {
-        const uint8_t c = quantize_value(spec.format, W(i, j), p[size_t(i)]);
-        q.set_code(i, j, c);
-        err(i) = (W(i, j) - dequantize_value(spec.format, c, p[size_t(i)])) / d;
+        const uint8_t c = quantize_value(spec.format, W(i, j), gp[size_t(i)]);
+        q.set_code(i, col, c);
+        err(i) = (W(i, j) - dequantize_value(spec.format, c, gp[size_t(i)])) / d;
       }
       // the rest of the block, at once
       W.middleCols(j + 1, b1 - j - 1).noalias() -= err * U.row(j).segment(j + 1, b1 - j - 1);

@@ -1,4 +1,5 @@
 #include "quant/quantized_weight.h"
+#include "quant/quantized_rows.h"
 
 #include <cstring>
 
@@ -152,6 +153,23 @@ TensorView make_quantized_view(const QuantizedParts& q) {
 }
 
 // ---- dequantization ---------------------------------------------------------------------------
+
+TensorView quantized_rows(const TensorView& w, int64_t row0, int64_t n) {
+  TF_ASSERT(w.n_dims == 2 && row0 >= 0 && n >= 0 && row0 + n <= w.shape[0], "quantized_rows: rows [{}, {}) of {}",
+            row0, row0 + n, w.shape_str());
+  const int64_t k = w.shape[1];
+  TensorView v = w;
+  v.shape[0] = n;
+  v.data = static_cast<uint8_t*>(w.data) + size_t(row0) * dtype_row_bytes(w.dtype, k);
+  if (w.dtype == DType::W8 || w.dtype == DType::FP8) {
+    v.scales = static_cast<float*>(w.scales) + row0;
+  } else if (w.dtype == DType::W4) {
+    const int64_t n_groups = k / w.group_size;
+    v.scales = static_cast<uint16_t*>(w.scales) + row0 * n_groups;
+    v.zeros = static_cast<uint8_t*>(w.zeros) + row0 * n_groups;
+  }
+  return v;
+}
 
 void dequantize_row(const TensorView& w, int64_t row, float* out) {
   TF_ASSERT(w.n_dims == 2 && w.device == Device::Host, "dequantize_row: a 2-d host tensor, not {}", w.shape_str());

@@ -13,8 +13,9 @@
 //   GPTQ  error compensation (Frantar et al. 2022): columns are rounded one at a time and
 //         each column's rounding error is spread onto the columns not yet rounded, weighted
 //         by the inverse Hessian H = 2 x^T x / n of the layer's squared output error, so
-//         later columns absorb what earlier ones lost. Columns in order (no act-order, so
-//         groups stay contiguous along k as the layouts want).
+//         later columns absorb what earlier ones lost. Columns in order, or by decreasing
+//         H_jj (act-order) with each group's parameters fixed beforehand (static groups), so
+//         groups stay contiguous along k as the layouts want.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,16 @@ AwqResult quantize_awq(const float* w, int64_t m, int64_t k, CalibRows calib, co
 struct GptqParams {
   double damp = 0.01;      // added to H's diagonal, times the mean of the diagonal
   int64_t block = 128;     // columns per lazy batch (raised to the group size when smaller)
+  // Columns in order of decreasing H_jj (the inputs of most energy rounded first). The
+  // groups stay contiguous in the original order, so it implies static groups.
+  bool act_order = false;
+  // W4 groups' parameters taken from the original weights before any column is updated
+  // (otherwise when the group's first column comes up, from the updated columns). W8/FP8
+  // rows always take theirs from the original row.
+  bool static_groups = false;
+  // Static parameters: clip ratios tried, 1, 0.95, ..., each group taking the one of least
+  // sum_j H_jj (w_j - Q(w_j))^2 (1: no clipping).
+  int n_clip = 1;
 };
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                               std::string_view name, const GptqParams& params = {});

@@ -129,5 +129,46 @@ TEST(Quantizers, GptqHandlesDeadInputs) {
   for (float v : d) ASSERT_TRUE(std::isfinite(v));
 }
 
+// GPTQ's variants on the same layers: act-order (columns by decreasing H_jj, groups' parameters
+// fixed beforehand), static groups in column order, and the H-weighted clip search of the
+// static groups. Each still beats RTN on held-out rows, and with one column order and no
+// clipping, static and dynamic groups differ only in where the parameters come from.
+TEST(Quantizers, GptqActOrderAndStaticGroupsBeatRtn) {
+  const Layer l = make_layer(42, 32, 128, 1024);
+  const CalibRows calib{l.x_calib.data(), l.n};
+  for (const QuantSpec& spec : {QuantSpec{.format = DType::W4, .group_size = 32},
+                                QuantSpec{.format = DType::W4, .group_size = 128}, QuantSpec{.format = DType::W8}}) {
+    SCOPED_TRACE(spec_name(spec));
+    const Errors rtn = errors_of(l, dequantize(quantize_rtn(l.w.data(), l.m, l.k, spec, "w").view()));
+    for (const GptqParams& gp : {GptqParams{.act_order = true}, GptqParams{.static_groups = true},
+                                 GptqParams{.act_order = true, .n_clip = 6}}) {
+      const Errors g = errors_of(l, dequantize(quantize_gptq(l.w.data(), l.m, l.k, calib, spec, "w", gp).view()));
+      std::printf("%-12s GPTQ act-order %d static %d clips %d: calib / held-out %.4f / %.4f (RTN %.4f / %.4f)\n",
+                  spec_name(spec).c_str(), int(gp.act_order), int(gp.static_groups), gp.n_clip, g.calib, g.test,
+                  rtn.calib, rtn.test);
+      EXPECT_LT(g.calib, rtn.calib);
+      EXPECT_LT(g.test, rtn.test);
+    }
+  }
+}
+
+// Act-order permutes the columns GPTQ visits, never where a code is stored: with a Hessian
+// that is diagonal (independent inputs) there is no error to spread, so every order gives
+// round-to-nearest of each group's static parameters, i.e. RTN's codes.
+TEST(Quantizers, GptqActOrderOnIndependentInputsIsRtn) {
+  const int64_t m = 4, k = 64, n = 64;
+  Rng rng(3);
+  const std::vector<float> w = test::randn(rng, m * k, 1.0);
+  std::vector<float> x(size_t(n * k), 0.0f);
+  for (int64_t t = 0; t < n; ++t) x[size_t(t * k + t % k)] = float(1 + t % 7);  // one input per row: x^T x diagonal
+  const QuantSpec spec{.format = DType::W4, .group_size = 32};
+  const QuantizedWeight r = quantize_rtn(w.data(), m, k, spec, "w");
+  const QuantizedWeight g =
+      quantize_gptq(w.data(), m, k, CalibRows{x.data(), n}, spec, "w", GptqParams{.damp = 0, .act_order = true});
+  EXPECT_EQ(g.data, r.data);
+  EXPECT_EQ(g.scales, r.scales);
+  EXPECT_EQ(g.zeros, r.zeros);
+}
+
 }  // namespace
 }  // namespace tf

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/shape_checks.h"
+#include "quant/quantized_rows.h"
 #include "quant/quantized_weight.h"
 
 namespace tf {
@@ -28,12 +29,6 @@ void for_rows(ThreadPool& pool, int64_t rows, Fn&& fn) {
 inline float gelu_tanh(float g) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-}
-
-// Rows [row0, row0 + n) of the 2-D weight w, as a view of the same memory.
-TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n) {
-  return make_view(static_cast<uint8_t*>(w.data) + size_t(row0) * dtype_row_bytes(w.dtype, w.shape[1]), w.dtype,
-                   {n, w.shape[1]});
 }
 
 }  // namespace
@@ -105,9 +100,7 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& ids, const T
                              const TensorView& w_gate_up, const TensorView& w_down, const MoeParams& p,
                              const TensorView& out) {
   const MoeShape m = check_moe(x, ids, weights, w_gate_up, w_down, p, out);
-  TF_ASSERT(!dtype_is_quantized(w_gate_up.dtype) && !dtype_is_quantized(w_down.dtype),
-            "moe_experts: quantized expert weights ({}, {}) are not supported", dtype_name(w_gate_up.dtype),
-            dtype_name(w_down.dtype));
+  // Each expert's rows of the stacked weights go through matmul, dense or quantized alike.
   const int64_t k = p.top_k, n_pairs = m.rows * k, d = m.d_model, f = m.d_ff;
   const int32_t* id = ids.as<const int32_t>();
   std::vector<std::vector<int64_t>> pairs(size_t(p.n_experts));  // [expert] pair indices r * k + j
@@ -128,9 +121,9 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& ids, const T
     ys.resize(size_t(me * d));
     const TensorView xv = make_view(xs.data(), DType::F32, {me, d}), guv = make_view(gu.data(), DType::F32, {me, 2 * f}),
                      actv = make_view(act.data(), DType::F32, {me, f}), yv = make_view(ys.data(), DType::F32, {me, d});
-    matmul(xv, weight_rows(w_gate_up, e * 2 * f, 2 * f), TensorView{}, guv);
+    matmul(xv, quantized_rows(w_gate_up, e * 2 * f, 2 * f), TensorView{}, guv);
     swiglu(guv, actv);
-    matmul(actv, weight_rows(w_down, e * d, d), TensorView{}, yv);
+    matmul(actv, quantized_rows(w_down, e * d, d), TensorView{}, yv);
     for (int64_t i = 0; i < me; ++i) std::copy_n(ys.data() + i * d, d, y.data() + mine[size_t(i)] * d);
   }
   const float* wt = weights.as<const float>();

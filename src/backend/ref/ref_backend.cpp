@@ -195,7 +195,16 @@ void RefBackend::moe_experts(const TensorView& x, const TensorView& ids, const T
                              const TensorView& w_gate_up, const TensorView& w_down, const MoeParams& p,
                              const TensorView& out) {
   const MoeShape m = check_moe(x, ids, weights, w_gate_up, w_down, p, out);
-  std::vector<float> act(size_t(m.d_ff));
+  check_quantized(w_gate_up);
+  check_quantized(w_down);
+  // Row r of a weight as F32 (quantized ones dequantized as matmul does).
+  auto row_of = [](const TensorView& w, int64_t r, std::vector<float>& v) {
+    const int64_t k = w.shape[1];
+    v.resize(size_t(k));
+    if (dtype_is_quantized(w.dtype)) return dequantize_row(w, r, v.data());
+    for (int64_t c = 0; c < k; ++c) v[size_t(c)] = load_f32(w.data, w.dtype, r * k + c);
+  };
+  std::vector<float> act(size_t(m.d_ff)), gw, uw, dw;
   for (int64_t t = 0; t < m.rows; ++t) {
     const float* xt = x.as<const float>() + t * m.d_model;
     std::vector<double> acc(size_t(m.d_model), 0.0);
@@ -206,16 +215,18 @@ void RefBackend::moe_experts(const TensorView& x, const TensorView& ids, const T
       for (int64_t i = 0; i < m.d_ff; ++i) {
         double g = 0, u = 0;
         const int64_t gate_row = e * 2 * m.d_ff + i, up_row = gate_row + m.d_ff;
+        row_of(w_gate_up, gate_row, gw);
+        row_of(w_gate_up, up_row, uw);
         for (int64_t c = 0; c < m.d_model; ++c) {
-          g += double(xt[c]) * load_f32(w_gate_up.data, w_gate_up.dtype, gate_row * m.d_model + c);
-          u += double(xt[c]) * load_f32(w_gate_up.data, w_gate_up.dtype, up_row * m.d_model + c);
+          g += double(xt[c]) * gw[size_t(c)];
+          u += double(xt[c]) * uw[size_t(c)];
         }
         act[size_t(i)] = float(silu(double(float(g))) * double(float(u)));
       }
       for (int64_t c = 0; c < m.d_model; ++c) {
         double y = 0;
-        for (int64_t i = 0; i < m.d_ff; ++i)
-          y += double(act[size_t(i)]) * load_f32(w_down.data, w_down.dtype, (e * m.d_model + c) * m.d_ff + i);
+        row_of(w_down, e * m.d_model + c, dw);
+        for (int64_t i = 0; i < m.d_ff; ++i) y += double(act[size_t(i)]) * dw[size_t(i)];
         acc[size_t(c)] += wt * double(float(y));
       }
     }

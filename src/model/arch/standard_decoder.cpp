@@ -15,8 +15,8 @@
 //   logits = lm_head(final_norm(x[logits_rows]))      [n_out, n_vocab]
 //
 // The linear weights (Wqkv, Wo, gate|up, down, LM head) are those of the copy the step uses
-// (DecoderModel::copy(), model.h WeightCopy); the experts stay in their stored 16-bit form
-// in every copy (docs/QUANT.md).
+// (DecoderModel::copy(), model.h WeightCopy); so are the experts' on the host backends, while
+// on CUDA every copy shares their 16-bit upload (docs/QUANT.md).
 //
 // Each layer has its own query heads, KV heads and d_ff (config.h heads_of, ...; equal in
 // every layer but for pruned models), so the scratch views are cut to the layer's widths.
@@ -46,8 +46,8 @@ class StandardDecoder final : public DecoderModel {
     const ModelConfig& c = config();
     embed_ = w.get({R::Embedding});
     final_norm_ = w.get({R::FinalNorm});
-    // One set of linear weights per copy (model.h WeightCopy); the others, the router and
-    // the experts are held once and appear in every set.
+    // One set of linear weights per copy (model.h WeightCopy), experts included; the others
+    // and the router are held once and appear in every set.
     for (int cp = 0; cp < w.n_copies(); ++cp) {
       lm_head_.push_back(w.get({R::LmHead}, cp));
       layers_.emplace_back();
@@ -59,7 +59,7 @@ class StandardDecoder final : public DecoderModel {
                        .moe = c.layer_is_moe(il)};
         if (l.moe) {
           l.experts = {.norm = w.get({R::MlpNorm, il}), .router = w.get({R::Router, il}),
-                       .wgate_up = w.get({R::ExpertsGateUp, il}), .wdown = w.get({R::ExpertsDown, il})};
+                       .wgate_up = w.get({R::ExpertsGateUp, il}, cp), .wdown = w.get({R::ExpertsDown, il}, cp)};
         } else {
           l.mlp = {.norm = w.get({R::MlpNorm, il}), .wgate_up = w.get({R::WgateUp, il}, cp),
                    .wdown = w.get({R::Wdown, il}, cp), .bdown = w.find({R::Bdown, il}), .post_norm = w.find({R::MlpPostNorm, il}), .act = c.mlp_act};

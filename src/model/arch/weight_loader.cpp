@@ -50,6 +50,14 @@ bool absent_optional(const WeightTable& table, const WeightSpec& w, const Tensor
   return false;
 }
 
+// Whether a quantized checkpoint stores its expert weights quantized.
+bool table_quantizes_experts(const WeightTable& t) {
+  return std::any_of(t.weights.begin(), t.weights.end(), [](const WeightSpec& w) {
+    return (w.key.role == WeightRole::ExpertsGateUp || w.key.role == WeightRole::ExpertsDown) &&
+           w.format != WeightFormat::Dense;
+  });
+}
+
 }  // namespace
 
 std::string LoadedWeights::copy_name(const WeightCopy& c) {
@@ -66,15 +74,18 @@ LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& sourc
                              const LoadOptions& opt)
     : be_(backend), copies_(opt.weight_copies) {
   if (copies_.empty()) copies_.push_back(WeightCopy{});
-  // Mixture-of-experts weights are no linear role (is_linear_role): every copy shares their
-  // 16-bit upload (docs/QUANT.md, "Mixture of experts").
+  // Mixture-of-experts weights are linear weights (each expert's rows quantized alone) on the
+  // host backends, whose moe_experts takes them quantized; the CUDA MoE kernels read BF16, so
+  // there every copy shares one 16-bit upload (dequantized when the checkpoint stores them
+  // quantized).
   const bool quantizes = std::any_of(copies_.begin(), copies_.end(),
                                      [](const WeightCopy& c) { return c.kind == WeightCopy::Kind::Quantized; });
   const bool has_experts = std::any_of(table.weights.begin(), table.weights.end(),
                                        [](const WeightSpec& w) { return w.key.role == WeightRole::ExpertsGateUp; });
-  if (quantizes && has_experts && opt.tp_rank == 0)
-    std::fprintf(stderr, "note: %s: the expert weights stay 16-bit; quantized copies hold attention, dense MLP and "
-                         "LM head weights only (docs/QUANT.md)\n", table.arch.c_str());
+  const bool dense_experts = has_experts && backend.device() != Device::Host;
+  if ((quantizes || table_quantizes_experts(table)) && dense_experts && opt.tp_rank == 0)
+    std::fprintf(stderr, "note: %s: the %s backend runs 16-bit experts only; the expert weights are held 16-bit "
+                         "(docs/QUANT.md)\n", table.arch.c_str(), backend.name().c_str());
   ProgressBar bar("loading weights", int64_t(table.weights.size()));
   for (size_t i = 0; i < table.weights.size(); ++i) {
     const WeightSpec& w = table.weights[i];
@@ -83,8 +94,12 @@ LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& sourc
       continue;
     }
     std::vector<TensorView>& views = weights_[w.key];
-    if (!is_linear_role(w.key.role)) {
-      views.push_back(shared_upload("dense:" + slice_key(w, opt), -1, [&] { return load_dense(w, source, opt); }));
+    const bool expert = w.key.role == WeightRole::ExpertsGateUp || w.key.role == WeightRole::ExpertsDown;
+    if (!is_linear_role(w.key.role) || (expert && dense_experts)) {
+      const std::string key = slice_key(w, opt);
+      views.push_back(w.format == WeightFormat::Dense
+                          ? shared_upload("dense:" + key, -1, [&] { return load_dense(w, source, opt); })
+                          : shared_upload("dequantized:" + key, -1, [&] { return load_dequantized(w, source, opt); }));
     } else {
       for (int c = 0; c < n_copies(); ++c) views.push_back(load(w, source, opt, c));
     }

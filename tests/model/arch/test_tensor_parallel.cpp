@@ -2,7 +2,7 @@
 // TP = 1 within 1e-5 relative at every prompt position and the same greedy ids, on
 // tiny-main (4 heads, 2 KV heads: replicated at TP = 4) and the parity models (llama-mha:
 // MHA; qwen2: QKV biases, tied embeddings, KV heads replicated at TP = 4); each rank holds
-// only its shard of the weights.
+// only its shard of the weights. Quantized tiny-main (int8, int4, fp8) at TP = 2 against TP = 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,6 +69,63 @@ INSTANTIATE_TEST_SUITE_P(Models, TensorParallelTest, ::testing::Values("tiny-mai
                          [](const auto& info) { return info.param == "tiny-main" ? "tiny_main"
                                                        : info.param == "llama-mha" ? "llama_mha" : info.param; });
 
+// Quantized tiny-main (rounded at load, LM head included) on 2 ranks. Each rank holds whole
+// rows (q/k/v, gate/up, the LM head) or whole int4 groups (o, down: 128 of 256 and 288 of 576
+// inputs, groups of 128 and 96) of the unsharded codes, with their scales, so the sharded
+// products are TP = 1's with the sums over the K split of o and down regrouped:
+// - On the reference backend (dequantized weights, F32 activations) every format agrees with
+//   TP = 1 to summation order (kRelTol) and gives the same greedy ids.
+// - On the CPU backend FP8 (dequantizing path, F32 activations) does too. INT8 and INT4 run the
+//   integer kernels, which round activations to int8 in blocks (matmul_quant_fast.cpp): there
+//   TP = 2 and TP = 1 differ by up to 1.4% of a row's largest logit (measured, int8 1.1%, int4
+//   1.4%; bound 2.5%), more than summation order, so near-ties may flip a greedy id and only
+//   the logits are compared. The cause is not isolated (the ref results rule out the sharding).
+struct QuantTpCase {
+  const char* format;
+  double cpu_tol;
+  bool cpu_greedy;
+};
+class QuantizedTensorParallelTest : public ::testing::TestWithParam<QuantTpCase> {};
+
+TEST_P(QuantizedTensorParallelTest, LogitsAndGreedyIdsEqualTp1) {
+  const QuantTpCase c = GetParam();
+  std::vector<test::GoldenPrompt> prompts = test::load_golden("tiny-main");
+  for (const char* backend : {"cpu", "ref"}) {
+    const bool ref = std::string(backend) == "ref";
+    if (ref) prompts.resize(3);  // the reference backend is slow
+    const double tol = ref ? kRelTol : c.cpu_tol;
+    EngineOptions o = options("tiny-main", 1);
+    o.backend = backend;
+    o.weights.quantization = c.format;
+    o.weights.quantize_lm_head = true;
+    Engine one(o);
+    o.tensor_parallel = 2;
+    Engine two(o);
+    const int64_t n_vocab = one.config().n_vocab;
+    double worst = 0;
+    for (const test::GoldenPrompt& g : prompts) {
+      SCOPED_TRACE(std::string(backend) + " " + g.name);
+      const std::vector<float> a = one.score(g.input_ids, /*all_positions=*/true);
+      const std::vector<float> b = two.score(g.input_ids, /*all_positions=*/true);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < g.input_ids.size(); ++i) {
+        const double e = row_rel_err(b.data() + i * n_vocab, a.data() + i * n_vocab, n_vocab);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol) << "position " << i;
+      }
+    }
+    std::printf("[ note ] tiny-main %s %s tp 2: worst relative logit error %.2g\n", c.format, backend, worst);
+    if (ref || c.cpu_greedy) {
+      EXPECT_EQ(greedy(two, prompts), greedy(one, prompts)) << backend;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantizedTensorParallelTest,
+                         ::testing::Values(QuantTpCase{"int8", 0.025, false}, QuantTpCase{"int4", 0.025, false},
+                                           QuantTpCase{"fp8", kRelTol, true}),
+                         [](const auto& info) { return std::string(info.param.format); });
+
 // Bytes one rank holds, from the shard layout: replicated embedding and norms, plus its
 // slices of q/k/v/o (by heads), gate/up/down (by d_ff) and the LM head (by vocabulary).
 int64_t expected_rank_bytes(const ModelConfig& c, const TpShard& s, int64_t elem) {
@@ -101,7 +158,9 @@ TEST(TensorParallelLoad, EachRankHoldsOnlyItsShard) {
     // The sharded tensors split into N parts (at TP = 2 exactly; at TP = 4 the 2 KV heads
     // are each held by two ranks).
     const int64_t sharded = full->weight_bytes() - replicated;
-    if (tp == 2) EXPECT_EQ(m.shard(1).weight_bytes() - replicated, sharded / 2);
+    if (tp == 2) {
+      EXPECT_EQ(m.shard(1).weight_bytes() - replicated, sharded / 2);
+    }
     EXPECT_LT(m.shard(0).weight_bytes() - replicated, sharded / tp + sharded / 8);
   }
 }
