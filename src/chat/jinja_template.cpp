@@ -139,7 +139,7 @@ class Renderer {
       step(s.line);
       const ScopePtr iter = child_scope(scope);
       bind_targets(s, items[size_t(i)], *iter);
-      iter->vars.set("loop", loop_object(items, i));
+      if (s.body_names_loop) iter->vars.set("loop", loop_object(items, i));
       if (exec(s.body, iter, out) == Flow::Break) break;
     }
   }
@@ -163,6 +163,7 @@ class Renderer {
                            if (a.positional.empty()) fail_eval("loop.cycle() needs at least one argument");
                            return a.positional[size_t(i) % a.positional.size()];
                          }));
+    spend_steps(int64_t(d.items.size()));  // one step per attribute built
     return loop;
   }
 

@@ -117,6 +117,27 @@ TEST(JinjaErrors, StringsAndWorkAreBounded) {
                   "more than 5000000 steps");
 }
 
+// The loop object is built only for loops whose body names `loop`; wherever the name appears
+// in the body (nested blocks, an inner loop, a macro defined there) it is there, and a macro
+// defined outside never sees it (scoping is lexical, as in jinja2).
+TEST(JinjaLoop, LoopObjectWhereTheBodyNamesIt) {
+  EXPECT_EQ(render("{% for i in 'ab' %}{% if true %}{{ loop.index }}{% endif %}{% endfor %}"), "12");
+  EXPECT_EQ(render("{% for i in 'ab' %}{% set l = loop %}{% for j in 'xyz' %}{{ l.index }}{{ loop.length }}{% endfor %}"
+                   "{% endfor %}"),
+            "131313232323");
+  EXPECT_EQ(render("{% for i in 'ab' %}{% macro m() %}{{ loop.last }}{% endmacro %}{{ m() }}{% endfor %}"), "FalseTrue");
+  EXPECT_EQ(render("{% macro m() %}{{ loop is defined }}{% endmacro %}{% for i in 'a' %}{{ m() }}{% endfor %}"), "False");
+  EXPECT_EQ(render("{% for i in 'ab' if loop is undefined %}{{ i }}{% endfor %}"), "ab");
+  EXPECT_EQ(render("{% for i in 'ab' %}{{ i }}{% endfor %}"), "ab");
+}
+
+// range() pays for the items it builds: a loop over range(100000) nested in another stops at
+// the step bound after a few dozen inner ranges.
+TEST(JinjaErrors, RangeItemsAreSteps) {
+  EXPECT_CONTAINS(error_of([] { render("{% for i in range(100) %}{% set r = range(100000) %}{% endfor %}"); }),
+                  "more than 5000000 steps");
+}
+
 TEST(JinjaJson, DumpsLikePython) {
   const jinja::Value v = jinja::from_json(
       nlohmann::ordered_json::parse(R"({"b": [1, 2.0, "x\u00e9\n"], "a": {}, "c": null})"));
