@@ -369,7 +369,7 @@ class Renderer {
     return c >= 0;
   }
 
-  // One step of kMaxRenderSteps.
+  // One step of the render's budget (StepBudget).
   static void step(int line) {
     try {
       spend_steps(1);
@@ -400,7 +400,10 @@ std::string Template::render(const Dict& vars) const {
   const ScopePtr top = child_scope(globals);
   top->vars.items = vars.items;
   std::string out;
-  const StepBudget budget;
+  int64_t items = 0;
+  for (const auto& kv : vars.items)
+    if (kv.second.is_list()) items += int64_t(kv.second.as_list().items.size());
+  const StepBudget budget(kRenderSteps + kRenderStepsPerItem * items);
   Renderer().exec(body_, top, out);
   return out;
 }
