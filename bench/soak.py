@@ -246,7 +246,9 @@ def main():
     ap.add_argument("--concurrency-min", type=int, default=128)
     ap.add_argument("--concurrency-max", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--server-args", default="--max-seqs 64 --max-waiting 256 --kv-memory-mb 96 -t 2",
+    ap.add_argument("--server-args", default="--max-seqs 64 --max-waiting 256 --kv-memory-mb 96 -t 2 "
+                    "--chat-template " + os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                                      "chatml.jinja"),
                     help="extra `twofold serve` arguments (--max-body-bytes is set to 256 KiB)")
     args = ap.parse_args()
     server = serve_load.Server(args.twofold, args.model,

@@ -15,9 +15,10 @@ if [ -x "$NVCC" ]; then
   cmake --build "$BUILD-cuda" --target tf_backend_cuda
 fi
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
-# The same suite under the sanitizers (clang): SANITIZERS=asan (ASan + UBSan, then a short run
-# of every fuzzer), tsan (ThreadSanitizer over the threaded tests) or all. Off unless asked:
-# their time on CI's 2 cores is not yet measured, and CI must stay within 90 minutes.
+# The same suite under the sanitizers (clang): SANITIZERS=ci (ThreadSanitizer over the threaded
+# tests, then the fuzzers under ASan + UBSan), tsan, fuzz, asan (the whole suite under ASan +
+# UBSan, then the fuzzers) or all. Off unless asked: their time on CI's 2 cores is only partly
+# measured (docs/HARDENING.md, "Sanitizers"), and CI must stay within 90 minutes.
 if [ "${SANITIZERS:-none}" != none ]; then
   bash scripts/test_sanitizers.sh "$SANITIZERS"
 fi

@@ -1,54 +1,76 @@
 #!/usr/bin/env bash
-# The test suite under the sanitizers (clang). scripts/test.sh runs `all` after the normal suite.
+# The test suite under the sanitizers (clang). scripts/test.sh runs `ci` after the normal suite.
 #
-#   scripts/test_sanitizers.sh asan    ASan + UBSan: every test except those labelled
-#                                      `no_sanitizer`, then every fuzzer for FUZZ_SECONDS (10)
-#                                      on the same build (FUZZ_SECONDS=0: none)
+#   scripts/test_sanitizers.sh ci      what CI runs (the default): tsan, then fuzz
 #   scripts/test_sanitizers.sh tsan    ThreadSanitizer: the tests labelled `threads` (engine,
 #                                      scheduler, server, tensor-parallel ranks)
-#   scripts/test_sanitizers.sh all     both (the default)
+#   scripts/test_sanitizers.sh fuzz    ASan + UBSan on the parsers of untrusted bytes: every
+#                                      libFuzzer harness replays its corpus, then fuzzes for
+#                                      FUZZ_SECONDS (10) (scripts/fuzz.sh on build-asan;
+#                                      FUZZ_SECONDS=0: none)
+#   scripts/test_sanitizers.sh asan    ASan + UBSan: every test except those labelled
+#                                      `no_sanitizer`, then the fuzzers as in `fuzz`
+#   scripts/test_sanitizers.sh all     asan, then tsan
 #
-# asan: one build (build-asan, -DTF_FUZZ=ON -DTF_TESTS=ON) instruments every target with
-# -fsanitize=address,undefined and the fuzzers' coverage, which the tests do not notice; any
-# report fails the test that caused it (-fno-sanitize-recover). tsan: build-tsan builds only
-# target tf_threads_tests. OpenMP there is clang's libomp with Archer (libarcher.so, from
+# asan and fuzz share one build (build-asan, -DTF_FUZZ=ON -DTF_TESTS=ON), which instruments
+# every target with -fsanitize=address,undefined and the fuzzers' coverage, which the tests do
+# not notice; fuzz builds only the harnesses (target tf_fuzzers). Any report fails the test
+# that caused it (-fno-sanitize-recover). tsan: build-tsan builds only target
+# tf_threads_tests. OpenMP there is clang's libomp with Archer (libarcher.so, from
 # libomp-dev), which tells TSan about the runtime's own synchronisation, so races inside
 # parallel regions are reported and its barriers are not. Labels: tests/CMakeLists.txt.
+# Times on 2 cores: docs/HARDENING.md ("Sanitizers").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:-all}
-case "$what" in asan|tsan|all) ;; *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;; esac
+what=${1:-ci}
+case "$what" in
+  ci) steps="tsan fuzz" ;;
+  all) steps="asan tsan" ;;
+  asan|tsan|fuzz) steps=$what ;;
+  *) echo "usage: $0 [ci|tsan|fuzz|asan|all]" >&2; exit 2 ;;
+esac
 bash scripts/install-deps.sh
 
-# configure BUILD_DIR CMAKE_OPTIONS...: a RelWithDebInfo clang build.
+# configure BUILD_DIR CMAKE_OPTIONS...: a clang build at -O1 (what the sanitizers' authors
+# advise: fast enough to run, quick to compile) with line tables (cmake/sanitizers.cmake).
 configure() {
   local dir=$1
   shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-        -DCMAKE_CXX_COMPILER=clang++ -DTF_TESTS=ON "$@"
+        -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" -DTF_TESTS=ON "$@"
 }
 
-if [ "$what" != tsan ]; then
-  BUILD=${ASAN_BUILD_DIR:-build-asan}
-  configure "$BUILD" -DTF_FUZZ=ON
-  cmake --build "$BUILD"
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:check_initialization_order=1} \
-  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-    ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -LE no_sanitizer
-  if [ "${FUZZ_SECONDS:-10}" -gt 0 ]; then
-    FUZZ_BUILD_DIR="$BUILD" bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-10}"
-  fi
-fi
-
-if [ "$what" != asan ]; then
-  BUILD=${TSAN_BUILD_DIR:-build-tsan}
-  configure "$BUILD" -DTF_SANITIZE=thread
-  cmake --build "$BUILD" --target tf_threads_tests
-  archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
-  if [ -z "$archer" ]; then
-    echo "test_sanitizers.sh: libarcher.so not found (Debian: libomp-dev)" >&2
-    exit 1
-  fi
-  OMP_TOOL_LIBRARIES="$archer" TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
-    ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -L threads
-fi
+for step in $steps; do
+  case $step in
+  asan|fuzz)
+    BUILD=${ASAN_BUILD_DIR:-build-asan}
+    configure "$BUILD" -DTF_FUZZ=ON
+    if [ "$step" = asan ]; then
+      cmake --build "$BUILD"
+      ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:check_initialization_order=1} \
+      UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+        ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -LE no_sanitizer
+    fi
+    if [ "${FUZZ_SECONDS:-10}" -gt 0 ]; then
+      FUZZ_BUILD_DIR="$BUILD" bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-10}"
+    fi
+    ;;
+  tsan)
+    BUILD=${TSAN_BUILD_DIR:-build-tsan}
+    configure "$BUILD" -DTF_SANITIZE=thread
+    cmake --build "$BUILD" --target tf_threads_tests
+    archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -z "$archer" ]; then
+      echo "test_sanitizers.sh: libarcher.so not found (Debian: libomp-dev)" >&2
+      exit 1
+    fi
+    # ignore_noninstrumented_modules=1, as Archer itself asks at start-up: libomp is not
+    # instrumented, and without it TSan reports libomp's reuse of its own heap blocks between
+    # threads (memset in __kmp_free, seen in RankThreads.SharesTheHostThreads) as a race.
+    OMP_TOOL_LIBRARIES="$archer" \
+    TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1} \
+      ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -L threads
+    ;;
+  esac
+done

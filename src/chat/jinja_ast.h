@@ -93,6 +93,9 @@ struct Stmt {
   std::vector<MacroParam> params;
   std::vector<ExprPtr> filters;  // Filter expressions whose children[0] is null
   std::vector<std::pair<std::string, ExprPtr>> assigns;
+  // For: whether the body names `loop` (scoping is lexical, so no other code can see it);
+  // the loop object is built for each iteration only then.
+  bool body_names_loop = true;
 };
 
 }  // namespace tf::jinja

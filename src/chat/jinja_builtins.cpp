@@ -560,6 +560,7 @@ Value g_range(CallArgs& a) {
     out.emplace_back(i);
     if (__builtin_add_overflow(i, step, &i)) break;  // the next item would be past int64, so past stop
   }
+  spend_steps(int64_t(out.size()));
   return Value::list(std::move(out));
 }
 

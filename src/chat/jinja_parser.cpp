@@ -220,7 +220,11 @@ class Parser {
     expect_block_end("for");
     std::string end;
     ++loop_depth_;
+    const bool outer_names_loop = names_loop_;
+    names_loop_ = false;
     s->body = parse_body({"else", "endfor"}, "for", end);
+    s->body_names_loop = names_loop_;
+    names_loop_ = outer_names_loop || names_loop_;
     --loop_depth_;
     if (end == "else") {
       expect_block_end(end);
@@ -505,6 +509,7 @@ class Parser {
       else {
         e->kind = ExprKind::Name;
         e->name = t.text;
+        if (e->name == "loop") names_loop_ = true;
       }
       return e;
     }
@@ -705,6 +710,7 @@ class Parser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  bool names_loop_ = false;  // a Name `loop` was parsed since the innermost for body began
   int nesting_ = 0;
   int expr_nesting_ = 0;
 };

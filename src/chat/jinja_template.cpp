@@ -139,7 +139,7 @@ class Renderer {
       step(s.line);
       const ScopePtr iter = child_scope(scope);
       bind_targets(s, items[size_t(i)], *iter);
-      iter->vars.set("loop", loop_object(items, i));
+      if (s.body_names_loop) iter->vars.set("loop", loop_object(items, i));
       if (exec(s.body, iter, out) == Flow::Break) break;
     }
   }
@@ -163,6 +163,7 @@ class Renderer {
                            if (a.positional.empty()) fail_eval("loop.cycle() needs at least one argument");
                            return a.positional[size_t(i) % a.positional.size()];
                          }));
+    spend_steps(int64_t(d.items.size()));  // one step per attribute built
     return loop;
   }
 
@@ -368,7 +369,7 @@ class Renderer {
     return c >= 0;
   }
 
-  // One step of kMaxRenderSteps.
+  // One step of the render's budget (StepBudget).
   static void step(int line) {
     try {
       spend_steps(1);
@@ -399,7 +400,10 @@ std::string Template::render(const Dict& vars) const {
   const ScopePtr top = child_scope(globals);
   top->vars.items = vars.items;
   std::string out;
-  const StepBudget budget;
+  int64_t items = 0;
+  for (const auto& kv : vars.items)
+    if (kv.second.is_list()) items += int64_t(kv.second.as_list().items.size());
+  const StepBudget budget(kRenderSteps + kRenderStepsPerItem * items);
   Renderer().exec(body_, top, out);
   return out;
 }

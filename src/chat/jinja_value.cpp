@@ -56,7 +56,9 @@ void spend_steps(int64_t n) {
   StepBudget* b = StepBudget::current_;
   if (!b) return;
   b->spent_ += n;
-  if (b->spent_ > kMaxRenderSteps) fail_eval("template evaluation took more than {} steps", kMaxRenderSteps);
+  if (b->spent_ > b->limit_)
+    fail_eval("template evaluation took more than {} steps ({} and {} per item of the lists it was given)", b->limit_,
+              kRenderSteps, kRenderStepsPerItem);
 }
 
 void check_string_size(size_t n) {

@@ -59,16 +59,19 @@ constexpr size_t kMaxStringBytes = size_t(64) << 20;
 void check_string_size(size_t n);
 
 // The work a render may do, in steps: each statement and expression evaluated, each loop
-// iteration, each item a filter or operator walks or copies. Real templates take tens of
-// steps per message; the bound is a few seconds of CPU, so a template cannot hold a request
-// thread for long (jinja2 itself has no such bound).
-constexpr int64_t kMaxRenderSteps = 5'000'000;
-// Charges `n` steps to the render running on this thread (a Failure past kMaxRenderSteps);
+// iteration, each item a filter or operator walks or copies or range() builds. A render may
+// take kRenderSteps plus kRenderStepsPerItem for each item of the lists it is given (the
+// messages, the tools), so the bound grows with the conversation. Real templates take tens of
+// steps per message (Qwen3's about 76); the base is a fraction of a second of CPU in a Release
+// build, so a template cannot hold a request thread for long (jinja2 itself has no such bound).
+constexpr int64_t kRenderSteps = 1'000'000;
+constexpr int64_t kRenderStepsPerItem = 1'000;
+// Charges `n` steps to the render running on this thread (a Failure past its limit);
 // nothing when no render is running. StepBudget marks a render.
 void spend_steps(int64_t n);
 class StepBudget {
  public:
-  StepBudget() : outer_(current_) { current_ = this; }
+  explicit StepBudget(int64_t limit) : limit_(limit), outer_(current_) { current_ = this; }
   ~StepBudget() { current_ = outer_; }
   StepBudget(const StepBudget&) = delete;
   StepBudget& operator=(const StepBudget&) = delete;
@@ -77,6 +80,7 @@ class StepBudget {
   friend void spend_steps(int64_t n);
   static thread_local StepBudget* current_;
   int64_t spent_ = 0;
+  int64_t limit_;
   StepBudget* outer_;  // the budget this one hides while it lives (none in practice)
 };
 // out += piece, failing first if the result would pass kMaxStringBytes.

@@ -77,14 +77,19 @@ TEST(JinjaBuiltins, RangeNearInt64Limits) {
 // serialised, compared and freed; a namespace assigned into itself (a reference cycle). Each
 // is an error or is freed without recursion, never a stack overflow.
 TEST(JinjaErrors, DeepAndCyclicValuesAreBounded) {
+  // Chains 100,000 and 500,000 deep take more than the 1 M steps a render gets alone: a 3,000-item
+  // list passed in raises the bound to 4 M.
+  const auto render_long = [](const std::string& source) {
+    return render(source, {{"pad", json(std::vector<int>(3000, 0))}});
+  };
   const std::string chain =
       "{% set ns = namespace(x=[], y=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
       "{% set ns.y = [ns.y] %}{% endfor %}";
-  EXPECT_EQ(render(chain + "{{ ns.x | length }}"), "1");  // built and freed
+  EXPECT_EQ(render_long(chain + "{{ ns.x | length }}"), "1");  // built and freed
   for (const char* use : {"{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x == ns.y }}", "{{ ns.x < ns.y }}"})
-    EXPECT_CONTAINS(error_of([&] { render(chain + use); }), "nested more than 512 levels") << use;
-  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for j in range(5) %}{% for i in range(100000) %}"
-                   "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}{{ ns.x | length }}"),
+    EXPECT_CONTAINS(error_of([&] { render_long(chain + use); }), "nested more than 512 levels") << use;
+  EXPECT_EQ(render_long("{% set ns = namespace(x=[]) %}{% for j in range(5) %}{% for i in range(100000) %}"
+                        "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}{{ ns.x | length }}"),
             "1");
   // A cycle prints as too deep, and is freed when the render ends (the sanitizer build's leak
   // checker sees to that).
@@ -114,7 +119,41 @@ TEST(JinjaErrors, StringsAndWorkAreBounded) {
                   }),
                   "MiB limit");
   EXPECT_CONTAINS(error_of([] { render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"); }),
-                  "more than 5000000 steps");
+                  "more than 1000000 steps");
+}
+
+// The loop object is built only for loops whose body names `loop`; wherever the name appears
+// in the body (nested blocks, an inner loop, a macro defined there) it is there, and a macro
+// defined outside never sees it (scoping is lexical, as in jinja2).
+TEST(JinjaLoop, LoopObjectWhereTheBodyNamesIt) {
+  EXPECT_EQ(render("{% for i in 'ab' %}{% if true %}{{ loop.index }}{% endif %}{% endfor %}"), "12");
+  EXPECT_EQ(render("{% for i in 'ab' %}{% set l = loop %}{% for j in 'xyz' %}{{ l.index }}{{ loop.length }}{% endfor %}"
+                   "{% endfor %}"),
+            "131313232323");
+  EXPECT_EQ(render("{% for i in 'ab' %}{% macro m() %}{{ loop.last }}{% endmacro %}{{ m() }}{% endfor %}"), "FalseTrue");
+  EXPECT_EQ(render("{% macro m() %}{{ loop is defined }}{% endmacro %}{% for i in 'a' %}{{ m() }}{% endfor %}"), "False");
+  EXPECT_EQ(render("{% for i in 'ab' if loop is undefined %}{{ i }}{% endfor %}"), "ab");
+  EXPECT_EQ(render("{% for i in 'ab' %}{{ i }}{% endfor %}"), "ab");
+}
+
+// range() pays for the items it builds: a loop over range(100000) nested in another stops at
+// the step bound after a few dozen inner ranges.
+TEST(JinjaErrors, RangeItemsAreSteps) {
+  EXPECT_CONTAINS(error_of([] { render("{% for i in range(100) %}{% set r = range(100000) %}{% endfor %}"); }),
+                  "more than 1000000 steps");
+}
+
+// The step bound grows by 1,000 steps for each item of the lists a render is given: 2,000
+// messages that each take about 900 steps pass (1.8 M steps, over the 1 M base); the same work over
+// a 20-item list fails.
+TEST(JinjaErrors, StepBoundGrowsWithTheLists) {
+  const std::string source = "{% for m in messages %}{% for i in range(300) %}{% endfor %}{% endfor %}ok";
+  EXPECT_EQ(render(source, {{"messages", json(std::vector<int>(2000, 1))}}), "ok");
+  EXPECT_CONTAINS(error_of([&] {
+                    render("{% for k in range(100) %}" + source.substr(0, source.size() - 2) + "{% endfor %}",
+                           {{"messages", json(std::vector<int>(20, 1))}});
+                  }),
+                  "more than 1020000 steps");
 }
 
 TEST(JinjaJson, DumpsLikePython) {

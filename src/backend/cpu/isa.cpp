@@ -15,6 +15,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "backend/cpu/kernels/kernels.h"
 #include "core/error.h"
 
@@ -33,14 +37,40 @@ namespace avx512_vnni { const KernelTable& table(); }
 
 namespace {
 
+#if defined(__x86_64__)
+// CPUID leaf `leaf`, register ECX, bit `bit`. For the features clang before 16 does not name in
+// __builtin_cpu_supports (f16c, movbe, lzcnt; gcc names them all, and the level names
+// "x86-64-v3"/"v4" too), so that the levels are the same under both compilers.
+bool cpuid_ecx_bit(unsigned leaf, unsigned bit) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(leaf, &a, &b, &c, &d) && (c >> bit & 1u);
+}
+bool has_f16c() { return cpuid_ecx_bit(1, 29); }
+
+// The x86-64-v3 and v4 micro-architecture levels (as -march=x86-64-v3/v4 assume them),
+// feature by feature; __builtin_cpu_supports checks that the OS saves the AVX and AVX-512
+// registers.
+bool has_x86_64_v3() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+         __builtin_cpu_supports("bmi2") && has_f16c() && cpuid_ecx_bit(1, 22) /* movbe */ &&
+         cpuid_ecx_bit(0x80000001, 5) /* lzcnt */;
+}
+bool has_x86_64_v4() {
+  return has_x86_64_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+}
+#endif
+
 #if defined(TF_CPU_X86_LEVELS)
 bool cpu_has(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
     case Isa::Baseline: return true;
-    case Isa::Avx2: return __builtin_cpu_supports("x86-64-v3");
-    case Isa::Avx512: return __builtin_cpu_supports("x86-64-v4");
-    case Isa::Avx512Vnni: return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni");
+    case Isa::Avx2: return has_x86_64_v3();
+    case Isa::Avx512: return has_x86_64_v4();
+    case Isa::Avx512Vnni: return has_x86_64_v4() && __builtin_cpu_supports("avx512vnni");
     case Isa::Native: return false;
   }
   return false;
@@ -138,8 +168,8 @@ std::string isa_report() {
   };
   add("avx2", __builtin_cpu_supports("avx2"));
   add("fma", __builtin_cpu_supports("fma"));
-  add("f16c", __builtin_cpu_supports("f16c"));
-  add("avx512f/bw/dq/vl", __builtin_cpu_supports("x86-64-v4"));
+  add("f16c", has_f16c());
+  add("avx512f/bw/dq/vl", has_x86_64_v4());
   add("avx512_vnni", __builtin_cpu_supports("avx512vnni"));
   add("avx512_bf16", __builtin_cpu_supports("avx512bf16"));
   s += "; CPU: " + (cpu.empty() ? std::string("sse2") : cpu);
