@@ -23,6 +23,7 @@
 #include "quant/quantized_weight.h"
 #include "model/write_safetensors.h"
 #include "convert/step_logits.h"
+#include "convert/tiny_inputs.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
@@ -31,11 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const std::string kTiny = test::model_dir("tiny-main");
-
-// Prompts of the golden file, a few tokens each.
-std::vector<std::vector<int32_t>> prompts() {
-  return {{0, 450, 365, 5, 27, 99, 1000, 12}, {0, 77, 8, 64, 3000, 41}, {0, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}};
-}
 
 std::vector<float> last_logits(Engine& e, const std::vector<int32_t>& ids) { return e.score(ids, false); }
 
@@ -48,7 +44,7 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<std::vector<int32_t>> greedy_ids(Engine& e, int max_seqs_at_once) {
   std::vector<RequestId> ids;
   std::vector<std::vector<int32_t>> out;
-  for (const auto& p : prompts()) {
+  for (const auto& p : test::tiny_prompts()) {
     ids.push_back(e.add_request({.prompt_ids = p, .sampling = {.temperature = 0, .max_tokens = 12, .ignore_eos = true}}));
     if (max_seqs_at_once == 1)
       while (e.has_unfinished()) e.step();
@@ -89,7 +85,7 @@ TEST_F(QuantizeModel, WrittenFolderEqualsQuantizingAtLoadAndStaysCloseToSixteenB
     EXPECT_EQ(cfg.quant.format, c.format);
     Engine stored(EngineOptions{.model_dir = dir, .max_seqs = 4});
     Engine at_load(EngineOptions{.model_dir = kTiny, .weights = {.quantization = c.name}, .max_seqs = 4});
-    for (const auto& p : prompts()) {
+    for (const auto& p : test::tiny_prompts()) {
       const std::vector<float> s = last_logits(stored, p), l = last_logits(at_load, p), d = last_logits(dense, p);
       EXPECT_EQ(s, l) << "the written folder and quantizing at load round alike";
       const double err = rel_l2(s, d);
@@ -108,10 +104,7 @@ TEST_F(QuantizeModel, WrittenFolderEqualsQuantizingAtLoadAndStaysCloseToSixteenB
 
 TEST_F(QuantizeModel, CalibratedMethodsDoNoWorseThanRtnOnTheCalibrationRows) {
   Engine e(EngineOptions{.model_dir = kTiny, .max_seqs = 1});
-  std::ifstream in(test::source_path("models/calib/gpl-3.txt"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<int32_t> calib = e.tokenizer().encode(text, false);
-  calib.resize(512);
+  const std::vector<int32_t> calib = test::tiny_calib_ids(512);
   quantize(DType::W4, "rtn", calib);
   const QuantizeReport rtn = last_;
   for (const std::string method : {"awq", "gptq"}) {
@@ -128,8 +121,8 @@ TEST_F(QuantizeModel, CalibratedMethodsDoNoWorseThanRtnOnTheCalibrationRows) {
     // The written folder loads and its logits stay within int4's error (measured rel L2 on this
     // prompt: RTN below 0.15, AWQ below 0.15, GPTQ 0.161 with these 512 calibration tokens).
     Engine q(EngineOptions{.model_dir = dir, .max_seqs = 1});
-    const std::vector<float> l = q.score(prompts()[0], false);
-    EXPECT_LT(rel_l2(l, e.score(prompts()[0], false)), 0.25);
+    const std::vector<float> l = q.score(test::tiny_prompts()[0], false);
+    EXPECT_LT(rel_l2(l, e.score(test::tiny_prompts()[0], false)), 0.25);
   }
 }
 

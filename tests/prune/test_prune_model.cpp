@@ -7,13 +7,12 @@
 #include <cmath>
 #include <filesystem>
 #include <cstring>
-#include <fstream>
 
 #include "model/safetensors.h"
-#include "model/tokenizer/tokenizer.h"
 #include "model/tensor_source.h"
 #include "model/write_safetensors.h"
 #include "prune/prune_model.h"
+#include "convert/tiny_inputs.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
@@ -23,23 +22,10 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kTiny = test::model_dir("tiny-main");
 
-std::vector<std::vector<int32_t>> prompts() {
-  return {{0, 450, 365, 5, 27, 99, 1000, 12}, {0, 77, 8, 64, 3000, 41}, {0, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}};
-}
-
-std::vector<int32_t> calib_ids(int64_t n) {
-  Engine e(EngineOptions{.model_dir = kTiny, .max_seqs = 1});
-  std::ifstream in(test::source_path("models/calib/gpl-3.txt"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<int32_t> ids = e.tokenizer().encode(text, false);
-  ids.resize(size_t(n));
-  return ids;
-}
-
 class PruneModel : public test::TempDirTest {};
 
 TEST_F(PruneModel, NothingRemovedIsTheSourceBitForBit) {
-  const Pruner pruner(PruneParams{.in_dir = kTiny, .calib_ids = calib_ids(512), .calib_rows = 512});
+  const Pruner pruner(PruneParams{.in_dir = kTiny, .calib_ids = test::tiny_calib_ids(512), .calib_rows = 512});
   const std::vector<LayerKeep> keep = pruner.plan(PruneScore::Flap, PlanTarget{});
   for (Recovery r : {Recovery::None, Recovery::Bias, Recovery::Lsq}) {
     SCOPED_TRACE(std::string(recovery_name(r)));
@@ -59,7 +45,7 @@ TEST_F(PruneModel, NothingRemovedIsTheSourceBitForBit) {
       EXPECT_EQ(std::memcmp(u.data, t->data, t->nbytes), 0) << name;
     }
     Engine a(EngineOptions{.model_dir = kTiny, .max_seqs = 1}), b(EngineOptions{.model_dir = out, .max_seqs = 1});
-    for (const auto& p : prompts()) EXPECT_EQ(a.score(p, true), b.score(p, true));
+    for (const auto& p : test::tiny_prompts()) EXPECT_EQ(a.score(p, true), b.score(p, true));
   }
 }
 
@@ -93,7 +79,7 @@ std::string dead_copy(const fs::path& dir) {
 
 TEST_F(PruneModel, DeadHeadsAndChannelsGoFirst) {
   const std::string dead = dead_copy(dir_);
-  const Pruner pruner(PruneParams{.in_dir = dead, .calib_ids = calib_ids(512), .calib_rows = 512});
+  const Pruner pruner(PruneParams{.in_dir = dead, .calib_ids = test::tiny_calib_ids(512), .calib_rows = 512});
   for (PruneScore s : {PruneScore::Wanda, PruneScore::Flap}) {
     SCOPED_TRACE(std::string(prune_score_name(s)));
     // 2 of 24 heads and 8 of 3456 channels: exactly one slice and the dead channels.

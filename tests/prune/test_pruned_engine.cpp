@@ -6,11 +6,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
-#include "model/tokenizer/tokenizer.h"
 #include "model/write_safetensors.h"
 #include "prune/prune_model.h"
+#include "convert/tiny_inputs.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
@@ -20,19 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kTiny = test::model_dir("tiny-main");
 
-std::vector<std::vector<int32_t>> prompts() {
-  return {{0, 450, 365, 5, 27, 99, 1000, 12}, {0, 77, 8, 64, 3000, 41}, {0, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}};
-}
-
-std::vector<int32_t> calib_ids(int64_t n) {
-  const auto tok = Tokenizer::from_model(kTiny);
-  std::ifstream in(test::source_path("models/calib/gpl-3.txt"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<int32_t> ids = tok->encode(text, false);
-  ids.resize(size_t(n));
-  return ids;
-}
-
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0, n = 0;
   for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
@@ -41,7 +27,7 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<std::vector<int32_t>> greedy_ids(Engine& e, bool one_at_a_time) {
   std::vector<RequestId> ids;
-  for (const auto& p : prompts()) {
+  for (const auto& p : test::tiny_prompts()) {
     ids.push_back(e.add_request({.prompt_ids = p, .sampling = {.temperature = 0, .max_tokens = 12, .ignore_eos = true}}));
     if (one_at_a_time)
       while (e.has_unfinished()) e.step();
@@ -84,14 +70,14 @@ void write_zeroed(const PrunedModel& m, const std::string& out) {
 class PrunedEngine : public test::TempDirTest {};
 
 TEST_F(PrunedEngine, PrunedFolderEqualsTheZeroedColumns) {
-  const Pruner pruner(PruneParams{.in_dir = kTiny, .calib_ids = calib_ids(1024), .calib_rows = 1024});
+  const Pruner pruner(PruneParams{.in_dir = kTiny, .calib_ids = test::tiny_calib_ids(1024), .calib_rows = 1024});
   const PrunedModel m = pruner.build(pruner.plan(PruneScore::Flap, PlanTarget{.params_pct = 20}), Recovery::None);
   ASSERT_GT(m.n_layer_params_removed, 0);
   const std::string pruned = (dir_ / "pruned").string(), zeroed = (dir_ / "zeroed").string();
   pruner.write(m, pruned);
   write_zeroed(m, zeroed);
   Engine a(EngineOptions{.model_dir = pruned, .max_seqs = 1}), b(EngineOptions{.model_dir = zeroed, .max_seqs = 1});
-  for (const auto& p : prompts()) {
+  for (const auto& p : test::tiny_prompts()) {
     const double err = rel_l2(a.score(p, true), b.score(p, true));
     std::printf("pruned vs zeroed: logits rel L2 %.2e\n", err);
     EXPECT_LT(err, 1e-5);  // the same sums without the zero terms, in another order
@@ -99,7 +85,7 @@ TEST_F(PrunedEngine, PrunedFolderEqualsTheZeroedColumns) {
 }
 
 TEST_F(PrunedEngine, RecoveredFolderRunsThroughTheBatchingEngine) {
-  const Pruner pruner(PruneParams{.in_dir = kTiny, .calib_ids = calib_ids(1024), .calib_rows = 1024});
+  const Pruner pruner(PruneParams{.in_dir = kTiny, .calib_ids = test::tiny_calib_ids(1024), .calib_rows = 1024});
   for (Recovery r : {Recovery::Bias, Recovery::Lsq}) {
     SCOPED_TRACE(std::string(recovery_name(r)));
     const PrunedModel m = pruner.build(pruner.plan(PruneScore::Wanda, PlanTarget{.params_pct = 20}), r);
@@ -111,7 +97,7 @@ TEST_F(PrunedEngine, RecoveredFolderRunsThroughTheBatchingEngine) {
     for (const auto& ids : a) EXPECT_EQ(ids.size(), 12u);
     // The recovered model stays near the source (a 20% cut moves tiny-main's logits by about a third).
     Engine src(EngineOptions{.model_dir = kTiny, .max_seqs = 1});
-    EXPECT_LT(rel_l2(alone.score(prompts()[0], false), src.score(prompts()[0], false)), 0.6);
+    EXPECT_LT(rel_l2(alone.score(test::tiny_prompts()[0], false), src.score(test::tiny_prompts()[0], false)), 0.6);
   }
 }
 
