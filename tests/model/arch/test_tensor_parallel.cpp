@@ -116,7 +116,7 @@ TEST_P(QuantizedTensorParallelTest, LogitsAndGreedyIdsEqualTp1) {
     }
     std::printf("[ note ] tiny-main %s %s tp 2: worst relative logit error %.2g\n", c.format, backend, worst);
     if (ref || c.cpu_greedy) {
-      EXPECT_EQ(greedy(two, prompts), greedy(one, prompts)) << backend;
+      EXPECT_EQ(test::greedy_batched(two, prompts), test::greedy_batched(one, prompts)) << backend;
     }
   }
 }
