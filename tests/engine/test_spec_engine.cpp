@@ -127,8 +127,13 @@ class SpecEngine : public test::TempDirTest {
       }
     }
   }
-  static void expect_speculated(const Outcome& r) {
+  // Fixed k: proposals were verified, some accepted and some rejected. Adaptive: proposals were
+  // verified; how many after the first steps depends on the speculation gate, which compares
+  // measured step times (SpeculationGate), so acceptance is asserted only with fixed k.
+  static void expect_speculated(const Outcome& r, bool adaptive = false) {
     EXPECT_GT(r.metrics.spec_drafts, 0);
+    EXPECT_LE(r.metrics.spec_accepted_tokens, r.metrics.spec_draft_tokens);
+    if (adaptive) return;
     EXPECT_GT(r.metrics.spec_accepted_tokens, 0);
     EXPECT_LT(r.metrics.spec_accepted_tokens, r.metrics.spec_draft_tokens) << "some proposals should be rejected";
   }
@@ -147,7 +152,7 @@ TEST_F(SpecEngine, GreedyIdsOfEveryGoldenPromptAreThoseWithoutSpeculation) {
         o.spec.uniform_width = uniform;
         const Outcome spec = run(o, reqs);
         expect_same(spec, plain);
-        expect_speculated(spec);
+        expect_speculated(spec, adaptive);
       }
     }
   }
