@@ -199,7 +199,7 @@ void forward(CpuBackend& be, Model& m, Acts& a, int64_t n) {
     const Layer& l = m.layers[il];
     be.rms_norm(x, norm, 1e-5f, h);
     matmul(be, h, l.qkv, qkv);
-    be.rope_kv_write(int(il), qkv, inv_freq, attn);
+    be.rope_kv_write(int(il), qkv, QkRope{.inv_freq = inv_freq}, attn);
     be.attention(int(il), qkv, attn, att);
     matmul(be, att, l.o, delta);
     be.add(x, delta);

@@ -83,7 +83,7 @@ double run(const BenchCase& c, DType kv_dtype, int reps) {
   for (int32_t s = 0; s < c.n_seqs; ++s) {
     be->set_batch(make_batch(0, ctx, s));
     const TensorView qkv = test::to_device(*be, test::randn(rng, int64_t(ctx) * row), ctx, row);
-    be->rope_kv_write(0, qkv, inv_freq, p);
+    be->rope_kv_write(0, qkv, QkRope{.inv_freq = inv_freq}, p);
     be->release(qkv);
   }
   // the timed step: n_new tokens per sequence after n_cached (its K/V are already written)
