@@ -9,6 +9,7 @@
 #include <map>
 
 #include "engine/golden_util.h"
+#include "param_name.h"
 #include "model/tokenizer/tokenizer.h"
 #include "twofold/engine.h"
 
@@ -66,11 +67,7 @@ TEST_P(BatchingParity, BatchedEqualsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchingParity, ::testing::Values("qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::ParamName());
 
 }  // namespace
 }  // namespace tf

@@ -25,6 +25,7 @@
 #include <map>
 
 #include "batched_vs_alone.h"
+#include "param_name.h"
 #include "cuda_test_report.h"
 #include "engine/golden_util.h"
 #include "model/config.h"
@@ -162,11 +163,7 @@ TEST_P(CudaEngine, SampledOnGpuIsReproducible) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "bf16-eager"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::ParamName());
 
 }  // namespace
 }  // namespace tf

@@ -36,6 +36,7 @@
 #include <map>
 
 #include "backend/backend.h"
+#include "param_name.h"
 #include "batched_vs_alone.h"
 #include "cuda_test_report.h"
 #include "engine/golden_util.h"
@@ -166,11 +167,7 @@ TEST_P(CudaParity, BatchedEqualsAloneUpToNearTies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaParity, ::testing::Values("qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::ParamName());
 
 }  // namespace
 }  // namespace tf

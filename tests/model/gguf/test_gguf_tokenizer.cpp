@@ -10,6 +10,7 @@
 #include "model/gguf/gguf_file.h"
 #include "model/tokenizer/gguf_vocab.h"
 #include "model/tokenizer/tokenizer.h"
+#include "param_name.h"
 #include "test_util.h"
 
 namespace tf {
@@ -36,11 +37,7 @@ TEST_P(GgufTokenizer, EqualsTheTokenizersLibrary) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, GgufTokenizer,
                          ::testing::Values("spm-mistral-32k", "llama3-128k", "qwen3-151k", "tiny-gpt2"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::ParamName());
 
 TEST(GgufTokenizerSpecials, IdsAndFlagsFromTheMetadata) {
   const auto mistral = Tokenizer::from_model(cases_path("spm-mistral-32k.gguf"));
