@@ -40,14 +40,6 @@ bool awq_folds(const std::string& model_type) {
          model_type == "phi3" || model_type == "mixtral" || model_type == "qwen3_moe";
 }
 
-std::vector<float> tensor_f32(const TensorInfo& t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
-  std::vector<float> out(static_cast<size_t>(n));
-  load_row_f32(t.data, t.dtype, 0, n, out.data());
-  return out;
-}
-
 std::string weight_name(const WeightKey& key) {
   if (key.layer < 0) return std::string(weight_role_name(key.role));
   return fmt::format("layer {} {}", key.layer, weight_role_name(key.role));

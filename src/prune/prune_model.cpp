@@ -31,14 +31,6 @@ bool prunable(const std::string& model_type) {
 
 std::string layer_tensor(int64_t il, const char* rest) { return fmt::format("model.layers.{}.{}", il, rest); }
 
-std::vector<float> to_f32(const TensorInfo& t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
-  std::vector<float> out(static_cast<size_t>(n));
-  load_row_f32(t.data, t.dtype, 0, n, out.data());
-  return out;
-}
-
 std::vector<uint8_t> from_f32(const std::vector<float>& v, DType dt) {
   std::vector<uint8_t> out(v.size() * dtype_size(dt));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -102,12 +94,12 @@ using MatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajo
 
 // rows [n, k] times w^T ([m, k]) plus bias [m] or nothing: [n, m].
 MatF project(const std::vector<float>& rows, int64_t n, const TensorInfo& w, const TensorInfo* bias) {
-  const std::vector<float> wf = to_f32(w);
+  const std::vector<float> wf = tensor_f32(w);
   const Eigen::Map<const MatF> x(rows.data(), n, w.shape[1]);
   const Eigen::Map<const MatF> wm(wf.data(), w.shape[0], w.shape[1]);
   MatF y = x * wm.transpose();
   if (bias) {
-    const std::vector<float> b = to_f32(*bias);
+    const std::vector<float> b = tensor_f32(*bias);
     y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b.data(), w.shape[0]);
   }
   return y;
@@ -187,8 +179,8 @@ Pruner::Pruner(PruneParams p) : p_(std::move(p)) {
     std::vector<LayerScores>& out = s == PruneScore::Wanda ? wanda_ : flap_;
     for (int64_t il = 0; il < cfg_.n_layers; ++il) {
       const LayerShape& l = shapes_.layers[size_t(il)];
-      const std::vector<float> wo = to_f32(source_->get(layer_tensor(il, "self_attn.o_proj.weight")));
-      const std::vector<float> wd = to_f32(source_->get(layer_tensor(il, "mlp.down_proj.weight")));
+      const std::vector<float> wo = tensor_f32(source_->get(layer_tensor(il, "self_attn.o_proj.weight")));
+      const std::vector<float> wd = tensor_f32(source_->get(layer_tensor(il, "mlp.down_proj.weight")));
       const int64_t k_o = l.n_heads * cfg_.head_dim;
       out.push_back(LayerScores{
           .heads = group_sums(column_scores(s, wo.data(), cfg_.d_model, k_o, o_scaled[size_t(il)].data(), n_rows_),
@@ -246,8 +238,8 @@ PrunedModel Pruner::build(const std::vector<LayerKeep>& keep, Recovery r) const 
         if (bias) m.tensors.push_back(copy_of(*bias));
         continue;
       }
-      const std::vector<float> w = to_f32(*t);
-      const std::vector<float> b = bias ? to_f32(*bias) : std::vector<float>{};
+      const std::vector<float> w = tensor_f32(*t);
+      const std::vector<float> b = bias ? tensor_f32(*bias) : std::vector<float>{};
       const ShrunkProjection s = shrink_projection(
           ProjectionRows{.w = w.data(), .m = t->shape[0], .k = t->shape[1], .bias = bias ? b.data() : nullptr,
                          .x = (o ? o_rows_ : down_rows_)[size_t(il)].data(), .n = n_rows_},
