@@ -145,6 +145,11 @@ class CudaBackend final : public Backend {
   // of g (g.wq set) on the kernel its shape takes.
   TensorView upload_quantized(const TensorView& host);
   void matmul_quant(const struct GemmArgs& g);
+  // The quantized decode GEMV (g.rows <= kGemvMaxRows, gemv_supported(g, f)) on the kernel
+  // timed fastest for its shape and fusion on first sight: a decode tile of the tensor-core
+  // kernel or the CUDA-core GEMV (cuda_quant.cpp).
+  void launch_quant_gemv(const struct GemmArgs& g, const struct GemvFusion& f);
+  std::vector<std::string> quant_gemv_report() const;
   // A scratch buffer of at least `bytes` that only grows (never while recording),
   // zero-filled when (re)allocated, one per slot: the quantized matmul's FP8 activations,
   // their scales, its F32 / BF16 intermediates and the tensor-core kernel's split-K partials
@@ -192,6 +197,13 @@ class CudaBackend final : public Backend {
     double outer_us = -1, epilogue_us = -1;  // -1: not offered by cuBLASLt
   };
   std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias
+  // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out
+  using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool>;
+  struct QuantGemvChoice {
+    int tile = -1;                              // QuantMmaTile, or -1: the CUDA-core GEMV
+    std::vector<std::pair<int, double>> times;  // (tile, us) of every candidate
+  };
+  std::map<QuantGemvKey, QuantGemvChoice> quant_gemv_;
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;

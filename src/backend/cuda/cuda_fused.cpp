@@ -106,7 +106,10 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
                   stream_);
     GemmArgs g = plain;
     g.out = out.data;
-    launch_gemv(g, stream_, gf);
+    if (quantized)
+      launch_quant_gemv(g, gf);
+    else
+      launch_gemv(g, stream_, gf);
     return;
   }
   // Apart: the plain ops in turn (Backend::matmul_fused), except that on the cuBLAS path a

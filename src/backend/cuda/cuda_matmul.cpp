@@ -130,6 +130,7 @@ std::vector<std::string> CudaBackend::tuning_report() const {
                                 rows, k, m, f32 ? " f32-out" : "", bias ? " bias" : "", c.outer_us, c.epilogue_us,
                                 fp8_scaling_name(c.scaling)));
   }
+  for (std::string& line : quant_gemv_report()) lines.push_back(std::move(line));
   return lines;
 }
 

@@ -1,13 +1,19 @@
 // The CUDA backend's quantized weights: upload of W8/W4/FP8 host views, and the matmul on
 // them, dispatched by shape:
-//   rows <= kGemvMaxRows            the decode GEMV (gemv.cuh: on W4/W8/FP8 the tensor-core
-//                                   kernel of quant_gemm.cuh, with the GEMV's fusions)
+//   rows <= kGemvMaxRows            the decode GEMV: a decode tile of the tensor-core kernel
+//                                   (quant_gemm.cuh) or the CUDA-core GEMV (gemv.cuh), with
+//                                   the GEMV's fusions, whichever was timed fastest for the
+//                                   shape and fusion (launch_quant_gemv)
 //   FP8, rows > kFp8MmaMaxRows      per-token FP8 activations + cuBLASLt's FP8 GEMM (W8A8)
 //   rows <= kQuantMmaMaxRows        the tensor-core kernel (W4 k % 128, W8/FP8 k % 64)
 //   anything else                   dequantize to BF16 scratch, then cuBLAS
 // The row thresholds are where bench_quant_gemm measured the kernels cross on the H200.
 #include <cublas_v2.h>
 #include <fmt/format.h>
+
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_util.h"
@@ -84,12 +90,104 @@ Fp8Scaling CudaBackend::fp8_scaling(const Fp8GemmArgs& a, float* acc) {
   return (fp8_[key] = c).scaling;
 }
 
+namespace {
+
+// Mean microseconds of one launch with the L2 emptied before each (a 128 MB write: decode
+// reads every layer's weights once, so they never come from L2 in a real step), timed
+// launch by launch between events; the first launch is a warm-up. Without the scratch for
+// the write (allocation failed) the launches run back to back.
+double time_cold_us(cudaStream_t stream, void* flush, size_t flush_bytes, const std::function<void()>& launch,
+                    int reps) {
+  cudaEvent_t ev[2];
+  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
+  launch();
+  double total_ms = 0;
+  for (int i = 0; i < reps; ++i) {
+    if (flush) TF_CUDA_CHECK(cudaMemsetAsync(flush, i, flush_bytes, stream));
+    TF_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+    launch();
+    TF_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+    TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+    float ms = 0;
+    TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    total_ms += double(ms);
+  }
+  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventDestroy(e));
+  return 1e3 * total_ms / reps;
+}
+
+std::string quant_kernel_name(int tile) { return tile < 0 ? "gemv" : quant_mma_tile_name(QuantMmaTile(tile)); }
+
+}  // namespace
+
+// Every kernel that takes g with f is timed once per key (not while recording a graph: a key
+// first seen then takes launch_gemv's rule by shape). The timing runs the call itself, which
+// only writes its outputs again with the same values (Store, Swiglu, RopeKv's qkv rows and
+// pool rows), except AddTo, which would add twice: it is timed as the plain product into
+// scratch.
+void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
+  const QuantGemvKey key{g.rows, g.k,           g.m, int(g.wq.dtype), g.wq.group_size, int(f.epilogue), f.norm_w != nullptr,
+                         g.bias != nullptr, g.out_f32};
+  auto it = quant_gemv_.find(key);
+  if (it == quant_gemv_.end()) {
+    if (capturing_) {
+      launch_gemv(g, stream_, f);
+      return;
+    }
+    constexpr int kReps = 5;
+    constexpr size_t kFlushBytes = size_t(128) << 20;
+    GemmArgs t = g;
+    GemvFusion tf = f;
+    if (f.epilogue == GemvEpilogue::AddTo) {
+      t.out = scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 2);
+      tf.epilogue = GemvEpilogue::Store;
+    }
+    void* flush = nullptr;
+    if (cudaMalloc(&flush, kFlushBytes) != cudaSuccess) {
+      flush = nullptr;
+      (void)cudaGetLastError();
+    }
+    QuantGemvChoice c;
+    double best = -1;
+    auto consider = [&](int tile, const std::function<void()>& launch) {
+      const double us = time_cold_us(stream_, flush, kFlushBytes, launch, kReps);
+      c.times.emplace_back(tile, us);
+      if (best < 0 || us < best) best = us, c.tile = tile;
+    };
+    if (gemv_supported(t, tf)) consider(-1, [&] { launch_gemv_simt(t, stream_, tf); });
+    for (QuantMmaTile tile : kQuantMmaTiles)
+      if (quant_mma_supported(t, tf, tile))
+        consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
+    if (flush) TF_CUDA_CHECK(cudaFree(flush));
+    it = quant_gemv_.emplace(key, std::move(c)).first;
+  }
+  if (it->second.tile < 0)
+    launch_gemv_simt(g, stream_, f);
+  else
+    launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(it->second.tile)});
+}
+
+std::vector<std::string> CudaBackend::quant_gemv_report() const {
+  constexpr const char* kEpilogue[] = {"", "+add", "+swiglu", "+rope/kv"};
+  std::vector<std::string> lines;
+  for (const auto& [key, c] : quant_gemv_) {
+    const auto& [rows, k, m, dtype, group, epi, norm, bias, f32] = key;
+    std::string times;
+    for (const auto& [tile, us] : c.times) times += fmt::format("{}{} {:.1f} us", times.empty() ? "" : ", ", quant_kernel_name(tile), us);
+    lines.push_back(fmt::format("quant gemv {}{} {}rows={} k={} m={}{}{}{}: {} -> {}", dtype_name(DType(dtype)),
+                                dtype == int(DType::W4) ? fmt::format(" g{}", group) : "", norm ? "norm+" : "", rows, k,
+                                m, kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "", times,
+                                quant_kernel_name(c.tile)));
+  }
+  return lines;
+}
+
 void CudaBackend::matmul_quant(const GemmArgs& g) {
   OpScope scope(prof(),
                 profiler_ ? fmt::format("matmul {} rows={} k={} m={}", dtype_name(g.wq.dtype), g.rows, g.k, g.m) : "",
                 stream_);
   if (g.rows <= kGemvMaxRows && gemv_supported(g)) {
-    launch_gemv(g, stream_);
+    launch_quant_gemv(g, {});
     return;
   }
   Fp8GemmArgs a{.wq = g.wq.q, .w_scale = static_cast<const float*>(g.wq.scales), .bias = g.bias, .out = g.out,

@@ -25,7 +25,7 @@
 //     paged pool, as the separate rope_kv kernel would (rope_kv.cu, fused variant).
 //
 // Quantized weights (W8, W4, FP8) run the tensor-core kernel (quant_mma.cuh), which takes the
-// same fusions except RopeKv: dequantizing and multiplying on the CUDA cores costs several
+// same fusions (RopeKv with head_dim a multiple of 16): dequantizing and multiplying on the CUDA cores costs several
 // instructions per weight and input row, more than the memory time of a 1-byte or half-byte
 // weight. The same kernel as BF16 with another weight format (gemv_quant.cu: a lane's
 // 16-byte chunk then holds 16 or 32 weights, dequantized in registers) serves the rest, and

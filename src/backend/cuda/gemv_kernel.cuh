@@ -136,17 +136,14 @@ __device__ __forceinline__ int64_t rope_feature(const RopeKvArgs& r, int64_t blk
   return blk / quads * r.head_dim + (warp / 4) * half + blk % quads * 4 + warp % 4;
 }
 
-// RopeKv epilogue: ys[w][r] holds BF16(y) of warp w's feature for token r. Thread t < 4 R
-// rotates pair t % 4 of token t / 4 and stores it (the arithmetic of rope_kv.cu).
-template <int R, typename KvT>
-__device__ void rope_kv_store(const RopeKvArgs& a, bf16* out, const float (&ys)[kWarps][R]) {
-  const int t = threadIdx.x;
-  if (t >= 4 * R) return;
-  const int p = t % 4, r = t / 4;
-  const int64_t hd = a.head_dim, half = hd / 2, quads = half / 4;
-  const int64_t head = blockIdx.x / quads, i = blockIdx.x % quads * 4 + p;
+// RopeKv: one rotation pair of one token, y0 = BF16(y) of feature head * d + i and y1 of
+// feature head * d + i + d / 2 (i < d / 2): rotates q and k (not v), stores the pair into the
+// token's qkv row `r` of out and k/v into the paged pool (the arithmetic of rope_kv.cu).
+template <typename KvT>
+__device__ __forceinline__ void rope_kv_pair(const RopeKvArgs& a, bf16* out, int64_t head, int64_t i, int r, float y0,
+                                             float y1) {
+  const int64_t hd = a.head_dim, half = hd / 2;
   const bool is_q = head < a.n_heads, is_v = head >= a.n_heads + a.n_kv_heads;
-  float y0 = ys[p][r], y1 = ys[4 + p][r];
   if (!is_v) rope_rotate(y0, y1, a.batch.positions[r], a.inv_freq[i]);
   bf16* row = out + int64_t(r) * (a.n_heads + 2 * a.n_kv_heads) * hd + head * hd;
   row[i] = from_float<bf16>(y0);
@@ -158,6 +155,27 @@ __device__ void rope_kv_store(const RopeKvArgs& a, bf16* out, const float (&ys)[
   KvT* dst = static_cast<KvT*>(is_v ? a.v_pool : a.k_pool) + prow * hd;
   dst[i] = from_float<KvT>(y0);
   dst[i + half] = from_float<KvT>(y1);
+}
+
+// rope_kv_pair for the pool's dtype (BF16, F16 or F32: gemv_supported).
+__device__ __forceinline__ void rope_kv_pair_any(const RopeKvArgs& a, bf16* out, int64_t head, int64_t i, int r,
+                                                 float y0, float y1) {
+  switch (a.kv_dtype) {
+    case DType::BF16: rope_kv_pair<bf16>(a, out, head, i, r, y0, y1); break;
+    case DType::F16: rope_kv_pair<__half>(a, out, head, i, r, y0, y1); break;
+    default: rope_kv_pair<float>(a, out, head, i, r, y0, y1); break;
+  }
+}
+
+// RopeKv epilogue: ys[w][r] holds BF16(y) of warp w's feature for token r. Thread t < 4 R
+// rotates pair t % 4 of token t / 4 and stores it.
+template <int R>
+__device__ void rope_kv_store(const RopeKvArgs& a, bf16* out, const float (&ys)[kWarps][R]) {
+  const int t = threadIdx.x;
+  if (t >= 4 * R) return;
+  const int p = t % 4, r = t / 4;
+  const int64_t quads = a.head_dim / 8;
+  rope_kv_pair_any(a, out, blockIdx.x / quads, blockIdx.x % quads * 4 + p, r, ys[p][r], ys[4 + p][r]);
 }
 
 template <typename W, int R, bool kNorm, GemvEpilogue kEpi>
@@ -227,12 +245,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs g, GemvFusio
       for (int r = 0; r < R; ++r)
         ys[threadIdx.x / 32][r] = to_float(from_float<bf16>(acc[0][r] + (g.bias ? to_float(g.bias[j]) : 0.0f)));
     __syncthreads();
-    bf16* out = static_cast<bf16*>(g.out);
-    switch (f.rope.kv_dtype) {
-      case DType::BF16: rope_kv_store<R, bf16>(f.rope, out, ys); break;
-      case DType::F16: rope_kv_store<R, __half>(f.rope, out, ys); break;
-      default: rope_kv_store<R, float>(f.rope, out, ys); break;
-    }
+    rope_kv_store<R>(f.rope, static_cast<bf16*>(g.out), ys);
     return;
   }
   if (lane != 0) return;

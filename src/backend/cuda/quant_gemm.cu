@@ -176,7 +176,8 @@ bool tiled(QuantMmaTile t) { return t == QuantMmaTile::T64 || t == QuantMmaTile:
 int block_features(QuantMmaTile t) {
   switch (t) {
     case QuantMmaTile::F16K16:
-    case QuantMmaTile::F16K8: return 16;
+    case QuantMmaTile::F16K8:
+    case QuantMmaTile::F16K4: return 16;
     case QuantMmaTile::F32K8: return 32;
     case QuantMmaTile::F64K4:
     case QuantMmaTile::T64: return 64;
@@ -194,7 +195,7 @@ bool tile_has_kernel(QuantMmaTile tile, int64_t rows, const GemvFusion& f) {
   if (tiled(tile)) return rows > 8 && !fused(f);
   if (rows > 16 || (rows > 8 && fused(f))) return false;
   if (rows > 8 && tile == QuantMmaTile::F64K4) return false;  // at most 4 accumulator tiles per warp
-  return f.epilogue != GemvEpilogue::Swiglu || tile == QuantMmaTile::F32K8 || tile == QuantMmaTile::F64K4;
+  return f.epilogue != GemvEpilogue::RopeKv || block_features(tile) == 16;
 }
 
 int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
@@ -213,7 +214,8 @@ int64_t blocks_of(QuantMmaTile t, const GemmArgs& g, const GemvFusion& f) {
 QuantMmaTile auto_tile(const GemmArgs& g, const GemvFusion& f) {
   const int64_t m_out = f.epilogue == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
   if (g.rows > 16 && !fused(f)) return g.m >= 16384 ? QuantMmaTile::T128 : QuantMmaTile::T64;
-  if (f.epilogue == GemvEpilogue::Swiglu || (m_out >= 16384 && g.rows <= 8)) return QuantMmaTile::F32K8;
+  const bool rope = f.epilogue == GemvEpilogue::RopeKv;  // 16-feature tiles only
+  if (!rope && (f.epilogue == GemvEpilogue::Swiglu || (m_out >= 16384 && g.rows <= 8))) return QuantMmaTile::F32K8;
   return g.k >= 8192 || m_out <= 2048 ? QuantMmaTile::F16K16 : QuantMmaTile::F16K8;
 }
 
@@ -236,6 +238,7 @@ const char* quant_mma_tile_name(QuantMmaTile tile) {
     case QuantMmaTile::Auto: return "auto";
     case QuantMmaTile::F16K16: return "f16k16";
     case QuantMmaTile::F16K8: return "f16k8";
+    case QuantMmaTile::F16K4: return "f16k4";
     case QuantMmaTile::F32K8: return "f32k8";
     case QuantMmaTile::F64K4: return "f64k4";
     case QuantMmaTile::T64: return "t64";
@@ -259,8 +262,9 @@ bool quant_mma_supported(const GemmArgs& g, const GemvFusion& f, QuantMmaTile ti
       break;
     default: return false;
   }
-  // fused: the GEMV's rules (gemv_supported), less RopeKv
-  if (fused(f) && (f.epilogue == GemvEpilogue::RopeKv || !gemv_supported(g, f))) return false;
+  // fused: the GEMV's rules (gemv_supported); RopeKv's blocks own 8 pairs of a head (rope_row)
+  if (fused(f) && !gemv_supported(g, f)) return false;
+  if (f.epilogue == GemvEpilogue::RopeKv && f.rope.head_dim % 16 != 0) return false;
   return tile_has_kernel(tile == QuantMmaTile::Auto ? auto_tile(g, f) : tile, g.rows, f);
 }
 

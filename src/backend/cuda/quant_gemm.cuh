@@ -18,13 +18,15 @@
 namespace tf::cuda {
 
 // The tensor-core kernel's block shape (quant_mma.cuh). The decode kernel (rows <= 16): F16K16
-// = 16 features per block, k split among 16 warps; F16K8, F32K8, F64K4 likewise. The tiled
-// kernel (rows 9..64 per block row, activations through shared memory, split-K across blocks
-// when the features alone give too few): T64, T128 = 64 or 128 features per block. Auto picks
-// by shape; the others exist for the benchmark and tests.
-enum class QuantMmaTile : uint8_t { Auto, F16K16, F16K8, F32K8, F64K4, T64, T128 };
-inline constexpr QuantMmaTile kQuantMmaTiles[] = {QuantMmaTile::F16K16, QuantMmaTile::F16K8, QuantMmaTile::F32K8,
-                                                  QuantMmaTile::F64K4,  QuantMmaTile::T64,   QuantMmaTile::T128};
+// = 16 features per block, k split among 16 warps; F16K8, F16K4, F32K8, F64K4 likewise. The
+// tiled kernel (rows 9..64 per block row, activations through shared memory, split-K across
+// blocks when the features alone give too few): T64, T128 = 64 or 128 features per block. Auto
+// picks by shape; the CUDA backend times the decode tiles per shape and fusion instead
+// (CudaBackend::quant_gemv_pick); the others exist for the benchmark and tests.
+enum class QuantMmaTile : uint8_t { Auto, F16K16, F16K8, F16K4, F32K8, F64K4, T64, T128 };
+inline constexpr QuantMmaTile kQuantMmaTiles[] = {QuantMmaTile::F16K16, QuantMmaTile::F16K8, QuantMmaTile::F16K4,
+                                                  QuantMmaTile::F32K8,  QuantMmaTile::F64K4, QuantMmaTile::T64,
+                                                  QuantMmaTile::T128};
 const char* quant_mma_tile_name(QuantMmaTile tile);
 
 struct QuantMmaOptions {
@@ -38,11 +40,11 @@ struct QuantMmaOptions {
 
 // out = x @ dequant(w)^T (+ bias) on tensor cores for W4 (k a multiple of 128, group sizes
 // powers of two from 32), W8 and FP8 (k a multiple of 64); any rows and m; BF16 or F32 out; no
-// accumulate. With rows <= 8 also the fusions of gemv.cuh except RopeKv (the norm prologue
-// with rows <= kGemvNormMaxRows, as the GEMV). Rounding: FP32 sums of exact products, except
+// accumulate. With rows <= 8 also the fusions of gemv.cuh (the norm prologue with rows <=
+// kGemvNormMaxRows, as the GEMV; RopeKv with head_dim a multiple of 16). Rounding: FP32 sums of exact products, except
 // W4 with groups of 32 or 64, whose weights are rounded once to BF16 ((code - zero) * BF16
 // scale). A tile other than Auto must have a kernel for the call: the decode tiles take rows
-// <= 16 (fused: <= 8; Swiglu: F32K8 or F64K4), the tiled ones rows > 8 without fusions.
+// <= 16 (fused: <= 8; RopeKv: the 16-feature ones), the tiled ones rows > 8 without fusions.
 bool quant_mma_supported(const GemmArgs& g, const GemvFusion& f = {}, QuantMmaTile tile = QuantMmaTile::Auto);
 // CudaBackend::matmul's crossovers (cuda_quant.cpp): above these rows the tensor-core kernel
 // hands over, W4 and W8 to dequantize-then-cuBLAS, FP8 (where cuBLASLt takes the shape) to the
@@ -55,7 +57,7 @@ size_t quant_mma_workspace_bytes(const GemmArgs& g, QuantMmaTile tile = QuantMma
 
 // The decode GEMV's CUDA-core kernel (gemv_kernel.cuh) on any format, bypassing the choice
 // launch_gemv makes between it and the tensor-core kernel: for the benchmark and tests, and
-// for the fusions only it has (RopeKv). gemv_supported(g, f) says where it runs.
+// for the shapes only it takes. gemv_supported(g, f) says where it runs.
 void launch_gemv_simt(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {});
 
 // out [m, k] BF16 = dequant(w) (the reference's values, rounded once to BF16).

@@ -46,7 +46,8 @@
 //     the GPU; each lane reads its activations from global memory (L1) into registers, one
 //     k-block ahead with its weights; the warps' sums meet in shared memory and the block
 //     finishes each (feature, token) with the row scale, the bias and the epilogue of
-//     gemv.cuh (store_output: Store, AddTo, Swiglu), after the RMSNorm prologue if asked.
+//     gemv.cuh (store_output: Store, AddTo, Swiglu; RopeKv: rope_kv_pair, a block's 16
+//     features being 8 rotation pairs of one head), after the RMSNorm prologue if asked.
 //   quant_mma_tiled_kernel (rows 9..64 per block row): a block of WF warps on different
 //     features shares one tile of activations staged in shared memory (so they cross L2
 //     once per block, not once per warp), with deterministic split-K across blocks where the
@@ -342,6 +343,15 @@ __device__ __forceinline__ float finish(const GemmArgs& g, int64_t row, float y)
 
 // ---- the decode kernel: rows <= 16, k split among a block's warps --------------------------------
 
+// RopeKv: the weight row of feature fl (0..15) of block b. A block owns 8 rotation pairs
+// (i, i + d / 2) of one head, i = 8 (b % (d / 16)) + fl % 8, the first elements as features
+// 0..7 and the second as 8..15 (d a multiple of 16: quant_mma_supported), so that the
+// block's reduction holds both elements of each pair.
+__device__ __forceinline__ int64_t rope_row(const RopeKvArgs& r, int64_t b, int fl) {
+  const int64_t octs = r.head_dim / 16;
+  return b / octs * r.head_dim + (fl / 8) * (r.head_dim / 2) + b % octs * 8 + fl % 8;
+}
+
 constexpr int kDecodeStages = 4;
 
 // Block: KW warps, all on the same FT tiles (16 FT features; Swiglu: 8 FT gate rows and the
@@ -353,6 +363,8 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
   constexpr int E = F::kElems, KB = 4 * E, kPieces = E / 8;
   constexpr int FB = 16 * FT, TB = 8 * NT;   // features and tokens of the block
   constexpr bool kSwiglu = kEpi == GemvEpilogue::Swiglu;
+  constexpr bool kRope = kEpi == GemvEpilogue::RopeKv;  // FT = 1: 8 rotation pairs (rope_row)
+  static_assert(!kRope || FT == 1, "RopeKv: one 16-feature tile per block");
   constexpr int FO = kSwiglu ? FB / 2 : FB;  // output features of the block
   extern __shared__ uint4 smem[];            // kNorm: normalized x [rows][k / 8]; then the reduction
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, q = lane % 4;
@@ -365,6 +377,7 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
       const int64_t jj = j0 + fl % FO;
       return jj >= m_out ? -1 : fl < FO ? jj : m_out + jj;
     }
+    if constexpr (kRope) return rope_row(f.rope, blockIdx.x, fl);
     return j0 + fl < g.m ? j0 + fl : -1;
   });
 
@@ -437,6 +450,24 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
       for (int i = 0; i < 4; ++i)
         red[(warp * FB + 16 * t + gq + 8 * (i / 2)) * TB + 8 * n + 2 * q + i % 2] = acc[t][n][i];
   __syncthreads();
+  if constexpr (kRope) {  // features fl and fl + 8 are pair fl of rope_row; y rounded to BF16 first
+    for (int idx = threadIdx.x; idx < 8 * TB; idx += KW * 32) {
+      const int tl = idx / 8, p = idx % 8;
+      const int64_t r = r0 + tl, row0 = rope_row(f.rope, blockIdx.x, p);
+      if (r >= g.rows) continue;
+      float y0 = 0.0f, y1 = 0.0f;
+#pragma unroll
+      for (int w = 0; w < KW; ++w) {
+        y0 += red[(w * FB + p) * TB + tl];
+        y1 += red[(w * FB + 8 + p) * TB + tl];
+      }
+      y0 = to_float(from_float<bf16>(finish<F>(g, row0, y0)));
+      y1 = to_float(from_float<bf16>(finish<F>(g, row0 + f.rope.head_dim / 2, y1)));
+      const int64_t hd = f.rope.head_dim;
+      gemv_detail::rope_kv_pair_any(f.rope, static_cast<bf16*>(g.out), row0 / hd, row0 % hd, int(r), y0, y1);
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < FO * TB; idx += KW * 32) {
     const int tl = idx / FO, fl = idx % FO;  // consecutive threads: consecutive features
     const int64_t j = j0 + fl, r = r0 + tl;
@@ -627,7 +658,9 @@ void launch_decode(const GemmArgs& g, const GemvFusion& f, int nt, cudaStream_t 
   }
   if (f.norm_w) {
     if (f.epilogue == E::Swiglu) {
-      if constexpr (FT % 2 == 0) launch_tile<F, FT, 1, KW, true, E::Swiglu>(g, f, stream);
+      launch_tile<F, FT, 1, KW, true, E::Swiglu>(g, f, stream);
+    } else if (f.epilogue == E::RopeKv) {
+      if constexpr (FT == 1) launch_tile<F, FT, 1, KW, true, E::RopeKv>(g, f, stream);
     } else {
       launch_tile<F, FT, 1, KW, true, E::Store>(g, f, stream);
     }
@@ -635,9 +668,10 @@ void launch_decode(const GemmArgs& g, const GemvFusion& f, int nt, cudaStream_t 
   }
   switch (f.epilogue) {
     case E::AddTo: launch_tile<F, FT, 1, KW, false, E::AddTo>(g, f, stream); break;
-    case E::Swiglu:
-      if constexpr (FT % 2 == 0) launch_tile<F, FT, 1, KW, false, E::Swiglu>(g, f, stream);
+    case E::RopeKv:
+      if constexpr (FT == 1) launch_tile<F, FT, 1, KW, false, E::RopeKv>(g, f, stream);
       break;
+    case E::Swiglu: launch_tile<F, FT, 1, KW, false, E::Swiglu>(g, f, stream); break;
     default: launch_tile<F, FT, 1, KW, false, E::Store>(g, f, stream); break;
   }
 }
@@ -676,6 +710,7 @@ void launch_format(const GemmArgs& g, const GemvFusion& f, const Plan& p, cudaSt
   switch (p.tile) {
     case QuantMmaTile::F16K16: launch_decode<F, 1, 16>(g, f, p.nt, stream); break;
     case QuantMmaTile::F16K8: launch_decode<F, 1, 8>(g, f, p.nt, stream); break;
+    case QuantMmaTile::F16K4: launch_decode<F, 1, 4>(g, f, p.nt, stream); break;
     case QuantMmaTile::F32K8: launch_decode<F, 2, 8>(g, f, p.nt, stream); break;
     case QuantMmaTile::F64K4: launch_decode<F, 4, 4>(g, f, p.nt, stream); break;
     case QuantMmaTile::T64: launch_tiled<F, 1, 4>(g, p.nt, p.splits, p.split, stream); break;

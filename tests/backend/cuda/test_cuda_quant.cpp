@@ -303,7 +303,9 @@ TEST(CudaQuant, QuantizeRowsFp8IsExact) {
 }
 
 // matmul_fused with quantized weights (the GEMV with its prologue / epilogues where it runs)
-// against the reference's ops in turn.
+// against the reference's ops in turn; then, at up to 8 rows, every decode tile of the
+// tensor-core kernel that takes the fusion, launched directly (the backend keeps the one it
+// timed fastest).
 TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
   TF_REQUIRE_CUDA_DEVICE();
   using Epi = MatmulFusion::Epilogue;
@@ -352,9 +354,32 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
         // rounding of W4 with small groups on tensor cores
         const bool rounded_weights = f.spec.format == DType::W4 && f.spec.group_size % 128 != 0;
         const double tol = kind.tol + (rows > 4 || rounded_weights ? 3e-3 : 0.0);
-        test::expect_close("quant matmul_fused " + std::string(kind.name), got.values(),
-                           test::to_host_f32(*be.ref, out_ref), f.spec.format == DType::FP8 && rows > 8 ? 6e-2 : tol,
-                           got.guard_intact());
+        const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
+        test::expect_close("quant matmul_fused " + std::string(kind.name), got.values(), want,
+                           f.spec.format == DType::FP8 && rows > 8 ? 6e-2 : tol, got.guard_intact());
+        if (rows > cuda::kGemvMaxRows) continue;
+        const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
+        const TensorView nwd = be.cuda->upload(nw.view(), DType::BF16);
+        cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+        for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
+          test::GuardedBf16 direct(*be.cuda, rows, m_out);
+          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = direct.view().data, .rows = rows, .k = k, .m = m,
+                                 .wq = cuda::detail::quant_args(wd)};
+          const cuda::GemvFusion gf{.norm_w = kind.norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
+                                    .epilogue = kind.epi == Epi::AddTo    ? cuda::GemvEpilogue::AddTo
+                                                : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
+                                                                          : cuda::GemvEpilogue::Store};
+          if (!cuda::quant_mma_supported(g, gf, tile)) continue;
+          SCOPED_TRACE(cuda::quant_mma_tile_name(tile));
+          if (kind.epi == Epi::AddTo) {
+            std::vector<uint16_t> h(resid.size());
+            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
+            be.cuda->copy_from_host(h.data(), direct.view());
+          }
+          cuda::launch_quant_mma(g, stream, gf, {.tile = tile});
+          test::expect_close("quant tensor-core fused " + std::string(kind.name) + " " + cuda::quant_mma_tile_name(tile),
+                             direct.values(), want, tol, direct.guard_intact());
+        }
       }
     }
   }
