@@ -466,21 +466,21 @@ __global__ void __launch_bounds__(KW * 32) quant_mma_kernel(GemmArgs g, GemvFusi
       const int64_t hd = f.rope.head_dim;
       gemv_detail::rope_kv_pair_any(f.rope, static_cast<bf16*>(g.out), row0 / hd, row0 % hd, int(r), y0, y1);
     }
-    return;
-  }
-  for (int idx = threadIdx.x; idx < FO * TB; idx += KW * 32) {
-    const int tl = idx / FO, fl = idx % FO;  // consecutive threads: consecutive features
-    const int64_t j = j0 + fl, r = r0 + tl;
-    if (j >= m_out || r >= g.rows) continue;
-    float y = 0.0f, y_up = 0.0f;
+  } else {
+    for (int idx = threadIdx.x; idx < FO * TB; idx += KW * 32) {
+      const int tl = idx / FO, fl = idx % FO;  // consecutive threads: consecutive features
+      const int64_t j = j0 + fl, r = r0 + tl;
+      if (j >= m_out || r >= g.rows) continue;
+      float y = 0.0f, y_up = 0.0f;
 #pragma unroll
-    for (int w = 0; w < KW; ++w) {
-      y += red[(w * FB + fl) * TB + tl];
-      if constexpr (kSwiglu) y_up += red[(w * FB + FO + fl) * TB + tl];
+      for (int w = 0; w < KW; ++w) {
+        y += red[(w * FB + fl) * TB + tl];
+        if constexpr (kSwiglu) y_up += red[(w * FB + FO + fl) * TB + tl];
+      }
+      y = finish<F>(g, j, y);
+      if constexpr (kSwiglu) y_up = finish<F>(g, m_out + j, y_up);
+      gemv_detail::store_output<kEpi>(g, m_out, j, r, y, y_up);
     }
-    y = finish<F>(g, j, y);
-    if constexpr (kSwiglu) y_up = finish<F>(g, m_out + j, y_up);
-    gemv_detail::store_output<kEpi>(g, m_out, j, r, y, y_up);
   }
 }
 
