@@ -126,7 +126,7 @@ std::string quant_kernel_name(int tile) { return tile < 0 ? "gemv" : quant_mma_t
 // pool rows), except AddTo, which would add twice: it is timed as the plain product into
 // scratch.
 void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
-  const QuantGemvKey key{g.rows, g.k,           g.m, int(g.wq.dtype), g.wq.group_size, int(f.epilogue), f.norm_w != nullptr,
+  const QuantGemvKey key{g.rows, g.k, g.m, int(g.wq.dtype), g.wq.group_size, int(f.epilogue), f.norm_w != nullptr,
                          g.bias != nullptr, g.out_f32};
   auto it = quant_gemv_.find(key);
   if (it == quant_gemv_.end()) {
@@ -168,15 +168,16 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
 }
 
 std::vector<std::string> CudaBackend::quant_gemv_report() const {
-  constexpr const char* kEpilogue[] = {"", "+add", "+swiglu", "+rope/kv"};
+  constexpr const char* kEpilogue[] = {"", " +add", " +swiglu", " +rope/kv"};
   std::vector<std::string> lines;
   for (const auto& [key, c] : quant_gemv_) {
     const auto& [rows, k, m, dtype, group, epi, norm, bias, f32] = key;
     std::string times;
-    for (const auto& [tile, us] : c.times) times += fmt::format("{}{} {:.1f} us", times.empty() ? "" : ", ", quant_kernel_name(tile), us);
-    lines.push_back(fmt::format("quant gemv {}{} {}rows={} k={} m={}{}{}{}: {} -> {}", dtype_name(DType(dtype)),
-                                dtype == int(DType::W4) ? fmt::format(" g{}", group) : "", norm ? "norm+" : "", rows, k,
-                                m, kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "", times,
+    for (const auto& [tile, us] : c.times)
+      times += fmt::format("{}{} {:.1f} us", times.empty() ? "" : ", ", quant_kernel_name(tile), us);
+    lines.push_back(fmt::format("quant gemv {}{} rows={} k={} m={}{}{}{}{}: {} -> {}", dtype_name(DType(dtype)),
+                                dtype == int(DType::W4) ? fmt::format(" g{}", group) : "", rows, k, m,
+                                norm ? " norm+" : "", kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "", times,
                                 quant_kernel_name(c.tile)));
   }
   return lines;

@@ -305,7 +305,9 @@ TEST_P(CudaMatmulRopeKv, MatchesRefOpsInTurn) {
             const std::vector<float> inv_freq_host = make_inv_freq(hd);
             Rng qrng(test::seed_of({14, qf ? int64_t(qf->spec.format) : 0, qf ? qf->spec.group_size : 0, rows, hd}));
             const QuantizedWeight qw = qf ? test::random_quantized(qrng, m, k, qf->spec) : QuantizedWeight{};
-            auto weights = [&](Backend& b) { return qf ? b.upload(qw.view(), qw.dtype) : b.upload(w.view(), DType::BF16); };
+            auto weights = [&](Backend& b) {
+              return qf ? b.upload(qw.view(), qw.dtype) : b.upload(w.view(), DType::BF16);
+            };
             const double extra = qf && qf->spec.format == DType::W4 && qf->spec.group_size % 128 != 0 ? 3e-3 : 0.0;
 
             test::Backends be(BackendOptions{.gemv = mode});

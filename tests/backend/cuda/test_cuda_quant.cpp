@@ -377,7 +377,8 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
             be.cuda->copy_from_host(h.data(), direct.view());
           }
           cuda::launch_quant_mma(g, stream, gf, {.tile = tile});
-          test::expect_close("quant tensor-core fused " + std::string(kind.name) + " " + cuda::quant_mma_tile_name(tile),
+          test::expect_close("quant tensor-core fused " + std::string(kind.name) + " " +
+                                 cuda::quant_mma_tile_name(tile),
                              direct.values(), want, tol, direct.guard_intact());
         }
       }
