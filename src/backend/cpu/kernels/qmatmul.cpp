@@ -95,7 +95,9 @@ struct V256 {
 #endif
   }
   static I dot_s8s8(I w, I x) { return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
-  static I join(I hi, I lo) { return _mm256_add_epi32(_mm256_mullo_epi32(hi, _mm256_set1_epi32(254)), lo); }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
+  }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
@@ -165,7 +167,9 @@ struct V512 {
     const I neg_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
     return dot_u8s8(_mm512_abs_epi8(w), neg_x);
   }
-  static I join(I hi, I lo) { return _mm512_add_epi32(_mm512_mullo_epi32(hi, _mm512_set1_epi32(254)), lo); }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
+  }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }

@@ -58,7 +58,9 @@ struct Rows {
                             _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xhi), ones));
 #endif
   }
-  static I join(I hi, I lo) { return _mm512_add_epi32(_mm512_mullo_epi32(hi, _mm512_set1_epi32(254)), lo); }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
+  }
   static F zero() { return _mm512_setzero_ps(); }
   static F splat(float a) { return _mm512_set1_ps(a); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
@@ -97,7 +99,9 @@ struct Rows {
     return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), ones),
                             _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), ones));
   }
-  static I join(I hi, I lo) { return _mm256_add_epi32(_mm256_mullo_epi32(hi, _mm256_set1_epi32(254)), lo); }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
+  }
   static F zero() { return _mm256_setzero_ps(); }
   static F splat(float a) { return _mm256_set1_ps(a); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
