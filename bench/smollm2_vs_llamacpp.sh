@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# SmolLM2-135M-Instruct (the Q4_1 GGUF of scripts/fetch-smollm2.sh) on the CPU, three ways, with
-# the same thread count, interleaved (A B C A B C ...) for ROUNDS rounds:
+# SmolLM2-135M-Instruct (the Q4_1 GGUF of scripts/fetch-smollm2.sh) on the CPU, four ways, with
+# the same thread count, interleaved (A B C D A B C D ...) for ROUNDS rounds:
 #   twofold-blocks  `twofold bench` as it loads the file by default: the Q4_1 matrices (and the
-#                   Q8_0 embedding / tied LM head) in their blocks, on the integer kernels
+#                   Q8_0 embedding / tied LM head) in their blocks, on the integer kernels with
+#                   16-bit activations
+#   twofold-int8    the same with `--int8-activations` (8-bit activations, llama.cpp's scheme)
 #   twofold-f32     `twofold bench --dequantize`: every quantized matrix dequantized to F32 at load
 #   llama.cpp       `llama-bench` on the same file
 # Each run reports prefill and decode tokens/s (batch 1, PROMPT-token prompt, GEN new tokens) and
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
     -t) threads=$2; shift 2 ;;
     -p) prompt=$2; shift 2 ;;
     -n) gen=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "smollm2_vs_llamacpp.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -80,6 +82,7 @@ echo "twofold: $(git -C "$here" rev-parse --short HEAD); llama.cpp: $(sed -n 's/
 for round in $(seq 1 "$rounds"); do
   echo "round $round/$rounds, load $(load)"
   run_twofold twofold-blocks
+  run_twofold twofold-int8 --int8-activations
   run_twofold twofold-f32 --dequantize
   run_llama
 done

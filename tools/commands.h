@@ -28,6 +28,7 @@ struct ModelArgs {
   std::string kv_dtype = "f32";
   std::string load_format = "auto";
   WeightOptions weights;  // --quantization, --group-size, --quantize-lm-head, --weights-per-batch
+  KernelOptions kernels;  // --int8-activations
 };
 void add_model_args(CLI::App* app, ModelArgs& args);
 // --tp N: shard the model over N ranks (tensor parallelism; on the CPU, N threads of this

@@ -35,6 +35,7 @@ struct KernelOptions {
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
+  bool int8_activations = false;          // CPU integer kernels: 8-bit activations instead of 16 (faster, coarser)
 };
 
 // Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores

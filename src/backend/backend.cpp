@@ -44,7 +44,7 @@ void Backend::matmul_fused(const TensorView& x, const TensorView& w, const Tenso
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& opt) {
   switch (kind) {
-    case BackendKind::Cpu: return std::make_unique<CpuBackend>();
+    case BackendKind::Cpu: return std::make_unique<CpuBackend>(opt);
     case BackendKind::Ref: return std::make_unique<RefBackend>();
     case BackendKind::Cuda: return make_cuda_backend(opt);
   }

@@ -112,6 +112,9 @@ struct BackendOptions {
   bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
   bool profile = false;            // time every op (CUDA events; forces graphs off)
+  // CPU integer kernels: activations rounded to 8 bits per block of 32 (llama.cpp's scheme,
+  // faster) instead of 16 (cpu/kernels/kernels.h, QuantizedActs).
+  bool int8_activations = false;
 };
 
 // What Backend::matmul_fused does around the product y = in @ w^T (+ bias), rounded to the

@@ -13,10 +13,12 @@
 // test_gguf_dequant.cpp holds bit for bit to the `gguf` package's gguf.quants.dequantize: the
 // reference is the matmul over gguf.quants.dequantize's weights.
 //
-// Two comparisons per shape:
+// Each shape runs with both activation precisions (backend/cpu/kernels/kernels.h): 16-bit
+// (the default; two int8 planes) and 8-bit (BackendOptions::int8_activations). Two
+// comparisons per shape and precision:
 //  1. Exactness of the kernel: the reference gets the activations as the kernel sees them,
-//     quantized per block of 32 (d = max|x| / 127, q = nearbyint(x * (1 / d))) by scalar code
-//     here, then dequantized. Both sides then sum the same products and differ only in the
+//     quantized per block of 32 (d = max|x| / 127 or / 32258, q = nearbyint(x * (1 / d))) by
+//     scalar code here, then dequantized. Both sides then sum the same products and differ only in the
 //     order of float additions: tolerance 1e-5 of each output's natural scale (as the float
 //     matmul test; an indexing, scale or tail mistake gives errors of order 1).
 //  2. The kernel's error against the reference matmul over the unquantized activations:
@@ -24,7 +26,8 @@
 //     d / sqrt(12) in RMS; relative to the output's natural scale that is
 //     (max|x| / 127) / sqrt(12) / rms(x), about 0.005 for normal activations in blocks of 32
 //     (max|x| ~ 2.1 rms, up to ~3.5 in an unlucky block), and an output of one block (the
-//     smallest shapes here) can read 3-4 times its RMS error by chance. Tolerance 0.03.
+//     smallest shapes here) can read 3-4 times its RMS error by chance. Tolerance 0.03 for
+//     8 bits; 16-bit steps are 254 times finer: tolerance 0.03 / 100.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +47,7 @@ using test::GuardedOut;
 using test::Rng;
 
 constexpr double kExactTol = 1e-5;
-constexpr double kQuantTol = 0.03;
+constexpr double kQuantTol8 = 0.03, kQuantTol16 = kQuantTol8 / 100;
 
 // A quantized weight in host memory: packed values, and the scale/zero arrays of W8/W4.
 struct QWeight {
@@ -174,13 +177,14 @@ QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) 
   return w;
 }
 
-// x as the kernel quantizes it (per block of 32), dequantized.
-std::vector<float> quantize_dequantize(const std::vector<float>& x) {
+// x as the kernel quantizes it (per block of 32, to 8 or 16 bits), dequantized.
+std::vector<float> quantize_dequantize(const std::vector<float>& x, bool wide) {
+  const float q_max = wide ? 127.0f * 254.0f : 127.0f;
   std::vector<float> out(x.size());
   for (size_t b = 0; b < x.size() / 32; ++b) {
     float amax = 0;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + size_t(i)]));
-    const float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+    const float d = amax / q_max, inv = d > 0 ? 1.0f / d : 0.0f;
     for (int i = 0; i < 32; ++i) out[b * 32 + size_t(i)] = std::nearbyint(x[b * 32 + size_t(i)] * inv) * d;
   }
   return out;
@@ -220,8 +224,8 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
   constexpr int64_t kOutM[] = {1, 3, 4, 5, 9, 33};
   const int64_t ks[] = {unit, 2 * unit, 3 * unit, 5 * unit};
   auto ref = make_backend(BackendKind::Ref);
-  CpuBackend cpu;
-  double worst_exact = 0, worst_quant = 0;
+  CpuBackend cpu16, cpu8(BackendOptions{.int8_activations = true});
+  double worst_exact = 0, worst_quant[2] = {0, 0};
   for (int64_t n : kRowsN) {
     for (int64_t k : ks) {
       for (int64_t m : kOutM) {
@@ -236,42 +240,48 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
           const TensorView bias_view =
               with_bias ? make_view(const_cast<float*>(bias.data()), DType::F32, {m}) : TensorView{};
 
-          GuardedOut out(cpu, n, m);
-          std::vector<float> x_copy = x;
-          ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), w.view(), bias_view,
-                                            out.view()));
-          EXPECT_TRUE(out.guard_intact()) << "wrote past its output";
-          const std::vector<float> got = out.values();
+          for (const bool wide : {true, false}) {
+            SCOPED_TRACE(wide ? "16-bit activations" : "8-bit activations");
+            CpuBackend& cpu = wide ? cpu16 : cpu8;
+            GuardedOut out(cpu, n, m);
+            std::vector<float> x_copy = x;
+            ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), w.view(), bias_view,
+                                              out.view()));
+            EXPECT_TRUE(out.guard_intact()) << "wrote past its output";
+            const std::vector<float> got = out.values();
 
-          const auto ref_matmul = [&](std::vector<float> xs) {
-            std::vector<float> wf = w.dequant, y(size_t(n * m));
-            ref->matmul(make_view(xs.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}),
-                        bias_view, make_view(y.data(), DType::F32, {n, m}));
-            return y;
-          };
-          const std::vector<float> xq = quantize_dequantize(x);
-          const std::vector<double> scale_q = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
-          EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
-          worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
+            const auto ref_matmul = [&](std::vector<float> xs) {
+              std::vector<float> wf = w.dequant, y(size_t(n * m));
+              ref->matmul(make_view(xs.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}),
+                          bias_view, make_view(y.data(), DType::F32, {n, m}));
+              return y;
+            };
+            const std::vector<float> xq = quantize_dequantize(x, wide);
+            const std::vector<double> scale_q = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
+            EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
+            worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
 
-          // The same weight uploaded: 4-bit types then run on their repacked copy (AVX2 and up).
-          const TensorView up = cpu.upload(w.view(), f.dtype);
-          GuardedOut out_up(cpu, n, m);
-          ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out_up.view()));
-          EXPECT_TRUE(out_up.guard_intact()) << "uploaded: wrote past its output";
-          const std::vector<float> got_up = out_up.values();
-          EXPECT_TRUE(test::close_scaled_l2(got_up, ref_matmul(xq), scale_q, kExactTol)) << "uploaded";
-          worst_exact = std::max(worst_exact, test::scaled_l2(got_up, ref_matmul(xq), scale_q));
-          cpu.release(up);  // w's memory goes at the end of this iteration
-          const std::vector<double> scale = test::matmul_output_scale(x, w.dequant, bias, n, k, m);
-          EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(x), scale, kQuantTol));
-          worst_quant = std::max(worst_quant, test::scaled_l2(got, ref_matmul(x), scale));
+            // The same weight uploaded: 4-bit types then run on their repacked copy (AVX2 and up).
+            const TensorView up = cpu.upload(w.view(), f.dtype);
+            GuardedOut out_up(cpu, n, m);
+            ASSERT_TRUE(
+                cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out_up.view()));
+            EXPECT_TRUE(out_up.guard_intact()) << "uploaded: wrote past its output";
+            const std::vector<float> got_up = out_up.values();
+            EXPECT_TRUE(test::close_scaled_l2(got_up, ref_matmul(xq), scale_q, kExactTol)) << "uploaded";
+            worst_exact = std::max(worst_exact, test::scaled_l2(got_up, ref_matmul(xq), scale_q));
+            cpu.release(up);  // w's memory goes at the end of this iteration
+            const std::vector<double> scale = test::matmul_output_scale(x, w.dequant, bias, n, k, m);
+            EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(x), scale, wide ? kQuantTol16 : kQuantTol8));
+            worst_quant[wide] = std::max(worst_quant[wide], test::scaled_l2(got, ref_matmul(x), scale));
+          }
         }
       }
     }
   }
-  std::printf("worst scaled L2 error: %.3g vs quantized activations (tolerance %.0e), %.3g vs F32 activations "
-              "(tolerance %.0e)\n", worst_exact, kExactTol, worst_quant, kQuantTol);
+  std::printf("worst scaled L2 error: %.3g vs quantized activations (tolerance %.0e); vs F32 activations %.3g "
+              "with 16-bit (tolerance %.0e), %.3g with 8-bit (tolerance %.0e)\n",
+              worst_exact, kExactTol, worst_quant[1], kQuantTol16, worst_quant[0], kQuantTol8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,

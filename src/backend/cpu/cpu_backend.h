@@ -17,7 +17,10 @@ namespace tf {
 
 class CpuBackend : public HostBackend {
  public:
-  CpuBackend();  // resolves the ISA level now, so a bad TF_CPU_ISA fails at startup
+  // Resolves the ISA level now, so a bad TF_CPU_ISA fails at startup. Of the options it reads
+  // int8_activations (the precision of the integer kernels' activations).
+  explicit CpuBackend(const BackendOptions& opt = {});
+  void set_options(const BackendOptions& opt) override { int8_activations_ = opt.int8_activations; }
   std::string name() const override { return "cpu"; }
   // As HostBackend's, and a 4-bit weight (Q4_0, Q4_1, W4, Q4_K) also gets a repacked copy for the
   // integer kernels (quant_pack.h), found again by its data pointer and dropped by
@@ -44,7 +47,8 @@ class CpuBackend : public HostBackend {
   //   x [rows, k] F32, w [m, k], bias [m] or empty, out [rows, m] F32
   //
   // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_1, Q4_K) on the integer
-  // kernels (activations quantized per block of 32 to INT8; matmul_quant_fast.cpp). Returns
+  // kernels (activations quantized per block of 32 to 16 bits, or 8 with int8_activations;
+  // matmul_quant_fast.cpp). Returns
   // false, touching nothing, for a dtype, shape or ISA level those kernels do not cover.
   bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
   // out = x @ dequant(w)^T (+ bias) for w W8, W4 or FP8 with F32 activations, the weights
@@ -75,7 +79,8 @@ class CpuBackend : public HostBackend {
   std::vector<float> bias_buf_;
   std::vector<float> xt_;       // activations in token tiles (the prefill GEMM)
   std::vector<std::optional<cpu::AttendScratch>> attend_scratch_;  // per pool thread
-  std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast
+  bool int8_activations_ = false;
+  std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast (both planes when 16-bit)
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
   std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer
 };

@@ -15,7 +15,7 @@ namespace tf {
 // that claiming it (one atomic) and the fork/join of the op stay small beside it.
 constexpr int64_t kMinChunkBytes = 16 * 1024;
 
-CpuBackend::CpuBackend() { (void)cpu::active_isa(); }
+CpuBackend::CpuBackend(const BackendOptions& opt) : int8_activations_(opt.int8_activations) { (void)cpu::active_isa(); }
 
 ThreadPool& CpuBackend::pool() {
   const int n = host_threads();

@@ -1,5 +1,6 @@
 // CPU matmul for quantized weights on integer dot products (kernels/qmatmul.cpp): each row
-// of x is quantized to INT8 per block of 32 once per call, then the weight row blocks are
+// of x is quantized per block of 32 once per call (16 bits as two int8 planes, or 8 bits with
+// BackendOptions::int8_activations), then the weight row blocks are
 // split across the pool's threads as for float weights (matmul.cpp), so each weight byte
 // is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K) uploaded through this backend also
 // have a repacked copy (quant_pack.h), which the kernels of AVX2 and above read instead.
@@ -48,7 +49,9 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
 
   // ---- quantize the activations, rows split across the threads
   const int64_t nb = k / 32;
-  act_q_.resize(size_t(n * k));
+  const bool wide = !int8_activations_;
+  act_q_.resize(size_t((wide ? 2 : 1) * n * k));
+  int8_t* q2 = wide ? act_q_.data() + n * k : nullptr;
   act_ds_.resize(size_t(n * (2 * k4 + 2 * nb)));
   float* dl = act_ds_.data();
   float* xs = dl + n * k4;
@@ -59,7 +62,7 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   const auto quantize = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       kt.quantize_row(x.as<float>() + r * k, k, w4_order,
-                      {.q = act_q_.data() + r * k, .dl = dl + r * k4, .xs = xs + r * k4, .db = db + r * nb,
+                      {.q = act_q_.data() + r * k, .q2 = q2 ? q2 + r * k : nullptr, .dl = dl + r * k4, .xs = xs + r * k4, .db = db + r * nb,
                        .sb = sb + r * nb});
   };
   if (n < 8) {
@@ -70,7 +73,7 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   }
 
   // ---- weight row blocks against all tokens
-  const cpu::QMatmulArgs a{.x = {.q = act_q_.data(), .dl = dl, .xs = xs, .db = db, .sb = sb, .n = n, .k = k}, .w = &w,
+  const cpu::QMatmulArgs a{.x = {.q = act_q_.data(), .q2 = q2, .dl = dl, .xs = xs, .db = db, .sb = sb, .n = n, .k = k}, .w = &w,
                            .packed = packed, .bias = bias_f32(bias), .out = out.as<float>(), .m = m};
   const int64_t block_rows = packed ? cpu::kU4x4Rows : kt.qmatmul_block_rows;
   const int64_t n_blocks = (m + block_rows - 1) / block_rows;

@@ -29,24 +29,33 @@ struct MatmulArgs {
 };
 
 // ---- quantized matmul (kernels/qmatmul.h has the formats' block math) ------------------------
-// Activations quantized for integer dot products: each row of x cut into blocks of 32,
-// q = round(x / d) in -127..127 with d = max|x| / 127 of the block. The dot-product
-// instructions sum 4 byte products per int32 lane, 8 lanes per block, and per lane the
-// kernels need the block's d (dl) and the sum of the lane's 4 quantized values (xs, for the
-// formats' zero points and minimums); per block, d (db) and d * sum(q) (sb). For W4 the 32
+// Activations quantized for integer dot products: each row of x cut into blocks of 32 and
+// rounded to integers Q of a per-block step d, in one of two precisions:
+//   8-bit:  d = max|x| / 127,           Q = round(x / d) in -127..127 (llama.cpp's scheme)
+//   16-bit: d = max|x| / (127 * 254),   Q = round(x / d) in -32258..32258, held as two int8
+//           planes Q = 254 * q + q2 (q, q2 in -127..127): the kernels take two byte dot
+//           products per block, dot(w, Q) = 254 * dot(w, q) + dot(w, q2).
+// The dot-product instructions sum 4 byte products per int32 lane, 8 lanes per block, and per
+// lane the kernels need the block's d (dl) and the sum of the lane's 4 values of Q (xs, for
+// the formats' zero points and minimums); per block, d (db) and d * sum(Q) (sb). For W4 the 32
 // values of a block are stored evens first, then odds (the order of W4's low and high
-// nibbles).
+// nibbles). 8-bit rounding errs by up to max|x| / 254 per element, which a block holding an
+// outlier channel turns into a large error on its other 31 values: SmolLM2-135M's logits move
+// by 0.03-0.08 relative L2 that way (llama.cpp's too); 16-bit rounding errs 254 times less.
 struct QuantizedActs {
-  const int8_t* q = nullptr;  // [n, k]
-  const float* dl = nullptr;  // [n, k / 4]
-  const float* xs = nullptr;  // [n, k / 4]
-  const float* db = nullptr;  // [n, k / 32]
-  const float* sb = nullptr;  // [n, k / 32]
+  const int8_t* q = nullptr;   // [n, k]
+  const int8_t* q2 = nullptr;  // [n, k] the second plane (16-bit), or null (8-bit)
+  const float* dl = nullptr;   // [n, k / 4]
+  const float* xs = nullptr;   // [n, k / 4]
+  const float* db = nullptr;   // [n, k / 32]
+  const float* sb = nullptr;   // [n, k / 32]
   int64_t n = 0, k = 0;
 };
-// Per-row output of quantize_row: q [k], dl [k / 4], xs [k / 4], db [k / 32], sb [k / 32].
+// Per-row output of quantize_row: q [k], q2 [k] (null: 8-bit), dl [k / 4], xs [k / 4],
+// db [k / 32], sb [k / 32].
 struct QuantizedRow {
   int8_t* q;
+  int8_t* q2;
   float *dl, *xs, *db, *sb;
 };
 struct QMatmulArgs {

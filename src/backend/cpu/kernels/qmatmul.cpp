@@ -1,6 +1,8 @@
 // Integer matmul kernels for quantized weights (KernelTable::qmatmul_blocks, quantize_row):
 // out[n, m] = x[n, k] @ w[m, k]^T (+ bias) with w in W8, W4, Q8_0, Q4_0, Q4_1 or Q4_K
-// (src/quant/formats.h) and x quantized to INT8 per block of 32 (kernels.h, QuantizedActs).
+// (src/quant/formats.h) and x quantized per block of 32 to 8 bits, or to 16 bits held as two
+// int8 planes whose byte dot products are joined as 254 * dot(w, q) + dot(w, q2) (kernels.h,
+// QuantizedActs).
 //
 // Every format is, per block b of 32 weights of a row, int8 or uint4 values q with a scale
 // c_b and an offset m_b:  w = c_b * q - m_b. The dot-product instructions sum the products
@@ -93,6 +95,9 @@ struct V256 {
 #endif
   }
   static I dot_s8s8(I w, I x) { return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
+  }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
@@ -161,6 +166,9 @@ struct V512 {
   static I dot_s8s8(I w, I x) {
     const I neg_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
     return dot_u8s8(_mm512_abs_epi8(w), neg_x);
+  }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
   }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -287,9 +295,10 @@ struct FmtQ4_K : GgufRows<256, 144> {
   }
 };
 
-// Adds blocks [b0, b1) (steps of V::kBlocks) of NT tokens x kRows rows to sums. The vector
-// accumulators are local to this function so that GCC keeps them in registers.
-template <typename V, typename Fmt, int NT>
+// Adds blocks [b0, b1) (steps of V::kBlocks) of NT tokens x kRows rows to sums; kWide: 16-bit
+// activations (two planes). The vector accumulators are local to this function so that GCC
+// keeps them in registers.
+template <typename V, typename Fmt, int NT, bool kWide>
 inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const int64_t* rows,
                        const uint8_t* const* base, int64_t b0, int64_t b1, float (&sums)[NT][kRows]) {
   const int64_t k = x.k, k4 = x.k / 4;
@@ -302,7 +311,11 @@ inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const i
       const Step<V> s = f.template step<V>(rows[r], base[r], b);
       for (int t = 0; t < NT; ++t) {
         const typename V::I xq = V::load_x(x.q + (t0 + t) * k + b * kBlock);
-        const typename V::I dot = Fmt::kSigned ? V::dot_s8s8(s.q, xq) : V::dot_u8s8(s.q, xq);
+        typename V::I dot = Fmt::kSigned ? V::dot_s8s8(s.q, xq) : V::dot_u8s8(s.q, xq);
+        if constexpr (kWide) {
+          const typename V::I xq2 = V::load_x(x.q2 + (t0 + t) * k + b * kBlock);
+          dot = V::join(dot, Fmt::kSigned ? V::dot_s8s8(s.q, xq2) : V::dot_u8s8(s.q, xq2));
+        }
         typename V::F v = V::mul(s.c, V::cvt(dot));
         const int64_t lane = (t0 + t) * k4 + b * kLanesPerBlock;
         if constexpr (Fmt::kOffset) v = V::fnma(s.m, V::load(x.xs + lane), v);
@@ -317,7 +330,7 @@ inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const i
 
 // ---- the tile -------------------------------------------------------------------------------
 #if defined(__AVX2__)
-template <typename Fmt, int NT>
+template <typename Fmt, int NT, bool kWide>
 void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, int64_t t0) {
   const int64_t nb = a.x.k / kBlock;
   const uint8_t* base[kRows];
@@ -325,11 +338,11 @@ void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, i
   float sums[NT][kRows] = {};
 #if defined(__AVX512BW__)
   const int64_t nb2 = nb / 2 * 2;
-  accumulate<V512, Fmt, NT>(f, a.x, t0, rows, base, 0, nb2, sums);
+  accumulate<V512, Fmt, NT, kWide>(f, a.x, t0, rows, base, 0, nb2, sums);
 #else
   const int64_t nb2 = 0;
 #endif
-  if (nb2 < nb) accumulate<V256, Fmt, NT>(f, a.x, t0, rows, base, nb2, nb, sums);
+  if (nb2 < nb) accumulate<V256, Fmt, NT, kWide>(f, a.x, t0, rows, base, nb2, nb, sums);
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < n_rows; ++r)
       a.out[(t0 + t) * a.m + rows[r]] = sums[t][r] + (a.bias ? a.bias[rows[r]] : 0.0f);
@@ -398,7 +411,7 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
   return s;
 }
 
-template <typename Fmt, int NT>
+template <typename Fmt, int NT, bool kWide>
 void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, int64_t t0) {
   (void)f;
   const int64_t k = a.x.k, k4 = k / 4, nb = k / kBlock;
@@ -410,6 +423,12 @@ void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, i
         const int8_t* xq = a.x.q + (t0 + t) * k + b * kBlock;
         int32_t dot = 0;
         for (int i = 0; i < kBlock; ++i) dot += int32_t(s.q[i]) * int32_t(xq[i]);
+        if constexpr (kWide) {  // Q = 254 q + q2
+          const int8_t* xq2 = a.x.q2 + (t0 + t) * k + b * kBlock;
+          int32_t dot2 = 0;
+          for (int i = 0; i < kBlock; ++i) dot2 += int32_t(s.q[i]) * int32_t(xq2[i]);
+          dot = 254 * dot + dot2;
+        }
         float xs = 0;  // the block's sum of quantized activations
         for (int l = 0; l < kLanesPerBlock; ++l) xs += a.x.xs[(t0 + t) * k4 + b * kLanesPerBlock + l];
         sums[t][r] += a.x.dl[(t0 + t) * k4 + b * kLanesPerBlock] * (s.c * float(dot) - s.m * xs);
@@ -430,8 +449,8 @@ struct FmtW4 { explicit FmtW4(const TensorView&) {} };
 struct FmtQ4_K { explicit FmtQ4_K(const TensorView&) {} };
 #endif
 
-template <typename Fmt>
-void blocks_of(const QMatmulArgs& a, int64_t b0, int64_t b1) {
+template <typename Fmt, bool kWide>
+void blocks_of_acts(const QMatmulArgs& a, int64_t b0, int64_t b1) {
   const Fmt f(*a.w);
   const int64_t n = a.x.n;
   for (int64_t blk = b0; blk < b1; ++blk) {
@@ -440,14 +459,20 @@ void blocks_of(const QMatmulArgs& a, int64_t b0, int64_t b1) {
     int64_t rows[kRows];
     for (int r = 0; r < kRows; ++r) rows[r] = r0 + std::min(r, n_rows - 1);  // a tail repeats its last row
     int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile<Fmt, kMaxTok>(f, a, rows, n_rows, t);
+    for (; t + kMaxTok <= n; t += kMaxTok) tile<Fmt, kMaxTok, kWide>(f, a, rows, n_rows, t);
     switch (n - t) {
       case 0: break;
-      case 1: tile<Fmt, 1>(f, a, rows, n_rows, t); break;
-      case 2: tile<Fmt, 2>(f, a, rows, n_rows, t); break;
-      default: tile<Fmt, 3>(f, a, rows, n_rows, t); break;
+      case 1: tile<Fmt, 1, kWide>(f, a, rows, n_rows, t); break;
+      case 2: tile<Fmt, 2, kWide>(f, a, rows, n_rows, t); break;
+      default: tile<Fmt, 3, kWide>(f, a, rows, n_rows, t); break;
     }
   }
+}
+
+template <typename Fmt>
+void blocks_of(const QMatmulArgs& a, int64_t b0, int64_t b1) {
+  if (a.x.q2) return blocks_of_acts<Fmt, true>(a, b0, b1);
+  blocks_of_acts<Fmt, false>(a, b0, b1);
 }
 
 }  // namespace
@@ -461,29 +486,37 @@ void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ
 void qmatmul_q4_1(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_1>(a, b0, b1); }
 void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_K>(a, b0, b1); }
 
-// Blocks of 32: d = max|x| / 127, q = round(x * (1 / d)) (ties to even); per lane of 4 values
-// dl = d and xs = their sum; per block db = d and sb = d * sum(q). With w4_order the 32
-// values go evens first, then odds.
+// Blocks of 32 (kernels.h, QuantizedActs): 8-bit d = max|x| / 127, 16-bit d = max|x| / 32258;
+// Q = round(x * (1 / d)) (ties to even), the 16-bit Q split into 254 q + q2 with |q2| <= 127
+// by integer arithmetic; per lane of 4 values dl = d and xs = their sum of Q; per block db = d
+// and sb = d * sum(Q). With w4_order the 32 values go evens first, then odds.
 void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& o) {
+  constexpr int32_t kSplit = 254, kMax16 = 127 * kSplit;
+  const bool wide = o.q2 != nullptr;
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const float* xb = x + b * kBlock;
     float amax = 0;
     for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
-    int8_t qb[kBlock];
-    for (int i = 0; i < kBlock; ++i) qb[i] = int8_t(std::nearbyint(xb[i] * inv));
+    const float d = amax / (wide ? float(kMax16) : 127.0f), inv = d > 0 ? 1.0f / d : 0.0f;
+    int32_t qb[kBlock];
+    for (int i = 0; i < kBlock; ++i)
+      qb[i] = std::clamp(int32_t(std::nearbyint(xb[i] * inv)), wide ? -kMax16 : -127, wide ? kMax16 : 127);
+    int32_t ordered[kBlock];
+    for (int i = 0; i < kBlock; ++i) ordered[i] = w4_order ? qb[i < kBlock / 2 ? 2 * i : 2 * (i - kBlock / 2) + 1] : qb[i];
     int8_t* out = o.q + b * kBlock;
-    if (w4_order) {
-      for (int i = 0; i < kBlock / 2; ++i) {
-        out[i] = qb[2 * i];
-        out[kBlock / 2 + i] = qb[2 * i + 1];
+    for (int i = 0; i < kBlock; ++i) {
+      if (!wide) {
+        out[i] = int8_t(ordered[i]);
+        continue;
       }
-    } else {
-      std::memcpy(out, qb, kBlock);
+      const int32_t mag = std::abs(ordered[i]), hi = (mag + kSplit / 2 - 1) / kSplit;  // |Q - 254 hi| <= 127
+      const int32_t q1 = ordered[i] < 0 ? -hi : hi;
+      out[i] = int8_t(q1);
+      o.q2[b * kBlock + i] = int8_t(ordered[i] - kSplit * q1);
     }
-    int32_t sum = 0;
+    int64_t sum = 0;
     for (int l = 0; l < kLanesPerBlock; ++l) {
-      const int32_t lane = out[4 * l] + out[4 * l + 1] + out[4 * l + 2] + out[4 * l + 3];
+      const int32_t lane = ordered[4 * l] + ordered[4 * l + 1] + ordered[4 * l + 2] + ordered[4 * l + 3];
       o.dl[b * kLanesPerBlock + l] = d;
       o.xs[b * kLanesPerBlock + l] = float(lane);
       sum += lane;

@@ -8,7 +8,8 @@
 // the block's c and m of each row (from the segment header, spread over the row's lanes):
 //   acc += float(dot) * c * dx_b        corr += m * s_b     (s_b = dx_b * sum(xq_b))
 // and row r's output is the sum of its 4 lanes of acc - corr / 4 (corr is added in each of
-// the row's 4 lanes). NT tokens share each block's unpacking and scales. Compared with the
+// the row's 4 lanes). With 16-bit activations (two planes, kernels.h) dot is
+// 254 * dot(w, q) + dot(w, q2). NT tokens share each block's unpacking and scales. Compared with the
 // canonical layouts (qmatmul.cpp) there is no per-row gathering of scales and nibbles.
 // AVX2 and above; the baseline level reads the canonical layouts only.
 #include <algorithm>
@@ -57,6 +58,9 @@ struct Rows {
                             _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xhi), ones));
 #endif
   }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
+  }
   static F zero() { return _mm512_setzero_ps(); }
   static F splat(float a) { return _mm512_set1_ps(a); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
@@ -95,6 +99,9 @@ struct Rows {
     return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), ones),
                             _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), ones));
   }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
+  }
   static F zero() { return _mm256_setzero_ps(); }
   static F splat(float a) { return _mm256_set1_ps(a); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
@@ -132,8 +139,8 @@ inline void block_scales(const uint8_t* h, int64_t i, __m128* c, __m128* m) {
   }
 }
 
-// NT tokens from t0 against the 4 rows of one group: sums[t][r].
-template <DType kFmt, int NT>
+// NT tokens from t0 against the 4 rows of one group: sums[t][r]; kWide: 16-bit activations.
+template <DType kFmt, int NT, bool kWide>
 void group_tile(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l, float (&sums)[NT][kU4x4Rows],
                 int64_t t0) {
   const int64_t k = a.x.k, nb = k / kBlock, per_seg = l.blocks_per_segment, seg_bytes = l.segment_bytes();
@@ -160,10 +167,18 @@ void group_tile(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l,
       for (int t = 0; t < NT; ++t) {
         const int8_t* xb = a.x.q + (t0 + t) * k + b * kBlock;
         const I xlo = Rows::bcast16(xb), xhi = Rows::bcast16(xb + 16);
+        I xlo2, xhi2;
+        if constexpr (kWide) {
+          const int8_t* xb2 = a.x.q2 + (t0 + t) * k + b * kBlock;
+          xlo2 = Rows::bcast16(xb2);
+          xhi2 = Rows::bcast16(xb2 + 16);
+        }
         const int64_t blk = (t0 + t) * nb + b;
         const F dx = Rows::splat(a.x.db[blk]), sx = Rows::splat(a.x.sb[blk]);
         for (int h = 0; h < kRegs; ++h) {
-          acc[t][h] = Rows::fma(Rows::cvt(Rows::dot(lo[h], xlo, hi[h], xhi)), Rows::mul(c[h], dx), acc[t][h]);
+          I dot = Rows::dot(lo[h], xlo, hi[h], xhi);
+          if constexpr (kWide) dot = Rows::join(dot, Rows::dot(lo[h], xlo2, hi[h], xhi2));
+          acc[t][h] = Rows::fma(Rows::cvt(dot), Rows::mul(c[h], dx), acc[t][h]);
           corr[t][h] = Rows::fma(m[h], sx, corr[t][h]);
         }
       }
@@ -175,11 +190,11 @@ void group_tile(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l,
       Rows::row_sums(Rows::fnma(Rows::splat(corr_scale), corr[t][h], acc[t][h]), sums[t] + h * Rows::kRowsPerReg);
 }
 
-template <DType kFmt, int NT>
+template <DType kFmt, int NT, bool kWide>
 void tile(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
   const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
   float sums[NT][kU4x4Rows];
-  group_tile<kFmt, NT>(a, static_cast<const uint8_t*>(a.packed) + g * n_seg * l.segment_bytes(), l, sums, t0);
+  group_tile<kFmt, NT, kWide>(a, static_cast<const uint8_t*>(a.packed) + g * n_seg * l.segment_bytes(), l, sums, t0);
   const int n_rows = int(std::min<int64_t>(kU4x4Rows, a.m - g * kU4x4Rows));
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < n_rows; ++r) {
@@ -188,20 +203,26 @@ void tile(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
     }
 }
 
-template <DType kFmt>
-void groups_of(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+template <DType kFmt, bool kWide>
+void groups_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u4x4_layout(*a.w);
   const int64_t n = a.x.n;
   for (int64_t g = g0; g < g1; ++g) {
     int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile<kFmt, kMaxTok>(a, l, g, t);
+    for (; t + kMaxTok <= n; t += kMaxTok) tile<kFmt, kMaxTok, kWide>(a, l, g, t);
     switch (n - t) {
       case 0: break;
-      case 1: tile<kFmt, 1>(a, l, g, t); break;
-      case 2: tile<kFmt, 2>(a, l, g, t); break;
-      default: tile<kFmt, 3>(a, l, g, t); break;
+      case 1: tile<kFmt, 1, kWide>(a, l, g, t); break;
+      case 2: tile<kFmt, 2, kWide>(a, l, g, t); break;
+      default: tile<kFmt, 3, kWide>(a, l, g, t); break;
     }
   }
+}
+
+template <DType kFmt>
+void groups_of(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+  if (a.x.q2) return groups_of_acts<kFmt, true>(a, g0, g1);
+  groups_of_acts<kFmt, false>(a, g0, g1);
 }
 
 }  // namespace
