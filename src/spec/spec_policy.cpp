@@ -175,17 +175,30 @@ SpeculationGate::Step SpeculationGate::decide(int32_t batch) {
   Bucket& b = buckets_[pow2_bucket(batch)];
   const int64_t step = ++b.steps;
   if (!b.plain.measured()) return step % kPlainEvery == 0 ? Step::Plain : Step::Policy;
-  if (b.spec.measured() && b.spec.rate() < b.plain.rate()) return step % kRetryEvery == 0 ? Step::Policy : Step::Plain;
+  if (!b.closed()) {
+    b.next_retry = 0;
+    b.retry_every = kRetryEvery;
+    return Step::Policy;
+  }
+  if (b.next_retry == 0) b.next_retry = step + b.retry_every;  // just closed
+  if (step < b.next_retry) return Step::Plain;
+  b.retry_every = std::min(2 * b.retry_every, kRetryMax);  // reset if the retries open the gate
+  b.next_retry = step + b.retry_every;
   return Step::Policy;
 }
 
-void SpeculationGate::observe(int32_t batch, bool speculated, int64_t tokens, double seconds) {
-  if (!(seconds > 0.0) || !std::isfinite(seconds) || tokens < 0) return;
+void SpeculationGate::observe(int32_t batch, bool speculated, double tokens, double seconds) {
+  if (!(seconds > 0.0) || !std::isfinite(seconds) || !(tokens >= 0.0)) return;
   Bucket& b = buckets_[pow2_bucket(batch)];
   Side& s = speculated ? b.spec : b.plain;
   if (++s.n <= kSkip) return;
-  s.tokens = 0.8 * s.tokens + double(tokens);
+  s.tokens = 0.8 * s.tokens + tokens;
   s.seconds = 0.8 * s.seconds + seconds;
+}
+
+bool SpeculationGate::closed(int32_t batch) const {
+  const auto it = buckets_.find(pow2_bucket(batch));
+  return it != buckets_.end() && it->second.closed();
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,

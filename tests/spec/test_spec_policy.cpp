@@ -235,18 +235,40 @@ TEST(SpeculationGate, ProposesNothingWhereProposalsEmittedFewerTokensPerSecond) 
   const int32_t first = gated_steps(losing, 16, 15, 64);  // 7.5 tokens/ms against 10
   EXPECT_LT(first, 64) << "plain steps are measured too";
   EXPECT_GE(first, SpeculationGate::kSkip + SpeculationGate::kMin);
+  EXPECT_TRUE(losing.closed(16));
+  // Retries after kRetryEvery steps, then after gaps that double: 64, 128, 256 in 640 steps.
   const int32_t later = gated_steps(losing, 16, 15, 640);
-  EXPECT_LE(later, 640 / SpeculationGate::kRetryEvery + 1) << "only the retries speculate";
-  EXPECT_GE(later, 640 / SpeculationGate::kRetryEvery - 1);
+  EXPECT_LE(later, 4) << "only the retries speculate, ever more rarely";
+  EXPECT_GE(later, 2);
+  // At the longest gap, a retry per kRetryMax steps.
+  gated_steps(losing, 16, 15, 4 * SpeculationGate::kRetryMax);
+  const int32_t rare = gated_steps(losing, 16, 15, 4 * SpeculationGate::kRetryMax);
+  EXPECT_GE(rare, 3);
+  EXPECT_LE(rare, 5);
 
   SpeculationGate winning;
   gated_steps(winning, 16, 30, 64);  // 15 tokens/ms against 10
+  EXPECT_FALSE(winning.closed(16));
   EXPECT_EQ(gated_steps(winning, 16, 30, 640), 640) << "once plain is measured, the policy decides";
 
   EXPECT_GT(gated_steps(losing, 2, 30, 64), 40) << "another batch size is judged on its own steps";
-  // Text changes: proposals that lost start paying; the retries see it and the gate opens.
-  EXPECT_GT(gated_steps(losing, 16, 60, 4 * SpeculationGate::kRetryEvery), 0);
+  // Text changes: proposals that lost start paying; a retry sees it and the gate opens (and
+  // its retry gap is back to kRetryEvery for the next time it closes).
+  EXPECT_GT(gated_steps(losing, 16, 60, SpeculationGate::kRetryMax + 1), 0);
+  EXPECT_FALSE(losing.closed(16));
   EXPECT_EQ(gated_steps(losing, 16, 60, 64), 64);
+}
+
+TEST(SpeculationGate, ProposalsMustBeatPlainByTheMargin) {
+  // 10.1 tokens/ms against 10: within kMargin (2%), so nothing is proposed but retries.
+  SpeculationGate g;
+  gated_steps(g, 8, 20.2, 64);
+  EXPECT_TRUE(g.closed(8));
+  EXPECT_LE(gated_steps(g, 8, 20.2, 640), 4);
+  // 10.5 against 10: proposals pay.
+  SpeculationGate h;
+  gated_steps(h, 8, 21, 64);
+  EXPECT_FALSE(h.closed(8));
 }
 
 }  // namespace
