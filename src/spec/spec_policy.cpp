@@ -187,13 +187,36 @@ SpeculationGate::Step SpeculationGate::decide(int32_t batch) {
   return Step::Policy;
 }
 
+void SpeculationGate::Side::add(double t, double s) {
+  tokens[next] = t;
+  seconds[next] = s;
+  next = (next + 1) % kWindow;
+  n = std::min(n + 1, kWindow);
+}
+
+double SpeculationGate::Side::rate() const {
+  if (n == 0) return 0;
+  double sorted[kWindow];
+  std::copy(seconds, seconds + n, sorted);
+  std::nth_element(sorted, sorted + n / 2, sorted + n);
+  const double cap = kOutlier * sorted[n / 2];
+  double t = 0, s = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    t += tokens[i];
+    s += std::min(seconds[i], cap);
+  }
+  return s > 0 ? t / s : 0;
+}
+
 void SpeculationGate::observe(int32_t batch, bool speculated, double tokens, double seconds) {
   if (!(seconds > 0.0) || !std::isfinite(seconds) || !(tokens >= 0.0)) return;
   Bucket& b = buckets_[pow2_bucket(batch)];
   Side& s = speculated ? b.spec : b.plain;
-  if (++s.n <= kSkip) return;
-  s.tokens = 0.8 * s.tokens + tokens;
-  s.seconds = 0.8 * s.seconds + seconds;
+  if (++s.n_seen <= kSkip) return;
+  // A retry (proposals while closed) that beats plain steps opens the gate: the side starts
+  // again from it.
+  if (speculated && b.closed() && tokens / seconds >= b.plain.rate() * (1.0 + kMargin)) s.restart();
+  s.add(tokens, seconds);
 }
 
 bool SpeculationGate::closed(int32_t batch) const {

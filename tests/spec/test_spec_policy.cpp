@@ -259,6 +259,38 @@ TEST(SpeculationGate, ProposesNothingWhereProposalsEmittedFewerTokensPerSecond) 
   EXPECT_EQ(gated_steps(losing, 16, 60, 64), 64);
 }
 
+// Steps with proposals that emit 2x plain steps' rate, three of the first ones 25x slower
+// (a CUDA Graph recorded, a matmul shape timed): the gate stays open (each step's time is
+// capped at kOutlier times its window's median); without the cap those three alone would
+// close it.
+TEST(SpeculationGate, SlowFirstStepsDoNotCloseIt) {
+  SpeculationGate g;
+  int32_t n_spec = 0, n_closed = 0;
+  for (int32_t i = 0; i < 256; ++i) {
+    const bool spec = g.decide(1) == SpeculationGate::Step::Policy;
+    const bool slow = spec && (n_spec == 3 || n_spec == 5 || n_spec == 8);
+    n_spec += spec;
+    g.observe(1, spec, spec ? 4.0 : 1.0, spec ? (slow ? 5e-3 : 2e-4) : 1e-4);  // 20 against 10 tokens/ms
+    n_closed += g.closed(1);
+  }
+  EXPECT_EQ(n_closed, 0);
+  EXPECT_GT(n_spec, 200);
+}
+
+TEST(SpeculationGate, ARetryThatWinsOpensIt) {
+  SpeculationGate g;
+  gated_steps(g, 32, 15, 64);  // 7.5 against 10 tokens/ms: closed
+  ASSERT_TRUE(g.closed(32));
+  int32_t until_open = 0;
+  while (g.closed(32) && until_open < 1000) {
+    ++until_open;
+    const bool spec = g.decide(32) == SpeculationGate::Step::Policy;
+    g.observe(32, spec, spec ? 40.0 : 10.0, spec ? 2e-3 : 1e-3);  // 20 tokens/ms now
+  }
+  EXPECT_LE(until_open, SpeculationGate::kRetryMax) << "the first retry that wins opens it";
+  EXPECT_EQ(gated_steps(g, 32, 40, 64), 64);
+}
+
 TEST(SpeculationGate, ProposalsMustBeatPlainByTheMargin) {
   // 10.1 tokens/ms against 10: within kMargin (2%), so nothing is proposed but retries.
   SpeculationGate g;
