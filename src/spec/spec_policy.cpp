@@ -213,9 +213,9 @@ void SpeculationGate::observe(int32_t batch, bool speculated, double tokens, dou
   Bucket& b = buckets_[pow2_bucket(batch)];
   Side& s = speculated ? b.spec : b.plain;
   if (++s.n_seen <= kSkip) return;
-  // A retry (proposals while closed) that beats plain steps opens the gate: the side starts
-  // again from it.
-  if (speculated && b.closed() && tokens / seconds >= b.plain.rate() * (1.0 + kMargin)) s.restart();
+  // A retry (proposals while closed) that clearly beats plain steps opens the gate: the side
+  // starts again from it.
+  if (speculated && b.closed() && tokens / seconds >= b.plain.rate() * kReopen) s.restart();
   s.add(tokens, seconds);
 }
 

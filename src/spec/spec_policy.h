@@ -121,9 +121,11 @@ class StepCalibration {
 // proposes nothing there but in retry steps, which measure again (text and load change):
 // the first kRetryEvery steps after the gate closes, the gap doubling after each retry that
 // finds proposals still losing, up to kRetryMax (a retry at a large batch can cost a few
-// plain steps: a fraction of a percent at the longest gap). A retry that beats plain steps'
-// rate by the margin opens the gate at once (the steps with proposals are measured afresh
-// from it, and close it again after kMin of them if they lose). While plain steps are too
+// plain steps: a fraction of a percent at the longest gap). A retry that emits kReopen times
+// plain steps' rate opens the gate at once (the steps with proposals are measured afresh from
+// it, and close it again after kMin of them if they lose); kReopen is well above 1 because one
+// step's rate is noisy (how many proposals were kept, a shared machine's load), and each
+// false opening costs kMin losing steps. While plain steps are too
 // few to compare, one step in kPlainEvery is plain.
 //
 // Each side's rate is over its last kWindow steps (after the first kSkip of each kind per
@@ -137,7 +139,7 @@ class StepCalibration {
 class SpeculationGate {
  public:
   static constexpr int32_t kSkip = 2, kMin = 3, kWindow = 8, kPlainEvery = 4, kRetryEvery = 64, kRetryMax = 512;
-  static constexpr double kMargin = 0.02, kOutlier = 3.0;
+  static constexpr double kMargin = 0.02, kOutlier = 3.0, kReopen = 1.25;
   enum class Step { Plain, Policy };  // propose nothing / as the policy says
   // What the next step at `batch` does (counts the step).
   Step decide(int32_t batch);

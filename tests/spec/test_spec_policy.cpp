@@ -277,7 +277,7 @@ TEST(SpeculationGate, SlowFirstStepsDoNotCloseIt) {
   EXPECT_GT(n_spec, 200);
 }
 
-TEST(SpeculationGate, ARetryThatWinsOpensIt) {
+TEST(SpeculationGate, ARetryThatClearlyWinsOpensIt) {
   SpeculationGate g;
   gated_steps(g, 32, 15, 64);  // 7.5 against 10 tokens/ms: closed
   ASSERT_TRUE(g.closed(32));
@@ -289,6 +289,15 @@ TEST(SpeculationGate, ARetryThatWinsOpensIt) {
   }
   EXPECT_LE(until_open, SpeculationGate::kRetryMax) << "the first retry that wins opens it";
   EXPECT_EQ(gated_steps(g, 32, 40, 64), 64);
+  // A retry at 1.1x plain's rate (below kReopen) leaves it closed.
+  SpeculationGate h;
+  gated_steps(h, 32, 15, 64);
+  ASSERT_TRUE(h.closed(32));
+  for (int32_t i = 0; i < 2 * SpeculationGate::kRetryMax; ++i) {
+    const bool spec = h.decide(32) == SpeculationGate::Step::Policy;
+    h.observe(32, spec, spec ? 22.0 : 10.0, spec ? 2e-3 : 1e-3);  // 11 against 10 tokens/ms
+  }
+  EXPECT_TRUE(h.closed(32));
 }
 
 TEST(SpeculationGate, ProposalsMustBeatPlainByTheMargin) {
