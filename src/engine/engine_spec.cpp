@@ -211,7 +211,9 @@ void Engine::Impl::calibrate(const ScheduleOutput& so, double seconds, int64_t t
   const double mean_k = double(n_spec) / double(b);
   const double predicted = spec_costs.verify(b, mean_k) + spec_draft_steps * spec_costs.draft(b);
   spec_calibration.observe(b, (n_spec + b - 1) / b, predicted, seconds);
-  spec_gate.observe(b, n_spec > 0, tokens, seconds);
+  // Tokens per sequence in units of the model's plain step at this batch size (see
+  // SpeculationGate): steps of other batch sizes in the gate's bucket compare.
+  spec_gate.observe(b, n_spec > 0, double(tokens) / double(b) * spec_costs.verify(b, 0), seconds);
 }
 
 // Row i (0..n) of the sequence's rows scores the token after its first i proposals. Greedy

@@ -175,17 +175,53 @@ SpeculationGate::Step SpeculationGate::decide(int32_t batch) {
   Bucket& b = buckets_[pow2_bucket(batch)];
   const int64_t step = ++b.steps;
   if (!b.plain.measured()) return step % kPlainEvery == 0 ? Step::Plain : Step::Policy;
-  if (b.spec.measured() && b.spec.rate() < b.plain.rate()) return step % kRetryEvery == 0 ? Step::Policy : Step::Plain;
+  if (!b.closed()) {
+    b.next_retry = 0;
+    b.retry_every = kRetryEvery;
+    return Step::Policy;
+  }
+  if (b.next_retry == 0) b.next_retry = step + b.retry_every;  // just closed
+  if (step < b.next_retry) return Step::Plain;
+  b.retry_every = std::min(2 * b.retry_every, kRetryMax);  // reset if the retries open the gate
+  b.next_retry = step + b.retry_every;
   return Step::Policy;
 }
 
-void SpeculationGate::observe(int32_t batch, bool speculated, int64_t tokens, double seconds) {
-  if (!(seconds > 0.0) || !std::isfinite(seconds) || tokens < 0) return;
+void SpeculationGate::Side::add(double t, double s) {
+  tokens[next] = t;
+  seconds[next] = s;
+  next = (next + 1) % kWindow;
+  n = std::min(n + 1, kWindow);
+}
+
+double SpeculationGate::Side::rate() const {
+  if (n == 0) return 0;
+  double sorted[kWindow];
+  std::copy(seconds, seconds + n, sorted);
+  std::nth_element(sorted, sorted + n / 2, sorted + n);
+  const double cap = kOutlier * sorted[n / 2];
+  double t = 0, s = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    t += tokens[i];
+    s += std::min(seconds[i], cap);
+  }
+  return s > 0 ? t / s : 0;
+}
+
+void SpeculationGate::observe(int32_t batch, bool speculated, double tokens, double seconds) {
+  if (!(seconds > 0.0) || !std::isfinite(seconds) || !(tokens >= 0.0)) return;
   Bucket& b = buckets_[pow2_bucket(batch)];
   Side& s = speculated ? b.spec : b.plain;
-  if (++s.n <= kSkip) return;
-  s.tokens = 0.8 * s.tokens + double(tokens);
-  s.seconds = 0.8 * s.seconds + seconds;
+  if (++s.n_seen <= kSkip) return;
+  // A retry (proposals while closed) that clearly beats plain steps opens the gate: the side
+  // starts again from it.
+  if (speculated && b.closed() && tokens / seconds >= b.plain.rate() * kReopen) s.restart();
+  s.add(tokens, seconds);
+}
+
+bool SpeculationGate::closed(int32_t batch) const {
+  const auto it = buckets_.find(pow2_bucket(batch));
+  return it != buckets_.end() && it->second.closed();
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,

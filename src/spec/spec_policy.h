@@ -114,34 +114,56 @@ class StepCalibration {
   std::map<std::pair<int32_t, int32_t>, Entry> entries_;
 };
 
-// The adaptive policy's check on itself: tokens per second that steps with proposals and
-// steps without them emitted, per batch size (to the next power of two). The cost model and
-// the acceptance rates predict that proposals pay; where steps with proposals in fact
-// emitted fewer tokens per second than plain steps at that batch size, the engine proposes
-// nothing there but in one step of kRetryEvery, which measures again (text and load change).
-// While plain steps are too few to compare, one step in kPlainEvery is plain. The first kSkip
-// steps of each kind per batch size are left out (recordings), and each side's counts are
-// exponentially weighted (decay 0.8: about the last 5 steps).
+// The adaptive policy's check on itself: the rate at which steps with proposals and steps
+// without them emitted tokens, per batch size (to the next power of two). The cost model and
+// the acceptance rates predict that proposals pay; unless steps with proposals in fact
+// emitted at least (1 + kMargin) times plain steps' rate at that batch size, the engine
+// proposes nothing there but in retry steps, which measure again (text and load change):
+// the first kRetryEvery steps after the gate closes, the gap doubling after each retry that
+// finds proposals still losing, up to kRetryMax (a retry at a large batch can cost a few
+// plain steps: a fraction of a percent at the longest gap). A retry that emits kReopen times
+// plain steps' rate opens the gate at once (the steps with proposals are measured afresh from
+// it, and close it again after kMin of them if they lose); kReopen is well above 1 because one
+// step's rate is noisy (how many proposals were kept, a shared machine's load), and each
+// false opening costs kMin losing steps. While plain steps are too
+// few to compare, one step in kPlainEvery is plain.
+//
+// Each side's rate is over its last kWindow steps (after the first kSkip of each kind per
+// batch size): tokens summed over seconds summed, each step's seconds capped at kOutlier
+// times the window's median. A step that records a CUDA Graph or times a new matmul shape
+// for the first time costs 10-50 plain steps on a small model; uncapped, a few of them made
+// the steps with proposals look slower than plain ones for hundreds of steps (measured on
+// the H200, docs/PERF.md). What a step emitted is given in tokens per sequence times the cost
+// model's plain step time at its batch size (the engine's calibrate()), so that steps of
+// different batch sizes in one bucket compare.
 class SpeculationGate {
  public:
-  static constexpr int32_t kSkip = 2, kMin = 3, kPlainEvery = 4, kRetryEvery = 64;
+  static constexpr int32_t kSkip = 2, kMin = 3, kWindow = 8, kPlainEvery = 4, kRetryEvery = 64, kRetryMax = 512;
+  static constexpr double kMargin = 0.02, kOutlier = 3.0, kReopen = 1.25;
   enum class Step { Plain, Policy };  // propose nothing / as the policy says
   // What the next step at `batch` does (counts the step).
   Step decide(int32_t batch);
   // A step of decodes and verifications at `batch` (with proposals or not) emitted `tokens`
-  // in `seconds`.
-  void observe(int32_t batch, bool speculated, int64_t tokens, double seconds);
+  // (weighted as above) in `seconds`.
+  void observe(int32_t batch, bool speculated, double tokens, double seconds);
+  // Whether proposals are off at `batch` (but for retries): for tests and metrics.
+  bool closed(int32_t batch) const;
 
  private:
   struct Side {
-    int32_t n = 0;
-    double tokens = 0, seconds = 0;
-    bool measured() const { return n >= kSkip + kMin; }
-    double rate() const { return seconds > 0 ? tokens / seconds : 0; }
+    int32_t n_seen = 0, n = 0, next = 0;  // steps seen, in the window, next slot
+    double tokens[kWindow] = {}, seconds[kWindow] = {};
+    void add(double t, double s);
+    void restart() { n = next = 0; }
+    bool measured() const { return n >= kMin; }
+    double rate() const;
   };
   struct Bucket {
     Side plain, spec;
     int64_t steps = 0;
+    int64_t next_retry = 0;             // the step of the next retry while closed
+    int32_t retry_every = kRetryEvery;  // the gap after it
+    bool closed() const { return plain.measured() && spec.measured() && spec.rate() < plain.rate() * (1.0 + kMargin); }
   };
   std::map<int32_t, Bucket> buckets_;
 };

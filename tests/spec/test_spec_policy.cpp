@@ -235,18 +235,81 @@ TEST(SpeculationGate, ProposesNothingWhereProposalsEmittedFewerTokensPerSecond) 
   const int32_t first = gated_steps(losing, 16, 15, 64);  // 7.5 tokens/ms against 10
   EXPECT_LT(first, 64) << "plain steps are measured too";
   EXPECT_GE(first, SpeculationGate::kSkip + SpeculationGate::kMin);
+  EXPECT_TRUE(losing.closed(16));
+  // Retries after kRetryEvery steps, then after gaps that double: 64, 128, 256 in 640 steps.
   const int32_t later = gated_steps(losing, 16, 15, 640);
-  EXPECT_LE(later, 640 / SpeculationGate::kRetryEvery + 1) << "only the retries speculate";
-  EXPECT_GE(later, 640 / SpeculationGate::kRetryEvery - 1);
+  EXPECT_LE(later, 4) << "only the retries speculate, ever more rarely";
+  EXPECT_GE(later, 2);
+  // At the longest gap, a retry per kRetryMax steps.
+  gated_steps(losing, 16, 15, 4 * SpeculationGate::kRetryMax);
+  const int32_t rare = gated_steps(losing, 16, 15, 4 * SpeculationGate::kRetryMax);
+  EXPECT_GE(rare, 3);
+  EXPECT_LE(rare, 5);
 
   SpeculationGate winning;
   gated_steps(winning, 16, 30, 64);  // 15 tokens/ms against 10
+  EXPECT_FALSE(winning.closed(16));
   EXPECT_EQ(gated_steps(winning, 16, 30, 640), 640) << "once plain is measured, the policy decides";
 
   EXPECT_GT(gated_steps(losing, 2, 30, 64), 40) << "another batch size is judged on its own steps";
-  // Text changes: proposals that lost start paying; the retries see it and the gate opens.
-  EXPECT_GT(gated_steps(losing, 16, 60, 4 * SpeculationGate::kRetryEvery), 0);
+  // Text changes: proposals that lost start paying; a retry sees it and the gate opens (and
+  // its retry gap is back to kRetryEvery for the next time it closes).
+  EXPECT_GT(gated_steps(losing, 16, 60, SpeculationGate::kRetryMax + 1), 0);
+  EXPECT_FALSE(losing.closed(16));
   EXPECT_EQ(gated_steps(losing, 16, 60, 64), 64);
+}
+
+// Steps with proposals that emit 2x plain steps' rate, three of the first ones 25x slower
+// (a CUDA Graph recorded, a matmul shape timed): the gate stays open (each step's time is
+// capped at kOutlier times its window's median); without the cap those three alone would
+// close it.
+TEST(SpeculationGate, SlowFirstStepsDoNotCloseIt) {
+  SpeculationGate g;
+  int32_t n_spec = 0, n_closed = 0;
+  for (int32_t i = 0; i < 256; ++i) {
+    const bool spec = g.decide(1) == SpeculationGate::Step::Policy;
+    const bool slow = spec && (n_spec == 3 || n_spec == 5 || n_spec == 8);
+    n_spec += spec;
+    g.observe(1, spec, spec ? 4.0 : 1.0, spec ? (slow ? 5e-3 : 2e-4) : 1e-4);  // 20 against 10 tokens/ms
+    n_closed += g.closed(1);
+  }
+  EXPECT_EQ(n_closed, 0);
+  EXPECT_GT(n_spec, 200);
+}
+
+TEST(SpeculationGate, ARetryThatClearlyWinsOpensIt) {
+  SpeculationGate g;
+  gated_steps(g, 32, 15, 64);  // 7.5 against 10 tokens/ms: closed
+  ASSERT_TRUE(g.closed(32));
+  int32_t until_open = 0;
+  while (g.closed(32) && until_open < 1000) {
+    ++until_open;
+    const bool spec = g.decide(32) == SpeculationGate::Step::Policy;
+    g.observe(32, spec, spec ? 40.0 : 10.0, spec ? 2e-3 : 1e-3);  // 20 tokens/ms now
+  }
+  EXPECT_LE(until_open, SpeculationGate::kRetryMax) << "the first retry that wins opens it";
+  EXPECT_EQ(gated_steps(g, 32, 40, 64), 64);
+  // A retry at 1.1x plain's rate (below kReopen) leaves it closed.
+  SpeculationGate h;
+  gated_steps(h, 32, 15, 64);
+  ASSERT_TRUE(h.closed(32));
+  for (int32_t i = 0; i < 2 * SpeculationGate::kRetryMax; ++i) {
+    const bool spec = h.decide(32) == SpeculationGate::Step::Policy;
+    h.observe(32, spec, spec ? 22.0 : 10.0, spec ? 2e-3 : 1e-3);  // 11 against 10 tokens/ms
+  }
+  EXPECT_TRUE(h.closed(32));
+}
+
+TEST(SpeculationGate, ProposalsMustBeatPlainByTheMargin) {
+  // 10.1 tokens/ms against 10: within kMargin (2%), so nothing is proposed but retries.
+  SpeculationGate g;
+  gated_steps(g, 8, 20.2, 64);
+  EXPECT_TRUE(g.closed(8));
+  EXPECT_LE(gated_steps(g, 8, 20.2, 640), 4);
+  // 10.5 against 10: proposals pay.
+  SpeculationGate h;
+  gated_steps(h, 8, 21, 64);
+  EXPECT_FALSE(h.closed(8));
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ struct PagedAttentionArgs {
   int64_t sliding_window = 0;  // 0 = full causal; else keys with pos > q_pos - window
   // Decode kernel (flash-decoding): each sequence's key range is cut into pieces of
   // batch.split_keys[0] keys, one thread block each, at most n_splits of them (the grid); with
-  // n_splits > 1 the partial results go to `workspace` ([n_decode, n_heads, n_splits] x
+  // n_splits > 1 the partial results go to `workspace` ([n_decode items, n_heads, n_splits] x
   // (head_dim + 2) floats; unused splits only mark theirs empty) and a second kernel combines
   // them.
   int32_t n_splits = 1;
@@ -44,9 +44,9 @@ struct PagedAttentionArgs {
 // The plain kernel (attention.cu) runs this for the n_list token rows of `tokens`.
 void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
-// The same for the sequences of batch.decode_seqs (one new token each), GQA-grouped: one
-// thread block reads each K/V row once for all query heads of its kv head
-// (decode_attention.cu). decode_supported() says whether the shape has a specialisation
+// The same for the items of batch.decode_seqs / batch.decode_tokens (a sequence's one new
+// token, or each row of a short chunk), GQA-grouped: one thread block reads each K/V row once
+// for all query heads of its kv head (decode_attention.cu). decode_supported() says whether the shape has a specialisation
 // (head_dim 64, 128 or 256, up to 8 query heads per kv head); the plain kernel serves the
 // rest.
 bool decode_supported(int64_t head_dim, int64_t group);
@@ -79,5 +79,11 @@ constexpr int32_t kFlashMinRowsOther = 64;
 inline int32_t flash_min_rows(DType kv_dtype) {
   return kv_dtype == DType::BF16 ? kFlashMinRowsBf16 : kFlashMinRowsOther;
 }
+
+// In "auto" mode, chunks of 2 to this many rows that the tiled kernel does not take (shorter
+// than flash_min_rows, or a head_dim it lacks) run on the decode kernel, one item per row:
+// a speculative verification of up to 7 proposals reads the keys once per row, split-K and
+// GQA-grouped, where the plain kernel reads them once per row and query head.
+constexpr int32_t kDecodeChunkMaxRows = 8;
 
 }  // namespace tf::cuda

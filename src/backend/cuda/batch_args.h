@@ -15,7 +15,8 @@ struct BatchArgs {
   const int32_t* slot_mapping = nullptr;  // [n_tokens]
   const int32_t* logits_rows = nullptr;   // [n_out]
   // Attention work lists, computed on the host by set_batch:
-  const int32_t* decode_seqs = nullptr;    // [n_decode] sequences with one new token (decode kernel)
+  const int32_t* decode_seqs = nullptr;    // [n_decode] the decode kernel's items: a sequence with one
+                                           // new token, or one row of a short chunk (set_batch)
   const int32_t* decode_tokens = nullptr;  // [n_decode] their token rows
   const int32_t* plain_tokens = nullptr;   // [n_plain] token rows of longer chunks (plain kernel)
   const int32_t* flash_tiles = nullptr;    // [n_flash, 3] (sequence, first row, rows <= 64) of long chunks

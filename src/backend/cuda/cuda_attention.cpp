@@ -73,7 +73,7 @@ RopeKvArgs CudaBackend::rope_args(int layer, const TensorView& qkv, const QkRope
 }
 
 void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionParams& p, const TensorView& out) {
-  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_seqs() ? "attention (decode)" : "attention (prefill/mixed)",
+  OpScope scope(prof(), dev_batch_.n_decode == batch_.n_tokens() ? "attention (decode)" : "attention (prefill/mixed)",
                 stream_);
   check_layer(layer, p);
   check_dev(qkv, DType::BF16, "attention qkv");

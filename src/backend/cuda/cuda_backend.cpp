@@ -198,14 +198,19 @@ void CudaBackend::set_batch(const Batch& b) {
   decode_tokens_.clear();
   plain_tokens_.clear();
   flash_tiles_.clear();
-  // Chunks long enough (or any, when asked) go to the tiled kernel in tiles of 64 rows.
+  // Chunks long enough (or any, when asked) go to the tiled kernel in tiles of 64 rows; in
+  // "auto" mode, chunks of up to kDecodeChunkMaxRows rows shorter than that (speculative
+  // verifications: the last token and its proposals) take the decode kernel, one item per row.
   const bool flash_ok = flash_supported(kv_spec_.head_dim) && opt_.attention != "plain";
   const int32_t flash_min = opt_.attention == "flash" ? 2 : flash_min_rows(kv_spec_.dtype);
+  const int32_t decode_max = opt_.attention == "auto" ? kDecodeChunkMaxRows : 1;
   for (int32_t s = 0; s < b.n_seqs(); ++s) {
     const int32_t begin = b.seq_starts[size_t(s)], end = b.seq_starts[size_t(s) + 1];
-    if (end - begin == 1) {
-      decode_seqs_.push_back(s);
-      decode_tokens_.push_back(begin);
+    if (end - begin == 1 || (end - begin <= decode_max && !(flash_ok && end - begin >= flash_min))) {
+      for (int32_t t = begin; t < end; ++t) {
+        decode_seqs_.push_back(s);
+        decode_tokens_.push_back(t);
+      }
     } else if (flash_ok && end - begin >= flash_min) {
       for (int32_t t = begin; t < end; t += 64) flash_tiles_.insert(flash_tiles_.end(), {s, t, std::min(64, end - t)});
     } else {

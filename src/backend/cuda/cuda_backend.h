@@ -8,9 +8,10 @@
 // block_size, head_dim] per layer, plus one padding block at index n_blocks that padded rows
 // of recorded decode steps write to.
 //
-// Attention: set_batch sorts the batch into work lists: sequences with one new token go to
-// the GQA-grouped split-K decode kernel (decode_attention.cu), prefill chunks to the plain
-// kernel (attention.cu). Matmuls of up to kGemvMaxRows rows go to the GEMV kernel or cuBLAS,
+// Attention: set_batch sorts the batch into work lists: sequences with one new token, and the
+// rows of chunks too short for the tiled kernel (speculative verifications; "auto" mode), go to
+// the GQA-grouped split-K decode kernel (decode_attention.cu), longer chunks to the tiled
+// kernel (flash_attention*.cu) or the plain one (attention.cu). Matmuls of up to kGemvMaxRows rows go to the GEMV kernel or cuBLAS,
 // whichever was faster when the shape was first seen (timed once, outside any recording).
 //
 // CUDA Graphs: graph_begin/graph_end record the ops of a forward on first repeat of a key

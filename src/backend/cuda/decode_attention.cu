@@ -1,6 +1,7 @@
-// Paged decode attention (one new token per sequence), flash-decoding style.
+// Paged decode attention (one new token per sequence, or each row of a short chunk such as a
+// speculative verification), flash-decoding style.
 //
-// Grid (decode sequence, kv head, split). A block of 4 warps walks the keys of its split;
+// Grid (decode item, kv head, split). A block of 4 warps walks the keys of its split;
 // each warp takes kKeysPerWarp keys at a time (a step; the loads of the next kDepth steps
 // are in flight in a register ring), one group of kLanes = 32 / kKeysPerWarp lanes
 // per key, each lane holding kDims = head_dim / kLanes consecutive dims. A lane group reads
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   const int32_t s = a.batch.decode_seqs[blockIdx.x];
   const int64_t kvh = blockIdx.y, hd = kHeadDim;
   const int32_t split = int32_t(blockIdx.z);
-  const DecodeKeys keys = decode_keys(a, s, split);
+  const DecodeKeys keys = decode_keys(a, int32_t(blockIdx.x), split);
   const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
     mark_split_empty(a, kvh, split);
@@ -205,11 +206,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(PagedAtte
   }
 }
 
-// Grid (decode sequence, head), head_dim threads: merges the n_splits partial states.
+// Grid (decode item, head), head_dim threads: merges the n_splits partial states.
 __global__ void combine_kernel(PagedAttentionArgs a) {
   pdl_begin();
   const int64_t hd = a.head_dim, h = blockIdx.y;
-  const int32_t it = a.batch.seq_starts[a.batch.decode_seqs[blockIdx.x]];
+  const int32_t it = a.batch.decode_tokens[blockIdx.x];
   const float* ws = split_state(a, h, 0);
   float mx = -INFINITY;
   for (int sp = 0; sp < a.n_splits; ++sp) mx = fmaxf(mx, ws[sp * (hd + 2)]);

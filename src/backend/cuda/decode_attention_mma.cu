@@ -8,7 +8,7 @@
 // m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest zero), so a key tile
 // costs a handful of mma instructions and the kernel streams K/V.
 //
-// Grid (decode sequence, kv head, split), 4 warps. The split's keys go through shared memory
+// Grid (decode item, kv head, split), 4 warps. The split's keys go through shared memory
 // in tiles of kTileKeys = 64 (cp.async, 16-byte copies, double-buffered: tile j + 1 loads
 // while tile j is used); warp w owns keys 16w..16w+15 of every tile and keeps its own online
 // softmax state (m, l, O for the 16 rows) in registers:
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   const int64_t kvh = blockIdx.y;
   const int32_t split = int32_t(blockIdx.z);
   const int group = int(a.n_heads / a.n_kv_heads);
-  const DecodeKeys keys = decode_keys(a, s, split);
+  const DecodeKeys keys = decode_keys(a, int32_t(blockIdx.x), split);
   const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
     mark_split_empty(a, kvh, split);

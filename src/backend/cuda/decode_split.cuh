@@ -15,14 +15,16 @@ namespace tf::cuda {
 // Block-table entries of one split a decode block keeps in shared memory.
 constexpr int32_t kDecodeStagedBlocks = 64;
 
-// Split `split` of decode sequence `s`: the token row `it` at position `qpos` and the keys
-// [k_begin, k_end) (empty past the sequence's keys; the window's first key counts from
-// qpos - window + 1).
+// Split `split` of decode item `item` (token row batch.decode_tokens[item] of sequence
+// batch.decode_seqs[item]; a sequence verifying several tokens has one item per row): the row
+// `it` at position `qpos` and the keys [k_begin, k_end) (causal: up to qpos, so a row of a
+// short chunk sees the chunk's rows before it; empty past them; the window's first key counts
+// from qpos - window + 1).
 struct DecodeKeys {
   int32_t it, qpos, k_begin, k_end;
 };
-__device__ __forceinline__ DecodeKeys decode_keys(const PagedAttentionArgs& a, int32_t s, int32_t split) {
-  const int32_t it = a.batch.seq_starts[s];
+__device__ __forceinline__ DecodeKeys decode_keys(const PagedAttentionArgs& a, int32_t item, int32_t split) {
+  const int32_t it = a.batch.decode_tokens[item];
   const int32_t qpos = a.batch.positions[it];
   const int32_t first = a.sliding_window > 0 ? max(0, qpos - int32_t(a.sliding_window) + 1) : 0;
   const int32_t split_keys = *a.batch.split_keys;

@@ -594,6 +594,16 @@ const Steps kSteps = {
     {{4, 1}, {0, 1}, {1, 1}, {2, 1}, {3, 1}, {5, 1}},
     {{2, 1}, {3, 1}, {5, 1}, {4, 1}, {1, 1}, {0, 1}},
 };
+// Verification-shaped steps: prefills (one past a 64-key tile), then chunks of 2 to 8 rows
+// beside one-token decodes, as speculative verifications of 1 to 7 proposals run. In "auto"
+// mode every chunk here of up to kDecodeChunkMaxRows rows that the tiled kernel does not take
+// runs on the decode kernel, one item per row, each row seeing the chunk's rows before it.
+const Steps kShortChunkSteps = {
+    {{0, 40}, {1, 9}, {2, 70}, {3, 1}},
+    {{0, 5}, {1, 2}, {2, 8}, {3, 3}},
+    {{0, 1}, {1, 7}, {2, 4}, {3, 6}},
+    {{0, 3}, {1, 3}, {2, 3}, {3, 3}},
+};
 struct AttnCase {
   const Steps* steps = &kSteps;
   int32_t block_size = 16;
@@ -604,7 +614,8 @@ struct AttnCase {
   bool decode_mma = true;          // decodes: tensor-core kernel (BF16 pools) or the CUDA-core one
   int decode_splits = 0;           // key splits per decoded sequence (0: the backend's choice)
   std::string str() const {
-    return std::string(steps == &kLongSteps ? "long " : "") + "attention=" + attention +
+    return std::string(steps == &kLongSteps ? "long " : steps == &kShortChunkSteps ? "short chunks " : "") +
+           "attention=" + attention +
            (decode_mma ? "" : " decode=cuda-cores") +
            (decode_splits ? " splits=" + std::to_string(decode_splits) : "") +
            " block_size=" + std::to_string(block_size) +
@@ -686,7 +697,7 @@ constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
 void run_attn_case(const AttnCase& c) {
   SCOPED_TRACE(c.str());
   Rng rng(test::seed_of({6, c.block_size, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
-                         int64_t(c.kv_dtype), c.layer, c.steps == &kLongSteps}));
+                         int64_t(c.kv_dtype), c.layer, c.steps == &kLongSteps, c.steps == &kShortChunkSteps}));
   const Steps& steps = *c.steps;
   const Tables tables = make_tables(rng, c.block_size, seq_lengths(steps), /*spare=*/5);
   const KvCacheSpec spec{.n_layers = 2, .n_blocks = tables.n_blocks, .block_size = c.block_size,
@@ -826,6 +837,27 @@ TEST_P(CudaAttention, MatchesRefLongContext) {
     run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first, .n_kv_heads = heads.second,
                            .head_dim = 128, .sliding_window = splits == 3 ? 100 : 0, .kv_dtype = kv_dtype,
                            .layer = 1, .decode_splits = splits});
+  }
+}
+
+// Chunks of 2-8 rows (speculative verifications) in "auto" mode: on the decode kernel where
+// the tiled kernel does not take them (BF16 pools: 2-7 rows; other pools: 2-8; head_dim 256:
+// 2-8), with the backend's splits and with 3 (a row's split range ends at its own position).
+TEST_P(CudaAttention, MatchesRefShortChunks) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const auto [kv_dtype, heads] = GetParam();
+  for (int64_t head_dim : {64, 128, 256}) {
+    for (int64_t window : {0, 5}) {
+      for (bool mma : {true, false}) {
+        if (!mma && kv_dtype != DType::BF16) continue;
+        for (int splits : {0, 3}) {
+          run_attn_case(AttnCase{.steps = &kShortChunkSteps, .block_size = 16, .n_heads = heads.first,
+                                 .n_kv_heads = heads.second, .head_dim = head_dim, .sliding_window = window,
+                                 .kv_dtype = kv_dtype, .layer = int(window > 0), .attention = "auto",
+                                 .decode_mma = mma, .decode_splits = splits});
+        }
+      }
+    }
   }
 }
 

@@ -4,8 +4,8 @@
 // that verification steps are recorded as CUDA Graphs, and not padded) equal those of the
 // same engine without it,
 // except where a BF16 near-tie flips. A verification runs a sequence's 1 + k tokens through
-// the prefill kernels (GEMM, tiled attention) where plain decoding runs the decode kernels
-// (GEMV, split-K attention), so rounding differs and bitwise equality is not promised: at
+// matmuls of more rows (another GEMM choice) and the split-K attention kernel with another
+// split count than plain decoding, so rounding differs and bitwise equality is not promised: at
 // the first differing step, the plain run's own top-1/top-2 margin (recomputed with score()
 // along its trajectory) must be below kTieTol (test_cuda_engine.cpp gives the budget).
 // Both KV pools must be empty at the end, and the draft's proposals must be accepted at all.
