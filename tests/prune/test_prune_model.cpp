@@ -63,8 +63,8 @@ std::string dead_copy(const fs::path& dir) {
     bytes.emplace_back(t->data, t->data + t->nbytes);
     std::vector<uint8_t>& b = bytes.back();
     const size_t es = dtype_size(t->dtype);
-    auto zero_cols = [&](int64_t c0, int64_t n) {
-      for (int64_t r = 0; r < t->shape[0]; ++r) std::memset(b.data() + size_t(r * t->shape[1] + c0) * es, 0, size_t(n) * es);
+    auto zero_cols = [&b, es, rows = t->shape[0], cols = t->shape[1]](int64_t c0, int64_t n) {
+      for (int64_t r = 0; r < rows; ++r) std::memset(b.data() + size_t(r * cols + c0) * es, 0, size_t(n) * es);
     };
     if (name == "model.layers.2.self_attn.o_proj.weight") {
       zero_cols(64, 64);   // head 1
