@@ -21,7 +21,7 @@ namespace {
 
 struct Args {
   std::string in, out, calib, eval, eval_format = "auto", score = "auto", recover = "lsq", sweep, plot;
-  double heads = 0, ffn = 0, target_params = 0, max_ppl_increase = -1, min_keep = 10;
+  double heads = 0, ffn = 0, target_params = 0, max_ppl_increase = -1, min_keep = 10, damp = 0.3;
   int64_t channel_multiple = 8;
   int64_t calib_tokens = 8192, calib_rows = 8192, select_tokens = 1024;
   int window = 256;
@@ -134,6 +134,7 @@ int run_prune(const Args& a) {
   StagedProgress bar;
   const Pruner pruner(PruneParams{
       .in_dir = a.in, .calib_ids = calib, .calib_rows = a.calib_rows, .window = a.window,
+      .damp = a.damp,
       .progress = [&](const std::string& what, int64_t done, int64_t total) { bar.update(what, done, total); }});
   if (!a.sweep.empty()) return run_sweep(a, pruner, eval_ids, bar);
 
@@ -206,6 +207,10 @@ void add_prune(CLI::App& app, Runner& run) {
   c->add_option("--calib-tokens", a->calib_tokens, "Calibration tokens used (the first N of the file)")->capture_default_str();
   c->add_option("--calib-rows", a->calib_rows, "Input rows per projection kept for scores and recovery")
       ->capture_default_str();
+  c->add_option("--damp", a->damp,
+                 "lsq recovery: ridge toward the original columns, as a multiple of the kept inputs' mean variance")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("-t,--threads", a->threads, "CPU threads (0 = all cores)")->capture_default_str();
   c->callback([a, &run] { run = [a] { return run_prune(*a); }; });
 }

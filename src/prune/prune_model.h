@@ -30,7 +30,7 @@ struct PruneParams {
   std::vector<int32_t> calib_ids;  // calibration tokens: the activations the scores and recovery read
   int64_t calib_rows = 8192;       // input rows per projection kept from them
   int32_t window = 256;            // tokens per window (calibration forward and every perplexity)
-  double damp = 0.01;              // the least-squares ridge (recover.h)
+  double damp = 0.3;               // the least-squares ridge (recover.h; the default chosen in docs/PRUNE.md)
   std::function<void(const std::string& what, int64_t done, int64_t total)> progress;  // may be empty
 };
 

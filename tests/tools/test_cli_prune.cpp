@@ -1,9 +1,11 @@
 // `twofold prune` as a user runs it: --help, refusals of bad flags naming the flag, the
 // perplexity gate that refuses a cut (non-zero exit, the measured figure, nothing written),
-// a cut within the gate written with its per-layer table, and the search for the largest cut.
+// a cut within the gate written with its per-layer table, and the search for the largest cut
+// (also with --score auto on 8 windows: within the limit, and one percent more is not).
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 
 #include "tools/cli_util.h"
 
@@ -86,6 +88,35 @@ TEST_F(CliPrune, AloneTheLimitSearchesTheLargestCut) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "largest cut within the limit: --target-params");
   EXPECT_TRUE(fs::exists(out() + "/model.safetensors"));
+}
+
+// --score auto (both scores built, the better on the held-out tail of the calibration text)
+// with the search, on 8 windows: the cut found stays within the limit, its score is named,
+// and the next whole percent, cut the same way, is refused.
+TEST_F(CliPrune, AutoScoreSearchFindsTheLargestCutOnEightWindows) {
+  const std::string common = "prune -m " + test::model_dir("tiny-main") + " --calib " +
+                             test::source_path("models/calib/gpl-3.txt") + " --calib-tokens 2048 --calib-rows 2048" +
+                             " --score auto --recover lsq --threads 2 --eval " +
+                             test::data_path("valid_tokens_65536.bin") + " --max-windows 8 --max-ppl-increase 12 ";
+  const auto r = run_twofold(common + "-o " + out());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("score (wanda|flap), recovery lsq, largest cut within the limit: "
+                                                     "--target-params ([0-9]+)")))
+      << r.out;
+  const int found = std::stoi(m[2].str());
+  EXPECT_GT(found, 0);
+  std::smatch p;
+  ASSERT_TRUE(std::regex_search(r.out, p, std::regex(R"(: ([0-9.]+) -> ([0-9.]+) \(\+([0-9.]+)%\))"))) << r.out;
+  EXPECT_LE(std::stod(p[3].str()), 12.0);
+  EXPECT_GT(std::stod(p[2].str()), std::stod(p[1].str()));
+  EXPECT_TRUE(fs::exists(out() + "/model.safetensors"));
+
+  const std::string next = (dir_ / "next").string();
+  const auto r2 = run_twofold(common + "--target-params " + std::to_string(found + 1) + " -o " + next);
+  EXPECT_EQ(r2.exit_code, 1) << r2.out;
+  EXPECT_CONTAINS(r2.err, "over --max-ppl-increase 12%");
+  EXPECT_FALSE(fs::exists(next));
 }
 
 }  // namespace
