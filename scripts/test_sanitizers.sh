@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test suite under the sanitizers (clang). scripts/test.sh runs `ci` after the normal suite.
+# The test suite under the sanitizers (clang). scripts/test.sh runs `all` after the normal suite.
 #
-#   scripts/test_sanitizers.sh ci      what CI runs (the default): tsan, then fuzz
+#   scripts/test_sanitizers.sh all     what CI runs (the default): asan, then tsan
+#   scripts/test_sanitizers.sh ci      tsan, then fuzz (the parsers only: a shorter run)
 #   scripts/test_sanitizers.sh tsan    ThreadSanitizer: the tests labelled `threads` (engine,
 #                                      scheduler, server, tensor-parallel ranks)
 #   scripts/test_sanitizers.sh fuzz    ASan + UBSan on the parsers of untrusted bytes: every
@@ -10,7 +11,6 @@
 #                                      FUZZ_SECONDS=0: none)
 #   scripts/test_sanitizers.sh asan    ASan + UBSan: every test except those labelled
 #                                      `no_sanitizer`, then the fuzzers as in `fuzz`
-#   scripts/test_sanitizers.sh all     asan, then tsan
 #
 # asan and fuzz share one build (build-asan, -DTF_FUZZ=ON -DTF_TESTS=ON), which instruments
 # every target with -fsanitize=address,undefined and the fuzzers' coverage, which the tests do
@@ -22,7 +22,7 @@
 # Times on 2 cores: docs/HARDENING.md ("Sanitizers").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:-ci}
+what=${1:-all}
 case "$what" in
   ci) steps="tsan fuzz" ;;
   all) steps="asan tsan" ;;
