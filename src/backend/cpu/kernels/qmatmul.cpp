@@ -137,10 +137,13 @@ struct V512 {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
   }
   // The F16 values at byte offsets o0 and o1 of p on lanes 0-7 and 8-15: one conversion of
-  // the 16 halves around them and a permute (3 instructions instead of 7 for two scalars).
+  // the 16 halves from o0 and a permute (3 instructions instead of 7 for two scalars), where
+  // those 32 bytes lie within the caller's blocks (a pair of GGUF blocks, each longer than
+  // o1 - o0); two adjacent halves (W4's scales of groups g and g + 1, possibly the last two of
+  // the array) are read alone.
   template <int o0, int o1>
   static F lanes_f16(const uint8_t* p) {
-    if constexpr (o1 - o0 < 32) {
+    if constexpr (o1 - o0 > 2 && o1 - o0 < 32) {
       const F f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o0)));
       constexpr int i = (o1 - o0) / 2;
       return _mm512_permutexvar_ps(_mm512_set_epi32(i, i, i, i, i, i, i, i, 0, 0, 0, 0, 0, 0, 0, 0), f);
