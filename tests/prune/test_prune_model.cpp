@@ -63,8 +63,8 @@ std::string dead_copy(const fs::path& dir) {
     bytes.emplace_back(t->data, t->data + t->nbytes);
     std::vector<uint8_t>& b = bytes.back();
     const size_t es = dtype_size(t->dtype);
-    auto zero_cols = [&b, es, rows = t->shape[0], cols = t->shape[1]](int64_t c0, int64_t n) {
-      for (int64_t r = 0; r < rows; ++r) std::memset(b.data() + size_t(r * cols + c0) * es, 0, size_t(n) * es);
+    auto zero_cols = [&b, es, &shape = t->shape](int64_t c0, int64_t n) {
+      for (int64_t r = 0; r < shape[0]; ++r) std::memset(b.data() + size_t(r * shape[1] + c0) * es, 0, size_t(n) * es);
     };
     if (name == "model.layers.2.self_attn.o_proj.weight") {
       zero_cols(64, 64);   // head 1
@@ -90,7 +90,9 @@ TEST_F(PruneModel, DeadHeadsAndChannelsGoFirst) {
       EXPECT_EQ(keep[size_t(il)].heads, heads);
       EXPECT_EQ(keep[size_t(il)].kv_heads, (std::vector<int32_t>{0, 1}));
       EXPECT_EQ(keep[size_t(il)].channels.size(), il == 4 ? 568u : 576u);
-      if (il == 4) EXPECT_EQ(keep[4].channels.front(), 8);
+      if (il == 4) {
+        EXPECT_EQ(keep[4].channels.front(), 8);
+      }
     }
     const PrunedModel m = pruner.build(keep, Recovery::None);
     EXPECT_EQ(m.n_layer_params_removed, 2 * 2 * 64 * 256 + 8 * 3 * 256);
