@@ -110,8 +110,12 @@ void ThreadPool::worker_loop(int thread) {
       while (epoch_.load(std::memory_order_seq_cst) == seen) epoch_.wait(seen, std::memory_order_seq_cst);
       n_sleeping_.fetch_sub(1, std::memory_order_relaxed);
     }
-    if (stop_.load(std::memory_order_acquire)) return;
+    // The epoch first, then stop_: the destructor sets stop_ before its bump, so a worker that
+    // takes that bump as its `seen` also sees stop_ (read in the other order, the bump could
+    // land between them and the worker would wait for an epoch that never comes: a hang in
+    // ~ThreadPool seen under load).
     seen = epoch_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
     work(thread);
   }
 }
