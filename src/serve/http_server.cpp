@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -99,6 +100,9 @@ struct HttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
+  // The acceptor and its retry timer are used only on this strand (accept's handlers and
+  // shutdown's close), so closing never races an accept completing on another I/O thread.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
 };
 
 std::string HttpServer::Impl::models_json() const {
@@ -111,12 +115,13 @@ std::string HttpServer::Impl::models_json() const {
 // in the backlog. Running out of file descriptors pauses accepting for 50 ms instead of
 // spinning.
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+  acceptor.async_accept(asio::make_strand(io), asio::bind_executor(accept_strand, [this](beast::error_code ec,
+                                                                                      tcp::socket socket) {
     if (!acceptor.is_open()) return;
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
       accept_retry.expires_after(50ms);
-      accept_retry.async_wait([this](beast::error_code) { accept(); });
+      accept_retry.async_wait(asio::bind_executor(accept_strand, [this](beast::error_code) { accept(); }));
       return;
     }
     const bool refuse = shared.n_connections.load() >= shared.max_connections;
@@ -126,7 +131,7 @@ void HttpServer::Impl::accept() {
       std::fprintf(stderr, "twofold serve: cannot serve a connection: %s\n", e.what());
     }
     accept();
-  });
+  }));
 }
 
 // Each connection holds one descriptor; the engine and the model files need some more.
@@ -180,7 +185,7 @@ int HttpServer::bind() {
 
 void HttpServer::run() {
   Impl& m = *impl_;
-  asio::post(m.io, [&m] { m.accept(); });
+  asio::post(m.accept_strand, [&m] { m.accept(); });
   auto serve = [&m] {
     for (;;) {
       try {
@@ -211,7 +216,7 @@ void HttpServer::shutdown() {
     m.loop.abort_all();
     m.admission.wait_idle(std::chrono::seconds(10));
   }
-  asio::post(m.io, [&m] {
+  asio::post(m.accept_strand, [&m] {
     beast::error_code ec;
     m.acceptor.close(ec);
     m.accept_retry.cancel();
