@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test suite under the sanitizers (clang). scripts/test.sh runs `all` after the normal suite.
+# The test suite under the sanitizers (clang). scripts/test.sh runs it after the normal suite
+# with SANITIZERS=all|ci|tsan|fuzz|asan.
 #
-#   scripts/test_sanitizers.sh all     what CI runs (the default): asan, then tsan
+#   scripts/test_sanitizers.sh all     the default: asan, then tsan
 #   scripts/test_sanitizers.sh ci      tsan, then fuzz (the parsers only: a shorter run)
 #   scripts/test_sanitizers.sh tsan    ThreadSanitizer: the tests labelled `threads` (engine,
 #                                      scheduler, server, tensor-parallel ranks)
