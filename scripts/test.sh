@@ -15,11 +15,10 @@ if [ -x "$NVCC" ]; then
   cmake --build "$BUILD-cuda" --target tf_backend_cuda
 fi
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
-# The same suite under the sanitizers (clang) with SANITIZERS=all: every test under ASan + UBSan,
-# each fuzzer 10 s, then the threaded tests under ThreadSanitizer (scripts/test_sanitizers.sh;
-# about 45 minutes more on 2 cores: docs/HARDENING.md, "Sanitizers in CI"); ci, tsan, fuzz and
-# asan run a part. Off by default until one whole run of them has passed on a single commit
-# (each run so far found a defect, since fixed: CI must not turn red on the next one).
-if [ "${SANITIZERS:-none}" != none ]; then
-  bash scripts/test_sanitizers.sh "$SANITIZERS"
+# The same suite under the sanitizers (clang): every test under ASan + UBSan, each fuzzer 10 s,
+# then the threaded tests under ThreadSanitizer (scripts/test_sanitizers.sh; about 45 minutes
+# more on 2 cores: docs/HARDENING.md, "Sanitizers in CI"). SANITIZERS=none skips them;
+# ci, tsan, fuzz and asan run a part.
+if [ "${SANITIZERS:-all}" != none ]; then
+  bash scripts/test_sanitizers.sh "${SANITIZERS:-all}"
 fi
