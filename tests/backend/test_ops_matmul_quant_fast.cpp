@@ -1,8 +1,9 @@
 // CpuBackend::matmul_quant_fast (the integer kernels of quantized weights) against the
 // reference backend's F32 matmul over the dequantized weights, for W8, W4 (group sizes 32,
-// 64, 128), Q8_0, Q4_0, Q4_1 and Q4_K, over shapes that hit every tail: tokens n around the
-// 4-token tile, output rows m around the 4-row block, k from one block of 32 (256 for Q4_K)
-// up past several; with and without bias; at every ISA level (isa_test_main.cpp).
+// 64, 128), Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, over shapes that hit every tail: tokens n
+// around the 4-token tile, output rows m around the 4-row block, k from one block of 32 (one
+// super-block of 256 for the K types, whose rows hold whole super-blocks) up past several (odd
+// counts: 3 and 5 blocks); with and without bias; at every ISA level (isa_test_main.cpp).
 //
 // Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
 // Q4_0, Q4_1 and Q4_K for its AVX2/AVX-512 kernels). Weights are random bytes in each layout
@@ -172,6 +173,65 @@ QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) 
         }
       break;
     }
+    case DType::Q5_K: {  // super-blocks of {f16 d, f16 dmin, uint8 scales[12], uint8 qh[32], uint8 qs[128]}
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t sb = 0; sb < k / 256; ++sb) {
+          uint8_t* p = w.data.data() + (i * (k / 256) + sb) * 176;
+          put_half(p, random_half(rng, 0.0001, 0.002));
+          put_half(p + 2, random_half(rng, 0.0001, 0.002));
+          const uint8_t* sc = p + 4;
+          const uint8_t* qh = p + 16;
+          const uint8_t* qs = p + 48;
+          // ggml's loop: 64 elements per step, the low then the high nibbles of 32 bytes of qs,
+          // their fifth bits at bits u1 = 2 step and u2 = 2 step + 1 of qh[l].
+          for (int step = 0; step < 4; ++step) {
+            for (int half_i = 0; half_i < 2; ++half_i) {
+              const int sub = 2 * step + half_i;
+              int s, mn;  // as Q4_K
+              if (sub < 4) {
+                s = sc[sub] & 63;
+                mn = sc[sub + 4] & 63;
+              } else {
+                s = (sc[sub + 4] & 0xF) | ((sc[sub - 4] >> 6) << 4);
+                mn = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
+              }
+              for (int l = 0; l < 32; ++l) {
+                const uint8_t byte = qs[32 * step + l];
+                const int q = (half_i == 0 ? byte & 0xF : byte >> 4) + ((qh[l] & (1 << sub)) ? 16 : 0);
+                out[i * k + sb * 256 + sub * 32 + l] = get_half(p) * float(s) * float(q) - get_half(p + 2) * float(mn);
+              }
+            }
+          }
+        }
+      break;
+    }
+    case DType::Q6_K: {  // super-blocks of {uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d}
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t sb = 0; sb < k / 256; ++sb) {
+          uint8_t* p = w.data.data() + (i * (k / 256) + sb) * 210;
+          put_half(p + 208, random_half(rng, 0.0001, 0.002));
+          const float d = get_half(p + 208);
+          // ggml's loop: two halves of 128, each from ql[64], qh[32] and scales[8].
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t* ql = p + 64 * h;
+            const uint8_t* qh = p + 128 + 32 * h;
+            const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192 + 8 * h);
+            float* y = out + i * k + sb * 256 + 128 * h;
+            for (int l = 0; l < 32; ++l) {
+              const int is = l / 16;
+              const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+              const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+              const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+              const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+              y[l] = d * float(sc[is]) * float(q1);
+              y[l + 32] = d * float(sc[is + 2]) * float(q2);
+              y[l + 64] = d * float(sc[is + 4]) * float(q3);
+              y[l + 96] = d * float(sc[is + 6]) * float(q4);
+            }
+          }
+        }
+      break;
+    }
     default: ADD_FAILURE() << "no test layout for " << dtype_name(dtype);
   }
   return w;
@@ -287,7 +347,8 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
                          ::testing::Values(Format{DType::W8, 0}, Format{DType::W4, 32}, Format{DType::W4, 64},
                                            Format{DType::W4, 128}, Format{DType::Q8_0, 0}, Format{DType::Q4_0, 0},
-                                           Format{DType::Q4_1, 0}, Format{DType::Q4_K, 0}),
+                                           Format{DType::Q4_1, 0}, Format{DType::Q4_K, 0}, Format{DType::Q5_K, 0},
+                                           Format{DType::Q6_K, 0}),
                          [](const auto& info) {
                            std::string s(dtype_name(info.param.dtype));
                            if (info.param.group) s += "_G" + std::to_string(info.param.group);
@@ -299,7 +360,7 @@ TEST(OpsMatmulQuantFast, DeclinesWhatItDoesNotCover) {
   std::vector<float> x(2 * 64), y(2 * 4);
   std::vector<uint8_t> q(4 * 64 * 2);
   const TensorView xv = make_view(x.data(), DType::F32, {2, 64}), yv = make_view(y.data(), DType::F32, {2, 4});
-  for (DType t : {DType::Q5_K, DType::Q6_K, DType::FP8, DType::BF16})
+  for (DType t : {DType::FP8, DType::BF16})
     EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), t, {4, 64}), {}, yv)) << dtype_name(t);
   EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), DType::W8, {4, 64}), {}, yv)) << "W8 without scales";
   TensorView w4 = make_view(q.data(), DType::W4, {4, 64});
@@ -307,7 +368,8 @@ TEST(OpsMatmulQuantFast, DeclinesWhatItDoesNotCover) {
   w4.zeros = q.data();
   w4.group_size = 48;  // not a multiple of 32
   EXPECT_FALSE(cpu.matmul_quant_fast(xv, w4, {}, yv));
-  EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), DType::Q4_K, {4, 64}), {}, yv)) << "k % 256 != 0";
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), t, {4, 64}), {}, yv)) << dtype_name(t) << ": k % 256 != 0";
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ cpu::QFormat qformat_of(const TensorView& w) {
     case DType::Q4_0: return cpu::QFormat::Q4_0;
     case DType::Q4_1: return cpu::QFormat::Q4_1;
     case DType::Q4_K: return k % 256 == 0 ? cpu::QFormat::Q4_K : cpu::QFormat::kCount;
+    case DType::Q5_K: return k % 256 == 0 ? cpu::QFormat::Q5_K : cpu::QFormat::kCount;
+    case DType::Q6_K: return k % 256 == 0 ? cpu::QFormat::Q6_K : cpu::QFormat::kCount;
     default: return cpu::QFormat::kCount;
   }
 }
@@ -85,7 +87,8 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
 }
 
 bool CpuBackend::reads_gguf_block(DType t) const {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 TensorView CpuBackend::upload(const TensorView& host, DType dtype) {

@@ -67,7 +67,7 @@ struct QMatmulArgs {
   int64_t m = 0;
 };
 // Formats with integer kernels, indexing KernelTable::qmatmul_blocks.
-enum class QFormat : uint8_t { W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, kCount };
+enum class QFormat : uint8_t { W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, kCount };
 
 // ---- attention ---------------------------------------------------------------------------
 // One layer's K or V pool: rows [n_blocks * n_kv_heads * block_size, head_dim] of `data`,

@@ -1,20 +1,23 @@
 // Integer matmul kernels for quantized weights (KernelTable::qmatmul_blocks, quantize_row):
-// out[n, m] = x[n, k] @ w[m, k]^T (+ bias) with w in W8, W4, Q8_0, Q4_0, Q4_1 or Q4_K
+// out[n, m] = x[n, k] @ w[m, k]^T (+ bias) with w in W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K or Q6_K
 // (src/quant/formats.h) and x quantized per block of 32 to 8 bits, or to 16 bits held as two
 // int8 planes whose byte dot products are joined as 254 * dot(w, q) + dot(w, q2) (kernels.h,
 // QuantizedActs).
 //
-// Every format is, per block b of 32 weights of a row, int8 or uint4 values q with a scale
-// c_b and an offset m_b:  w = c_b * q - m_b. The dot-product instructions sum the products
+// Every format is, per block b of 32 weights of a row, int8 or unsigned values q (4 to 6
+// bits) with a scale c and an offset m per lane of 4 (one pair for the whole block except in
+// Q6_K):  w = c * q - m. The dot-product instructions sum the products
 // of 4 bytes into each int32 lane (8 lanes per block); with the activation block's scale dx
 // and each lane's sum xs of its 4 quantized activations, a lane contributes
-//   dx * (c_b * dot(q, xq) - m_b * xs)
+//   dx * (c * dot(q, xq) - m * xs)
 //   W8    q signed,   c = scale[row],                 m = 0
 //   Q8_0  q signed,   c = d (f16 in the block),       m = 0
 //   Q4_0  q 0..15,    c = d,                          m = 8 d
 //   Q4_1  q 0..15,    c = d,                          m = -m (f16 in the block: w = d q + m)
 //   W4    q 0..15,    c = scale[row, g] (f16),        m = c * zero[row, g]   (g: group of b)
 //   Q4_K  q 0..15,    c = d * sc_j (6-bit),           m = dmin * m_j         (j: sub-block)
+//   Q5_K  q 0..31,    as Q4_K, the fifth bit of q from the block's 32 bytes of high bits
+//   Q6_K  q 0..63,    c = d * sc_i (int8, per 16),    m = 32 c               (i: lanes 0-3, 4-7)
 // and the lanes are summed once at the end of the row. Unsigned 4-bit weights go straight
 // into vpdpbusd (VNNI) or vpmaddubsw + vpmaddwd as the unsigned operand; signed int8
 // weights first move their sign onto the activation (|w| . sign(x, w)), since those
@@ -79,6 +82,25 @@ struct V256 {
     if (j % 2) v = _mm256_srli_epi16(v, 4);
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
   }
+  // 32 bytes at p0: their low (hi false) or high nibbles.
+  static I nibbles(const uint8_t* p0, const uint8_t*, bool hi) {
+    I v = _mm256_loadu_si256(reinterpret_cast<const I*>(p0));
+    if (hi) v = _mm256_srli_epi16(v, 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+  }
+  // 32 bytes at p, each shifted right by s0 and masked.
+  static I bits(const uint8_t* p, int s0, int, int mask) {
+    const I v = _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const I*>(p)), _mm_cvtsi32_si128(s0));
+    return _mm256_and_si256(v, _mm256_set1_epi8(char(mask)));
+  }
+  static I or_shl4(I lo, I hi) { return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); }  // hi bytes < 16
+  // The 2 int8 values at s (one per 16 weights) times mul, each on 4 lanes.
+  static F lanes_i8(const uint8_t* s, float mul) {
+    int16_t two;
+    std::memcpy(&two, s, 2);
+    const __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(two))), _mm_set1_ps(mul));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0));
+  }
   static F lanes(float a, float) { return _mm256_set1_ps(a); }
   // The F16 values at byte offsets o0 (first block) and o1 (second) of p, on their lanes.
   template <int o0, int o1>
@@ -132,6 +154,28 @@ struct V512 {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1),
                             _mm512_set1_epi8(0x0F));
+  }
+  // 32 bytes at p0 (first block) and 32 at p1 (second): their low (hi false) or high nibbles.
+  static I nibbles(const uint8_t* p0, const uint8_t* p1, bool hi) {
+    I v = bytes(p0, p1);
+    if (hi) v = _mm512_srli_epi16(v, 4);
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+  }
+  // 32 bytes at p, shifted right by s0 (first block) and by s1 (second), masked.
+  static I bits(const uint8_t* p, int s0, int s1, int mask) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const I both = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s0))),
+                                      _mm256_srl_epi16(v, _mm_cvtsi32_si128(s1)), 1);
+    return _mm512_and_si512(both, _mm512_set1_epi8(char(mask)));
+  }
+  static I or_shl4(I lo, I hi) { return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)); }  // hi bytes < 16
+  // The 4 int8 values at s (one per 16 weights) times mul, each on 4 lanes.
+  static F lanes_i8(const uint8_t* s, float mul) {
+    int32_t four;
+    std::memcpy(&four, s, 4);
+    const __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(four))), _mm_set1_ps(mul));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(v));
   }
   static F lanes(float a, float b) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
@@ -298,6 +342,44 @@ struct FmtQ4_K : GgufRows<256, 144> {
   }
 };
 
+// Q5_K: {f16 d, f16 dmin, scales[12], qh[32], qs[128]}; sub-block j: the low (j even) or high
+// nibbles of qs[32 (j / 2) ..], fifth bits (qh[l] >> j) & 1.
+struct FmtQ5_K : GgufRows<256, 176> {
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr int64_t kBytes = 176;
+  using GgufRows::GgufRows;
+  template <typename V>
+  Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + (b / 8) * kBytes;
+    const int j = int(b % 8);
+    const float d = half(p), dmin = half(p + 2);
+    int sc0, m0, sc1 = 0, m1 = 0;
+    q4k_scale_min(j, p + 4, &sc0, &m0);
+    if (V::kBlocks == 2) q4k_scale_min(j + 1, p + 4, &sc1, &m1);
+    const uint8_t* qs = p + 48 + 32 * (j / 2);
+    const typename V::I q = V::or_shl4(V::nibbles32(qs, j), V::bits(p + 16, j, j + 1, 1));
+    return {q, V::lanes(d * float(sc0), d * float(sc1)), V::lanes(dmin * float(m0), dmin * float(m1))};
+  }
+};
+
+// Q6_K: {ql[128], qh[64], int8 scales[16], f16 d}; sub-block j = 4 h + i (h: half): low (i < 2)
+// or high nibbles of ql[64 h + 32 (i % 2) ..], two high bits (qh[32 h + l] >> 2 i) & 3, scales
+// 8 h + 2 i and 8 h + 2 i + 1 (16 weights each); w = d * scale * (q - 32).
+struct FmtQ6_K : GgufRows<256, 210> {
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr int64_t kBytes = 210;
+  using GgufRows::GgufRows;
+  template <typename V>
+  Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
+    const uint8_t* p = base + (b / 8) * kBytes;
+    const int h = int(b % 8) / 4, i = int(b % 4);
+    const uint8_t* ql = p + 64 * h + 32 * (i % 2);
+    const typename V::I q = V::or_shl4(V::nibbles(ql, ql + 32, i >= 2), V::bits(p + 128 + 32 * h, 2 * i, 2 * i + 2, 3));
+    const typename V::F c = V::lanes_i8(p + 192 + 8 * h + 2 * i, half(p + 208));
+    return {q, c, V::mul(c, V::splat(32.0f))};
+  }
+};
+
 // Adds blocks [b0, b1) (steps of V::kBlocks) of NT tokens x kRows rows to sums; kWide: 16-bit
 // activations (two planes). The vector accumulators are local to this function so that GCC
 // keeps them in registers.
@@ -351,14 +433,16 @@ void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, i
       a.out[(t0 + t) * a.m + rows[r]] = sums[t][r] + (a.bias ? a.bias[rows[r]] : 0.0f);
 }
 #else
-// Baseline: every weight as (q, c, m) from the layouts, integer dot products per block.
+// Baseline: every weight as (q, c, m) from the layouts, integer dot products per half block
+// of 16 (c and m per half: Q6_K's scales are per 16 weights).
 struct ScalarBlock {
   int8_t q[32];
-  float c, m;
+  float c[2], m[2];
 };
 
 ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
   ScalarBlock s{};
+  float c = 0, m = 0;  // both halves' (all formats but Q6_K)
   const int64_t k = w.shape[1];
   const uint8_t* data = w.as<uint8_t>();
   const auto nib16 = [&](const uint8_t* p) {
@@ -370,33 +454,33 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
   switch (w.dtype) {
     case DType::W8:
       std::memcpy(s.q, data + row * k + b * kBlock, kBlock);
-      s.c = static_cast<const float*>(w.scales)[row];
+      c = static_cast<const float*>(w.scales)[row];
       break;
     case DType::Q8_0: {
       const uint8_t* p = data + row * (k / kBlock * 34) + b * 34;
       std::memcpy(s.q, p + 2, kBlock);
-      s.c = half(p);
+      c = half(p);
       break;
     }
     case DType::Q4_0: {
       const uint8_t* p = data + row * (k / kBlock * 18) + b * 18;
       nib16(p + 2);
-      s.c = half(p);
-      s.m = 8.0f * s.c;
+      c = half(p);
+      m = 8.0f * c;
       break;
     }
     case DType::Q4_1: {
       const uint8_t* p = data + row * (k / kBlock * 20) + b * 20;
       nib16(p + 4);
-      s.c = half(p);
-      s.m = -half(p + 2);
+      c = half(p);
+      m = -half(p + 2);
       break;
     }
     case DType::W4: {
       nib16(data + row * (k / 2) + b * (kBlock / 2));
       const int64_t g = row * (k / w.group_size) + b * kBlock / w.group_size;
-      s.c = half(static_cast<const uint8_t*>(w.scales) + 2 * g);
-      s.m = s.c * float(static_cast<const uint8_t*>(w.zeros)[g]);
+      c = half(static_cast<const uint8_t*>(w.scales) + 2 * g);
+      m = c * float(static_cast<const uint8_t*>(w.zeros)[g]);
       break;
     }
     case DType::Q4_K: {
@@ -405,12 +489,41 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
       int sc, mn;
       q4k_scale_min(j, p + 4, &sc, &mn);
       for (int i = 0; i < 32; ++i) s.q[i] = int8_t(j % 2 ? p[16 + 32 * (j / 2) + i] >> 4 : p[16 + 32 * (j / 2) + i] & 0xF);
-      s.c = half(p) * float(sc);
-      s.m = half(p + 2) * float(mn);
+      c = half(p) * float(sc);
+      m = half(p + 2) * float(mn);
       break;
+    }
+    case DType::Q5_K: {
+      const uint8_t* p = data + row * (k / 256 * 176) + (b / 8) * 176;
+      const int j = int(b % 8);
+      int sc, mn;
+      q4k_scale_min(j, p + 4, &sc, &mn);
+      for (int i = 0; i < 32; ++i) {
+        const uint8_t byte = p[48 + 32 * (j / 2) + i];
+        s.q[i] = int8_t((j % 2 ? byte >> 4 : byte & 0xF) | (((p[16 + i] >> j) & 1) << 4));
+      }
+      c = half(p) * float(sc);
+      m = half(p + 2) * float(mn);
+      break;
+    }
+    case DType::Q6_K: {
+      const uint8_t* p = data + row * (k / 256 * 210) + (b / 8) * 210;
+      const int h = int(b % 8) / 4, i4 = int(b % 4);
+      for (int i = 0; i < 32; ++i) {
+        const uint8_t lo = p[64 * h + 32 * (i4 % 2) + i], hi = p[128 + 32 * h + i];
+        s.q[i] = int8_t((i4 >= 2 ? lo >> 4 : lo & 0xF) | (((hi >> (2 * i4)) & 3) << 4));
+      }
+      const float d = half(p + 208);
+      for (int hf = 0; hf < 2; ++hf) {
+        s.c[hf] = d * float(int8_t(p[192 + 8 * h + 2 * i4 + hf]));
+        s.m[hf] = 32.0f * s.c[hf];
+      }
+      return s;
     }
     default: TF_ASSERT(false, "quantized matmul: no layout for {}", dtype_name(w.dtype));
   }
+  s.c[0] = s.c[1] = c;
+  s.m[0] = s.m[1] = m;
   return s;
 }
 
@@ -424,17 +537,21 @@ void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, i
       const ScalarBlock s = scalar_block(*a.w, rows[r], b);
       for (int t = 0; t < NT; ++t) {
         const int8_t* xq = a.x.q + (t0 + t) * k + b * kBlock;
-        int32_t dot = 0;
-        for (int i = 0; i < kBlock; ++i) dot += int32_t(s.q[i]) * int32_t(xq[i]);
-        if constexpr (kWide) {  // Q = 254 q + q2
-          const int8_t* xq2 = a.x.q2 + (t0 + t) * k + b * kBlock;
-          int32_t dot2 = 0;
-          for (int i = 0; i < kBlock; ++i) dot2 += int32_t(s.q[i]) * int32_t(xq2[i]);
-          dot = 254 * dot + dot2;
+        const int8_t* xq2 = kWide ? a.x.q2 + (t0 + t) * k + b * kBlock : nullptr;
+        float v = 0;
+        for (int hf = 0; hf < 2; ++hf) {
+          int32_t dot = 0;
+          for (int i = 16 * hf; i < 16 * hf + 16; ++i) dot += int32_t(s.q[i]) * int32_t(xq[i]);
+          if constexpr (kWide) {  // Q = 254 q + q2
+            int32_t dot2 = 0;
+            for (int i = 16 * hf; i < 16 * hf + 16; ++i) dot2 += int32_t(s.q[i]) * int32_t(xq2[i]);
+            dot = 254 * dot + dot2;
+          }
+          float xs = 0;  // the half block's sum of quantized activations
+          for (int l = 4 * hf; l < 4 * hf + 4; ++l) xs += a.x.xs[(t0 + t) * k4 + b * kLanesPerBlock + l];
+          v += s.c[hf] * float(dot) - s.m[hf] * xs;
         }
-        float xs = 0;  // the block's sum of quantized activations
-        for (int l = 0; l < kLanesPerBlock; ++l) xs += a.x.xs[(t0 + t) * k4 + b * kLanesPerBlock + l];
-        sums[t][r] += a.x.dl[(t0 + t) * k4 + b * kLanesPerBlock] * (s.c * float(dot) - s.m * xs);
+        sums[t][r] += a.x.dl[(t0 + t) * k4 + b * kLanesPerBlock] * v;
       }
     }
   }
@@ -450,6 +567,8 @@ struct FmtQ4_0 { explicit FmtQ4_0(const TensorView&) {} };
 struct FmtQ4_1 { explicit FmtQ4_1(const TensorView&) {} };
 struct FmtW4 { explicit FmtW4(const TensorView&) {} };
 struct FmtQ4_K { explicit FmtQ4_K(const TensorView&) {} };
+struct FmtQ5_K { explicit FmtQ5_K(const TensorView&) {} };
+struct FmtQ6_K { explicit FmtQ6_K(const TensorView&) {} };
 #endif
 
 template <typename Fmt, bool kWide>
@@ -488,6 +607,8 @@ void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ
 void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_0>(a, b0, b1); }
 void qmatmul_q4_1(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_1>(a, b0, b1); }
 void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ4_K>(a, b0, b1); }
+void qmatmul_q5_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ5_K>(a, b0, b1); }
+void qmatmul_q6_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ6_K>(a, b0, b1); }
 
 // Blocks of 32 (kernels.h, QuantizedActs): 8-bit d = max|x| / 127, 16-bit d = max|x| / 32258;
 // Q = round(x * (1 / d)) (ties to even), the 16-bit Q split into 254 q + q2 with |q2| <= 127

@@ -20,6 +20,8 @@ void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q4_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q4_1(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q5_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
+void qmatmul_q6_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void attend_item(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch);
 void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* out);
 void swiglu_row(const float* gate, const float* up, int64_t d, float* out);
@@ -46,6 +48,8 @@ KernelTable make_table() {
   t.qmatmul_blocks[size_t(QFormat::Q4_0)] = qmatmul_q4_0;
   t.qmatmul_blocks[size_t(QFormat::Q4_1)] = qmatmul_q4_1;
   t.qmatmul_blocks[size_t(QFormat::Q4_K)] = qmatmul_q4_k;
+  t.qmatmul_blocks[size_t(QFormat::Q5_K)] = qmatmul_q5_k;
+  t.qmatmul_blocks[size_t(QFormat::Q6_K)] = qmatmul_q6_k;
 #if defined(__AVX2__)
   t.qmatmul_u4x4 = qmatmul_u4x4;
 #endif
