@@ -213,7 +213,7 @@ TEST_F(TinyMainGguf, F16LogitsEqualTheFolderAndTransformers) {
 
 // The quantized files scored along the f16 file's greedy continuations, as the CPU backend runs
 // them by default (their Q8_0 / Q4_0 matrices in their blocks on the integer kernels; q4_0's
-// Q6_K LM head dequantized) and dequantized at load (--dequantize). A step whose f16 top-2
+// Q6_K LM head too) and dequantized at load (--dequantize). A step whose f16 top-2
 // margin is within 3x the quantization error (rms logit difference) is a near-tie: either
 // token is a fair pick there, and the generated sequences may part after it. The last logits
 // are also held to transformers' golden ones (which the f16 file meets within 1e-4), and the
