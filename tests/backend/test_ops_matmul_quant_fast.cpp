@@ -75,6 +75,18 @@ float get_half(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
+// The 6-bit scale and min of sub-block `sub` of a Q4_K / Q5_K super-block, as ggml packs them
+// in 12 bytes.
+void k_scale_min(const uint8_t* sc, int sub, int* s, int* mn) {
+  if (sub < 4) {
+    *s = sc[sub] & 63;
+    *mn = sc[sub + 4] & 63;
+  } else {
+    *s = (sc[sub + 4] & 0xF) | ((sc[sub - 4] >> 6) << 4);
+    *mn = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
+  }
+}
+
 // Random weights of one layout, with their dequantized values (scalar, from the layout).
 QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) {
   QWeight w{.dtype = dtype, .m = m, .k = k, .group = group};
@@ -156,14 +168,8 @@ QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) 
           const uint8_t* sc = p + 4;
           const uint8_t* qs = p + 16;
           for (int sub = 0; sub < 8; ++sub) {
-            int s, mn;  // 6-bit scale and min of sub-block `sub`, as ggml packs them
-            if (sub < 4) {
-              s = sc[sub] & 63;
-              mn = sc[sub + 4] & 63;
-            } else {
-              s = (sc[sub + 4] & 0xF) | ((sc[sub - 4] >> 6) << 4);
-              mn = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
-            }
+            int s, mn;
+            k_scale_min(sc, sub, &s, &mn);
             for (int l = 0; l < 32; ++l) {  // sub-block 2c: low nibbles of qs[32c ..]; 2c + 1: high
               const uint8_t byte = qs[32 * (sub / 2) + l];
               const int q = sub % 2 == 0 ? byte & 0xF : byte >> 4;
@@ -187,14 +193,8 @@ QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) 
           for (int step = 0; step < 4; ++step) {
             for (int half_i = 0; half_i < 2; ++half_i) {
               const int sub = 2 * step + half_i;
-              int s, mn;  // as Q4_K
-              if (sub < 4) {
-                s = sc[sub] & 63;
-                mn = sc[sub + 4] & 63;
-              } else {
-                s = (sc[sub + 4] & 0xF) | ((sc[sub - 4] >> 6) << 4);
-                mn = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
-              }
+              int s, mn;
+              k_scale_min(sc, sub, &s, &mn);
               for (int l = 0; l < 32; ++l) {
                 const uint8_t byte = qs[32 * step + l];
                 const int q = (half_i == 0 ? byte & 0xF : byte >> 4) + ((qh[l] & (1 << sub)) ? 16 : 0);

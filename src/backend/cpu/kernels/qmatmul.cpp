@@ -325,6 +325,17 @@ struct FmtW4 {
   }
 };
 
+// Q4_K's and Q5_K's step over sub-blocks [j, j + V::kBlocks) of the super-block at p, with
+// their values q: c = d * sc, m = dmin * min (6-bit, from the 12 bytes at p + 4).
+template <typename V>
+Step<V> k4_step(const uint8_t* p, int j, typename V::I q) {
+  const float d = half(p), dmin = half(p + 2);
+  int sc0, m0, sc1 = 0, m1 = 0;
+  q4k_scale_min(j, p + 4, &sc0, &m0);
+  if (V::kBlocks == 2) q4k_scale_min(j + 1, p + 4, &sc1, &m1);
+  return {q, V::lanes(d * float(sc0), d * float(sc1)), V::lanes(dmin * float(m0), dmin * float(m1))};
+}
+
 struct FmtQ4_K : GgufRows<256, 144> {
   static constexpr bool kSigned = false, kOffset = true;
   static constexpr int64_t kBytes = 144;
@@ -333,12 +344,7 @@ struct FmtQ4_K : GgufRows<256, 144> {
   Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
     const uint8_t* p = base + (b / 8) * kBytes;
     const int j = int(b % 8);
-    const float d = half(p), dmin = half(p + 2);
-    int sc0, m0, sc1 = 0, m1 = 0;
-    q4k_scale_min(j, p + 4, &sc0, &m0);
-    if (V::kBlocks == 2) q4k_scale_min(j + 1, p + 4, &sc1, &m1);
-    return {V::nibbles32(p + 16 + 32 * (j / 2), j), V::lanes(d * float(sc0), d * float(sc1)),
-            V::lanes(dmin * float(m0), dmin * float(m1))};
+    return k4_step<V>(p, j, V::nibbles32(p + 16 + 32 * (j / 2), j));
   }
 };
 
@@ -352,13 +358,7 @@ struct FmtQ5_K : GgufRows<256, 176> {
   Step<V> step(int64_t, const uint8_t* base, int64_t b) const {
     const uint8_t* p = base + (b / 8) * kBytes;
     const int j = int(b % 8);
-    const float d = half(p), dmin = half(p + 2);
-    int sc0, m0, sc1 = 0, m1 = 0;
-    q4k_scale_min(j, p + 4, &sc0, &m0);
-    if (V::kBlocks == 2) q4k_scale_min(j + 1, p + 4, &sc1, &m1);
-    const uint8_t* qs = p + 48 + 32 * (j / 2);
-    const typename V::I q = V::or_shl4(V::nibbles32(qs, j), V::bits(p + 16, j, j + 1, 1));
-    return {q, V::lanes(d * float(sc0), d * float(sc1)), V::lanes(dmin * float(m0), dmin * float(m1))};
+    return k4_step<V>(p, j, V::or_shl4(V::nibbles32(p + 48 + 32 * (j / 2), j), V::bits(p + 16, j, j + 1, 1)));
   }
 };
 
