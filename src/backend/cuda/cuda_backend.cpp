@@ -16,6 +16,7 @@
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda_factory.h"
+#include "quant/quantized_weight.h"
 
 namespace tf {
 
@@ -98,6 +99,13 @@ void CudaBackend::release(const TensorView& buf) {
 }
 
 TensorView CudaBackend::upload(const TensorView& host, DType dtype) {
+  if (host.dtype == DType::Q4_0) {  // reads_gguf_block: as W4, group 32, zero 8 (exact)
+    TF_ASSERT(dtype == DType::Q4_0, "CUDA upload: Q4_0 -> {}: GGUF blocks are uploaded as stored", dtype_name(dtype));
+    TF_ASSERT(host.n_dims == 2 && host.shape[1] % 32 == 0, "CUDA upload: Q4_0 tensor of shape {}: 2-d, rows of whole blocks",
+              host.shape_str());
+    const QuantizedWeight w4 = repack_q4_0_to_w4(host);
+    return upload_quantized(w4.view());  // copies before returning
+  }
   if (host.dtype == DType::W8 || host.dtype == DType::W4 || host.dtype == DType::FP8) {
     TF_ASSERT(dtype == host.dtype, "CUDA upload: {} -> {}: quantized weights keep their format", dtype_name(host.dtype),
               dtype_name(dtype));

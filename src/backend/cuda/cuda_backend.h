@@ -24,7 +24,8 @@
 // forward makes no host round trip; copy_to_host()/copy_from_host() synchronize the stream.
 //
 // Quantized weights (W8, W4, FP8; quant/formats.h) are uploaded in their own layout with their
-// scales and zeros (cuda_quant.cpp); matmul on them takes the quantized decode GEMV for a few
+// scales and zeros (cuda_quant.cpp), GGUF Q4_0 as W4 with groups of 32 and zero 8 (its exact
+// values; an embedding table in that layout is dequantized row by row on lookup); matmul on them takes the quantized decode GEMV for a few
 // rows, the tensor-core kernel (W4, W8) or cuBLASLt's FP8 GEMM on per-token quantized
 // activations (FP8) beyond, and dequantize-then-cuBLAS for shapes those do not take.
 //
@@ -70,6 +71,9 @@ class CudaBackend final : public Backend {
   TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override;
   void release(const TensorView& buf) override;
   TensorView upload(const TensorView& host, DType dtype) override;
+  // GGUF Q4_0 matrices: upload() takes them as W4 with groups of 32 (the same values exactly:
+  // repack_q4_0_to_w4), so the W4 kernels run them and embedding() gathers their rows.
+  bool reads_gguf_block(DType t) const override { return t == DType::Q4_0; }
   void copy_to_host(const TensorView& src, void* dst) override;
   void copy_from_host(const void* src, const TensorView& dst) override;
   void synchronize() override;

@@ -17,13 +17,25 @@ using namespace detail;
 
 void CudaBackend::embedding(const TensorView& table, const TensorView& out) {
   OpScope scope(prof(), "embedding", stream_);
-  check_dev(table, DType::BF16, "embedding table");
+  const bool w4 = table.dtype == DType::W4;  // a GGUF Q4_0 table, uploaded as W4 (upload)
+  if (w4) {
+    TF_ASSERT(table.device == Device::Cuda, "embedding table: not a CUDA tensor");
+    check_quantized(table);
+  } else {
+    check_dev(table, DType::BF16, "embedding table");
+  }
   check_dev(out, DType::BF16, "embedding out");
   TF_ASSERT(table.n_dims == 2, "embedding table: shape {}", table.shape_str());
   const int64_t d = table.shape[1];
   check_2d(out, batch_.n_tokens(), d, "embedding out");
   for (int32_t id : batch_.token_ids)
     TF_ASSERT(id >= 0 && id < table.shape[0], "token id {} out of range", id);
+  if (w4) {
+    launch_embedding_w4(static_cast<const uint8_t*>(table.data), static_cast<const uint16_t*>(table.scales),
+                        static_cast<const uint8_t*>(table.zeros), table.group_size, dev_batch_.token_ids,
+                        batch_.n_tokens(), d, bf_mut(out), stream_);
+    return;
+  }
   launch_embedding(bf(table), dev_batch_.token_ids, batch_.n_tokens(), d, bf_mut(out), stream_);
 }
 

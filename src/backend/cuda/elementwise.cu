@@ -22,6 +22,25 @@ __global__ void embedding_kernel(const bf16* table, const int32_t* token_ids, in
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[it * d + i] = src[i];
 }
 
+// One block per token row; each thread dequantizes one byte (two neighbouring elements) at a
+// time. Every read is inside the token's row of q, scales and zeros.
+__global__ void embedding_w4_kernel(const uint8_t* q, const uint16_t* scales, const uint8_t* zeros, int64_t group,
+                                    const int32_t* token_ids, int64_t d, bf16* out) {
+  pdl_begin();
+  const int64_t it = blockIdx.x, row = token_ids[it], n_groups = d / group;
+  const uint8_t* qr = q + row * (d / 2);
+  const uint16_t* sr = scales + row * n_groups;
+  const uint8_t* zr = zeros + row * n_groups;
+  for (int64_t i = threadIdx.x; i < d / 2; i += blockDim.x) {
+    const uint8_t byte = qr[i];
+    const int64_t g = 2 * i / group;  // 2i and 2i + 1 share a group (group is even)
+    const float s = __half2float(__ushort_as_half(sr[g]));
+    const int z = zr[g];
+    out[it * d + 2 * i] = from_float<bf16>(s * float(int(byte & 15) - z));
+    out[it * d + 2 * i + 1] = from_float<bf16>(s * float(int(byte >> 4) - z));
+  }
+}
+
 // Grid-stride over all rows * d_ff outputs: act(gate) * up with act = silu (kGelu false) or
 // gelu_tanh (kGelu true).
 template <bool kGelu>
@@ -83,6 +102,14 @@ void launch_embedding(const bf16* table, const int32_t* token_ids, int64_t n_tok
   if (n_tokens == 0) return;
   launch_pdl(embedding_kernel, dim3(unsigned(n_tokens)), dim3(kThreads), 0, stream, table, token_ids, d, out);
   TF_CUDA_CHECK_LAUNCH("embedding_kernel");
+}
+
+void launch_embedding_w4(const uint8_t* q, const uint16_t* scales, const uint8_t* zeros, int64_t group,
+                         const int32_t* token_ids, int64_t n_tokens, int64_t d, bf16* out, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  launch_pdl(embedding_w4_kernel, dim3(unsigned(n_tokens)), dim3(kThreads), 0, stream, q, scales, zeros, group,
+             token_ids, d, out);
+  TF_CUDA_CHECK_LAUNCH("embedding_w4_kernel");
 }
 
 void launch_swiglu(const bf16* gate_up, int64_t rows, int64_t d_ff, bf16* out, cudaStream_t stream) {

@@ -13,6 +13,13 @@ namespace tf::cuda {
 // out [n_tokens, d]. A copy: bit-exact.
 void launch_embedding(const __nv_bfloat16* table, const int32_t* token_ids, int64_t n_tokens, int64_t d,
                       __nv_bfloat16* out, cudaStream_t stream);
+// The same from a W4 table (quant/formats.h: q [n_vocab, d / 2], element j in the low nibble of
+// byte j / 2 when j is even; F16 scales and U8 zeros [n_vocab, d / group]): each element
+// scale * (q - zero) in FP32 (the reference's value, exact), rounded once to BF16. d even,
+// group dividing d.
+void launch_embedding_w4(const uint8_t* q, const uint16_t* scales, const uint8_t* zeros, int64_t group,
+                         const int32_t* token_ids, int64_t n_tokens, int64_t d, __nv_bfloat16* out,
+                         cudaStream_t stream);
 
 // out = silu(gate) * up in float, rounded once.   gate_up [rows, 2 * d_ff] (gate first),
 // out [rows, d_ff]

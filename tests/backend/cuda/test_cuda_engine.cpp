@@ -162,6 +162,30 @@ TEST_P(CudaEngine, SampledOnGpuIsReproducible) {
   test::record("engine: GPU sampling reproducible", "differing runs", runs[0] != runs[1], 0, runs[0] == runs[1]);
 }
 
+// models/gguf/tiny-main-q4_0.gguf on the CUDA backend as loaded by default: its Q4_0 matrices
+// and embedding kept (CudaBackend::reads_gguf_block) and held as W4 with groups of 32 (the same
+// values exactly), the Q6_K LM head dequantized at load. Against the CPU backend running the
+// same file dequantized to F32 (the same weights in float32): BF16 activations and the W4 g32
+// tensor-core path's BF16 rounding of each weight, within kLogitTol as the BF16 checkpoint
+// above. A wrong repack or embedding gather gives O(1).
+TEST(CudaEngineGguf, Q4_0HeldAsW4MatchesTheCpuDequantized) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::string file = test::source_path("models/gguf/tiny-main-q4_0.gguf");
+  Engine engine(EngineOptions{.model_dir = file, .backend = "cuda", .kv_dtype = "bf16", .max_seqs = 4});
+  Engine cpu(EngineOptions{.model_dir = file, .backend = "cpu", .weights = {.dequantize_gguf = true}, .max_seqs = 4});
+  const size_t n_vocab = size_t(engine.config().n_vocab);
+  for (const test::GoldenPrompt& g : test::load_golden("tiny-main")) {
+    SCOPED_TRACE(g.name);
+    const std::vector<float> got = engine.score(g.input_ids, /*all_positions=*/false);
+    const std::vector<float> want = cpu.score(g.input_ids, /*all_positions=*/false);
+    ASSERT_EQ(got.size(), n_vocab);
+    ASSERT_EQ(want.size(), n_vocab);
+    const double err = test::rel_l2(got.data(), want.data(), n_vocab);
+    EXPECT_LE(err, kLogitTol) << "last-position logits";
+    test::record("engine: gguf Q4_0 as W4, last logits", "rel L2", err, kLogitTol, err <= kLogitTol);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "bf16-eager"),
                          test::ParamName());
 

@@ -105,6 +105,36 @@ TEST(CudaOps, Embedding) {
   }
 }
 
+// A GGUF Q4_0 table uploaded as stored (held as W4 g32): each gathered element is the
+// reference's F32 value d * (q - 8) (exact in F32) rounded once to BF16: bit-exact against the
+// reference backend's rows (quant/gguf_dequant.h) rounded to BF16.
+TEST(CudaOps, EmbeddingGgufQ4_0) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  for (int32_t n : kRowSweep) {
+    for (int64_t d : {64, 288}) {
+      SCOPED_TRACE("n_tokens=" + std::to_string(n) + " d=" + std::to_string(d));
+      Rng rng(test::seed_of({48, n, d}));
+      const int32_t n_vocab = 100;
+      std::vector<uint8_t> q = test::random_q4_0(rng, n_vocab, d);
+      const TensorView host = make_view(q.data(), DType::Q4_0, {n_vocab, d});
+      const Batch batch = make_batch(rng, split_lens(n), n_vocab);
+      const TensorView table_ref = be.ref->upload(host, DType::Q4_0), table_cuda = be.cuda->upload(host, DType::Q4_0);
+      ASSERT_EQ(table_cuda.dtype, DType::W4);
+      be.ref->set_batch(batch);
+      be.cuda->set_batch(batch);
+      TensorView want = be.ref->alloc(DType::F32, {n, d});
+      be.ref->embedding(table_ref, want);
+      test::GuardedBf16 got(*be.cuda, n, d);
+      be.cuda->embedding(table_cuda, got.view());
+      EXPECT_TRUE(got.guard_intact());
+      const auto r = test::bitwise_equal(got.values(), test::round_bf16(test::to_host_f32(*be.ref, want)));
+      EXPECT_TRUE(r);
+      test::record("embedding gguf Q4_0", "bit-exact", r ? 0 : 1, 0, r && got.guard_intact());
+    }
+  }
+}
+
 // x ~ N(0, 4), w ~ 1 + N(0, 0.01); eps 1e-5.
 // rms_norm: the output is rounded once: rel L2 <= 2^-8 (+1e-6 of FP32 arithmetic); tol 4e-3.
 // add (the residual add): the sum is rounded once: tol 4e-3.

@@ -137,6 +137,38 @@ TEST(CudaQuant, MatmulMatchesRef) {
 // Each kernel through its launcher with every tile, on shapes the backend's dispatch would
 // send elsewhere. k = 2048 splits the tiled kernel along k (W4: 16 k-blocks, W8/FP8: 32); its
 // result must not depend on the order the split blocks finish in, so it runs twice.
+// A GGUF Q4_0 matrix uploaded as stored (CudaBackend::reads_gguf_block): the backend holds it
+// as W4 with groups of 32 and zero 8, the same values exactly, so the reference's matmul over
+// the Q4_0 blocks (rows dequantized by quant/gguf_dequant.h) is met within the W4 g32
+// tolerance of the path taken (above).
+TEST(CudaQuant, GgufQ4_0UploadedAsW4MatchesRef) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  ASSERT_TRUE(be.cuda->reads_gguf_block(DType::Q4_0));
+  const QuantSpec w4g32{.format = DType::W4, .group_size = 32};
+  for (int64_t rows : {1, 5, 9, 17, 64}) {
+    for (int64_t k : {96, 128, 1024}) {
+      for (int64_t m : {37, 130}) {
+        const std::string path = path_of(DType::W4, rows, k, m, 32);
+        SCOPED_TRACE("rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " m=" + std::to_string(m) + " " + path);
+        Rng rng(test::seed_of({47, rows, k, m}));
+        std::vector<uint8_t> q = test::random_q4_0(rng, m, k);
+        const TensorView host = make_view(q.data(), DType::Q4_0, {m, k});
+        const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k));
+        TensorView want_v = be.ref->alloc(DType::F32, {rows, m});
+        be.ref->matmul(test::to_device(*be.ref, x, rows, k), be.ref->upload(host, DType::Q4_0), {}, want_v);
+        const TensorView w = be.cuda->upload(host, DType::Q4_0);
+        ASSERT_EQ(w.dtype, DType::W4);
+        ASSERT_EQ(w.group_size, 32);
+        test::GuardedBf16 got(*be.cuda, rows, m);
+        be.cuda->matmul(test::to_cuda_bf16(*be.cuda, x, rows, k), w, {}, got.view());
+        test::expect_close("gguf Q4_0 as W4 g32 matmul (" + path + ")", got.values(), test::to_host_f32(*be.ref, want_v),
+                           tolerance(path, w4g32), got.guard_intact());
+      }
+    }
+  }
+}
+
 TEST(CudaQuant, KernelsMatchRef) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
