@@ -28,7 +28,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +36,7 @@
 #include "bench/membw.h"
 #include "core/batch.h"
 #include "core/host_threads.h"
+#include "core/split.h"
 
 namespace tf {
 namespace {
@@ -223,14 +223,6 @@ void set_batch(CpuBackend& be, const std::vector<int32_t>& blocks, int32_t block
   be.set_batch(b.take());
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) v.push_back(item);
-  return v;
-}
-
 bool parse_dtype(std::string name, DType* out) {
   for (char& c : name) c = char(std::toupper(c));
   for (DType t : {DType::F32, DType::BF16, DType::F16, DType::W8, DType::W4, DType::Q8_0, DType::Q4_0, DType::Q4_K})
@@ -309,7 +301,7 @@ int run(int argc, char** argv) {
   const int32_t ctx = prompt + gen;
   std::vector<int32_t> blocks;
   for (int32_t b = 0; b < (ctx + kBlockSize - 1) / kBlockSize; ++b) blocks.push_back(b);
-  for (const std::string& name : split(dtypes)) {
+  for (const std::string& name : split_list(dtypes)) {
     DType dtype;
     if (!parse_dtype(name, &dtype)) {
       std::fprintf(stderr, "--dtypes: unknown %s\n", name.c_str());

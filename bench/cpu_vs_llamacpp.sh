@@ -13,10 +13,10 @@
 #   twofold-native  the same `twofold bench` from a -DTF_NATIVE=ON build, when NATIVE_BUILD is set
 #                   (the portable binary against one compiled for this machine).
 #
-# Other work on a shared machine moves timings by 2x or more, so the engines run interleaved
-# (A B A B ...) for ROUNDS rounds, each line of output carries the load average at the time,
-# and the summary gives min-max ranges. --busy adds a round of the default thread count with
-# `nproc` busy loops running beside it, against the same without them (p99 inter-token latency).
+# The engines run interleaved (A B A B ...) for ROUNDS rounds, each figure carries the load
+# average at the time, and the summary gives min-max ranges (bench/vs_llamacpp.sh). --busy adds
+# a round of the default thread count with `nproc` busy loops running beside it, against the
+# same without them (p99 inter-token latency).
 #
 # usage: bench/cpu_vs_llamacpp.sh [-r ROUNDS] [-t THREADS] [--busy] [--skip-1b]
 # env:   LLAMACPP_BUILD  llama.cpp build dir with bin/llama-bench, bin/llama-quantize
@@ -31,6 +31,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+name=cpu_vs_llamacpp.sh
+. "$here/bench/vs_llamacpp.sh"
 rounds=3 threads=2 busy=0 skip_1b=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,31 +40,25 @@ while [ $# -gt 0 ]; do
     -t) threads=$2; shift 2 ;;
     --busy) busy=1; shift ;;
     --skip-1b) skip_1b=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
-    *) echo "cpu_vs_llamacpp.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
+    -h|--help) vs_help; exit 0 ;;
+    *) vs_fail "unknown argument $1 (see --help)" ;;
   esac
 done
-LLAMACPP_BUILD=${LLAMACPP_BUILD:-/work/llamacpp/build}
-TWOFOLD_BUILD=${TWOFOLD_BUILD:-$here/build}
+vs_setup /tmp/cpu_vs_llamacpp
 GGUF_DIR=${GGUF_DIR:-$here/models/gguf}
-WORK=${WORK:-/tmp/cpu_vs_llamacpp}
-llama_bench=$LLAMACPP_BUILD/bin/llama-bench
 llama_quantize=$LLAMACPP_BUILD/bin/llama-quantize
-for f in "$llama_bench" "$llama_quantize"; do
-  [ -x "$f" ] || { echo "cpu_vs_llamacpp.sh: $f not found (set LLAMACPP_BUILD)" >&2; exit 1; }
-done
+[ -x "$llama_quantize" ] || vs_fail "$llama_quantize not found (set LLAMACPP_BUILD)"
 mkdir -p "$WORK/gguf"
 # The repository stores the f16 file xz-compressed: every file is read from $WORK/gguf.
 for f in tiny-main-f16 tiny-main-q8_0 tiny-main-q4_0; do
   if [ -f "$GGUF_DIR/$f.gguf" ]; then cp "$GGUF_DIR/$f.gguf" "$WORK/gguf/"
   elif [ -f "$GGUF_DIR/$f.gguf.xz" ]; then xz -dc "$GGUF_DIR/$f.gguf.xz" > "$WORK/gguf/$f.gguf"
-  else echo "cpu_vs_llamacpp.sh: $GGUF_DIR/$f.gguf not found (set GGUF_DIR)" >&2; exit 1
+  else vs_fail "$GGUF_DIR/$f.gguf not found (set GGUF_DIR)"
   fi
 done
 GGUF_DIR=$WORK/gguf
 cmake --build "$TWOFOLD_BUILD" --target twofold bench_cpu_forward > "$WORK/build.log" 2>&1 ||
-  { echo "cpu_vs_llamacpp.sh: building twofold failed, see $WORK/build.log" >&2; exit 1; }
-twofold=$TWOFOLD_BUILD/tools/twofold
+  vs_fail "building twofold failed, see $WORK/build.log"
 forward=$TWOFOLD_BUILD/bench/bench_cpu_forward
 
 # ---- the 1B shape: GGUFs for llama.cpp, a config folder for twofold's dummy load
@@ -77,26 +73,13 @@ if [ "$skip_1b" = 0 ]; then
   sh "$here/bench/llama_1b_shape.sh" "$WORK/l1b"
 fi
 
-results=$WORK/results.jsonl
-: > "$results"
-load() { cut -d' ' -f1 /proc/loadavg; }
 # Appends one result line: engine model format phase tokens_per_s [p99_ms]
-emit() {
-  printf '{"round": %s, "engine": "%s", "model": "%s", "format": "%s", "phase": "%s", "tokens_per_s": %s, "p99_ms": %s, "load": %s}\n' \
-    "$round" "$1" "$2" "$3" "$4" "$5" "${6:-null}" "$(load)" >> "$results"
-}
+emit() { vs_emit engine="$1" model="$2" format="$3" phase="$4" tokens_per_s="$5" p99_ms="${6:-null}"; }
 run_llama() {  # model-tag prompt gen files...
   local tag=$1 p=$2 n=$3; shift 3
   local args=()
   for f in "$@"; do args+=(-m "$f"); done
-  "$llama_bench" "${args[@]}" -t "$threads" -p "$p" -n "$n" -r 3 -o jsonl 2> "$WORK/llama-bench.err" |
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    fmt = r["model_filename"].rsplit("-", 1)[-1].replace(".gguf", "")
-    phase = "prefill" if r["n_prompt"] > 0 else "decode"
-    print(fmt, phase, r["avg_ts"])' |
+  "$llama_bench" "${args[@]}" -t "$threads" -p "$p" -n "$n" -r 3 -o jsonl 2> "$WORK/llama-bench.err" | vs_llama_ts |
     while read -r fmt phase ts; do emit llama.cpp "$tag" "$fmt" "$phase" "$ts"; done
 }
 run_twofold() {  # engine binary model-tag prompt gen model-args...
@@ -118,11 +101,11 @@ for line in sys.stdin:
     while read -r fmt pp tg; do emit twofold-forward "$1" "$fmt" prefill "$pp"; emit twofold-forward "$1" "$fmt" decode "$tg"; done
 }
 
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load $(load)"
+vs_machine
 echo "twofold: $("$twofold" info -m "$here/models/tiny-main" -t "$threads" | grep 'cpu backend')"
 echo "copy bandwidth: $("$twofold" bench -m "$here/models/tiny-main" -t "$threads" --gen 1 --prompt-len 1 | grep -m1 'copy bandwidth')"
 for round in $(seq 1 "$rounds"); do
-  echo "round $round/$rounds, load $(load)"
+  echo "round $round/$rounds, load $(vs_load)"
   run_llama tiny-main 128 128 "$GGUF_DIR/tiny-main-f16.gguf" "$GGUF_DIR/tiny-main-q8_0.gguf" "$GGUF_DIR/tiny-main-q4_0.gguf"
   run_twofold twofold "$twofold" tiny-main 128 128 -m "$here/models/tiny-main"
   [ -n "${NATIVE_BUILD:-}" ] && run_twofold twofold-native "$NATIVE_BUILD/tools/twofold" tiny-main 128 128 -m "$here/models/tiny-main"
@@ -149,18 +132,4 @@ if [ "$busy" = 1 ]; then  # default thread count, quiet against `nproc` busy loo
   threads=$saved_threads
 fi
 
-python3 - "$results" <<'PY'
-import collections, json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-groups = collections.defaultdict(list)
-for r in rows:
-    groups[(r["model"], r["phase"], r["format"], r["engine"])].append(r)
-print(f"\n{'model':10} {'phase':8} {'format':6} {'engine':16} {'tokens/s min-max':>22} {'p99 ms':>14} {'load':>11}")
-for (model, phase, fmt, engine), rs in sorted(groups.items()):
-    ts = sorted(r["tokens_per_s"] for r in rs)
-    p99 = [r["p99_ms"] for r in rs if r["p99_ms"] is not None]
-    loads = [r["load"] for r in rs]
-    p99s = f"{min(p99):.2f}-{max(p99):.2f}" if p99 else ""
-    print(f"{model:10} {phase:8} {fmt:6} {engine:16} {ts[0]:>10.1f}-{ts[-1]:<11.1f} {p99s:>14} {min(loads):>5.1f}-{max(loads):<5.1f}")
-PY
-echo "every figure: $results"
+vs_summary "model phase format engine" "tokens_per_s p99_ms:2"

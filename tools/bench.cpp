@@ -17,6 +17,7 @@
 #include "tools/bench_spec.h"
 #include "core/error.h"
 #include "core/host_threads.h"
+#include "core/split.h"
 #include "model/arch/model.h"
 #include "model/config.h"
 #include "tools/commands.h"
@@ -92,14 +93,6 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   return k;
 }
 
-std::vector<std::string> split_names(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) v.push_back(item);
-  return v;
-}
-
 std::vector<int> parse_list(const std::string& s, const char* flag) {
   std::vector<int> v;
   std::stringstream ss(s);
@@ -117,7 +110,7 @@ std::vector<int> parse_list(const std::string& s, const char* flag) {
 // Static against continuous batching on one long-tailed workload, the KV memory each needs,
 // and how many sequences of the workload's mean length fit a KV budget in BF16 and INT8.
 void run_workload_comparison(const Args& a, Engine& engine, int max_batch, nlohmann::json& out) {
-  engine.set_kernel_options(variant_options(split_names(a.variants).front(), a.model.kernels));
+  engine.set_kernel_options(variant_options(split_list(a.variants).front(), a.model.kernels));
   // Lengths clamped to half the context so that prompt + output always fit.
   const bench::WorkloadParams wp{.n_requests = a.workload, .max_batch = max_batch,
                                  .max_len = int32_t(std::min<int64_t>(2048, engine.config().max_position / 2))};
@@ -171,14 +164,16 @@ int run_bench(const Args& a) {
   apply_threads(a.model.threads);
   const std::vector<int> batches = parse_list(a.batches, "--batch");
   const std::vector<int> prompt_lens = parse_list(a.prompt_lens, "--prompt-len");
-  const std::vector<std::string> variants = split_names(a.variants);
+  const std::vector<std::string> variants = split_list(a.variants);
   for (const std::string& v : variants) variant_options(v);  // unknown names fail before the load
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
   const auto load_t0 = std::chrono::steady_clock::now();
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
-                              .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
-                              .max_batch_tokens = a.max_batch_tokens, .max_seqs = max_batch, .kernels = a.model.kernels});
+  EngineOptions eo = engine_options(a.model);
+  eo.kv_memory_mb = a.kv_memory_mb;
+  eo.max_batch_tokens = a.max_batch_tokens;
+  eo.max_seqs = max_batch;
+  Engine engine(eo);
   // Bytes of the weights a one-token step uses: with several weight copies (--weights-per-batch)
   // only the copy it uses. Each run's bound and achieved GB/s use the bytes of its own steps.
   const double weight_gb = double(engine.model().step_weight_bytes(1)) / 1e9;

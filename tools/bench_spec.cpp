@@ -105,9 +105,9 @@ struct ModeRuns {
 
 int run_spec_bench(const SpecBenchArgs& a) {
   apply_threads(a.model.threads);
-  EngineOptions eo{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format,
-                   .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
-                   .max_batch_tokens = a.max_batch_tokens, .kernels = a.model.kernels};
+  EngineOptions eo = engine_options(a.model);
+  eo.kv_memory_mb = a.kv_memory_mb;
+  eo.max_batch_tokens = a.max_batch_tokens;
   eo.spec = spec_options(a.spec);
   if (eo.spec.method.empty()) fail("bench --spec: no speculation method given");
   eo.spec.adaptive = false;  // the cost model is measured below, over the benched batch sizes

@@ -157,9 +157,10 @@ const char* kHelp =
 int run_chat(const ChatArgs& a) {
   apply_threads(a.model.threads);
   ChatTemplate tmpl = template_for(a);
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
-                              .kv_dtype = a.model.kv_dtype, .max_seqs = 1, .tensor_parallel = a.tp,
-                              .kernels = a.model.kernels});
+  EngineOptions eo = engine_options(a.model);
+  eo.max_seqs = 1;
+  eo.tensor_parallel = a.tp;
+  Engine engine(eo);
   ChatSession session(a, engine, std::move(tmpl));
   const bool tty = ::isatty(STDIN_FILENO) != 0;
   if (tty) std::fprintf(stderr, "twofold chat with %s\n%s", a.model.dir.c_str(), kHelp);

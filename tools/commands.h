@@ -31,6 +31,9 @@ struct ModelArgs {
   KernelOptions kernels;  // --int8-activations
 };
 void add_model_args(CLI::App* app, ModelArgs& args);
+// The engine options the model flags give (folder, backend, load format, weights, KV dtype,
+// kernels), the rest at their defaults: each verb then sets its own (batch, KV pool, ranks).
+EngineOptions engine_options(const ModelArgs& args);
 // --tp N: shard the model over N ranks (tensor parallelism; on the CPU, N threads of this
 // process sharing the cores). For the verbs that run through the engine.
 void add_tp_arg(CLI::App* app, int& tp);

@@ -28,10 +28,13 @@ struct GenerateArgs {
 };
 
 EngineOptions engine_options(const GenerateArgs& a) {
-  return EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights, .block_size = a.block_size,
-                       .kv_dtype = a.model.kv_dtype, .max_batch_tokens = a.max_batch_tokens,
-                       .max_seqs = a.max_seqs, .tensor_parallel = a.tp, .kernels = a.model.kernels,
-                       .spec = spec_options(a.spec)};
+  EngineOptions eo = engine_options(a.model);
+  eo.block_size = a.block_size;
+  eo.max_batch_tokens = a.max_batch_tokens;
+  eo.max_seqs = a.max_seqs;
+  eo.tensor_parallel = a.tp;
+  eo.spec = spec_options(a.spec);
+  return eo;
 }
 
 // " | spec: ..." for the stats line when speculation ran: acceptance rate and mean accepted

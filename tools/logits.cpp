@@ -23,9 +23,10 @@ void add_logits(CLI::App& app, Runner& run) {
   c->callback([a, &run] {
     run = [a] {
       apply_threads(a->model.threads);
-      Engine engine(EngineOptions{.model_dir = a->model.dir, .backend = a->model.backend, .load_format = a->model.load_format, .weights = a->model.weights,
-                                  .n_kv_blocks = 0, .kv_dtype = a->model.kv_dtype, .max_seqs = 1,
-                                  .tensor_parallel = a->tp, .kernels = a->model.kernels});
+      EngineOptions eo = engine_options(a->model);
+      eo.max_seqs = 1;
+      eo.tensor_parallel = a->tp;
+      Engine engine(eo);
       const std::vector<int32_t> ids = engine.tokenizer().encode(prompt_text(a->prompt));
       const std::vector<float> logits = engine.score(ids, /*all_positions=*/false);
       std::printf("%s\n", json_dump(nlohmann::json{{"ids", ids}, {"logits", logits}}).c_str());

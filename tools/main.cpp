@@ -39,6 +39,11 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_option("--kv-dtype", args.kv_dtype, "KV cache element type: f32, bf16, f16, int8, fp8 (E4M3)")->capture_default_str();
 }
 
+EngineOptions engine_options(const ModelArgs& a) {
+  return EngineOptions{.model_dir = a.dir, .backend = a.backend, .load_format = a.load_format, .weights = a.weights,
+                       .kv_dtype = a.kv_dtype, .kernels = a.kernels};
+}
+
 void add_tp_arg(CLI::App* app, int& tp) {
   app->add_option("--tp", tp, "Tensor parallel ranks (the model's heads, MLP and vocabulary split over them)")
       ->capture_default_str()

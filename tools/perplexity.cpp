@@ -33,9 +33,9 @@ struct Args {
 int run_perplexity(const Args& a) {
   apply_threads(a.model.threads);
   if (a.window < 2) fail("--window must be at least 2, got {}", a.window);
-  Engine engine(EngineOptions{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
-                              .kv_dtype = a.model.kv_dtype, .max_seqs = 1,
-                              .kernels = a.model.kernels});
+  EngineOptions eo = engine_options(a.model);
+  eo.max_seqs = 1;
+  Engine engine(eo);
   const std::vector<int32_t> ids = read_token_file(a.file, a.format, engine.tokenizer());
   const int64_t n_vocab = engine.config().n_vocab;
   int64_t n_windows = (int64_t(ids.size()) + a.window - 1) / a.window;

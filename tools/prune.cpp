@@ -6,11 +6,11 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "bench/svg_chart.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/split.h"
 #include "model/tokenizer/tokenizer.h"
 #include "prune/prune_search.h"
 #include "tools/commands.h"
@@ -29,18 +29,10 @@ struct Args {
   int threads = 0;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
-
 std::vector<PruneScore> scores_of(const std::string& s) {
   if (s == "auto") return {PruneScore::Wanda, PruneScore::Flap};
   std::vector<PruneScore> out;
-  for (const std::string& x : split(s)) out.push_back(parse_prune_score(x, "--score"));
+  for (const std::string& x : split_list(s)) out.push_back(parse_prune_score(x, "--score"));
   return out;
 }
 
@@ -69,7 +61,7 @@ void write_plot(const std::vector<SweepPoint>& pts, double ppl_before, const std
 
 int run_sweep(const Args& a, const Pruner& pruner, const std::vector<int32_t>& eval_ids, StagedProgress& bar) {
   std::vector<double> pcts;
-  for (const std::string& x : split(a.sweep)) {
+  for (const std::string& x : split_list(a.sweep)) {
     try {
       pcts.push_back(std::stod(x));
     } catch (const std::exception&) {
@@ -78,7 +70,7 @@ int run_sweep(const Args& a, const Pruner& pruner, const std::vector<int32_t>& e
   }
   if (pcts.empty()) fail("--sweep: no percentages given");
   std::vector<Recovery> recs;
-  for (const std::string& x : split(a.recover)) recs.push_back(parse_recovery(x, "--recover"));
+  for (const std::string& x : split_list(a.recover)) recs.push_back(parse_recovery(x, "--recover"));
   const PlanTarget base{.min_keep_pct = a.min_keep, .channel_multiple = a.channel_multiple};
   const double before = pruner.perplexity(pruner.build(keep_all(pruner.shapes()), Recovery::None), eval_ids,
                                           "perplexity unpruned");
@@ -112,7 +104,7 @@ int run_prune(const Args& a) {
   const auto tok = Tokenizer::from_model(a.in);
   std::vector<int32_t> calib = tok->encode(read_text_file(a.calib), /*add_special=*/false);
   const std::vector<PruneScore> scores = scores_of(a.score);
-  for (const std::string& x : split(a.sweep))
+  for (const std::string& x : split_list(a.sweep))
     if (x.find_first_not_of("0123456789.") != std::string::npos)
       fail("--sweep: '{}' is not a number (expected percentages such as 5,10,20,30)", x);
   std::vector<int32_t> select;  // the held-out tail of the calibration text, for choosing a score

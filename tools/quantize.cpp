@@ -2,11 +2,11 @@
 // and prints the per-weight table: how each linear weight is stored, its output error on the
 // calibration rows and the calibration perplexity with it quantized alone.
 #include <cstdio>
-#include <sstream>
 
 #include "convert/quantize_model.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/split.h"
 #include "model/tokenizer/tokenizer.h"
 #include "quant/quantized_weight.h"
 #include "tools/commands.h"
@@ -39,9 +39,7 @@ int run_quantize(const Args& a) {
   if (a.keep == "auto") {
     p.keep_16bit_auto = true;
   } else if (!a.keep.empty()) {
-    std::stringstream ss(a.keep);
-    for (std::string m; std::getline(ss, m, ',');)
-      if (!m.empty()) p.keep_16bit.push_back(m);
+    p.keep_16bit = split_list(a.keep);
   }
   if (!a.calib.empty()) {
     const auto tok = Tokenizer::from_model(a.in);

@@ -73,11 +73,13 @@ int run_serve(ServeArgs a) {
   set_host_threads(replica_threads);  // this thread builds the engines: --tp ranks split the replica's share
   std::vector<std::unique_ptr<serve::EngineLoop>> loops;
   for (int i = 0; i < a.dp; ++i) {
-    EngineOptions eo{.model_dir = a.model.dir, .backend = a.model.backend, .load_format = a.model.load_format, .weights = a.model.weights,
-                     .block_size = a.block_size, .kv_memory_mb = a.kv_memory_mb, .kv_dtype = a.model.kv_dtype,
-                     .max_batch_tokens = a.max_batch_tokens, .max_seqs = a.max_seqs,
-                     .enable_prefix_caching = !a.no_prefix_caching, .tensor_parallel = a.tp,
-                     .kernels = a.model.kernels};
+    EngineOptions eo = engine_options(a.model);
+    eo.block_size = a.block_size;
+    eo.kv_memory_mb = a.kv_memory_mb;
+    eo.max_batch_tokens = a.max_batch_tokens;
+    eo.max_seqs = a.max_seqs;
+    eo.enable_prefix_caching = !a.no_prefix_caching;
+    eo.tensor_parallel = a.tp;
     eo.spec = spec_options(a.spec);
     auto engine = std::make_unique<Engine>(eo);
     loops.push_back(std::make_unique<serve::EngineLoop>(std::move(engine), metrics, replica_threads));

@@ -16,21 +16,18 @@
 #include "model/arch/registry.h"
 #include "model/safetensors.h"
 #include "convert/step_logits.h"
+#include "engine/golden_util.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
 namespace tf {
 namespace {
 
+using test::rel_l2;
+
 const std::vector<int32_t> kPrompt = {1, 450, 365, 5, 27, 99, 1000, 12};
 
 std::string parity(const std::string& m) { return test::model_dir("parity/" + m); }
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
-  return std::sqrt(d / n);
-}
 
 class QuantizeArch : public ::testing::TestWithParam<std::string> {};
 

@@ -24,35 +24,19 @@
 #include "model/write_safetensors.h"
 #include "convert/step_logits.h"
 #include "convert/tiny_inputs.h"
+#include "engine/golden_util.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
 namespace tf {
 namespace {
 
+using test::rel_l2;
+
 namespace fs = std::filesystem;
 const std::string kTiny = test::model_dir("tiny-main");
 
 std::vector<float> last_logits(Engine& e, const std::vector<int32_t>& ids) { return e.score(ids, false); }
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
-  return std::sqrt(d / n);
-}
-
-std::vector<std::vector<int32_t>> greedy_ids(Engine& e, int max_seqs_at_once) {
-  std::vector<RequestId> ids;
-  std::vector<std::vector<int32_t>> out;
-  for (const auto& p : test::tiny_prompts()) {
-    ids.push_back(e.add_request({.prompt_ids = p, .sampling = {.temperature = 0, .max_tokens = 12, .ignore_eos = true}}));
-    if (max_seqs_at_once == 1)
-      while (e.has_unfinished()) e.step();
-  }
-  while (e.has_unfinished()) e.step();
-  for (RequestId id : ids) out.push_back(e.output_ids(id));
-  return out;
-}
 
 class QuantizeModel : public test::TempDirTest {
  protected:
@@ -96,9 +80,9 @@ TEST_F(QuantizeModel, WrittenFolderEqualsQuantizingAtLoadAndStaysCloseToSixteenB
     // greedy decoding through the batching engine: deterministic, and batched equals alone
     Engine alone(EngineOptions{.model_dir = dir, .max_seqs = 1});
     Engine batched(EngineOptions{.model_dir = dir, .max_seqs = 8});
-    const auto a = greedy_ids(alone, 1);
-    EXPECT_EQ(a, greedy_ids(batched, 8));
-    EXPECT_EQ(a, greedy_ids(alone, 1));
+    const auto a = test::tiny_greedy_ids(alone, /*one_at_a_time=*/true);
+    EXPECT_EQ(a, test::tiny_greedy_ids(batched, /*one_at_a_time=*/false));
+    EXPECT_EQ(a, test::tiny_greedy_ids(alone, /*one_at_a_time=*/true));
   }
 }
 

@@ -59,6 +59,10 @@ inline double rel_l2(const float* a, const float* b, size_t n) {
   }
   return std::sqrt(num / den);
 }
+// The same of two vectors; infinity when their sizes differ.
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() ? rel_l2(a.data(), b.data(), b.size()) : INFINITY;
+}
 
 // Number of leading greedy steps that must match exactly: up to (excluding) the first step
 // whose golden top-1/top-2 margin is below `tie_tol`, where another summation order may

@@ -4,28 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "kv/kv_manager.h"
+#include "kv/token_runs.h"
 
 namespace tf {
 namespace {
 
-constexpr int32_t kBs = 4;
+using test::cat;
+using test::head;
+using test::toks;
 
-// n tokens starting at `first`: distinct runs for distinct `first`.
-std::vector<int32_t> toks(int32_t n, int32_t first) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-std::vector<int32_t> head(const std::vector<int32_t>& v, size_t n) {
-  return {v.begin(), v.begin() + std::ptrdiff_t(n)};
-}
+constexpr int32_t kBs = 4;
 
 // Starts `seq` over all of *tokens with whatever prefix is cached, and marks it computed.
 std::vector<int32_t> run_seq(KvManager& kv, int64_t seq, const std::vector<int32_t>* tokens) {

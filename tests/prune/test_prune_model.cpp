@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <cstring>
 
+#include "model/arch/cut_model.h"
 #include "model/safetensors.h"
 #include "model/tensor_source.h"
-#include "model/write_safetensors.h"
 #include "prune/prune_model.h"
 #include "convert/tiny_inputs.h"
 #include "test_util.h"
@@ -52,29 +52,12 @@ TEST_F(PruneModel, NothingRemovedIsTheSourceBitForBit) {
 // tiny-main with layer 2's query heads 1 and 3 (one in each KV group) and layer 4's channels
 // 0..7 dead: their o_proj / down_proj columns zero, so they add nothing to the output.
 std::string dead_copy(const fs::path& dir) {
-  const std::string out = (dir / "dead").string();
-  fs::create_directories(out);
-  for (const auto& e : fs::directory_iterator(kTiny))
-    if (e.path().filename() != "model.safetensors") fs::copy_file(e.path(), out / e.path().filename());
-  const auto src = open_tensor_source(kTiny);
-  std::vector<std::vector<uint8_t>> bytes;
-  std::vector<TensorToWrite> w;
-  for (const auto& [name, t] : src->all()) {
-    bytes.emplace_back(t->data, t->data + t->nbytes);
-    std::vector<uint8_t>& b = bytes.back();
-    const size_t es = dtype_size(t->dtype);
-    auto zero_cols = [&b, es, &shape = t->shape](int64_t c0, int64_t n) {
-      for (int64_t r = 0; r < shape[0]; ++r) std::memset(b.data() + size_t(r * shape[1] + c0) * es, 0, size_t(n) * es);
-    };
-    if (name == "model.layers.2.self_attn.o_proj.weight") {
-      zero_cols(64, 64);   // head 1
-      zero_cols(192, 64);  // head 3
-    }
-    if (name == "model.layers.4.mlp.down_proj.weight") zero_cols(0, 8);
-    w.push_back({.name = name, .dtype = t->dtype, .shape = t->shape, .data = b.data(), .nbytes = b.size()});
-  }
-  write_safetensors(out + "/model.safetensors", w);
-  return out;
+  const fs::path out = dir / "dead";
+  std::vector<test::LayerCut> cuts(5);
+  cuts[2].heads = {1, 3};
+  cuts[4].channels = {0, 1, 2, 3, 4, 5, 6, 7};
+  test::write_cut_model(kTiny, out, cuts, test::CutMode::Zero);
+  return out.string();
 }
 
 TEST_F(PruneModel, DeadHeadsAndChannelsGoFirst) {

@@ -7,64 +7,29 @@
 #include <cmath>
 #include <filesystem>
 
-#include "model/write_safetensors.h"
+#include "model/arch/cut_model.h"
 #include "prune/prune_model.h"
 #include "convert/tiny_inputs.h"
+#include "engine/golden_util.h"
 #include "test_util.h"
 #include "twofold/engine.h"
 
 namespace tf {
 namespace {
 
-namespace fs = std::filesystem;
+using test::rel_l2;
+
 const std::string kTiny = test::model_dir("tiny-main");
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
-  return std::sqrt(d / n);
-}
-
-std::vector<std::vector<int32_t>> greedy_ids(Engine& e, bool one_at_a_time) {
-  std::vector<RequestId> ids;
-  for (const auto& p : test::tiny_prompts()) {
-    ids.push_back(e.add_request({.prompt_ids = p, .sampling = {.temperature = 0, .max_tokens = 12, .ignore_eos = true}}));
-    if (one_at_a_time)
-      while (e.has_unfinished()) e.step();
-  }
-  while (e.has_unfinished()) e.step();
-  std::vector<std::vector<int32_t>> out;
-  for (RequestId id : ids) out.push_back(e.output_ids(id));
-  return out;
-}
 
 // `m` written with the source's shapes: removed heads' o_proj columns and removed channels'
 // down_proj columns zero, everything else as in the source.
 void write_zeroed(const PrunedModel& m, const std::string& out) {
-  fs::create_directories(out);
-  for (const auto& e : fs::directory_iterator(kTiny))
-    if (e.path().filename() != "model.safetensors") fs::copy_file(e.path(), out / e.path().filename());
-  const auto src = open_tensor_source(kTiny);
-  std::vector<std::vector<uint8_t>> bytes;
-  std::vector<TensorToWrite> w;
-  for (const auto& [name, t] : src->all()) {
-    bytes.emplace_back(t->data, t->data + t->nbytes);
-    const bool o = name.ends_with("o_proj.weight"), d = name.ends_with("down_proj.weight");
-    if (o || d) {
-      const size_t il = std::stoul(name.substr(13, name.find('.', 13) - 13));
-      std::vector<bool> kept(size_t(t->shape[1]), false);
-      if (o)
-        for (int32_t h : m.keep[il].heads)
-          for (int j = 0; j < 64; ++j) kept[size_t(h * 64 + j)] = true;
-      else
-        for (int32_t c : m.keep[il].channels) kept[size_t(c)] = true;
-      for (int64_t r = 0; r < t->shape[0]; ++r)
-        for (int64_t c = 0; c < t->shape[1]; ++c)
-          if (!kept[size_t(c)]) std::memset(bytes.back().data() + size_t(r * t->shape[1] + c) * dtype_size(t->dtype), 0, dtype_size(t->dtype));
-    }
-    w.push_back({.name = name, .dtype = t->dtype, .shape = t->shape, .data = bytes.back().data(), .nbytes = t->nbytes});
-  }
-  write_safetensors(out + "/model.safetensors", w);
+  const nlohmann::json cfg = test::load_json(kTiny + "/config.json");
+  std::vector<test::LayerCut> cuts;
+  for (const LayerKeep& k : m.keep)
+    cuts.push_back({.heads = test::complement(cfg["num_attention_heads"].get<int64_t>(), k.heads),
+                    .channels = test::complement(cfg["intermediate_size"].get<int64_t>(), k.channels)});
+  test::write_cut_model(kTiny, out, cuts, test::CutMode::Zero);
 }
 
 class PrunedEngine : public test::TempDirTest {};
@@ -92,8 +57,8 @@ TEST_F(PrunedEngine, RecoveredFolderRunsThroughTheBatchingEngine) {
     const std::string out = (dir_ / std::string(recovery_name(r))).string();
     pruner.write(m, out);
     Engine alone(EngineOptions{.model_dir = out, .max_seqs = 1}), batched(EngineOptions{.model_dir = out, .max_seqs = 8});
-    const auto a = greedy_ids(alone, true);
-    EXPECT_EQ(a, greedy_ids(batched, false));
+    const auto a = test::tiny_greedy_ids(alone, /*one_at_a_time=*/true);
+    EXPECT_EQ(a, test::tiny_greedy_ids(batched, /*one_at_a_time=*/false));
     for (const auto& ids : a) EXPECT_EQ(ids.size(), 12u);
     // The recovered model stays near the source (a 20% cut moves tiny-main's logits by about a third).
     Engine src(EngineOptions{.model_dir = kTiny, .max_seqs = 1});

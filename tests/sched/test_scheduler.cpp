@@ -4,31 +4,21 @@
 // cap, table coverage, the KV contents each token would attend to, and all invariants.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <random>
 
+#include "kv/token_runs.h"
 #include "sched/sim.h"
 
 namespace tf {
 namespace {
 
+using test::cat;
+using test::head;
 using test::Sim;
 using test::SimParams;
+using test::toks;
 
 constexpr int32_t kBs = 4;
-
-std::vector<int32_t> toks(int32_t n, int32_t first) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-std::vector<int32_t> head(const std::vector<int32_t>& v, size_t n) {
-  return {v.begin(), v.begin() + std::ptrdiff_t(n)};
-}
 
 const ScheduledSeq* find(const ScheduleOutput& so, int64_t id) {
   for (const ScheduledSeq& q : so.seqs)

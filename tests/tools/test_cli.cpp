@@ -89,7 +89,10 @@ TEST(Cli, TokenizeAndDetokenize) {
     const auto ids = json::parse(r.out)["ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>()) << text;
     std::string list;
-    for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+    for (int32_t id : ids) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(id);
+    }
     const auto d = run_twofold("detokenize -m " + kTiny + " --ids " + list);
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_EQ(d.out, text + "\n");

@@ -1,4 +1,5 @@
-// Model folders for the per-layer width tests (docs/PER_LAYER_WIDTHS.md), made from a bundled
+// Model folders for the per-layer width tests (docs/PER_LAYER_WIDTHS.md) and the pruning tests
+// (tests/prune: dead heads and channels, a pruned model's zeroed twin), made from a bundled
 // Llama-family model (separate q/k/v/o and gate/up/down tensors, BF16): the same weights with
 // some query heads, KV heads and MLP channels physically removed and config.json's layer_*
 // arrays written (CutMode::Remove), or kept in place with their contribution zeroed, the
@@ -35,11 +36,12 @@ struct LayerCut {
 
 enum class CutMode : uint8_t { Remove, Zero };
 
-// Indices [0, n) without those in `cut`.
-inline std::vector<int64_t> kept(int64_t n, const std::vector<int64_t>& cut) {
+// Indices [0, n) without those in `some`: the kept ones of a cut, or the cut of the kept ones.
+template <class Int>
+std::vector<int64_t> complement(int64_t n, const std::vector<Int>& some) {
   std::vector<int64_t> k;
   for (int64_t i = 0; i < n; ++i)
-    if (std::find(cut.begin(), cut.end(), i) == cut.end()) k.push_back(i);
+    if (std::find(some.begin(), some.end(), Int(i)) == some.end()) k.push_back(i);
   return k;
 }
 
@@ -122,13 +124,13 @@ inline void write_cut_model(const std::string& src, const std::filesystem::path&
     std::memcpy(m.v.data(), t.data, t.nbytes);
     const std::string suffix = name.substr(name.find('.', std::strlen("model.layers.")) + 1);
     if (mode == CutMode::Remove) {
-      if (suffix == "self_attn.q_proj.weight") m = keep_row_groups(m, kept(n_heads, c.heads), hd);
+      if (suffix == "self_attn.q_proj.weight") m = keep_row_groups(m, complement(n_heads, c.heads), hd);
       if (suffix == "self_attn.k_proj.weight" || suffix == "self_attn.v_proj.weight")
-        m = keep_row_groups(m, kept(n_kv, c.kv_heads), hd);
-      if (suffix == "self_attn.o_proj.weight") m = keep_col_groups(m, kept(n_heads, c.heads), hd);
+        m = keep_row_groups(m, complement(n_kv, c.kv_heads), hd);
+      if (suffix == "self_attn.o_proj.weight") m = keep_col_groups(m, complement(n_heads, c.heads), hd);
       if (suffix == "mlp.gate_proj.weight" || suffix == "mlp.up_proj.weight")
-        m = keep_row_groups(m, kept(d_ff, c.channels), 1);
-      if (suffix == "mlp.down_proj.weight") m = keep_col_groups(m, kept(d_ff, c.channels), 1);
+        m = keep_row_groups(m, complement(d_ff, c.channels), 1);
+      if (suffix == "mlp.down_proj.weight") m = keep_col_groups(m, complement(d_ff, c.channels), 1);
     } else {
       if (suffix == "self_attn.o_proj.weight") m = zero_col_groups(m, c.heads, hd);
       if (suffix == "mlp.down_proj.weight") m = zero_col_groups(m, c.channels, 1);
