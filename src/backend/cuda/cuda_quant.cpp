@@ -1,8 +1,9 @@
 // The CUDA backend's quantized weights: upload of W8/W4/FP8 host views, and the matmul on
 // them, dispatched by shape:
 //   rows <= kGemvMaxRows            the decode GEMV: a decode tile of the tensor-core kernel
-//                                   (quant_gemm.cuh) or the CUDA-core GEMV (gemv.cuh), with
-//                                   the GEMV's fusions, whichever was timed fastest for the
+//                                   (quant_gemm.cuh), the CUDA-core GEMV (gemv.cuh) or, W4
+//                                   and W8 at rows <= 4, the half2 GEMV (gemv_half2.cuh), with the
+//                                   GEMV's fusions, whichever was timed fastest for the
 //                                   shape and fusion (launch_quant_gemv)
 //   FP8, rows > kFp8MmaMaxRows      per-token FP8 activations + cuBLASLt's FP8 GEMM (W8A8)
 //   rows <= kQuantMmaMaxRows        the tensor-core kernel (W4 k % 128, W8/FP8 k % 64)
@@ -21,6 +22,7 @@
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 
 namespace tf::cuda {
@@ -116,7 +118,20 @@ double time_cold_us(cudaStream_t stream, void* flush, size_t flush_bytes, const 
   return 1e3 * total_ms / reps;
 }
 
-std::string quant_kernel_name(int tile) { return tile < 0 ? "gemv" : quant_mma_tile_name(QuantMmaTile(tile)); }
+// The kernels launch_quant_gemv times, by the number it keeps: the tensor-core tiles
+// (QuantMmaTile) and these.
+constexpr int kSimtGemv = -1;   // the CUDA-core GEMV (gemv.cuh)
+constexpr int kHalf2Gemv = -2;  // the W4/W8 half2 GEMV, one feature per warp (gemv_half2.cuh)
+constexpr int kHalf2GemvX2 = -3;  // the same, two features per warp
+
+std::string quant_kernel_name(int tile) {
+  switch (tile) {
+    case kSimtGemv: return "gemv";
+    case kHalf2Gemv: return "gemv-h2";
+    case kHalf2GemvX2: return "gemv-h2x2";
+    default: return quant_mma_tile_name(QuantMmaTile(tile));
+  }
+}
 
 }  // namespace
 
@@ -154,17 +169,22 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
       c.times.emplace_back(tile, us);
       if (best < 0 || us < best) best = us, c.tile = tile;
     };
-    if (gemv_supported(t, tf)) consider(-1, [&] { launch_gemv_simt(t, stream_, tf); });
+    if (gemv_supported(t, tf)) consider(kSimtGemv, [&] { launch_gemv_simt(t, stream_, tf); });
+    for (int feat : {1, 2})
+      if (gemv_half2_supported(t, tf, feat))
+        consider(feat == 1 ? kHalf2Gemv : kHalf2GemvX2, [&] { launch_gemv_half2(t, stream_, tf, feat); });
     for (QuantMmaTile tile : kQuantMmaTiles)
       if (quant_mma_supported(t, tf, tile))
         consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
     if (flush) TF_CUDA_CHECK(cudaFree(flush));
     it = quant_gemv_.emplace(key, std::move(c)).first;
   }
-  if (it->second.tile < 0)
-    launch_gemv_simt(g, stream_, f);
-  else
-    launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(it->second.tile)});
+  switch (it->second.tile) {
+    case kSimtGemv: launch_gemv_simt(g, stream_, f); break;
+    case kHalf2Gemv: launch_gemv_half2(g, stream_, f, 1); break;
+    case kHalf2GemvX2: launch_gemv_half2(g, stream_, f, 2); break;
+    default: launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(it->second.tile)}); break;
+  }
 }
 
 std::vector<std::string> CudaBackend::quant_gemv_report() const {
