@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -120,17 +121,20 @@ double time_cold_us(cudaStream_t stream, void* flush, size_t flush_bytes, const 
 
 // The kernels launch_quant_gemv times, by the number it keeps: the tensor-core tiles
 // (QuantMmaTile) and these.
-constexpr int kSimtGemv = -1;   // the CUDA-core GEMV (gemv.cuh)
-constexpr int kHalf2Gemv = -2;  // the W4/W8 half2 GEMV, one feature per warp (gemv_half2.cuh)
-constexpr int kHalf2GemvX2 = -3;  // the same, two features per warp
+constexpr int kSimtGemv = -1;  // the CUDA-core GEMV (gemv.cuh)
+// The W4/W8 half2 GEMV (gemv_half2.cuh): -2 - i for the launch options kHalf2Options[i].
+constexpr Half2Options kHalf2Options[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+constexpr int half2_id(int i) { return -2 - i; }
+constexpr int half2_index(int id) { return -2 - id; }
+constexpr int kHalf2Variants = int(std::size(kHalf2Options));
 
 std::string quant_kernel_name(int tile) {
-  switch (tile) {
-    case kSimtGemv: return "gemv";
-    case kHalf2Gemv: return "gemv-h2";
-    case kHalf2GemvX2: return "gemv-h2x2";
-    default: return quant_mma_tile_name(QuantMmaTile(tile));
+  if (tile == kSimtGemv) return "gemv";
+  if (tile < 0) {
+    const Half2Options& o = kHalf2Options[half2_index(tile)];
+    return fmt::format("gemv-h2{}{}", o.features_per_warp == 2 ? "x2" : "", o.persistent ? "p" : "");
   }
+  return quant_mma_tile_name(QuantMmaTile(tile));
 }
 
 }  // namespace
@@ -170,21 +174,22 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
       if (best < 0 || us < best) best = us, c.tile = tile;
     };
     if (gemv_supported(t, tf)) consider(kSimtGemv, [&] { launch_gemv_simt(t, stream_, tf); });
-    for (int feat : {1, 2})
-      if (gemv_half2_supported(t, tf, feat))
-        consider(feat == 1 ? kHalf2Gemv : kHalf2GemvX2, [&] { launch_gemv_half2(t, stream_, tf, feat); });
+    for (int i = 0; i < kHalf2Variants; ++i)
+      if (gemv_half2_supported(t, tf, kHalf2Options[i]))
+        consider(half2_id(i), [&] { launch_gemv_half2(t, stream_, tf, kHalf2Options[i]); });
     for (QuantMmaTile tile : kQuantMmaTiles)
       if (quant_mma_supported(t, tf, tile))
         consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
     if (flush) TF_CUDA_CHECK(cudaFree(flush));
     it = quant_gemv_.emplace(key, std::move(c)).first;
   }
-  switch (it->second.tile) {
-    case kSimtGemv: launch_gemv_simt(g, stream_, f); break;
-    case kHalf2Gemv: launch_gemv_half2(g, stream_, f, 1); break;
-    case kHalf2GemvX2: launch_gemv_half2(g, stream_, f, 2); break;
-    default: launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(it->second.tile)}); break;
-  }
+  const int tile = it->second.tile;
+  if (tile == kSimtGemv)
+    launch_gemv_simt(g, stream_, f);
+  else if (tile < 0)
+    launch_gemv_half2(g, stream_, f, kHalf2Options[half2_index(tile)]);
+  else
+    launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(tile)});
 }
 
 std::vector<std::string> CudaBackend::quant_gemv_report() const {

@@ -26,6 +26,7 @@
 // prologue and epilogues are the CUDA-core GEMV's, with the same roundings.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -257,24 +258,30 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_half2_kernel(GemmArgs g, Gem
   extern __shared__ uint4 xs[];
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int64_t m_out = kSwiglu ? g.m / 2 : g.m;
-  // The warp's output features and weight rows: RopeKv one feature (its pair layout),
-  // Swiglu one feature (gate and up rows), else kFeatW features 8 kFeatW b + 8 q + w.
+  constexpr int64_t kPerGroup = kRope || kSwiglu ? kWarps : kWarps * kRowsW;  // features of a block's group
+  const int64_t n_groups_m = (m_out + kPerGroup - 1) / kPerGroup;
+  // The warp's output features and weight rows in group `grp` (a block takes groups
+  // blockIdx.x, + gridDim.x, ...; RopeKv launches one block per group): RopeKv one feature
+  // (its pair layout), Swiglu one feature (gate and up rows), else kFeatW features
+  // 8 kFeatW grp + 8 q + w.
   int64_t feat[kRowsW], wrow[kRowsW];
   bool active[kRowsW];
-  if constexpr (kRope) {
-    feat[0] = wrow[0] = gemv_detail::rope_feature(f.rope, blockIdx.x, warp);
-    active[0] = true;
-  } else if constexpr (kSwiglu) {
-    feat[0] = feat[1] = int64_t(blockIdx.x) * kWarps + warp;
-    wrow[0] = feat[0], wrow[1] = feat[0] + m_out;
-    active[0] = active[1] = feat[0] < m_out;
-  } else {
+  auto set_rows = [&](int64_t grp) {
+    if constexpr (kRope) {
+      feat[0] = wrow[0] = gemv_detail::rope_feature(f.rope, grp, warp);
+      active[0] = true;
+    } else if constexpr (kSwiglu) {
+      feat[0] = feat[1] = grp * kWarps + warp;
+      wrow[0] = feat[0], wrow[1] = feat[0] + m_out;
+      active[0] = active[1] = feat[0] < m_out;
+    } else {
 #pragma unroll
-    for (int q = 0; q < kRowsW; ++q) {
-      feat[q] = wrow[q] = int64_t(blockIdx.x) * (kWarps * kRowsW) + q * kWarps + warp;
-      active[q] = feat[q] < m_out;
+      for (int q = 0; q < kRowsW; ++q) {
+        feat[q] = wrow[q] = grp * kPerGroup + q * kWarps + warp;
+        active[q] = feat[q] < m_out;
+      }
     }
-  }
+  };
   const int64_t n_chunks = g.k / F::kElems;
   const typename F::Groups groups = F::groups(g);
   auto load = [&](int64_t i0, Chunk (&c)[kRowsW][kU]) {
@@ -286,6 +293,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_half2_kernel(GemmArgs g, Gem
   };
   // The first chunks: weights are never written, so they load before the previous kernel is
   // known to be done.
+  int64_t grp = blockIdx.x;
+  set_rows(grp);
   Chunk next[kRowsW][kU] = {};
   load(lane, next);
   pdl_begin();
@@ -293,57 +302,76 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_half2_kernel(GemmArgs g, Gem
   float unscale[R];
   stage_rows<F, R, kNorm>(g, f, xs, unscale);
   const int64_t stride = x_row_words<F>(g.k);
-  float acc[kRowsW][R];
-#pragma unroll
-  for (int q = 0; q < kRowsW; ++q)
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[q][r] = 0.0f;
-  for (int64_t i0 = lane; i0 < n_chunks; i0 += 32 * kU) {
-    Chunk cur[kRowsW][kU];
+  for (;;) {
+    float acc[kRowsW][R];
 #pragma unroll
     for (int q = 0; q < kRowsW; ++q)
 #pragma unroll
-      for (int u = 0; u < kU; ++u) cur[q][u] = next[q][u];
-    if (i0 + 32 * kU < n_chunks) load(i0 + 32 * kU, next);
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t i = i0 + 32 * u;
+      for (int r = 0; r < R; ++r) acc[q][r] = 0.0f;
+    for (int64_t i0 = lane; i0 < n_chunks; i0 += 32 * kU) {
+      Chunk cur[kRowsW][kU];
 #pragma unroll
       for (int q = 0; q < kRowsW; ++q)
-        if (active[q] && i < n_chunks) F::template multiply<R>(cur[q][u], xs + x_word<F>(i, 0), stride, acc[q]);
+#pragma unroll
+        for (int u = 0; u < kU; ++u) cur[q][u] = next[q][u];
+      if (i0 + 32 * kU < n_chunks) load(i0 + 32 * kU, next);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t i = i0 + 32 * u;
+#pragma unroll
+        for (int q = 0; q < kRowsW; ++q)
+          if (active[q] && i < n_chunks) F::template multiply<R>(cur[q][u], xs + x_word<F>(i, 0), stride, acc[q]);
+      }
     }
-  }
+    // This group's features; then the next group's first chunks go in flight before the
+    // reduction and the stores.
+    int64_t out_feat[kRowsW], out_row[kRowsW];
+    bool out_active[kRowsW];
 #pragma unroll
-  for (int q = 0; q < kRowsW; ++q) {
-    const float s = F::kRowScale && active[q] ? static_cast<const float*>(g.wq.scales)[wrow[q]] : 1.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[q][r] = warp_sum(acc[q][r]) * unscale[r] * s;
-  }
-  if constexpr (kRope) {  // every warp of the block is active (m = heads x head_dim, 8 | head_dim)
-    __shared__ float ys[kWarps][R];
-    if (lane == 0)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        ys[warp][r] = to_float(from_float<bf16>(acc[0][r] + (g.bias ? to_float(g.bias[feat[0]]) : 0.0f)));
-    __syncthreads();
-    gemv_detail::rope_kv_store<R>(f.rope, static_cast<bf16*>(g.out), ys);
-    return;
-  }
-  if (lane != 0) return;
-  if constexpr (kSwiglu) {
-    if (!active[0]) return;
-    const int64_t j = feat[0];
-    const float gb = g.bias ? to_float(g.bias[j]) : 0.0f, ub = g.bias ? to_float(g.bias[j + m_out]) : 0.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) gemv_detail::store_output<kEpi>(g, m_out, j, r, acc[0][r] + gb, acc[1][r] + ub);
-  } else {
+    for (int q = 0; q < kRowsW; ++q) out_feat[q] = feat[q], out_row[q] = wrow[q], out_active[q] = active[q];
+    const int64_t grp_next = grp + gridDim.x;
+    if (grp_next < n_groups_m) {
+      set_rows(grp_next);
+      load(lane, next);
+    }
 #pragma unroll
     for (int q = 0; q < kRowsW; ++q) {
-      if (!active[q]) continue;
-      const float b = g.bias ? to_float(g.bias[feat[q]]) : 0.0f;
+      const float s = F::kRowScale && out_active[q] ? static_cast<const float*>(g.wq.scales)[out_row[q]] : 1.0f;
 #pragma unroll
-      for (int r = 0; r < R; ++r) gemv_detail::store_output<kEpi>(g, m_out, feat[q], r, acc[q][r] + b, 0.0f);
+      for (int r = 0; r < R; ++r) acc[q][r] = warp_sum(acc[q][r]) * unscale[r] * s;
     }
+    if constexpr (kRope) {  // one group per block; every warp active (m = heads x head_dim, 8 | head_dim)
+      __shared__ float ys[kWarps][R];
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          ys[warp][r] = to_float(from_float<bf16>(acc[0][r] + (g.bias ? to_float(g.bias[out_feat[0]]) : 0.0f)));
+      __syncthreads();
+      gemv_detail::rope_kv_store<R>(f.rope, static_cast<bf16*>(g.out), ys);
+      return;
+    }
+    if (lane == 0) {
+      if constexpr (kSwiglu) {
+        if (out_active[0]) {
+          const int64_t j = out_feat[0];
+          const float gb = g.bias ? to_float(g.bias[j]) : 0.0f, ub = g.bias ? to_float(g.bias[j + m_out]) : 0.0f;
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            gemv_detail::store_output<kEpi>(g, m_out, j, r, acc[0][r] + gb, acc[1][r] + ub);
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < kRowsW; ++q) {
+          if (!out_active[q]) continue;
+          const float b = g.bias ? to_float(g.bias[out_feat[q]]) : 0.0f;
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            gemv_detail::store_output<kEpi>(g, m_out, out_feat[q], r, acc[q][r] + b, 0.0f);
+        }
+      }
+    }
+    if (grp_next >= n_groups_m) return;
+    grp = grp_next;
   }
 }
 
@@ -352,8 +380,11 @@ size_t smem_bytes(const GemmArgs& g) {
   return size_t(g.rows) * size_t(x_row_words<F>(g.k)) * 16;
 }
 
+// A block per group of features, or (persistent, not with RoPE/KV) only as many blocks as fit
+// on the device at once, each looping over groups, so that each block stages its input rows
+// once for more weight rows.
 template <typename F, int R, bool kNorm, GemvEpilogue kEpi, int kFeatW = 1>
-void launch_kernel(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
+void launch_kernel(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, bool persistent) {
   static std::atomic<uint64_t> attr_done{0};
   auto* kernel = gemv_half2_kernel<F, R, kNorm, kEpi, kFeatW>;
   once_per_device(attr_done, [&] {
@@ -361,53 +392,64 @@ void launch_kernel(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) 
   });
   const int64_t m_out = kEpi == GemvEpilogue::Swiglu ? g.m / 2 : g.m;
   const int64_t per_block = kEpi == GemvEpilogue::Swiglu || kEpi == GemvEpilogue::RopeKv ? kWarps : kFeatW * kWarps;
-  const dim3 grid(unsigned((m_out + per_block - 1) / per_block)), block(kWarps * 32);
-  launch_pdl(kernel, grid, block, smem_bytes<F>(g), stream, g, f);
+  int64_t blocks = (m_out + per_block - 1) / per_block;
+  const size_t smem = smem_bytes<F>(g);
+  if (persistent && kEpi != GemvEpilogue::RopeKv) {
+    int device = 0, sms = 0, per_sm = 0;
+    TF_CUDA_CHECK(cudaGetDevice(&device));
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+    blocks = std::min<int64_t>(blocks, int64_t(std::max(per_sm, 1)) * sms);
+  }
+  const dim3 grid(static_cast<unsigned>(blocks)), block(kWarps * 32);
+  launch_pdl(kernel, grid, block, smem, stream, g, f);
 }
 
 template <typename F, int R, int kFeatW>
-void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
+void launch_rows(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, bool persistent) {
   using E = GemvEpilogue;
+  const bool p = persistent;
   if (f.norm_w) {
     if (f.epilogue == E::Swiglu)
-      launch_kernel<F, R, true, E::Swiglu>(g, f, stream);
+      launch_kernel<F, R, true, E::Swiglu>(g, f, stream, p);
     else if (f.epilogue == E::RopeKv)
-      launch_kernel<F, R, true, E::RopeKv>(g, f, stream);
+      launch_kernel<F, R, true, E::RopeKv>(g, f, stream, p);
     else
-      launch_kernel<F, R, true, E::Store, kFeatW>(g, f, stream);
+      launch_kernel<F, R, true, E::Store, kFeatW>(g, f, stream, p);
     return;
   }
   switch (f.epilogue) {
-    case E::Store: launch_kernel<F, R, false, E::Store, kFeatW>(g, f, stream); break;
-    case E::AddTo: launch_kernel<F, R, false, E::AddTo, kFeatW>(g, f, stream); break;
-    case E::Swiglu: launch_kernel<F, R, false, E::Swiglu>(g, f, stream); break;
-    case E::RopeKv: launch_kernel<F, R, false, E::RopeKv>(g, f, stream); break;
+    case E::Store: launch_kernel<F, R, false, E::Store, kFeatW>(g, f, stream, p); break;
+    case E::AddTo: launch_kernel<F, R, false, E::AddTo, kFeatW>(g, f, stream, p); break;
+    case E::Swiglu: launch_kernel<F, R, false, E::Swiglu>(g, f, stream, p); break;
+    case E::RopeKv: launch_kernel<F, R, false, E::RopeKv>(g, f, stream, p); break;
   }
 }
 
 template <typename F, int kFeatW>
-void launch_feat(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) {
+void launch_feat(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, bool persistent) {
   switch (g.rows) {
-    case 1: launch_rows<F, 1, kFeatW>(g, f, stream); break;
-    case 2: launch_rows<F, 2, kFeatW>(g, f, stream); break;
-    case 3: launch_rows<F, 3, kFeatW>(g, f, stream); break;
-    default: launch_rows<F, 4, kFeatW>(g, f, stream); break;
+    case 1: launch_rows<F, 1, kFeatW>(g, f, stream, persistent); break;
+    case 2: launch_rows<F, 2, kFeatW>(g, f, stream, persistent); break;
+    case 3: launch_rows<F, 3, kFeatW>(g, f, stream, persistent); break;
+    default: launch_rows<F, 4, kFeatW>(g, f, stream, persistent); break;
   }
 }
 
 template <typename F>
-void launch_format(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, int features_per_warp) {
-  if (features_per_warp == 2)
-    launch_feat<F, 2>(g, f, stream);
+void launch_format(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, const Half2Options& o) {
+  if (o.features_per_warp == 2)
+    launch_feat<F, 2>(g, f, stream, o.persistent);
   else
-    launch_feat<F, 1>(g, f, stream);
+    launch_feat<F, 1>(g, f, stream, o.persistent);
 }
 
 }  // namespace
 
-bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f, int features_per_warp) {
+bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f, const Half2Options& o) {
   const bool own_layout = f.epilogue == GemvEpilogue::Swiglu || f.epilogue == GemvEpilogue::RopeKv;
-  if (features_per_warp != 1 && (features_per_warp != 2 || own_layout)) return false;
+  if (o.features_per_warp != 1 && (o.features_per_warp != 2 || own_layout)) return false;
+  if (o.persistent && f.epilogue == GemvEpilogue::RopeKv) return false;
   if (g.rows > kGemvHalf2MaxRows || !gemv_supported(g, f)) return false;
   switch (g.wq.dtype) {
     case DType::W4: return smem_bytes<FormatW4>(g) <= kMaxSmem;
@@ -416,12 +458,12 @@ bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f, int features_p
   }
 }
 
-void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, int features_per_warp) {
+void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, const Half2Options& o) {
   if (g.m == 0) return;
   if (g.wq.dtype == DType::W8)
-    launch_format<FormatW8>(g, f, stream, features_per_warp);
+    launch_format<FormatW8>(g, f, stream, o);
   else
-    launch_format<FormatW4>(g, f, stream, features_per_warp);
+    launch_format<FormatW4>(g, f, stream, o);
 }
 
 }  // namespace tf::cuda

@@ -19,10 +19,19 @@ namespace tf::cuda {
 
 constexpr int64_t kGemvHalf2MaxRows = 4;
 
-// True when launch_gemv_half2 runs `g` with `f`: W4 or W8 weights, rows <= kGemvHalf2MaxRows,
-// gemv_supported(g, f), the staged input rows fit in shared memory (160 KB), and
-// features_per_warp 1, or 2 with Store / AddTo (SwiGLU and RoPE/KV have their own layout).
-bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f = {}, int features_per_warp = 1);
-void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {}, int features_per_warp = 1);
+// Launch variants, all timed by the backend: output features per warp (1, or 2 with Store /
+// AddTo: SwiGLU and RoPE/KV have their own layout), and persistent blocks (as many as fit on
+// the device, each looping over groups of features, so a block stages its input rows once for
+// more weight rows; not with RoPE/KV).
+struct Half2Options {
+  int features_per_warp = 1;
+  bool persistent = false;
+};
+
+// True when launch_gemv_half2 runs `g` with `f` and `o`: W4 or W8 weights, rows <=
+// kGemvHalf2MaxRows, gemv_supported(g, f), the staged input rows fit in shared memory
+// (160 KB), and `o` as above.
+bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f = {}, const Half2Options& o = {});
+void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {}, const Half2Options& o = {});
 
 }  // namespace tf::cuda

@@ -140,6 +140,10 @@ TEST(CudaQuant, MatmulMatchesRef) {
 // relative per addition on sums of a few terms, below the BF16 output rounding; the GEMV's
 // 5e-3 holds.
 constexpr double kHalf2Tol = 5e-3;
+constexpr cuda::Half2Options kHalf2Variants[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+std::string half2_name(const cuda::Half2Options& o) {
+  return std::string(" x") + std::to_string(o.features_per_warp) + (o.persistent ? " persistent" : "");
+}
 
 // Each kernel through its launcher with every tile, on shapes the backend's dispatch would
 // send elsewhere. k = 2048 splits the tiled kernel along k (W4: 16 k-blocks, W8/FP8: 32); its
@@ -173,12 +177,12 @@ TEST(CudaQuant, KernelsMatchRef) {
           test::expect_close("quant gemv (CUDA cores) " + std::string(f.name), got.values(), want, 5e-3,
                              got.guard_intact());
         }
-        for (int feat : {1, 2}) {
+        for (const cuda::Half2Options& o : kHalf2Variants) {
           test::GuardedBf16 got(*be.cuda, rows, m);
-          if (!cuda::gemv_half2_supported(args(got.view()), {}, feat)) continue;
-          cuda::launch_gemv_half2(args(got.view()), stream, {}, feat);
-          test::expect_close("quant gemv (half2) " + std::string(f.name) + " x" + std::to_string(feat), got.values(),
-                             want, kHalf2Tol, got.guard_intact());
+          if (!cuda::gemv_half2_supported(args(got.view()), {}, o)) continue;
+          cuda::launch_gemv_half2(args(got.view()), stream, {}, o);
+          test::expect_close("quant gemv (half2) " + std::string(f.name) + half2_name(o), got.values(), want,
+                             kHalf2Tol, got.guard_intact());
         }
         const double tol = tolerance("tensor-core", f.spec);
         for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
@@ -222,12 +226,12 @@ TEST(CudaQuant, Half2GemvScalesEachRow) {
     x = test::round_bf16(x);
     const std::vector<float> want = ref_matmul(*be.ref, x, w, nullptr, rows);
     const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
-    for (int feat : {1, 2}) {
+    for (const cuda::Half2Options& o : kHalf2Variants) {
       test::GuardedBf16 got(*be.cuda, rows, m);
       const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = rows, .k = k, .m = m,
                              .wq = cuda::detail::quant_args(wd)};
-      ASSERT_TRUE(cuda::gemv_half2_supported(g, {}, feat));
-      cuda::launch_gemv_half2(g, stream, {}, feat);
+      ASSERT_TRUE(cuda::gemv_half2_supported(g, {}, o));
+      cuda::launch_gemv_half2(g, stream, {}, o);
       const std::vector<float> all = got.values();
       for (int64_t r : {0, 1, 3}) {
         const std::vector<float> gr(all.begin() + r * m, all.begin() + (r + 1) * m);
@@ -236,6 +240,52 @@ TEST(CudaQuant, Half2GemvScalesEachRow) {
                            got.guard_intact());
       }
       for (int64_t j = 0; j < m; ++j) EXPECT_EQ(all[size_t(2 * m + j)], 0.0f) << "zero row, feature " << j;
+    }
+  }
+}
+
+// The half2 GEMV's persistent blocks loop over groups of features: with m = 20045 (more
+// groups than 8 blocks of every SM of an H200 take) every block takes several, the last one
+// partly past m; plain product and SwiGLU (y rounded to BF16, then silu(gate) * up, as the
+// fused tests), against the reference.
+TEST(CudaQuant, Half2GemvPersistentCoversEveryFeature) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  for (const test::QuantFormat& f : test::kQuantFormats) {
+    if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
+    for (int64_t rows : {1, 3}) {
+      for (bool swiglu : {false, true}) {
+        const int64_t k = 256, m = swiglu ? 2 * 20045 : 20045, m_out = 20045;
+        SCOPED_TRACE(std::string(f.name) + " rows=" + std::to_string(rows) + (swiglu ? " swiglu" : ""));
+        Rng rng(test::seed_of({48, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric, rows, swiglu}));
+        const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
+        const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k));
+        const std::vector<float> y = ref_matmul(*be.ref, x, w, nullptr, rows);
+        std::vector<float> want(size_t(rows * m_out));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < m_out; ++j) {
+            if (!swiglu) {
+              want[size_t(r * m_out + j)] = y[size_t(r * m + j)];
+              continue;
+            }
+            const float gate = test::round_bf16({y[size_t(r * m + j)]})[0];
+            const float up = test::round_bf16({y[size_t(r * m + m_out + j)]})[0];
+            want[size_t(r * m_out + j)] = gate / (1.0f + std::exp(-gate)) * up;
+          }
+        }
+        const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
+        for (const cuda::Half2Options& o : kHalf2Variants) {
+          test::GuardedBf16 got(*be.cuda, rows, m_out);
+          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = rows, .k = k, .m = m,
+                                 .wq = cuda::detail::quant_args(wd)};
+          const cuda::GemvFusion gf{.epilogue = swiglu ? cuda::GemvEpilogue::Swiglu : cuda::GemvEpilogue::Store};
+          if (!cuda::gemv_half2_supported(g, gf, o)) continue;
+          cuda::launch_gemv_half2(g, stream, gf, o);
+          test::expect_close(std::string("quant half2 gemv, m = 20045") + (swiglu ? " swiglu" : "") + half2_name(o),
+                             got.values(), want, swiglu ? 1.2e-2 : kHalf2Tol, got.guard_intact());
+        }
+      }
     }
   }
 }
@@ -546,7 +596,7 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
                                  cuda::quant_mma_tile_name(tile),
                              direct.values(), want, tol, direct.guard_intact());
         }
-        for (int feat : {1, 2}) {
+        for (const cuda::Half2Options& o : kHalf2Variants) {
           test::GuardedBf16 direct(*be.cuda, rows, m_out);
           const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = direct.view().data, .rows = rows, .k = k, .m = m,
                                  .wq = cuda::detail::quant_args(wd)};
@@ -554,15 +604,15 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
                                     .epilogue = kind.epi == Epi::AddTo    ? cuda::GemvEpilogue::AddTo
                                                 : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
                                                                           : cuda::GemvEpilogue::Store};
-          if (!cuda::gemv_half2_supported(g, gf, feat)) continue;
+          if (!cuda::gemv_half2_supported(g, gf, o)) continue;
           if (kind.epi == Epi::AddTo) {
             std::vector<uint16_t> h(resid.size());
             for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
             be.cuda->copy_from_host(h.data(), direct.view());
           }
-          cuda::launch_gemv_half2(g, stream, gf, feat);
-          test::expect_close("quant half2 gemv fused " + std::string(kind.name) + " x" + std::to_string(feat),
-                             direct.values(), want, tol, direct.guard_intact());
+          cuda::launch_gemv_half2(g, stream, gf, o);
+          test::expect_close("quant half2 gemv fused " + std::string(kind.name) + half2_name(o), direct.values(), want,
+                             tol, direct.guard_intact());
         }
       }
     }
