@@ -205,7 +205,7 @@ class CudaBackend final : public Backend {
   // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out
   using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool>;
   struct QuantGemvChoice {
-    int tile = -1;                              // QuantMmaTile, or -1: the CUDA-core GEMV
+    int tile = -1;                              // QuantMmaTile, or < 0: a CUDA-core GEMV (cuda_quant.cpp)
     std::vector<std::pair<int, double>> times;  // (tile, us) of every candidate
   };
   std::map<QuantGemvKey, QuantGemvChoice> quant_gemv_;

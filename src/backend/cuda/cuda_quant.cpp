@@ -1,8 +1,9 @@
 // The CUDA backend's quantized weights: upload of W8/W4/FP8 host views, and the matmul on
 // them, dispatched by shape:
 //   rows <= kGemvMaxRows            the decode GEMV: a decode tile of the tensor-core kernel
-//                                   (quant_gemm.cuh) or the CUDA-core GEMV (gemv.cuh), with
-//                                   the GEMV's fusions, whichever was timed fastest for the
+//                                   (quant_gemm.cuh), the CUDA-core GEMV (gemv.cuh) or, W4
+//                                   and W8 at rows <= 4, the half2 GEMV (gemv_half2.cuh), with the
+//                                   GEMV's fusions, whichever was timed fastest for the
 //                                   shape and fusion (launch_quant_gemv)
 //   FP8, rows > kFp8MmaMaxRows      per-token FP8 activations + cuBLASLt's FP8 GEMM (W8A8)
 //   rows <= kQuantMmaMaxRows        the tensor-core kernel (W4 k % 128, W8/FP8 k % 64)
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 
 namespace tf::cuda {
@@ -116,7 +119,23 @@ double time_cold_us(cudaStream_t stream, void* flush, size_t flush_bytes, const 
   return 1e3 * total_ms / reps;
 }
 
-std::string quant_kernel_name(int tile) { return tile < 0 ? "gemv" : quant_mma_tile_name(QuantMmaTile(tile)); }
+// The kernels launch_quant_gemv times, by the number it keeps: the tensor-core tiles
+// (QuantMmaTile) and these.
+constexpr int kSimtGemv = -1;  // the CUDA-core GEMV (gemv.cuh)
+// The W4/W8 half2 GEMV (gemv_half2.cuh): -2 - i for the launch options kHalf2Options[i].
+constexpr Half2Options kHalf2Options[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+constexpr int half2_id(int i) { return -2 - i; }
+constexpr int half2_index(int id) { return -2 - id; }
+constexpr int kHalf2Variants = int(std::size(kHalf2Options));
+
+std::string quant_kernel_name(int tile) {
+  if (tile == kSimtGemv) return "gemv";
+  if (tile < 0) {
+    const Half2Options& o = kHalf2Options[half2_index(tile)];
+    return fmt::format("gemv-h2{}{}", o.features_per_warp == 2 ? "x2" : "", o.persistent ? "p" : "");
+  }
+  return quant_mma_tile_name(QuantMmaTile(tile));
+}
 
 }  // namespace
 
@@ -154,17 +173,23 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
       c.times.emplace_back(tile, us);
       if (best < 0 || us < best) best = us, c.tile = tile;
     };
-    if (gemv_supported(t, tf)) consider(-1, [&] { launch_gemv_simt(t, stream_, tf); });
+    if (gemv_supported(t, tf)) consider(kSimtGemv, [&] { launch_gemv_simt(t, stream_, tf); });
+    for (int i = 0; i < kHalf2Variants; ++i)
+      if (gemv_half2_supported(t, tf, kHalf2Options[i]))
+        consider(half2_id(i), [&] { launch_gemv_half2(t, stream_, tf, kHalf2Options[i]); });
     for (QuantMmaTile tile : kQuantMmaTiles)
       if (quant_mma_supported(t, tf, tile))
         consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
     if (flush) TF_CUDA_CHECK(cudaFree(flush));
     it = quant_gemv_.emplace(key, std::move(c)).first;
   }
-  if (it->second.tile < 0)
+  const int tile = it->second.tile;
+  if (tile == kSimtGemv)
     launch_gemv_simt(g, stream_, f);
+  else if (tile < 0)
+    launch_gemv_half2(g, stream_, f, kHalf2Options[half2_index(tile)]);
   else
-    launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(it->second.tile)});
+    launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(tile)});
 }
 
 std::vector<std::string> CudaBackend::quant_gemv_report() const {

@@ -4,6 +4,8 @@
 //   bf16 cublas | bf16 gemv                                   (the 16-bit baseline)
 //   <fmt> gemv        launch_gemv: what a decode step runs (rows <= 8)
 //   <fmt> simt        the CUDA-core GEMV kernel alone (rows <= 8)
+//   <fmt> half2[x2][ p]  w4, w8: the half2 GEMV (gemv_half2.cuh; rows <= 4), one [two] features
+//                     a warp[, persistent blocks]
 //   <fmt> mma         the tensor-core kernel with its automatic tile; `mma <tile>` each tile
 //   <fmt> dequant+cublas, and `dequant only` (its GB/s: codes read + BF16 written)
 //   fp8 w8a8 (<scaling>[, fast])  per-token FP8 activations + cuBLASLt's FP8 GEMM
@@ -37,6 +39,7 @@
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 
 namespace tf::cuda {
@@ -254,6 +257,10 @@ void run_shape(Bench& b, const Shape& sh, const std::vector<int64_t>& rows_list)
         b.report(sh, rows, n + " gemv", bytes, [&](int i) { launch_gemv(gq(i), b.s); });
         b.report(sh, rows, n + " simt", bytes, [&](int i) { launch_gemv_simt(gq(i), b.s); });
       }
+      for (const Half2Options o : {Half2Options{1, false}, {2, false}, {1, true}, {2, true}})
+        if (gemv_half2_supported(gq(0), {}, o))
+          b.report(sh, rows, n + " half2" + (o.features_per_warp == 2 ? "x2" : "") + (o.persistent ? " p" : ""), bytes,
+                   [&](int i) { launch_gemv_half2(gq(i), b.s, {}, o); });
       const QuantMmaOptions ws{.workspace = b.mma_ws, .workspace_bytes = b.mma_ws_bytes};
       if (quant_mma_supported(gq(0))) {
         b.report(sh, rows, n + " mma", bytes, [&](int i) { launch_quant_mma(gq(i), b.s, {}, ws); });

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 #include "cuda_test_report.h"
 #include "cuda_test_util.h"
@@ -134,6 +136,15 @@ TEST(CudaQuant, MatmulMatchesRef) {
   }
 }
 
+// The half2 GEMV (gemv_half2.cuh) sums a chunk's products (W4 32, W8 16) in F16: 2^-11
+// relative per addition on sums of a few terms, below the BF16 output rounding; the GEMV's
+// 5e-3 holds.
+constexpr double kHalf2Tol = 5e-3;
+constexpr cuda::Half2Options kHalf2Variants[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+std::string half2_name(const cuda::Half2Options& o) {
+  return std::string(" x") + std::to_string(o.features_per_warp) + (o.persistent ? " persistent" : "");
+}
+
 // Each kernel through its launcher with every tile, on shapes the backend's dispatch would
 // send elsewhere. k = 2048 splits the tiled kernel along k (W4: 16 k-blocks, W8/FP8: 32); its
 // result must not depend on the order the split blocks finish in, so it runs twice.
@@ -198,6 +209,13 @@ TEST(CudaQuant, KernelsMatchRef) {
           test::expect_close("quant gemv (CUDA cores) " + std::string(f.name), got.values(), want, 5e-3,
                              got.guard_intact());
         }
+        for (const cuda::Half2Options& o : kHalf2Variants) {
+          test::GuardedBf16 got(*be.cuda, rows, m);
+          if (!cuda::gemv_half2_supported(args(got.view()), {}, o)) continue;
+          cuda::launch_gemv_half2(args(got.view()), stream, {}, o);
+          test::expect_close("quant gemv (half2) " + std::string(f.name) + half2_name(o), got.values(), want,
+                             kHalf2Tol, got.guard_intact());
+        }
         const double tol = tolerance("tensor-core", f.spec);
         for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
           test::GuardedBf16 got(*be.cuda, rows, m);
@@ -210,6 +228,203 @@ TEST(CudaQuant, KernelsMatchRef) {
           if (k == 2048) {
             cuda::launch_quant_mma(args(got.view()), stream, {}, opt);
             EXPECT_TRUE(test::bitwise_equal(got.values(), first)) << "a second run differs";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The half2 GEMV's power-of-two scaling of each input row (W4 and W8): rows whose values F16 could not
+// hold as they are (up to 3e5 and beyond 65504; all below 1e-6, under F16's normal range) give
+// the reference's products to the same tolerance, and a zero row gives zeros.
+TEST(CudaQuant, Half2GemvScalesEachRow) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  for (const test::QuantFormat& f : test::kQuantFormats) {
+    if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
+    SCOPED_TRACE(f.name);
+    const int64_t rows = 4, k = 1024, m = 40;
+    Rng rng(46);
+    const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
+    std::vector<float> x = test::randn(rng, rows * k);
+    for (int64_t j = 0; j < k; ++j) {
+      x[size_t(j)] *= 1e5f;              // row 0: large, beyond F16's range
+      x[size_t(k + j)] *= 1e-7f;         // row 1: tiny
+      x[size_t(2 * k + j)] = 0.0f;       // row 2: zeros
+    }
+    x[size_t(3 * k + 7)] = 3e4f;  // row 3: one outlier
+    x = test::round_bf16(x);
+    const std::vector<float> want = ref_matmul(*be.ref, x, w, nullptr, rows);
+    const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
+    for (const cuda::Half2Options& o : kHalf2Variants) {
+      test::GuardedBf16 got(*be.cuda, rows, m);
+      const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = rows, .k = k, .m = m,
+                             .wq = cuda::detail::quant_args(wd)};
+      ASSERT_TRUE(cuda::gemv_half2_supported(g, {}, o));
+      cuda::launch_gemv_half2(g, stream, {}, o);
+      const std::vector<float> all = got.values();
+      for (int64_t r : {0, 1, 3}) {
+        const std::vector<float> gr(all.begin() + r * m, all.begin() + (r + 1) * m);
+        const std::vector<float> wr(want.begin() + r * m, want.begin() + (r + 1) * m);
+        test::expect_close("quant half2 gemv, row " + std::to_string(r) + " scaled", gr, wr, kHalf2Tol,
+                           got.guard_intact());
+      }
+      for (int64_t j = 0; j < m; ++j) EXPECT_EQ(all[size_t(2 * m + j)], 0.0f) << "zero row, feature " << j;
+    }
+  }
+}
+
+// The half2 GEMV's persistent blocks loop over groups of features: with m = 20045 (more
+// groups than 8 blocks of every SM of an H200 take) every block takes several, the last one
+// partly past m; plain product and SwiGLU (y rounded to BF16, then silu(gate) * up, as the
+// fused tests), against the reference.
+TEST(CudaQuant, Half2GemvPersistentCoversEveryFeature) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  for (const test::QuantFormat& f : test::kQuantFormats) {
+    if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
+    for (int64_t rows : {1, 3}) {
+      for (bool swiglu : {false, true}) {
+        const int64_t k = 256, m = swiglu ? 2 * 20045 : 20045, m_out = 20045;
+        SCOPED_TRACE(std::string(f.name) + " rows=" + std::to_string(rows) + (swiglu ? " swiglu" : ""));
+        Rng rng(test::seed_of({48, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric, rows, swiglu}));
+        const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
+        const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k));
+        const std::vector<float> y = ref_matmul(*be.ref, x, w, nullptr, rows);
+        std::vector<float> want(size_t(rows * m_out));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < m_out; ++j) {
+            if (!swiglu) {
+              want[size_t(r * m_out + j)] = y[size_t(r * m + j)];
+              continue;
+            }
+            const float gate = test::round_bf16({y[size_t(r * m + j)]})[0];
+            const float up = test::round_bf16({y[size_t(r * m + m_out + j)]})[0];
+            want[size_t(r * m_out + j)] = gate / (1.0f + std::exp(-gate)) * up;
+          }
+        }
+        const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
+        for (const cuda::Half2Options& o : kHalf2Variants) {
+          test::GuardedBf16 got(*be.cuda, rows, m_out);
+          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = rows, .k = k, .m = m,
+                                 .wq = cuda::detail::quant_args(wd)};
+          const cuda::GemvFusion gf{.epilogue = swiglu ? cuda::GemvEpilogue::Swiglu : cuda::GemvEpilogue::Store};
+          if (!cuda::gemv_half2_supported(g, gf, o)) continue;
+          cuda::launch_gemv_half2(g, stream, gf, o);
+          test::expect_close(std::string("quant half2 gemv, m = 20045") + (swiglu ? " swiglu" : "") + half2_name(o),
+                             got.values(), want, swiglu ? 1.2e-2 : kHalf2Tol, got.guard_intact());
+        }
+      }
+    }
+  }
+}
+
+// The half2 GEMV with the RoPE/KV epilogue, launched directly (the backend may time another
+// kernel faster on these small shapes, so CudaMatmulRopeKv need not reach it): one decode
+// token per row at its own position and KV slot, with and without the norm prologue, against
+// the reference product (normalized on the host as norm.cu: BF16(x * inv_rms * w)) plus
+// bias, rounded to BF16, rotated as rope_device.cuh in double, rounded to BF16 again: the qkv
+// rows and the K/V pool rows (tolerances of CudaMatmulRopeKv: 8e-3 and 1e-2).
+TEST(CudaQuant, Half2GemvRopeKvMatchesRef) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  constexpr int64_t kBlockSize = 16, kBlocks = 8, k = 256;
+  for (const test::QuantFormat& f : test::kQuantFormats) {
+    if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
+    for (int64_t rows : {1, 3, 4}) {
+      for (bool norm : {false, true}) {
+        for (const auto& [nh, nkv, hd] : {std::array<int64_t, 3>{4, 2, 64}, {8, 1, 128}}) {
+          const int64_t m = (nh + 2 * nkv) * hd;
+          SCOPED_TRACE(std::string(f.name) + " rows=" + std::to_string(rows) + (norm ? " norm" : "") +
+                       " head_dim=" + std::to_string(hd));
+          Rng rng(test::seed_of({47, f.spec.group_size, f.spec.symmetric, rows, norm, hd}));
+          const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
+          std::vector<float> nwv = test::round_bf16(test::randn(rng, k, 0.1));
+          for (float& v : nwv) v = test::round_bf16({v + 1.0f})[0];
+          const std::vector<float> bias = test::round_bf16(test::randn(rng, m, 0.5));
+          const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
+          std::vector<int32_t> pos(static_cast<size_t>(rows)), slot(static_cast<size_t>(rows));
+          for (int64_t r = 0; r < rows; ++r) {
+            pos[size_t(r)] = int32_t(rng.uniform_int(0, 4000));
+            slot[size_t(r)] = int32_t(r * 37 + 5);  // distinct slots of blocks 0..7
+          }
+          const std::vector<float> inv_freq = test::rope_freqs(hd, 1.0);
+          // The host's expectation.
+          std::vector<float> xn = x;
+          if (norm) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double ss = 0;
+              for (int64_t j = 0; j < k; ++j) ss += double(x[size_t(r * k + j)]) * x[size_t(r * k + j)];
+              const float inv = float(1.0 / std::sqrt(ss / double(k) + 1e-5));
+              for (int64_t j = 0; j < k; ++j)
+                xn[size_t(r * k + j)] = test::round_bf16({x[size_t(r * k + j)] * inv * nwv[size_t(j)]})[0];
+            }
+          }
+          const std::vector<float> y = test::round_bf16(ref_matmul(*be.ref, xn, w, &bias, rows));
+          std::vector<float> want_qkv = y;
+          std::vector<float> want_pool[2];
+          for (auto& p : want_pool) p.assign(size_t(kBlocks * nkv * kBlockSize * hd), NAN);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t h = 0; h < nh + 2 * nkv; ++h) {
+              float* row = want_qkv.data() + r * m + h * hd;
+              if (h < nh + nkv) {
+                for (int64_t i = 0; i < hd / 2; ++i) {
+                  const double a = double(float(pos[size_t(r)]) * inv_freq[size_t(i)]);
+                  const double y0 = row[i], y1 = row[i + hd / 2];
+                  row[i] = float(y0 * std::cos(a) - y1 * std::sin(a));
+                  row[i + hd / 2] = float(y1 * std::cos(a) + y0 * std::sin(a));
+                }
+              }
+              for (int64_t i = 0; i < hd; ++i) row[i] = test::round_bf16({row[i]})[0];
+              if (h < nh) continue;
+              const bool is_v = h >= nh + nkv;
+              const int64_t kvh = is_v ? h - nh - nkv : h - nh, s = slot[size_t(r)];
+              const int64_t prow = (s / kBlockSize * nkv + kvh) * kBlockSize + s % kBlockSize;
+              std::copy(row, row + hd, want_pool[is_v].begin() + prow * hd);
+            }
+          }
+          // The device call.
+          const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
+          const TensorView nwd = be.cuda->upload(test::make_host(nwv, DType::BF16, {k}).view(), DType::BF16);
+          const TensorView bd = be.cuda->upload(test::make_host(bias, DType::BF16, {m}).view(), DType::BF16);
+          TensorView posd = be.cuda->alloc(DType::I32, {rows}), slotd = be.cuda->alloc(DType::I32, {rows});
+          be.cuda->copy_from_host(pos.data(), posd);
+          be.cuda->copy_from_host(slot.data(), slotd);
+          const TensorView freqd = test::upload_f32(*be.cuda, inv_freq);
+          test::GuardedBf16 pools[2] = {test::GuardedBf16(*be.cuda, kBlocks * nkv * kBlockSize, hd),
+                                        test::GuardedBf16(*be.cuda, kBlocks * nkv * kBlockSize, hd)};
+          test::GuardedBf16 qkv(*be.cuda, rows, m);
+          cuda::RopeKvArgs ra{.inv_freq = static_cast<const float*>(freqd.data), .n_rot = hd,
+                              .k_pool = pools[0].view().data, .v_pool = pools[1].view().data,
+                              .kv_dtype = DType::BF16, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                              .block_size = kBlockSize};
+          ra.batch.positions = static_cast<const int32_t*>(posd.data);
+          ra.batch.slot_mapping = static_cast<const int32_t*>(slotd.data);
+          ra.batch.n_tokens = int32_t(rows);
+          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .bias = cuda::detail::bf(bd), .out = qkv.view().data,
+                                 .rows = rows, .k = k, .m = m, .wq = cuda::detail::quant_args(wd)};
+          const cuda::GemvFusion gf{.norm_w = norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
+                                    .epilogue = cuda::GemvEpilogue::RopeKv, .rope = ra};
+          ASSERT_TRUE(cuda::gemv_half2_supported(g, gf));
+          cuda::launch_gemv_half2(g, stream, gf);
+          test::expect_close("quant half2 gemv rope/kv qkv", qkv.values(), want_qkv, 8e-3, qkv.guard_intact());
+          for (int kv = 0; kv < 2; ++kv) {
+            const std::vector<float> got = pools[kv].values();
+            std::vector<float> g_set, w_set;
+            bool same_rows = true;
+            for (size_t i = 0; i < got.size(); ++i) {
+              if (std::isnan(got[i]) != std::isnan(want_pool[kv][i])) same_rows = false;
+              if (std::isnan(want_pool[kv][i])) continue;
+              g_set.push_back(got[i]);
+              w_set.push_back(want_pool[kv][i]);
+            }
+            EXPECT_TRUE(same_rows) << (kv ? "V" : "K") << " pool: elements written by one side only";
+            test::expect_close(std::string("quant half2 gemv rope/kv ") + (kv ? "V" : "K") + " pool", g_set, w_set,
+                               1e-2, pools[kv].guard_intact() && same_rows);
           }
         }
       }
@@ -412,6 +627,24 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
           test::expect_close("quant tensor-core fused " + std::string(kind.name) + " " +
                                  cuda::quant_mma_tile_name(tile),
                              direct.values(), want, tol, direct.guard_intact());
+        }
+        for (const cuda::Half2Options& o : kHalf2Variants) {
+          test::GuardedBf16 direct(*be.cuda, rows, m_out);
+          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = direct.view().data, .rows = rows, .k = k, .m = m,
+                                 .wq = cuda::detail::quant_args(wd)};
+          const cuda::GemvFusion gf{.norm_w = kind.norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
+                                    .epilogue = kind.epi == Epi::AddTo    ? cuda::GemvEpilogue::AddTo
+                                                : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
+                                                                          : cuda::GemvEpilogue::Store};
+          if (!cuda::gemv_half2_supported(g, gf, o)) continue;
+          if (kind.epi == Epi::AddTo) {
+            std::vector<uint16_t> h(resid.size());
+            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
+            be.cuda->copy_from_host(h.data(), direct.view());
+          }
+          cuda::launch_gemv_half2(g, stream, gf, o);
+          test::expect_close("quant half2 gemv fused " + std::string(kind.name) + half2_name(o), direct.values(), want,
+                             tol, direct.guard_intact());
         }
       }
     }

@@ -1,0 +1,37 @@
+// The W4 and W8 decode GEMV on packed half2 arithmetic (gemv_half2.cu): 1..kGemvHalf2MaxRows
+// input rows, the fusions of gemv.cuh. Among the kernels CudaBackend::launch_quant_gemv times
+// per shape and fusion; the tests and bench_quant_gemm launch it directly.
+//
+// Rounding: each input row is scaled by a power of two (exact) and rounded to F16 (11 bits
+// against BF16's 8: exact for every BF16 value in F16's normal range, which the scaling puts
+// the row's largest values in); the products code * x are summed in F16 over each 16-byte
+// chunk of codes (2^-11 relative per addition), then in FP32 (W4 times the group scale, W8
+// times the row scale after the sum); the outputs round as gemv.cuh says.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/gemv.cuh"
+
+namespace tf::cuda {
+
+constexpr int64_t kGemvHalf2MaxRows = 4;
+
+// Launch variants, all timed by the backend: output features per warp (1, or 2 with Store /
+// AddTo: SwiGLU and RoPE/KV have their own layout), and persistent blocks (as many as fit on
+// the device, each looping over groups of features, so a block stages its input rows once for
+// more weight rows; not with RoPE/KV).
+struct Half2Options {
+  int features_per_warp = 1;
+  bool persistent = false;
+};
+
+// True when launch_gemv_half2 runs `g` with `f` and `o`: W4 or W8 weights, rows <=
+// kGemvHalf2MaxRows, gemv_supported(g, f), the staged input rows fit in shared memory
+// (160 KB), and `o` as above.
+bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f = {}, const Half2Options& o = {});
+void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f = {}, const Half2Options& o = {});
+
+}  // namespace tf::cuda
