@@ -10,10 +10,12 @@
 // padded to. The costs are the model's scaled by what such steps measured (StepCalibration,
 // fed by calibrate() after every step of decodes and verifications), and where steps with
 // proposals emitted fewer tokens per second than plain ones at this batch size, nothing is
-// proposed (SpeculationGate) but to measure again now and then. Where the policy
-// proposes nothing, a sequence (or, one-width, the whole batch) gets one proposal every
-// kProbeEvery (kStepProbeEvery) such steps if any length could pay at this batch size, so
-// that the rates follow the text. The scheduler takes proposals where budget and free
+// proposed (SpeculationGate) but to measure again now and then. A draft model's catch-up
+// (the tokens it has not run: a new prompt, the output of steps it sat out) counts in the
+// costs (spec_policy.h: catch_up_seconds). Where the policy proposes nothing, a sequence (or,
+// one-width, the whole batch) gets one proposal after kProbeEvery (kStepProbeEvery) such
+// steps if any length could pay at this batch size and the probe's cost, catch-up included,
+// fits its budget (probe_due), so that the rates follow the text. The scheduler takes proposals where budget and free
 // blocks allow (scheduler.h). The batch runs each such sequence's last token and its
 // proposals with logits for all, beside the other sequences' decodes and prefill chunks.
 // emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
@@ -86,6 +88,9 @@ void Engine::Impl::set_spec_mode(const SpecMode& m) {
 // A probe costs a one-width step the whole batch's verification, a per-sequence one only that
 // sequence's extra token: the first are rarer.
 constexpr int32_t kProbeEvery = 32, kStepProbeEvery = 128;
+// Steps of proposals a catch-up is spread over in the policy's costs (fewer when the output
+// is nearly complete).
+constexpr int64_t kCatchUpSpread = 16;
 
 bool Engine::Impl::uniform_step(int32_t n_decoding) const {
   const std::string& u = opt.spec.uniform_width;
@@ -122,25 +127,49 @@ void Engine::Impl::propose() {
   if (spec_mode.adaptive) {
     const std::vector<double> costs = proposal_costs(spec_costs, batch, spec_mode.k, true, &spec_calibration);
     const bool can_pay = proposals_can_pay(costs);
-    for (RequestId id : ids) rates.push_back(state(id).spec->acceptance.rate(prior));
+    // The proposer's catch-up (a draft model's tokens beyond one per sequence), in plain steps:
+    // a probe pays all of it; a sequence that starts proposing pays it once for the steps it
+    // then proposes in, so the policy spreads it over up to kCatchUpSpread of them.
+    const double plain_s = spec_costs.verify(batch, 0);
+    auto catch_up = [&](int64_t extra_rows) { return catch_up_seconds(spec_costs, batch, extra_rows) / plain_s; };
+    std::vector<int64_t> extra;  // per sequence
+    int64_t extra_sum = 0, left_sum = 0;
+    for (RequestId id : ids) {
+      const RequestState& r = state(id);
+      rates.push_back(r.spec->acceptance.rate(prior));
+      extra.push_back(std::max(0, proposer->backlog(id, r.all_tokens) - 1));
+      extra_sum += extra.back();
+      left_sum += std::max(1, r.max_len - int32_t(r.all_tokens.size()));
+    }
+    auto spread = [](int64_t tokens_left) { return double(std::clamp<int64_t>(tokens_left, 1, kCatchUpSpread)); };
     if (uniform) {
-      int32_t w = step_width(rates, want, costs);
+      const double x = catch_up(extra_sum);
+      std::vector<double> c = costs;
+      add_catch_up(c, x / spread(left_sum / int64_t(ids.size())));
+      int32_t w = step_width(rates, want, c);
       if (w > 0) {
         spec_idle_steps = 0;
-      } else if (can_pay && ++spec_idle_steps % kStepProbeEvery == 0) {
+      } else if (can_pay && probe_due(++spec_idle_steps, kStepProbeEvery, costs[1] - 1.0 + x)) {
         w = 1;
         probe.assign(ids.size(), 1);
+        spec_idle_steps = 0;
       }
       want.assign(ids.size(), w);
     } else {
       for (size_t i = 0; i < ids.size(); ++i) {
-        SpecState& s = *state(ids[i]).spec;
-        want[i] = proposal_length(rates[i], costs);
+        RequestState& r = state(ids[i]);
+        SpecState& s = *r.spec;
+        // Costs as if every sequence had this one's backlog (the rule's costs are the step's).
+        const double x = catch_up(int64_t(batch) * extra[i]);
+        std::vector<double> c = costs;
+        add_catch_up(c, x / spread(r.max_len - int32_t(r.all_tokens.size())));
+        want[i] = proposal_length(rates[i], c);
         if (want[i] > 0) {
           s.n_idle = 0;
-        } else if (can_pay && ++s.n_idle % kProbeEvery == 0) {
+        } else if (can_pay && probe_due(++s.n_idle, kProbeEvery, costs[1] - 1.0 + x)) {
           want[i] = 1;
           probe[i] = 1;
+          s.n_idle = 0;
         }
       }
     }

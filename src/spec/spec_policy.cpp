@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 
 #include "core/error.h"
 
@@ -222,6 +223,20 @@ void SpeculationGate::observe(int32_t batch, bool speculated, double tokens, dou
 bool SpeculationGate::closed(int32_t batch) const {
   const auto it = buckets_.find(pow2_bucket(batch));
   return it != buckets_.end() && it->second.closed();
+}
+
+double catch_up_seconds(const SpecCostModel& m, int32_t batch, int64_t extra_rows) {
+  if (extra_rows <= 0 || m.empty()) return 0.0;
+  const int64_t rows = std::min<int64_t>(int64_t(batch) + extra_rows, std::numeric_limits<int32_t>::max());
+  return std::max(0.0, m.draft(int32_t(rows)) - m.draft(batch));
+}
+
+void add_catch_up(std::vector<double>& c, double extra) {
+  for (size_t j = 1; j < c.size(); ++j) c[j] += extra;
+}
+
+bool probe_due(int64_t idle_steps, int32_t every, double probe_cost) {
+  return idle_steps >= every && probe_cost <= kProbeBudget * double(idle_steps);
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,
