@@ -157,6 +157,10 @@ void StepCalibration::observe(int32_t batch, int32_t width, double predicted_s, 
   if (++e.n <= kSkip) return;
   const double r = measured_s / predicted_s;
   e.ratio = e.n == kSkip + 1 ? r : 0.9 * e.ratio + 0.1 * std::clamp(r, e.ratio / 4.0, e.ratio * 4.0);
+  if (width != 0) return;
+  const int32_t b = bucket(batch);
+  for (auto it = entries_.upper_bound({b, 0}); it != entries_.end() && it->first.first == b; ++it)
+    if (it->second.n > kSkip) it->second.ratio += kFade * (e.ratio - it->second.ratio);
 }
 
 double StepCalibration::factor(int32_t batch, int32_t width) const {
@@ -168,6 +172,10 @@ double StepCalibration::factor(int32_t batch, int32_t width) const {
     if (it->second.n <= kSkip || (w == 0) != (width == 0)) continue;
     const int32_t d = std::abs(w - width);
     if (!best || d < best_d) best = &it->second, best_d = d;
+  }
+  if (!best && width > 0) {  // no speculating width measured yet: plain decoding's ratio
+    const auto plain = entries_.find({b, 0});
+    if (plain != entries_.end() && plain->second.n > kSkip) best = &plain->second;
   }
   return best ? best->ratio : 1.0;
 }

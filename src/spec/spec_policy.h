@@ -96,13 +96,21 @@ class AcceptanceRate {
 // step, a draft model's catch-up forward, a step the device runs unrecorded) counts, and
 // speculation stops where in fact it does not pay. The first kSkip steps of each kind are
 // left out (per-shape kernel choice and CUDA Graph recording happen there), and one reading
-// moves the ratio at most 4x.
+// moves the ratio at most 4x. Each plain step moves the speculating widths' ratios at its
+// batch size kFade of the way to plain decoding's: a width the policy stopped using is not
+// measured again, so one slow reading (a load spike, a first-sight kernel choice) would
+// otherwise keep its proposals priced out for good (seen on dev-cpu: prompt lookup at batch
+// 1, where fixed k gains 2.5x, ran whole rounds plain); faded, it is tried and measured again.
 class StepCalibration {
  public:
   static constexpr int32_t kSkip = 2;
+  static constexpr double kFade = 0.03;
   void observe(int32_t batch, int32_t width, double predicted_s, double measured_s);
   // The ratio for (batch, width); a width not measured at this batch size takes the nearest
-  // measured width's (speculating ones only for width > 0); 1 where nothing was measured.
+  // measured width's (speculating ones only for width > 0), a speculating width with none
+  // measured plain decoding's (what the model leaves out of a plain step, host work, is in
+  // a verification step too: taking 1 there made unmeasured proposals look cheaper than
+  // plain steps measured slow); 1 where nothing was measured.
   double factor(int32_t batch, int32_t width) const;
 
  private:

@@ -204,16 +204,41 @@ TEST(StepCalibration, MeasuredOverPredictedPerBatchAndWidth) {
   EXPECT_NEAR(cal.factor(16, 4), 3.0, 1e-6) << "follows what steps take now";
   for (int i = 0; i < 3; ++i) cal.observe(16, 0, 1e-3, 1.5e-3);
   EXPECT_DOUBLE_EQ(cal.factor(16, 0), 1.5);
+  // The third plain step (the first past its skip) moved width 4 kFade of the way to 1.5.
+  const double spec_ratio = 3.0 + StepCalibration::kFade * (1.5 - 3.0);
+  EXPECT_NEAR(cal.factor(16, 4), spec_ratio, 1e-6);
   cal.observe(16, 2, 0.0, 1e-3);  // no prediction: ignored
   cal.observe(16, 2, 1e-3, -1.0);
-  EXPECT_NEAR(cal.factor(16, 2), 3.0, 1e-6);
+  EXPECT_NEAR(cal.factor(16, 2), spec_ratio, 1e-6);
 
-  // The scaled costs: verification measured 3x its prediction, plain 1.5x, so c_j doubles,
-  // and where the model said proposals pay they may no longer.
+  // A speculating width measured once at 6x (a slow step) and then left unused fades to
+  // plain decoding's ratio as plain steps go by, so its proposals are tried again.
+  StepCalibration faded;
+  for (int i = 0; i < StepCalibration::kSkip + 1; ++i) faded.observe(1, 4, 1e-3, 6e-3);
+  for (int i = 0; i < StepCalibration::kSkip + 1; ++i) faded.observe(1, 0, 1e-3, 2e-3);
+  EXPECT_NEAR(faded.factor(1, 4), 6.0 - StepCalibration::kFade * 4.0, 1e-12) << "one plain step past its skip";
+  for (int i = 0; i < 200; ++i) faded.observe(1, 0, 1e-3, 2e-3);
+  EXPECT_NEAR(faded.factor(1, 4), 2.0, 0.01);
+  EXPECT_DOUBLE_EQ(faded.factor(2, 4), 1.0) << "other batch sizes untouched";
+
+  // Only plain steps measured (1.5x): a speculating width takes their ratio, so c_j stays as
+  // the model has it until verification steps are measured.
+  StepCalibration fresh;
+  for (int i = 0; i < StepCalibration::kSkip + 1; ++i) fresh.observe(8, 0, 1e-3, 1.5e-3);
+  EXPECT_DOUBLE_EQ(fresh.factor(8, 3), 1.5);
+  EXPECT_DOUBLE_EQ(fresh.factor(4, 3), 1.0) << "another batch size: nothing measured";
+  {
+    const SpecCostModel m = device_like();
+    const std::vector<double> raw = proposal_costs(m, 8, 4), scaled = proposal_costs(m, 8, 4, true, &fresh);
+    for (size_t j = 0; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], raw[j], 1e-12);
+  }
+
+  // The scaled costs: verification measured about 3x its prediction, plain 1.5x, so c_j
+  // about doubles, and where the model said proposals pay they may no longer.
   const SpecCostModel m = device_like();
   const std::vector<double> raw = proposal_costs(m, 16, 4), scaled = proposal_costs(m, 16, 4, true, &cal);
   EXPECT_DOUBLE_EQ(scaled[0], 1.0);
-  for (size_t j = 1; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], 2.0 * raw[j], 1e-9);
+  for (size_t j = 1; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], spec_ratio / 1.5 * raw[j], 1e-9);
   EXPECT_GT(proposal_length(0.7, raw), 0);
   EXPECT_EQ(proposal_length(0.7, scaled), 0);
 }
