@@ -161,9 +161,12 @@ void Engine::Impl::propose() {
         SpecState& s = *r.spec;
         // Costs as if every sequence had this one's backlog (the rule's costs are the step's).
         const double x = catch_up(int64_t(batch) * extra[i]);
-        std::vector<double> c = costs;
-        add_catch_up(c, x / spread(r.max_len - int32_t(r.all_tokens.size())));
-        want[i] = proposal_length(rates[i], c);
+        std::vector<double> c;
+        if (x > 0) {
+          c = costs;
+          add_catch_up(c, x / spread(r.max_len - int32_t(r.all_tokens.size())));
+        }
+        want[i] = proposal_length(rates[i], x > 0 ? c : costs);
         if (want[i] > 0) {
           s.n_idle = 0;
         } else if (can_pay && probe_due(++s.n_idle, kProbeEvery, costs[1] - 1.0 + x)) {
@@ -189,6 +192,11 @@ void Engine::Impl::propose() {
     req_of[i] = reqs.size();
     spec_draft_steps = std::max(spec_draft_steps, k);
     reqs.push_back({.seq = ids[i], .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
+  }
+  if (reqs.empty()) {  // a plain step (cleared above): what the rest would do with no proposals
+    if (spec_mode.adaptive)
+      for (RequestId id : ids) state(id).spec->acceptance.idle();
+    return;
   }
   std::vector<Proposal> props;
   if (!reqs.empty()) proposer->propose(reqs, props);
