@@ -102,16 +102,25 @@ bool Engine::Impl::uniform_step(int32_t n_decoding) const {
 void Engine::Impl::propose() {
   spec_draft_steps = 0;
   if (!spec_mode.enabled) return;
-  std::vector<RequestId> ids;
-  for (const auto& [id, r] : requests)
+  // The decoding sequences, with their states looked up once (a step at batch 64 on a small
+  // model lasts 0.2 ms: a few lookups per sequence and step are measurable there).
+  std::vector<std::pair<RequestId, RequestState*>> live;
+  for (auto& [id, r] : requests)
     if (!r.finished && sched->is_running(id) && sched->n_computed(id) + 1 == int32_t(r.all_tokens.size()))
-      ids.push_back(id);
-  if (ids.empty()) return;
-  std::sort(ids.begin(), ids.end());  // a fixed order: the proposer's batches do not depend on hashing
+      live.emplace_back(id, &r);
+  if (live.empty()) return;
+  // A fixed order: the proposer's batches do not depend on hashing.
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<RequestId> ids;
+  std::vector<RequestState*> rs;
+  for (const auto& l : live) {
+    ids.push_back(l.first);
+    rs.push_back(l.second);
+  }
   const int32_t batch = std::max(1, sched->n_running());
   if (spec_mode.adaptive && spec_gate.decide(batch) == SpeculationGate::Step::Plain) {
-    for (RequestId id : ids) {
-      SpecState& s = *state(id).spec;
+    for (RequestState* r : rs) {
+      SpecState& s = *r->spec;
       s.proposal.clear();
       s.q.clear();
       s.n_real = 0;
@@ -134,10 +143,10 @@ void Engine::Impl::propose() {
     auto catch_up = [&](int64_t extra_rows) { return catch_up_seconds(spec_costs, batch, extra_rows) / plain_s; };
     std::vector<int64_t> extra;  // per sequence
     int64_t extra_sum = 0, left_sum = 0;
-    for (RequestId id : ids) {
-      const RequestState& r = state(id);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const RequestState& r = *rs[i];
       rates.push_back(r.spec->acceptance.rate(prior));
-      extra.push_back(std::max(0, proposer->backlog(id, r.all_tokens) - 1));
+      extra.push_back(std::max(0, proposer->backlog(ids[i], r.all_tokens) - 1));
       extra_sum += extra.back();
       left_sum += std::max(1, r.max_len - int32_t(r.all_tokens.size()));
     }
@@ -157,7 +166,7 @@ void Engine::Impl::propose() {
       want.assign(ids.size(), w);
     } else {
       for (size_t i = 0; i < ids.size(); ++i) {
-        RequestState& r = state(ids[i]);
+        RequestState& r = *rs[i];
         SpecState& s = *r.spec;
         // Costs as if every sequence had this one's backlog (the rule's costs are the step's).
         const double x = catch_up(int64_t(batch) * extra[i]);
@@ -181,7 +190,7 @@ void Engine::Impl::propose() {
   std::vector<size_t> req_of(ids.size(), SIZE_MAX);
   std::vector<int32_t> room(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    RequestState& r = state(ids[i]);
+    RequestState& r = *rs[i];
     SpecState& s = *r.spec;
     s.proposal.clear();
     s.q.clear();
@@ -195,7 +204,7 @@ void Engine::Impl::propose() {
   }
   if (reqs.empty()) {  // a plain step (cleared above): what the rest would do with no proposals
     if (spec_mode.adaptive)
-      for (RequestId id : ids) state(id).spec->acceptance.idle();
+      for (RequestState* r : rs) r->spec->acceptance.idle();
     return;
   }
   std::vector<Proposal> props;
@@ -206,7 +215,7 @@ void Engine::Impl::propose() {
     Proposal& p = props[req_of[i]];
     TF_ASSERT(int32_t(p.tokens.size()) <= reqs[req_of[i]].k, "proposer {} offered {} tokens for {}",
               proposer->name(), p.tokens.size(), reqs[req_of[i]].k);
-    SpecState& s = *state(ids[i]).spec;
+    SpecState& s = *rs[i]->spec;
     s.proposal = std::move(p.tokens);
     s.q = std::move(p.q);
     n[i] = int32_t(s.proposal.size());
@@ -219,7 +228,7 @@ void Engine::Impl::propose() {
   int32_t width = n_max;
   if (uniform && spec_mode.adaptive && !probe[0]) width = step_width(rates, n, verify_costs);
   for (size_t i = 0; i < ids.size(); ++i) {
-    SpecState& s = *state(ids[i]).spec;
+    SpecState& s = *rs[i]->spec;
     int32_t keep = std::min(n[i], width);
     if (!uniform && spec_mode.adaptive && keep > 0 && !probe[i])
       keep = step_width(std::span(rates).subspan(i, 1), std::span(n).subspan(i, 1), verify_costs);
@@ -228,9 +237,9 @@ void Engine::Impl::propose() {
     // complete (the padding's KV slots may lie past max_len: they are rolled back, and
     // emission stops at max_len), unless the positions would pass the model's context (then
     // that step runs unrecorded).
-    const int32_t positions_left = int32_t(model->config().max_position) - int32_t(state(ids[i]).all_tokens.size());
+    const int32_t positions_left = int32_t(model->config().max_position) - int32_t(rs[i]->all_tokens.size());
     const int32_t len = uniform && width > 0 && width <= positions_left ? width : keep;
-    const int32_t filler = s.proposal.empty() ? state(ids[i]).all_tokens.back() : s.proposal.back();
+    const int32_t filler = s.proposal.empty() ? rs[i]->all_tokens.back() : s.proposal.back();
     s.proposal.resize(size_t(len), filler);
     if (spec_mode.adaptive && keep == 0) s.acceptance.idle();
     if (len > 0) sched->set_spec_tokens(ids[i], len);
