@@ -99,8 +99,7 @@ class AcceptanceRate {
 // moves the ratio at most 4x. Each plain step moves the speculating widths' ratios at its
 // batch size kFade of the way to plain decoding's: a width the policy stopped using is not
 // measured again, so one slow reading (a load spike, a first-sight kernel choice) would
-// otherwise keep its proposals priced out for good (seen on dev-cpu: prompt lookup at batch
-// 1, where fixed k gains 2.5x, ran whole rounds plain); faded, it is tried and measured again.
+// otherwise keep its proposals priced out for good; faded, it is tried and measured again.
 class StepCalibration {
  public:
   static constexpr int32_t kSkip = 2;
@@ -109,8 +108,8 @@ class StepCalibration {
   // The ratio for (batch, width); a width not measured at this batch size takes the nearest
   // measured width's (speculating ones only for width > 0), a speculating width with none
   // measured plain decoding's (what the model leaves out of a plain step, host work, is in
-  // a verification step too: taking 1 there made unmeasured proposals look cheaper than
-  // plain steps measured slow); 1 where nothing was measured.
+  // a verification step too, so unmeasured proposals do not look cheaper than plain steps
+  // measured slow); 1 where nothing was measured.
   double factor(int32_t batch, int32_t width) const;
 
  private:
