@@ -53,7 +53,7 @@ struct SpecState {
   explicit SpecState(uint64_t seed) : rng(seed ^ 0x5bd1e9955bd1e995ull) {}
   Rng rng;
   AcceptanceRate acceptance;
-  int32_t n_idle = 0;                   // steps in a row the policy proposed nothing
+  int32_t n_idle = 0;                   // steps since the policy last proposed or probed
   std::vector<int32_t> proposal;        // [n] offered to the scheduler this step
   int32_t n_real = 0;                   // its first n_real are proposals; the rest pad it to the step's width
   std::vector<std::vector<float>> q;    // [n][n_vocab] their draft distributions (empty: point masses)
@@ -109,7 +109,7 @@ struct Engine::Impl {
   SpecCostModel spec_costs;            // adaptive proposal lengths; empty when none measured or loaded
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;  // see EngineMetrics
   AcceptanceRate spec_acceptance{0.98};  // over every sequence: a new sequence's prior
-  int64_t spec_idle_steps = 0;           // one-width steps in a row the policy proposed nothing
+  int64_t spec_idle_steps = 0;           // one-width steps since the policy last proposed or probed
   StepCalibration spec_calibration;      // adaptive: measured step times against the cost model's
   SpeculationGate spec_gate;             // adaptive: tokens/s realised with and without proposals
   int32_t spec_draft_steps = 0;          // this step's proposal steps (the longest proposal asked for)

@@ -10,10 +10,12 @@
 // padded to. The costs are the model's scaled by what such steps measured (StepCalibration,
 // fed by calibrate() after every step of decodes and verifications), and where steps with
 // proposals emitted fewer tokens per second than plain ones at this batch size, nothing is
-// proposed (SpeculationGate) but to measure again now and then. Where the policy
-// proposes nothing, a sequence (or, one-width, the whole batch) gets one proposal every
-// kProbeEvery (kStepProbeEvery) such steps if any length could pay at this batch size, so
-// that the rates follow the text. The scheduler takes proposals where budget and free
+// proposed (SpeculationGate) but to measure again now and then. A draft model's catch-up
+// (the tokens it has not run: a new prompt, the output of steps it sat out) counts in the
+// costs (spec_policy.h: catch_up_seconds). Where the policy proposes nothing, a sequence (or,
+// one-width, the whole batch) gets one proposal after kProbeEvery (kStepProbeEvery) such
+// steps if any length could pay at this batch size and the probe's cost, catch-up included,
+// fits its budget (probe_due), so that the rates follow the text. The scheduler takes proposals where budget and free
 // blocks allow (scheduler.h). The batch runs each such sequence's last token and its
 // proposals with logits for all, beside the other sequences' decodes and prefill chunks.
 // emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
@@ -86,6 +88,9 @@ void Engine::Impl::set_spec_mode(const SpecMode& m) {
 // A probe costs a one-width step the whole batch's verification, a per-sequence one only that
 // sequence's extra token: the first are rarer.
 constexpr int32_t kProbeEvery = 32, kStepProbeEvery = 128;
+// Steps of proposals a catch-up is spread over in the policy's costs (fewer when the output
+// is nearly complete).
+constexpr int64_t kCatchUpSpread = 16;
 
 bool Engine::Impl::uniform_step(int32_t n_decoding) const {
   const std::string& u = opt.spec.uniform_width;
@@ -97,16 +102,25 @@ bool Engine::Impl::uniform_step(int32_t n_decoding) const {
 void Engine::Impl::propose() {
   spec_draft_steps = 0;
   if (!spec_mode.enabled) return;
-  std::vector<RequestId> ids;
-  for (const auto& [id, r] : requests)
+  // The decoding sequences, with their states looked up once (a step at batch 64 on a small
+  // model lasts 0.2 ms: a few lookups per sequence and step are measurable there).
+  std::vector<std::pair<RequestId, RequestState*>> live;
+  for (auto& [id, r] : requests)
     if (!r.finished && sched->is_running(id) && sched->n_computed(id) + 1 == int32_t(r.all_tokens.size()))
-      ids.push_back(id);
-  if (ids.empty()) return;
-  std::sort(ids.begin(), ids.end());  // a fixed order: the proposer's batches do not depend on hashing
+      live.emplace_back(id, &r);
+  if (live.empty()) return;
+  // A fixed order: the proposer's batches do not depend on hashing.
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<RequestId> ids;
+  std::vector<RequestState*> rs;
+  for (const auto& l : live) {
+    ids.push_back(l.first);
+    rs.push_back(l.second);
+  }
   const int32_t batch = std::max(1, sched->n_running());
   if (spec_mode.adaptive && spec_gate.decide(batch) == SpeculationGate::Step::Plain) {
-    for (RequestId id : ids) {
-      SpecState& s = *state(id).spec;
+    for (RequestState* r : rs) {
+      SpecState& s = *r->spec;
       s.proposal.clear();
       s.q.clear();
       s.n_real = 0;
@@ -122,25 +136,52 @@ void Engine::Impl::propose() {
   if (spec_mode.adaptive) {
     const std::vector<double> costs = proposal_costs(spec_costs, batch, spec_mode.k, true, &spec_calibration);
     const bool can_pay = proposals_can_pay(costs);
-    for (RequestId id : ids) rates.push_back(state(id).spec->acceptance.rate(prior));
+    // The proposer's catch-up (a draft model's tokens beyond one per sequence), in plain steps:
+    // a probe pays all of it; a sequence that starts proposing pays it once for the steps it
+    // then proposes in, so the policy spreads it over up to kCatchUpSpread of them.
+    const double plain_s = spec_costs.verify(batch, 0);
+    auto catch_up = [&](int64_t extra_rows) { return catch_up_seconds(spec_costs, batch, extra_rows) / plain_s; };
+    std::vector<int64_t> extra;  // per sequence
+    int64_t extra_sum = 0, left_sum = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const RequestState& r = *rs[i];
+      rates.push_back(r.spec->acceptance.rate(prior));
+      extra.push_back(std::max(0, proposer->backlog(ids[i], r.all_tokens) - 1));
+      extra_sum += extra.back();
+      left_sum += std::max(1, r.max_len - int32_t(r.all_tokens.size()));
+    }
+    auto spread = [](int64_t tokens_left) { return double(std::clamp<int64_t>(tokens_left, 1, kCatchUpSpread)); };
     if (uniform) {
-      int32_t w = step_width(rates, want, costs);
+      const double x = catch_up(extra_sum);
+      std::vector<double> c = costs;
+      add_catch_up(c, x / spread(left_sum / int64_t(ids.size())));
+      int32_t w = step_width(rates, want, c);
       if (w > 0) {
         spec_idle_steps = 0;
-      } else if (can_pay && ++spec_idle_steps % kStepProbeEvery == 0) {
+      } else if (can_pay && probe_due(++spec_idle_steps, kStepProbeEvery, costs[1] - 1.0 + x)) {
         w = 1;
         probe.assign(ids.size(), 1);
+        spec_idle_steps = 0;
       }
       want.assign(ids.size(), w);
     } else {
       for (size_t i = 0; i < ids.size(); ++i) {
-        SpecState& s = *state(ids[i]).spec;
-        want[i] = proposal_length(rates[i], costs);
+        RequestState& r = *rs[i];
+        SpecState& s = *r.spec;
+        // Costs as if every sequence had this one's backlog (the rule's costs are the step's).
+        const double x = catch_up(int64_t(batch) * extra[i]);
+        std::vector<double> c;
+        if (x > 0) {
+          c = costs;
+          add_catch_up(c, x / spread(r.max_len - int32_t(r.all_tokens.size())));
+        }
+        want[i] = proposal_length(rates[i], x > 0 ? c : costs);
         if (want[i] > 0) {
           s.n_idle = 0;
-        } else if (can_pay && ++s.n_idle % kProbeEvery == 0) {
+        } else if (can_pay && probe_due(++s.n_idle, kProbeEvery, costs[1] - 1.0 + x)) {
           want[i] = 1;
           probe[i] = 1;
+          s.n_idle = 0;
         }
       }
     }
@@ -149,7 +190,7 @@ void Engine::Impl::propose() {
   std::vector<size_t> req_of(ids.size(), SIZE_MAX);
   std::vector<int32_t> room(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    RequestState& r = state(ids[i]);
+    RequestState& r = *rs[i];
     SpecState& s = *r.spec;
     s.proposal.clear();
     s.q.clear();
@@ -161,6 +202,11 @@ void Engine::Impl::propose() {
     spec_draft_steps = std::max(spec_draft_steps, k);
     reqs.push_back({.seq = ids[i], .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
   }
+  if (reqs.empty()) {  // a plain step (cleared above): what the rest would do with no proposals
+    if (spec_mode.adaptive)
+      for (RequestState* r : rs) r->spec->acceptance.idle();
+    return;
+  }
   std::vector<Proposal> props;
   if (!reqs.empty()) proposer->propose(reqs, props);
   std::vector<int32_t> n(ids.size(), 0);
@@ -169,7 +215,7 @@ void Engine::Impl::propose() {
     Proposal& p = props[req_of[i]];
     TF_ASSERT(int32_t(p.tokens.size()) <= reqs[req_of[i]].k, "proposer {} offered {} tokens for {}",
               proposer->name(), p.tokens.size(), reqs[req_of[i]].k);
-    SpecState& s = *state(ids[i]).spec;
+    SpecState& s = *rs[i]->spec;
     s.proposal = std::move(p.tokens);
     s.q = std::move(p.q);
     n[i] = int32_t(s.proposal.size());
@@ -182,7 +228,7 @@ void Engine::Impl::propose() {
   int32_t width = n_max;
   if (uniform && spec_mode.adaptive && !probe[0]) width = step_width(rates, n, verify_costs);
   for (size_t i = 0; i < ids.size(); ++i) {
-    SpecState& s = *state(ids[i]).spec;
+    SpecState& s = *rs[i]->spec;
     int32_t keep = std::min(n[i], width);
     if (!uniform && spec_mode.adaptive && keep > 0 && !probe[i])
       keep = step_width(std::span(rates).subspan(i, 1), std::span(n).subspan(i, 1), verify_costs);
@@ -191,9 +237,9 @@ void Engine::Impl::propose() {
     // complete (the padding's KV slots may lie past max_len: they are rolled back, and
     // emission stops at max_len), unless the positions would pass the model's context (then
     // that step runs unrecorded).
-    const int32_t positions_left = int32_t(model->config().max_position) - int32_t(state(ids[i]).all_tokens.size());
+    const int32_t positions_left = int32_t(model->config().max_position) - int32_t(rs[i]->all_tokens.size());
     const int32_t len = uniform && width > 0 && width <= positions_left ? width : keep;
-    const int32_t filler = s.proposal.empty() ? state(ids[i]).all_tokens.back() : s.proposal.back();
+    const int32_t filler = s.proposal.empty() ? rs[i]->all_tokens.back() : s.proposal.back();
     s.proposal.resize(size_t(len), filler);
     if (spec_mode.adaptive && keep == 0) s.acceptance.idle();
     if (len > 0) sched->set_spec_tokens(ids[i], len);

@@ -11,6 +11,17 @@ namespace {
 
 bool plain_greedy(const SamplingParams& p) { return p.greedy() && p.repetition_penalty == 1.0f; }
 
+// n_valid after the proposals written at n_valid, n_valid + 1, ... that are now among the
+// tokens: their K/V are right. Never the last token (its logits give proposal 1).
+int32_t valid_after(int32_t n_valid, const std::vector<int32_t>& written, const std::vector<int32_t>& tokens) {
+  const int32_t len = int32_t(tokens.size());
+  for (int32_t x : written) {
+    if (n_valid >= len - 1 || tokens[size_t(n_valid)] != x) break;
+    ++n_valid;
+  }
+  return n_valid;
+}
+
 }  // namespace
 
 DraftProposer::DraftProposer(const DraftParams& p) : params_(p) {
@@ -49,6 +60,15 @@ void DraftProposer::release(int64_t seq) {
   seqs_.erase(seq);
 }
 
+// As prepare() counts it. Prefix-cache hits of a new sequence are not looked up (the cautious
+// side).
+int32_t DraftProposer::backlog(int64_t seq, const std::vector<int32_t>& tokens) const {
+  const int32_t len = int32_t(tokens.size());
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return len;
+  return std::max(0, len - valid_after(it->second.n_valid, it->second.written, tokens));
+}
+
 // Positions n_valid.. may hold last step's proposals; those now among the tokens are kept.
 // The last token is always run again (its logits give proposal 1), so n_valid stays below
 // len; a sequence with no new token since its last proposals (n_valid == len) sits out.
@@ -64,10 +84,7 @@ bool DraftProposer::prepare(const ProposeRequest& r, Work& w) {
     it = seqs_.emplace(r.seq, SeqState{.n_valid = hit.n_tokens}).first;
   }
   SeqState& s = it->second;
-  for (int32_t x : s.written) {
-    if (s.n_valid >= len - 1 || t[size_t(s.n_valid)] != x) break;
-    ++s.n_valid;
-  }
+  s.n_valid = valid_after(s.n_valid, s.written, t);
   s.written.clear();
   kv_->on_computed(r.seq, s.n_valid);
   if (s.n_valid >= len) return false;

@@ -55,6 +55,7 @@ class DraftProposer final : public Proposer {
   void propose(std::span<const ProposeRequest> reqs, std::vector<Proposal>& out) override;
   void release(int64_t seq) override;
   double measure_step_seconds(int32_t batch) override;
+  int32_t backlog(int64_t seq, const std::vector<int32_t>& tokens) const override;
   std::string check_invariants() const override;
   int32_t kv_blocks_used() const override { return kv_->pool().n_blocks_used(); }
 

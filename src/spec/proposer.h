@@ -49,6 +49,15 @@ class Proposer {
     (void)batch;
     return 0;
   }
+  // Tokens of `tokens` (sequence `seq`'s prompt + output, as propose() would get them) that
+  // the proposer would run before its first proposal: a draft model's catch-up (at least 1,
+  // the last token, whose logits give proposal 1; the whole prompt for a sequence it has not
+  // seen); 0 for a proposer that runs no model.
+  virtual int32_t backlog(int64_t seq, const std::vector<int32_t>& tokens) const {
+    (void)seq;
+    (void)tokens;
+    return 0;
+  }
   // KV blocks the proposer holds for sequences (a draft model's own pool); 0 without a model.
   virtual int32_t kv_blocks_used() const { return 0; }
   // "" when the proposer's own structures (a draft model's KV blocks) are consistent. For tests.

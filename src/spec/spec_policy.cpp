@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 
 #include "core/error.h"
 
@@ -156,6 +157,10 @@ void StepCalibration::observe(int32_t batch, int32_t width, double predicted_s, 
   if (++e.n <= kSkip) return;
   const double r = measured_s / predicted_s;
   e.ratio = e.n == kSkip + 1 ? r : 0.9 * e.ratio + 0.1 * std::clamp(r, e.ratio / 4.0, e.ratio * 4.0);
+  if (width != 0) return;
+  const int32_t b = bucket(batch);
+  for (auto it = entries_.upper_bound({b, 0}); it != entries_.end() && it->first.first == b; ++it)
+    if (it->second.n > kSkip) it->second.ratio += kFade * (e.ratio - it->second.ratio);
 }
 
 double StepCalibration::factor(int32_t batch, int32_t width) const {
@@ -167,6 +172,10 @@ double StepCalibration::factor(int32_t batch, int32_t width) const {
     if (it->second.n <= kSkip || (w == 0) != (width == 0)) continue;
     const int32_t d = std::abs(w - width);
     if (!best || d < best_d) best = &it->second, best_d = d;
+  }
+  if (!best && width > 0) {  // no speculating width measured yet: plain decoding's ratio
+    const auto plain = entries_.find({b, 0});
+    if (plain != entries_.end() && plain->second.n > kSkip) best = &plain->second;
   }
   return best ? best->ratio : 1.0;
 }
@@ -222,6 +231,20 @@ void SpeculationGate::observe(int32_t batch, bool speculated, double tokens, dou
 bool SpeculationGate::closed(int32_t batch) const {
   const auto it = buckets_.find(pow2_bucket(batch));
   return it != buckets_.end() && it->second.closed();
+}
+
+double catch_up_seconds(const SpecCostModel& m, int32_t batch, int64_t extra_rows) {
+  if (extra_rows <= 0 || m.empty()) return 0.0;
+  const int64_t rows = std::min<int64_t>(int64_t(batch) + extra_rows, std::numeric_limits<int32_t>::max());
+  return std::max(0.0, m.draft(int32_t(rows)) - m.draft(batch));
+}
+
+void add_catch_up(std::vector<double>& c, double extra) {
+  for (size_t j = 1; j < c.size(); ++j) c[j] += extra;
+}
+
+bool probe_due(int64_t idle_steps, int32_t every, double probe_cost) {
+  return idle_steps >= every && probe_cost <= kProbeBudget * double(idle_steps);
 }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,

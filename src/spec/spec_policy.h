@@ -96,13 +96,20 @@ class AcceptanceRate {
 // step, a draft model's catch-up forward, a step the device runs unrecorded) counts, and
 // speculation stops where in fact it does not pay. The first kSkip steps of each kind are
 // left out (per-shape kernel choice and CUDA Graph recording happen there), and one reading
-// moves the ratio at most 4x.
+// moves the ratio at most 4x. Each plain step moves the speculating widths' ratios at its
+// batch size kFade of the way to plain decoding's: a width the policy stopped using is not
+// measured again, so one slow reading (a load spike, a first-sight kernel choice) would
+// otherwise keep its proposals priced out for good; faded, it is tried and measured again.
 class StepCalibration {
  public:
   static constexpr int32_t kSkip = 2;
+  static constexpr double kFade = 0.03;
   void observe(int32_t batch, int32_t width, double predicted_s, double measured_s);
   // The ratio for (batch, width); a width not measured at this batch size takes the nearest
-  // measured width's (speculating ones only for width > 0); 1 where nothing was measured.
+  // measured width's (speculating ones only for width > 0), a speculating width with none
+  // measured plain decoding's (what the model leaves out of a plain step, host work, is in
+  // a verification step too, so unmeasured proposals do not look cheaper than plain steps
+  // measured slow); 1 where nothing was measured.
   double factor(int32_t batch, int32_t width) const;
 
  private:
@@ -184,6 +191,28 @@ int32_t proposal_length(double rate, const std::vector<double>& c);
 // decoding) unless the step's expected tokens per unit of time beat plain decoding's.
 // rates.size() == n.size().
 int32_t step_width(std::span<const double> rates, std::span<const int32_t> n, const std::vector<double>& c);
+// A draft model proposes for a sequence only after running the tokens it has not seen (its
+// backlog: the prompt of a new sequence, the tokens emitted while it proposed nothing); in the
+// steady state that is one token per sequence, which the draft step's cost already counts.
+// The seconds the draft's first forward takes beyond that: `extra_rows` more rows on top of
+// `batch` sequences' one each, read off the draft's measured step times (m.draft at
+// batch + extra_rows: interpolated, and linear past the largest batch measured, the cautious
+// side for long catch-ups); 0 for a proposer that runs no model (draft_s all 0).
+double catch_up_seconds(const SpecCostModel& m, int32_t batch, int64_t extra_rows);
+// Adds `extra` (a catch-up's cost in plain steps, already spread over the steps it serves)
+// to every length that proposes: c[j] for j >= 1.
+void add_catch_up(std::vector<double>& c, double extra);
+// Where the policy proposes nothing, a probe (one proposal, verified whatever the rate says)
+// keeps the acceptance rates following the text. A probe is due after at least `every` idle
+// steps and only where its cost fits the budget: `probe_cost` (what it adds to a plain step,
+// in plain steps: c[1] - 1 and the whole catch-up it runs) at most kProbeBudget of the plain
+// steps since the last probe. A draft model whose catch-up grows as fast as the idle steps
+// (one that costs about what the target does) is then never probed, which is right: probing
+// it cannot pay for itself; where proposals cost little (prompt lookup) probes come every
+// `every` steps.
+constexpr double kProbeBudget = 0.02;
+bool probe_due(int64_t idle_steps, int32_t every, double probe_cost);
+
 // Whether some length pays at all, at acceptance rate 1 (j + 1 tokens per step at cost c[j]):
 // where none does (a large batch on a compute-bound device), nothing is proposed, not even to
 // probe a sequence's acceptance.

@@ -241,6 +241,31 @@ TEST_F(SpecEngine, MeasuredCostModelAndNoSpeculationWhereItDoesNotPay) {
   EXPECT_EQ(off.metrics.spec_drafts, 0) << "verifying costs a decode per token: no proposal pays";
 }
 
+// A draft model that costs about what the target does (tiny-draft against tiny-main on the
+// H200): at full acceptance one proposal would pay (c[1] = 1.8 < 2), so the policy used to
+// probe it every 32 idle steps, each probe running the draft over every token it had skipped.
+// Its catch-up now counts (probe_due): nothing is proposed, and the output is plain decoding's.
+TEST_F(SpecEngine, ADraftAsCostlyAsTheTargetIsNotProbed) {
+  const auto golden = test::load_golden("tiny-main");
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 8; ++i) reqs.push_back(greedy(golden[i % golden.size()].input_ids, 96));
+  const Outcome plain = run({.model_dir = kMain, .max_seqs = 8}, reqs);
+  SpecCostModel m{.batches = {1, 4, 16, 64}, .ks = {0, 1, 2, 4, 8}};
+  for (int32_t b : m.batches) {
+    for (int32_t k : m.ks) m.verify_s.push_back(1e-3 * (0.2 + std::max(1.0, b * (1.0 + k) / 64.0)));
+    m.draft_s.push_back(0.8 * m.verify_s[m.verify_s.size() - m.ks.size()]);
+  }
+  ASSERT_TRUE(proposals_can_pay(proposal_costs(m, 8, 4)));
+  const std::string path = (dir_ / "costly_draft.json").string();
+  std::ofstream(path) << m.to_json().dump();
+  EngineOptions o = options("draft", /*adaptive=*/true);
+  o.max_seqs = 8;
+  o.spec.cost_model_file = path;
+  const Outcome got = run(o, reqs);
+  expect_same(got, plain);
+  EXPECT_EQ(got.metrics.spec_drafts, 0);
+}
+
 TEST_F(SpecEngine, BadOptionsAreRefusedWithTheirName) {
   EngineOptions o = options("draft", false);
   o.spec.draft_model_dir = "/nonexistent/draft";

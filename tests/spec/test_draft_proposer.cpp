@@ -40,6 +40,8 @@ TEST(DraftProposer, GreedyProposalsAreTheDraftsContinuationAlsoAfterARollback) {
   std::vector<ProposeRequest> reqs;
   for (size_t i = 0; i < tokens.size(); ++i)
     reqs.push_back({.seq = int64_t(i), .tokens = &tokens[i], .k = 4, .sampling = &greedy});
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_EQ(p.backlog(int64_t(i), tokens[i]), int32_t(tokens[i].size())) << "a new sequence: its whole prompt";
   std::vector<Proposal> out;
   p.propose(reqs, out);
   ASSERT_EQ(p.check_invariants(), "");
@@ -52,6 +54,17 @@ TEST(DraftProposer, GreedyProposalsAreTheDraftsContinuationAlsoAfterARollback) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i].insert(tokens[i].end(), out[i].tokens.begin(), out[i].tokens.begin() + kept[i]);
     tokens[i].push_back(7);
+  }
+  // The draft wrote proposals 1-3 (4 came from the last forward): the kept ones among them
+  // need no forward, so the backlog is the target's token (and proposal 4, where all 4 were
+  // kept).
+  EXPECT_EQ(p.backlog(0, tokens[0]), 1);
+  EXPECT_EQ(p.backlog(1, tokens[1]), 1);
+  EXPECT_EQ(p.backlog(2, tokens[2]), 2);
+  {  // Steps without proposals add their tokens to the backlog.
+    std::vector<int32_t> idle = tokens[0];
+    idle.insert(idle.end(), {5, 6, 7});
+    EXPECT_EQ(p.backlog(0, idle), 4);
   }
   reqs[1].k = 2;
   p.propose(reqs, out);

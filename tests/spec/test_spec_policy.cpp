@@ -204,16 +204,41 @@ TEST(StepCalibration, MeasuredOverPredictedPerBatchAndWidth) {
   EXPECT_NEAR(cal.factor(16, 4), 3.0, 1e-6) << "follows what steps take now";
   for (int i = 0; i < 3; ++i) cal.observe(16, 0, 1e-3, 1.5e-3);
   EXPECT_DOUBLE_EQ(cal.factor(16, 0), 1.5);
+  // The third plain step (the first past its skip) moved width 4 kFade of the way to 1.5.
+  const double spec_ratio = 3.0 + StepCalibration::kFade * (1.5 - 3.0);
+  EXPECT_NEAR(cal.factor(16, 4), spec_ratio, 1e-6);
   cal.observe(16, 2, 0.0, 1e-3);  // no prediction: ignored
   cal.observe(16, 2, 1e-3, -1.0);
-  EXPECT_NEAR(cal.factor(16, 2), 3.0, 1e-6);
+  EXPECT_NEAR(cal.factor(16, 2), spec_ratio, 1e-6);
 
-  // The scaled costs: verification measured 3x its prediction, plain 1.5x, so c_j doubles,
-  // and where the model said proposals pay they may no longer.
+  // A speculating width measured once at 6x (a slow step) and then left unused fades to
+  // plain decoding's ratio as plain steps go by, so its proposals are tried again.
+  StepCalibration faded;
+  for (int i = 0; i < StepCalibration::kSkip + 1; ++i) faded.observe(1, 4, 1e-3, 6e-3);
+  for (int i = 0; i < StepCalibration::kSkip + 1; ++i) faded.observe(1, 0, 1e-3, 2e-3);
+  EXPECT_NEAR(faded.factor(1, 4), 6.0 - StepCalibration::kFade * 4.0, 1e-12) << "one plain step past its skip";
+  for (int i = 0; i < 200; ++i) faded.observe(1, 0, 1e-3, 2e-3);
+  EXPECT_NEAR(faded.factor(1, 4), 2.0, 0.01);
+  EXPECT_DOUBLE_EQ(faded.factor(2, 4), 1.0) << "other batch sizes untouched";
+
+  // Only plain steps measured (1.5x): a speculating width takes their ratio, so c_j stays as
+  // the model has it until verification steps are measured.
+  StepCalibration fresh;
+  for (int i = 0; i < StepCalibration::kSkip + 1; ++i) fresh.observe(8, 0, 1e-3, 1.5e-3);
+  EXPECT_DOUBLE_EQ(fresh.factor(8, 3), 1.5);
+  EXPECT_DOUBLE_EQ(fresh.factor(4, 3), 1.0) << "another batch size: nothing measured";
+  {
+    const SpecCostModel m = device_like();
+    const std::vector<double> raw = proposal_costs(m, 8, 4), scaled = proposal_costs(m, 8, 4, true, &fresh);
+    for (size_t j = 0; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], raw[j], 1e-12);
+  }
+
+  // The scaled costs: verification measured about 3x its prediction, plain 1.5x, so c_j
+  // about doubles, and where the model said proposals pay they may no longer.
   const SpecCostModel m = device_like();
   const std::vector<double> raw = proposal_costs(m, 16, 4), scaled = proposal_costs(m, 16, 4, true, &cal);
   EXPECT_DOUBLE_EQ(scaled[0], 1.0);
-  for (size_t j = 1; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], 2.0 * raw[j], 1e-9);
+  for (size_t j = 1; j < raw.size(); ++j) EXPECT_NEAR(scaled[j], spec_ratio / 1.5 * raw[j], 1e-9);
   EXPECT_GT(proposal_length(0.7, raw), 0);
   EXPECT_EQ(proposal_length(0.7, scaled), 0);
 }
@@ -310,6 +335,77 @@ TEST(SpeculationGate, ProposalsMustBeatPlainByTheMargin) {
   SpeculationGate h;
   gated_steps(h, 8, 21, 64);
   EXPECT_FALSE(h.closed(8));
+}
+
+
+// A draft model that costs what the target does (tiny-draft against tiny-main on the H200: a
+// draft step 0.11-0.16 ms, a plain step 0.11-0.21 ms), on device_like()'s verification times.
+SpecCostModel costly_draft() {
+  SpecCostModel m = device_like();
+  for (size_t ib = 0; ib < m.batches.size(); ++ib) m.draft_s[ib] = 0.8 * m.verify_s[ib * m.ks.size()];
+  return m;
+}
+
+TEST(CatchUp, CostsTheDraftsRowsBeyondOnePerSequence) {
+  const SpecCostModel m = device_like();
+  EXPECT_EQ(catch_up_seconds(m, 8, 0), 0.0) << "the steady state: one row per sequence, in the draft step";
+  EXPECT_DOUBLE_EQ(catch_up_seconds(m, 1, 15), m.draft(16) - m.draft(1));
+  // Past the largest batch measured, linear: 64 more rows on 64 cost a 64-row step again.
+  EXPECT_NEAR(catch_up_seconds(m, 64, 64), m.draft(64), 1e-15);
+  EXPECT_LT(catch_up_seconds(m, 8, 100), catch_up_seconds(m, 8, 1000));
+  SpecCostModel lookup = m;  // a proposer that runs no model measures 0 s a step
+  std::fill(lookup.draft_s.begin(), lookup.draft_s.end(), 0.0);
+  EXPECT_EQ(catch_up_seconds(lookup, 8, 1000), 0.0);
+  std::vector<double> c = {1.0, 1.5, 2.0};
+  add_catch_up(c, 0.25);
+  EXPECT_EQ(c, (std::vector<double>{1.0, 1.75, 2.25})) << "plain decoding runs no catch-up";
+}
+
+TEST(CatchUp, ProbesOnlyWithinTheirBudget) {
+  EXPECT_FALSE(probe_due(31, 32, 0.0)) << "never before `every` idle steps";
+  EXPECT_TRUE(probe_due(32, 32, 0.1));
+  EXPECT_FALSE(probe_due(32, 32, 0.7)) << "0.7 plain steps is more than 2% of 32";
+  EXPECT_TRUE(probe_due(35, 32, 0.7));
+  // Prompt lookup (no draft) at batch 1: a probe every 32 idle steps, as without a budget.
+  SpecCostModel lookup = device_like();
+  std::fill(lookup.draft_s.begin(), lookup.draft_s.end(), 0.0);
+  const std::vector<double> cl = proposal_costs(lookup, 1, 4);
+  EXPECT_TRUE(probe_due(32, 32, cl[1] - 1.0 + catch_up_seconds(lookup, 1, 31) / lookup.verify(1, 0)));
+  // A cheap draft (a tenth of a step) at batch 1 after 32 idle steps: its catch-up of 32
+  // tokens fits one draft step, so the probe is due.
+  const SpecCostModel cheap = device_like();
+  const std::vector<double> cc = proposal_costs(cheap, 1, 4);
+  ASSERT_TRUE(proposals_can_pay(cc));
+  EXPECT_TRUE(probe_due(32, 32, cc[1] - 1.0 + catch_up_seconds(cheap, 1, 31) / cheap.verify(1, 0)));
+  // A draft that costs what the target does, at batches 2-16 (larger ones are compute-bound
+  // in this model: proposals cannot pay there at all): proposals could pay at full
+  // acceptance, but the catch-up grows with every idle step faster than the budget does, so
+  // no probe is ever due (each would cost more than 2% of the plain steps it follows).
+  const SpecCostModel costly = costly_draft();
+  for (int32_t b : {2, 4, 8, 16}) {
+    const std::vector<double> c = proposal_costs(costly, b, 4);
+    ASSERT_TRUE(proposals_can_pay(c)) << "batch " << b;
+    for (int64_t idle = 1; idle <= 20000; idle = idle < 256 ? idle + 1 : idle * 2)
+      ASSERT_FALSE(probe_due(idle, 32, c[1] - 1.0 + catch_up_seconds(costly, b, b * (idle - 1)) / costly.verify(b, 0)))
+          << "batch " << b << ", " << idle << " idle steps";
+  }
+}
+
+TEST(CatchUp, ANewSequencesPromptSpreadOverItsProposingSteps) {
+  // Batch 1, a 1,000-token prompt the draft has not seen, acceptance 0.8: a cheap draft's
+  // catch-up spread over 16 steps leaves proposals paying; a draft as costly as the target
+  // proposes nothing (it did not pay even without the catch-up).
+  const SpecCostModel cheap = device_like(), costly = costly_draft();
+  std::vector<double> c = proposal_costs(cheap, 1, 8);
+  add_catch_up(c, catch_up_seconds(cheap, 1, 999) / cheap.verify(1, 0) / 16.0);
+  EXPECT_GE(proposal_length(0.8, c), 4);
+  std::vector<double> d = proposal_costs(costly, 1, 8);
+  add_catch_up(d, catch_up_seconds(costly, 1, 999) / costly.verify(1, 0) / 16.0);
+  EXPECT_EQ(proposal_length(0.8, d), 0);
+  // Unspread (a probe pays all of it), the cheap draft's catch-up of 999 rows costs more
+  // than the 2% budget allows after 32 idle steps.
+  const std::vector<double> plain_c = proposal_costs(cheap, 1, 8);
+  EXPECT_FALSE(probe_due(32, 32, plain_c[1] - 1.0 + catch_up_seconds(cheap, 1, 999) / cheap.verify(1, 0)));
 }
 
 }  // namespace
