@@ -1,7 +1,7 @@
 #!/bin/bash
 # One call on the GPU machine (the `device` tool): builds twofold with TF_CUDA=ON against the
 # packed sysroot (tests/backend/cuda/make_device_sysroot.sh), then runs the steps named in
-# $STEPS (default: tests bench), logging each to $OUT/<step>.log:
+# $STEPS (default when unset: tests bench; STEPS="" only builds), logging each to $OUT/<step>.log:
 #   tests     test_cuda_ops (the per-op pass/fail table and the engine checks)
 #   bench     twofold bench on the Llama-3-8B shape with dummy weights ($BENCH_ARGS)
 #   prefill   twofold bench prefill of $PREFILL_LENS tokens (default 512,4096) on the same shape
@@ -15,7 +15,7 @@
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-STEPS=${STEPS:-tests bench}
+STEPS=${STEPS-tests bench}
 S=/tmp/sysroot
 mkdir -p "$S" "$OUT"
 [ -f build-cuda-sysroot/sysroot.tar.xz ] && tar -C "$S" -xJf build-cuda-sysroot/sysroot.tar.xz
