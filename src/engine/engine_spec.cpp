@@ -208,7 +208,7 @@ void Engine::Impl::propose() {
     return;
   }
   std::vector<Proposal> props;
-  if (!reqs.empty()) proposer->propose(reqs, props);
+  proposer->propose(reqs, props);
   std::vector<int32_t> n(ids.size(), 0);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (req_of[i] == SIZE_MAX) continue;
