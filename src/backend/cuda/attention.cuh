@@ -59,11 +59,10 @@ bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
-// head_dim 64 or 128 (other head_dims, 256 among them, take the plain kernel: the BF16
-// kernel's copy layout needs a row of at most 128 dims), any KV dtype (read into shared memory
-// as BF16). A BF16 pool takes
-// launch_flash_attention_bf16 (flash_attention_bf16.cu: FlashAttention-2 with scores and
-// output in registers), the other dtypes a WMMA kernel that converts while loading.
+// head_dim 64, 128 or 256, any KV dtype (read into shared memory as BF16). A BF16 pool at
+// head_dim 64 or 128 takes launch_flash_attention_bf16 (flash_attention_bf16.cu:
+// FlashAttention-2 with scores and output in registers); the other dtypes, and every dtype at
+// head_dim 256, a WMMA kernel that converts while loading and keeps the output in shared memory.
 bool flash_supported(int64_t head_dim);
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 void launch_flash_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream);
@@ -72,12 +71,12 @@ void launch_flash_attention_bf16(const PagedAttentionArgs& a, cudaStream_t strea
 // ones the plain kernel. Measured on the H200 (docs/PERF.md, "attention crossover", batch-1
 // prefill of the 8B shape): the FlashAttention-2 kernel (BF16 pools) beats the plain one at
 // every length measured, 8 tokens being the shortest (+2% at 8, +11% at 32, +35% at 64, 2.1x
-// at 128, 8.1x at 512); the WMMA kernel (other pools) lost at 8-32 tokens (by 2-7%) and won
+// at 128, 8.1x at 512); the WMMA kernel (other pools, and head_dim 256) lost at 8-32 tokens (by 2-7%) and won
 // from 64 on (8% at 64, 51% at 128, 4.7x at 512, 12x at 4096).
 constexpr int32_t kFlashMinRowsBf16 = 8;
 constexpr int32_t kFlashMinRowsOther = 64;
-inline int32_t flash_min_rows(DType kv_dtype) {
-  return kv_dtype == DType::BF16 ? kFlashMinRowsBf16 : kFlashMinRowsOther;
+inline int32_t flash_min_rows(DType kv_dtype, int64_t head_dim) {
+  return kv_dtype == DType::BF16 && head_dim <= 128 ? kFlashMinRowsBf16 : kFlashMinRowsOther;
 }
 
 // In "auto" mode, chunks of 2 to this many rows that the tiled kernel does not take (shorter

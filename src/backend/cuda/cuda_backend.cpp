@@ -210,7 +210,7 @@ void CudaBackend::set_batch(const Batch& b) {
   // "auto" mode, chunks of up to kDecodeChunkMaxRows rows shorter than that (speculative
   // verifications: the last token and its proposals) take the decode kernel, one item per row.
   const bool flash_ok = flash_supported(kv_spec_.head_dim) && opt_.attention != "plain";
-  const int32_t flash_min = opt_.attention == "flash" ? 2 : flash_min_rows(kv_spec_.dtype);
+  const int32_t flash_min = opt_.attention == "flash" ? 2 : flash_min_rows(kv_spec_.dtype, kv_spec_.head_dim);
   const int32_t decode_max = opt_.attention == "auto" ? kDecodeChunkMaxRows : 1;
   for (int32_t s = 0; s < b.n_seqs(); ++s) {
     const int32_t begin = b.seq_starts[size_t(s)], end = b.seq_starts[size_t(s) + 1];

@@ -1,8 +1,9 @@
 // Paged prefill attention on tensor cores, FlashAttention-style (online softmax over key
 // tiles, never materialising the score matrix), for the prefill chunks of a batch.
-// launch_flash_attention sends BF16 pools to the register-resident FlashAttention-2 kernel
-// of flash_attention_bf16.cu; this file's WMMA kernel serves the F16, F32 and INT8 pools,
-// whose values must be converted to BF16 on the way into shared memory anyway.
+// launch_flash_attention sends BF16 pools at head_dim 64 and 128 to the register-resident
+// FlashAttention-2 kernel of flash_attention_bf16.cu; this file's WMMA kernel serves the F16,
+// F32, INT8 and FP8 pools, whose values must be converted to BF16 on the way into shared
+// memory anyway, and every pool at head_dim 256.
 //
 // Work item: a tile of up to kRows = 64 consecutive query rows of one sequence (set_batch
 // lists them as (sequence, first row, rows)) and one query head; grid (tiles, heads), four
@@ -20,8 +21,12 @@
 // Invariants: for each row, O = sum_j exp(s_j - m) V_j and l = sum_j exp(s_j - m) over the
 // keys seen so far (P rounded to BF16 as FlashAttention does: ~2^-9 relative per weight);
 // a row whose keys are all masked so far keeps m = -inf, l = 0, O = 0. Its own position is
-// always visible, so l > 0 at the end. Only head_dim 64 and 128 are instantiated.
+// always visible, so l > 0 at the end. Instantiated for head_dim 64, 128 and 256; at 256
+// (Gemma 3) it serves BF16 pools too, whose register-resident kernel would need ~330 registers
+// a thread for its Q and O fragments: here O lives in shared memory (195 KB a block).
 #include <mma.h>
+
+#include <type_traits>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
@@ -89,19 +94,36 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(PagedAtten
   const int32_t first_key = a.sliding_window > 0 ? max(0, sm.pos[0] - int32_t(a.sliding_window) + 1) : 0;
 
   for (int32_t kt = first_key / kKeys * kKeys; kt <= last_pos; kt += kKeys) {
-    // ---- 1. K and V tiles, converted element-wise
-    for (int i = tid; i < kKeys * kD; i += kWarps * 32) {
-      const int j = i / kD, d = i % kD;
-      const int32_t kp = kt + j;
-      float kv = 0.0f, vv = 0.0f;
-      const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
-      if (block >= 0) {
-        const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
-        kv = kv_value(k_pool, row * kD + d, a.k_scale ? a.k_scale[row] : 1.0f);
-        vv = kv_value(v_pool, row * kD + d, a.v_scale ? a.v_scale[row] : 1.0f);
+    // ---- 1. K and V tiles: BF16 rows copied in 16-byte chunks, the other dtypes converted
+    // element-wise
+    if constexpr (std::is_same_v<KvT, bf16>) {
+      for (int i = tid; i < kKeys * kChunks; i += kWarps * 32) {
+        const int j = i / kChunks, c = i % kChunks;
+        const int32_t kp = kt + j;
+        uint4 kv{0, 0, 0, 0}, vv{0, 0, 0, 0};
+        const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
+        if (block >= 0) {
+          const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+          kv = *reinterpret_cast<const uint4*>(k_pool + row * kD + c * 8);
+          vv = *reinterpret_cast<const uint4*>(v_pool + row * kD + c * 8);
+        }
+        *reinterpret_cast<uint4*>(sm.k + j * kLd + c * 8) = kv;
+        *reinterpret_cast<uint4*>(sm.v + j * kLd + c * 8) = vv;
       }
-      sm.k[j * kLd + d] = from_float<bf16>(kv);
-      sm.v[j * kLd + d] = from_float<bf16>(vv);
+    } else {
+      for (int i = tid; i < kKeys * kD; i += kWarps * 32) {
+        const int j = i / kD, d = i % kD;
+        const int32_t kp = kt + j;
+        float kv = 0.0f, vv = 0.0f;
+        const int32_t block = kp <= last_pos ? table[kp / a.block_size] : -1;
+        if (block >= 0) {
+          const int64_t row = (int64_t(block) * a.n_kv_heads + kvh) * a.block_size + kp % a.block_size;
+          kv = kv_value(k_pool, row * kD + d, a.k_scale ? a.k_scale[row] : 1.0f);
+          vv = kv_value(v_pool, row * kD + d, a.v_scale ? a.v_scale[row] : 1.0f);
+        }
+        sm.k[j * kLd + d] = from_float<bf16>(kv);
+        sm.v[j * kLd + d] = from_float<bf16>(vv);
+      }
     }
     __syncthreads();
 
@@ -204,18 +226,25 @@ template <typename KvT>
 void launch_kv(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.head_dim == 64)
     launch_typed<KvT, 64>(a, stream);
-  else
+  else if (a.head_dim == 128)
     launch_typed<KvT, 128>(a, stream);
+  else
+    launch_typed<KvT, 256>(a, stream);
 }
 
 }  // namespace
 
-bool flash_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+bool flash_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.batch.n_flash == 0) return;
   switch (a.kv_dtype) {
-    case DType::BF16: launch_flash_attention_bf16(a, stream); break;
+    case DType::BF16:
+      if (a.head_dim <= 128)
+        launch_flash_attention_bf16(a, stream);
+      else
+        launch_kv<bf16>(a, stream);
+      break;
     case DType::F16: launch_kv<__half>(a, stream); break;
     case DType::I8: launch_kv<int8_t>(a, stream); break;
     case DType::FP8: launch_kv<fp8_e4m3>(a, stream); break;

@@ -846,18 +846,21 @@ TEST_P(CudaAttention, MatchesRef) {
   }
 }
 
-// Several key tiles per query (contexts up to 322 keys, the kernel's tile is 128).
+// Several key tiles per query (contexts up to 322 keys, the kernel's tile is 128), head_dim 128
+// and 256 (Gemma 3: the WMMA tiled kernel for every pool).
 TEST_P(CudaAttention, MatchesRefLongContext) {
   TF_REQUIRE_CUDA_DEVICE();
   const auto [kv_dtype, heads] = GetParam();
   for (const char* attention : {"plain", "flash"}) {
-    for (int64_t window : {0, 100}) {
-      for (bool mma : {true, false}) {
-        if (!mma && (kv_dtype != DType::BF16 || std::string(attention) != "plain")) continue;
-        run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
-                               .n_kv_heads = heads.second, .head_dim = 128, .sliding_window = window,
-                               .kv_dtype = kv_dtype, .layer = int(window / 100), .attention = attention,
-                               .decode_mma = mma});
+    for (int64_t head_dim : {128, 256}) {
+      for (int64_t window : {0, 100}) {
+        for (bool mma : {true, false}) {
+          if (!mma && (kv_dtype != DType::BF16 || std::string(attention) != "plain")) continue;
+          run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
+                                 .n_kv_heads = heads.second, .head_dim = head_dim, .sliding_window = window,
+                                 .kv_dtype = kv_dtype, .layer = int(window / 100), .attention = attention,
+                                 .decode_mma = mma});
+        }
       }
     }
   }
@@ -871,8 +874,8 @@ TEST_P(CudaAttention, MatchesRefLongContext) {
 }
 
 // Chunks of 2-8 rows (speculative verifications) in "auto" mode: on the decode kernel where
-// the tiled kernel does not take them (BF16 pools: 2-7 rows; other pools: 2-8; head_dim 256:
-// 2-8), with the backend's splits and with 3 (a row's split range ends at its own position).
+// the tiled kernel does not take them (BF16 pools at head_dim 64 and 128: 2-7 rows; other
+// pools, and head_dim 256: 2-8), with the backend's splits and with 3 (a row's split range ends at its own position).
 TEST_P(CudaAttention, MatchesRefShortChunks) {
   TF_REQUIRE_CUDA_DEVICE();
   const auto [kv_dtype, heads] = GetParam();
