@@ -34,6 +34,7 @@ struct KernelOptions {
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
+  bool moe_mma = true;                    // mixture-of-experts GEMMs on tensor cores
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
   bool int8_activations = false;          // CPU integer kernels: 8-bit activations instead of 16 (faster, coarser)
 };

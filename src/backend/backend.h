@@ -111,6 +111,7 @@ struct BackendOptions {
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
+  bool moe_mma = true;             // mixture-of-experts GEMMs on tensor cores instead of CUDA cores
   bool profile = false;            // time every op (CUDA events; forces graphs off)
   // CPU integer kernels: activations rounded to 8 bits per block of 32 (llama.cpp's scheme,
   // faster) instead of 16 (cpu/kernels/kernels.h, QuantizedActs).

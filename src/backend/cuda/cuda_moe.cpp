@@ -50,7 +50,8 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& ids, const 
                    .d_model = m.d_model,
                    .d_ff = m.d_ff,
                    .n_experts = p.n_experts,
-                   .top_k = p.top_k};
+                   .top_k = p.top_k,
+                   .tensor_cores = opt_.moe_mma};
   a.index = static_cast<int32_t*>(
       scratch(Scratch::MoeIndex, size_t(moe_index_ints(m.rows, p.top_k, p.n_experts)) * sizeof(int32_t)));
   a.act = static_cast<bf16*>(scratch(Scratch::MoeAct, size_t(n_assign * m.d_ff) * 2));

@@ -38,7 +38,8 @@ __global__ void moe_route_kernel(const float* logits, int64_t rows, int64_t ne, 
 }
 
 // One block: counts per expert, offsets (exclusive prefix sums), then each assignment's
-// place in its expert's range. index = [offsets (n_experts + 1), perm (n_assign)].
+// place in its expert's range. index = [offsets (n_experts + 1), perm (n_assign), the tile
+// count and list (moe_tiles)].
 __global__ void moe_sort_kernel(const int32_t* ids, int64_t n_assign, int64_t ne, int32_t* index) {
   extern __shared__ int32_t cursor[];  // [ne]
   pdl_begin();
@@ -55,6 +56,16 @@ __global__ void moe_sort_kernel(const int32_t* ids, int64_t n_assign, int64_t ne
       run += c;
     }
     index[ne] = run;
+    const MoeTiles tl = moe_tiles(index, n_assign, ne);
+    int32_t n = 0;
+    for (int64_t e = 0; e < ne; ++e) {
+      for (int32_t t = index[e]; t < index[e + 1]; t += int32_t(kMoeTileRows)) {
+        tl.list[2 * n] = int32_t(e);
+        tl.list[2 * n + 1] = t;
+        ++n;
+      }
+    }
+    *tl.count = n;
   }
   __syncthreads();
   int32_t* perm = index + ne + 1;
@@ -164,12 +175,17 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
   const int64_t n_assign = a.rows * a.top_k;
   launch_pdl(moe_sort_kernel, dim3(1), dim3(1024), size_t(a.n_experts) * sizeof(int32_t), stream, a.ids, n_assign,
              a.n_experts, a.index);
-  const unsigned tiles = unsigned((n_assign + kTileRows - 1) / kTileRows);
-  launch_pdl(moe_gemm_kernel<true>, dim3(unsigned((a.d_ff + kTileCols - 1) / kTileCols), tiles, unsigned(a.n_experts)),
-             dim3(kThreads), 0, stream, a);
-  launch_pdl(moe_gemm_kernel<false>,
-             dim3(unsigned((a.d_model + kTileCols - 1) / kTileCols), tiles, unsigned(a.n_experts)), dim3(kThreads), 0,
-             stream, a);
+  if (a.tensor_cores && moe_mma_supported(a)) {
+    launch_moe_mma_gemms(a, stream);
+  } else {
+    const unsigned tiles = unsigned((n_assign + kTileRows - 1) / kTileRows);
+    launch_pdl(moe_gemm_kernel<true>,
+               dim3(unsigned((a.d_ff + kTileCols - 1) / kTileCols), tiles, unsigned(a.n_experts)), dim3(kThreads), 0,
+               stream, a);
+    launch_pdl(moe_gemm_kernel<false>,
+               dim3(unsigned((a.d_model + kTileCols - 1) / kTileCols), tiles, unsigned(a.n_experts)), dim3(kThreads),
+               0, stream, a);
+  }
   launch_pdl(moe_combine_kernel, dim3(grid_for(a.rows * a.d_model)), dim3(kThreads), 0, stream, a);
   TF_CUDA_CHECK_LAUNCH("moe_experts kernels");
 }

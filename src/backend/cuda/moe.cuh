@@ -27,15 +27,33 @@ struct MoeExpertsArgs {
   const __nv_bfloat16* w_down = nullptr;     // [n_experts * d_model, d_ff]
   __nv_bfloat16* out = nullptr;            // [rows, d_model]
   int64_t rows = 0, d_model = 0, d_ff = 0, n_experts = 0, top_k = 0;
-  // Scratch (device): offsets [n_experts + 1] and perm [rows * top_k] (int32), act
-  // [rows * top_k, d_ff] BF16, y [rows * top_k, d_model] F32.
+  // Scratch (device): index (int32: offsets [n_experts + 1], perm [rows * top_k], the tile
+  // count and the tile list, moe_tiles), act [rows * top_k, d_ff] BF16, y [rows * top_k,
+  // d_model] F32.
   int32_t* index = nullptr;
   __nv_bfloat16* act = nullptr;
   float* y = nullptr;
+  bool tensor_cores = true;  // the mma.sync GEMMs (moe_mma.cu) where moe_mma_supported
 };
-// Bytes of MoeExpertsArgs::index for a shape.
+
+// The tensor-core GEMMs' work list: tiles of up to kMoeTileRows of one expert's sorted
+// assignments, as (expert, first sorted position) pairs in expert order; at most
+// moe_max_tiles of them (every expert may end with a partial tile).
+constexpr int64_t kMoeTileRows = 64;
+__host__ __device__ inline int64_t moe_max_tiles(int64_t n_assign, int64_t n_experts) {
+  return (n_assign + kMoeTileRows - 1) / kMoeTileRows + n_experts;
+}
+struct MoeTiles {
+  int32_t* count;  // [1]
+  int32_t* list;   // [2 * moe_max_tiles]
+};
+__host__ __device__ inline MoeTiles moe_tiles(int32_t* index, int64_t n_assign, int64_t n_experts) {
+  int32_t* p = index + n_experts + 1 + n_assign;
+  return MoeTiles{p, p + 1};
+}
+// Ints of MoeExpertsArgs::index for a shape.
 inline int64_t moe_index_ints(int64_t rows, int64_t top_k, int64_t n_experts) {
-  return n_experts + 1 + rows * top_k;
+  return n_experts + 1 + rows * top_k + 1 + 2 * moe_max_tiles(rows * top_k, n_experts);
 }
 
 // out[r] = sum_j weights[r, j] * E_e(x[r]), e = ids[r, j], in j order (Backend::moe_experts).
@@ -46,8 +64,13 @@ inline int64_t moe_index_ints(int64_t rows, int64_t top_k, int64_t n_experts) {
 // * BF16(up)) as the dense path rounds; (3) the same grouped GEMM for the down projection:
 // y[a] = act[a] . Wdown_e in F32; (4) out[r] = BF16(sum_j weights[r, j] * y[r * top_k + j]).
 // A block whose tile lies beyond its expert's assignments exits before reading any weight,
-// so a decode step reads the chosen experts' weights only. Shared-memory tiled SIMT GEMMs in
-// F32: a first, simple version (no tensor cores).
+// so a decode step reads the chosen experts' weights only. (2) and (3) run on tensor cores
+// (moe_mma.cu, over the sort's tile list) when a.tensor_cores and moe_mma_supported, else as
+// shared-memory tiled SIMT GEMMs in F32 (grid z = expert, y = tiles of 16 assignments).
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
+
+// moe_mma.cu: d_model and d_ff multiples of 8 (16-byte rows), a tile list that fits a grid.
+bool moe_mma_supported(const MoeExpertsArgs& a);
+void launch_moe_mma_gemms(const MoeExpertsArgs& a, cudaStream_t stream);
 
 }  // namespace tf::cuda

@@ -101,7 +101,8 @@ TEST(CudaArchOps, MoeRoute) {
 // (Mixtral: d_model 128, d_ff 128, 4 experts; Qwen3-MoE: d_ff 64, 8 experts; top 2) run at
 // token counts on both sides of the boundaries the kernels and the engine have: one and
 // several 16-row tiles per expert, 64 rows (where matmuls stop timing cuBLASLt), the golden
-// prompts' 24, 31 and 88 tokens, and a decode batch of 8.
+// prompts' 24, 31 and 88 tokens, and a decode batch of 8. Each shape on both GEMM kernels:
+// tensor cores (moe_mma.cu, where the shape allows) and CUDA cores (BackendOptions::moe_mma).
 TEST(CudaArchOps, MoeExperts) {
   TF_REQUIRE_CUDA_DEVICE();
   struct Shape {
@@ -109,56 +110,65 @@ TEST(CudaArchOps, MoeExperts) {
     int64_t d_model, d_ff, ne, k;
   };
   std::vector<Shape> shapes = {Shape{1, 128, 64, 8, 2}, Shape{3, 256, 96, 8, 2}, Shape{64, 128, 160, 4, 2},
-                               Shape{200, 192, 64, 16, 4}, Shape{5, 128, 64, 64, 8}};
+                               Shape{200, 192, 64, 16, 4}, Shape{5, 128, 64, 64, 8},
+                               // tensor-core kernel: k not a multiple of its 64-wide step
+                               // (d_model 200, d_ff 136), m not a multiple of its 64 features,
+                               // an expert with several 64-row tiles and a partial one (300
+                               // rows x top 2 over 3 experts), and a shape the SIMT kernels take
+                               // (d_model 130: rows of 130 BF16 are not 16-byte multiples)
+                               Shape{97, 200, 136, 4, 2}, Shape{300, 128, 72, 4, 2}, Shape{7, 130, 64, 4, 2}};
   for (int32_t rows : {1, 8, 15, 16, 17, 24, 31, 32, 33, 63, 64, 65, 88, 89, 129}) {
     shapes.push_back(Shape{rows, 128, 128, 4, 2});
     shapes.push_back(Shape{rows, 128, 64, 8, 2});
   }
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE("rows=" + std::to_string(s.rows) + " d_model=" + std::to_string(s.d_model) + " d_ff=" +
-                 std::to_string(s.d_ff) + " experts=" + std::to_string(s.ne) + " top=" + std::to_string(s.k));
-    test::Backends be;
-    Rng rng(test::seed_of({34, s.rows, s.d_model, s.d_ff, s.ne, s.k}));
-    const std::vector<float> x = test::round_bf16(test::randn(rng, s.rows * s.d_model, 2.0));
-    const test::HostTensor wgu = test::make_host(
-        test::randn(rng, s.ne * 2 * s.d_ff * s.d_model, 1.0 / std::sqrt(double(s.d_model))), DType::BF16,
-        {s.ne * 2 * s.d_ff, s.d_model});
-    const test::HostTensor wd = test::make_host(test::randn(rng, s.ne * s.d_model * s.d_ff, 1.0 / std::sqrt(double(s.d_ff))),
-                                                DType::BF16, {s.ne * s.d_model, s.d_ff});
-    // top-k distinct experts per row, drawn from the first ne - 1 (the last is never picked)
-    std::vector<int32_t> ids;
-    std::vector<float> wts;
-    for (int32_t r = 0; r < s.rows; ++r) {
-      std::vector<int32_t> e(size_t(s.ne - 1));
-      std::iota(e.begin(), e.end(), 0);
-      rng.shuffle(e);
-      float sum = 0;
-      for (int64_t j = 0; j < s.k; ++j) {
-        ids.push_back(e[size_t(j)]);
-        wts.push_back(float(0.1 + rng.uniform()));
-        sum += wts.back();
+  for (const bool mma : {true, false}) {
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(std::string(mma ? "tensor cores" : "CUDA cores") + " rows=" + std::to_string(s.rows) +
+                   " d_model=" + std::to_string(s.d_model) + " d_ff=" + std::to_string(s.d_ff) + " experts=" +
+                   std::to_string(s.ne) + " top=" + std::to_string(s.k));
+      test::Backends be(BackendOptions{.moe_mma = mma});
+      Rng rng(test::seed_of({34, s.rows, s.d_model, s.d_ff, s.ne, s.k}));
+      const std::vector<float> x = test::round_bf16(test::randn(rng, s.rows * s.d_model, 2.0));
+      const test::HostTensor wgu = test::make_host(
+          test::randn(rng, s.ne * 2 * s.d_ff * s.d_model, 1.0 / std::sqrt(double(s.d_model))), DType::BF16,
+          {s.ne * 2 * s.d_ff, s.d_model});
+      const test::HostTensor wd = test::make_host(test::randn(rng, s.ne * s.d_model * s.d_ff, 1.0 / std::sqrt(double(s.d_ff))),
+                                                  DType::BF16, {s.ne * s.d_model, s.d_ff});
+      // top-k distinct experts per row, drawn from the first ne - 1 (the last is never picked)
+      std::vector<int32_t> ids;
+      std::vector<float> wts;
+      for (int32_t r = 0; r < s.rows; ++r) {
+        std::vector<int32_t> e(size_t(s.ne - 1));
+        std::iota(e.begin(), e.end(), 0);
+        rng.shuffle(e);
+        float sum = 0;
+        for (int64_t j = 0; j < s.k; ++j) {
+          ids.push_back(e[size_t(j)]);
+          wts.push_back(float(0.1 + rng.uniform()));
+          sum += wts.back();
+        }
+        for (int64_t j = 0; j < s.k; ++j) wts[wts.size() - size_t(s.k) + size_t(j)] /= sum;
       }
-      for (int64_t j = 0; j < s.k; ++j) wts[wts.size() - size_t(s.k) + size_t(j)] /= sum;
+      const MoeParams p{.n_experts = s.ne, .top_k = s.k};
+      auto ids_on = [&](Backend& b) {
+        TensorView t = b.alloc(DType::I32, {s.rows, s.k});
+        b.copy_from_host(ids.data(), t);
+        return t;
+      };
+      auto wts_on = [&](Backend& b) {
+        TensorView t = b.alloc(DType::F32, {s.rows, s.k});
+        b.copy_from_host(wts.data(), t);
+        return t;
+      };
+      TensorView out_ref = be.ref->alloc(DType::F32, {s.rows, s.d_model});
+      be.ref->moe_experts(test::to_device(*be.ref, x, s.rows, s.d_model), ids_on(*be.ref), wts_on(*be.ref),
+                          be.ref->upload(wgu.view(), DType::BF16), be.ref->upload(wd.view(), DType::BF16), p, out_ref);
+      test::GuardedBf16 out(*be.cuda, s.rows, s.d_model);
+      be.cuda->moe_experts(test::to_cuda_bf16(*be.cuda, x, s.rows, s.d_model), ids_on(*be.cuda), wts_on(*be.cuda),
+                           be.cuda->upload(wgu.view(), DType::BF16), be.cuda->upload(wd.view(), DType::BF16), p,
+                           out.view());
+      test::expect_close("moe_experts", out.values(), test::to_host_f32(*be.ref, out_ref), 1.2e-2, out.guard_intact());
     }
-    const MoeParams p{.n_experts = s.ne, .top_k = s.k};
-    auto ids_on = [&](Backend& b) {
-      TensorView t = b.alloc(DType::I32, {s.rows, s.k});
-      b.copy_from_host(ids.data(), t);
-      return t;
-    };
-    auto wts_on = [&](Backend& b) {
-      TensorView t = b.alloc(DType::F32, {s.rows, s.k});
-      b.copy_from_host(wts.data(), t);
-      return t;
-    };
-    TensorView out_ref = be.ref->alloc(DType::F32, {s.rows, s.d_model});
-    be.ref->moe_experts(test::to_device(*be.ref, x, s.rows, s.d_model), ids_on(*be.ref), wts_on(*be.ref),
-                        be.ref->upload(wgu.view(), DType::BF16), be.ref->upload(wd.view(), DType::BF16), p, out_ref);
-    test::GuardedBf16 out(*be.cuda, s.rows, s.d_model);
-    be.cuda->moe_experts(test::to_cuda_bf16(*be.cuda, x, s.rows, s.d_model), ids_on(*be.cuda), wts_on(*be.cuda),
-                         be.cuda->upload(wgu.view(), DType::BF16), be.cuda->upload(wd.view(), DType::BF16), p,
-                         out.view());
-    test::expect_close("moe_experts", out.values(), test::to_host_f32(*be.ref, out_ref), 1.2e-2, out.guard_intact());
   }
 }
 
