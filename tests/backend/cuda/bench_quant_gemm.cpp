@@ -317,13 +317,15 @@ void run_prefill(Bench& b, const Shape& sh, int64_t rows) {
     launch_gemm(b.blas, g, b.s);
   });
   for (bool fast : {false, true}) report_w8a8(b, sh, rows, w, buf, Fp8Scaling::Auto, fast);
-  for (const auto& [name, wq, bytes] : {std::tuple{"w4", &w.w4, w.bytes_w4}, std::tuple{"w8", &w.w8, w.bytes_w8}})
-    b.report(sh, rows, std::string(name) + " dequant+cublas", double(bytes) + io, [&](int i) {
+  for (const auto& fmt : {std::tuple{"w4", &w.w4, w.bytes_w4}, std::tuple{"w8", &w.w8, w.bytes_w8}}) {
+    const std::vector<QuantWeightArgs>* wq = std::get<1>(fmt);  // not a structured binding: clang 14 cannot capture one
+    b.report(sh, rows, std::string(std::get<0>(fmt)) + " dequant+cublas", double(std::get<2>(fmt)) + io, [&](int i) {
       launch_dequantize((*wq)[size_t(i) % wq->size()], sh.m, sh.k, static_cast<__nv_bfloat16*>(buf.w16), b.s);
       GemmArgs p = base;
       p.w = static_cast<const __nv_bfloat16*>(buf.w16);
       launch_gemm(b.blas, p, b.s);
     });
+  }
   for (void* p : w.owned) cudaFree(p);
 }
 
