@@ -117,10 +117,11 @@ struct Engine::Impl {
   SpeculationGate spec_gate;             // adaptive: tokens/s realised with and without proposals
   int32_t spec_draft_steps = 0;          // this step's proposal steps (the longest proposal asked for)
   // Adaptive: steps in which the policy proposes nothing for any sequence without looking at
-  // them (propose()): the `left` next steps at batch size `batch` (a probe due or the costs
-  // moving end it earlier: see propose()).
+  // them (propose()): the `left` next steps at batch size `batch` while no request is added
+  // (next_id stays; a probe due or the costs moving end it earlier: see propose()).
   struct SpecQuiet {
     int32_t batch = 0;
+    RequestId next_id = 0;
     int64_t left = 0;
     bool uniform = false;      // counted as one-width idle steps (spec_idle_steps), else per sequence
     bool count_probe = false;  // idle steps count toward a probe (some length could pay)

@@ -21,6 +21,7 @@
 // emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
 // them and the token after them; the scheduler's commit rolls back the rest (padding too).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -119,7 +120,7 @@ void Engine::Impl::propose() {
   // A quiet step: O(1), no sequence looked at (each takes in the idle step when next looked
   // at, sync_quiet), no proposer call.
   if (spec_mode.adaptive && spec_quiet.left > 0) {
-    if (spec_quiet.batch == batch) {
+    if (spec_quiet.batch == batch && spec_quiet.next_id == next_id) {
       --spec_quiet.left;
       ++spec_quiet_steps;
       const bool policy = spec_gate.decide(batch) == SpeculationGate::Step::Policy;  // counts the step
@@ -175,12 +176,15 @@ void Engine::Impl::propose() {
       left_sum += std::max(1, r.max_len - int32_t(r.all_tokens.size()));
     }
     auto spread = [](int64_t tokens_left) { return double(std::clamp<int64_t>(tokens_left, 1, kCatchUpSpread)); };
-    // Steps before a probe may be due (can_pay: idle steps count toward one), for the quiet span.
+    // Steps before a probe may be due (can_pay: idle steps count toward one), and the least
+    // catch-up cost the policy added for a sequence (plain steps), for the quiet span.
     int64_t probe_in = std::numeric_limits<int64_t>::max();
+    double min_catch_up = std::numeric_limits<double>::infinity();
     if (uniform) {
       const double x = catch_up(extra_sum);
       std::vector<double> c = costs;
-      add_catch_up(c, x / spread(left_sum / int64_t(ids.size())));
+      min_catch_up = x / spread(left_sum / int64_t(ids.size()));
+      add_catch_up(c, min_catch_up);
       int32_t w = step_width(rates, want, c);
       if (w > 0) {
         spec_idle_steps = 0;
@@ -199,9 +203,11 @@ void Engine::Impl::propose() {
         // Costs as if every sequence had this one's backlog (the rule's costs are the step's).
         const double x = catch_up(int64_t(batch) * extra[i]);
         std::vector<double> c;
+        const double added = x > 0 ? x / spread(r.max_len - int32_t(r.all_tokens.size())) : 0.0;
+        min_catch_up = std::min(min_catch_up, added);
         if (x > 0) {
           c = costs;
-          add_catch_up(c, x / spread(r.max_len - int32_t(r.all_tokens.size())));
+          add_catch_up(c, added);
         }
         want[i] = proposal_length(rates[i], x > 0 ? c : costs);
         if (want[i] > 0) {
@@ -215,13 +221,18 @@ void Engine::Impl::propose() {
         }
       }
     }
-    // Nothing proposed, and nothing would be for any rate the sequences can drift to: the
-    // next steps at this batch size are quiet until a probe may be due, for at most
-    // kQuietRecheck of them (the calibration moves the costs meanwhile).
+    // Nothing proposed, and nothing would be for any rate the sequences can drift to, with
+    // the least catch-up any of them has (a draft's backlog only grows while it idles, and
+    // its spread over the tokens left only shrinks): the next steps are quiet while the
+    // batch size stays and no request is added (a new one brings its own backlog), until a
+    // probe may be due, for at most kQuietRecheck of them (the calibration moves the costs).
+    std::vector<double> off = costs;
+    add_catch_up(off, std::isfinite(min_catch_up) ? min_catch_up : 0.0);
     if (std::all_of(want.begin(), want.end(), [](int32_t w) { return w == 0; }) &&
-        proposals_stay_off(max_rate, costs)) {
+        proposals_stay_off(max_rate, off)) {
       const int64_t left = std::min<int64_t>(kQuietRecheck, probe_in - 1);
-      if (left > 0) spec_quiet = {.batch = batch, .left = left, .uniform = uniform, .count_probe = can_pay};
+      if (left > 0)
+        spec_quiet = {.batch = batch, .next_id = next_id, .left = left, .uniform = uniform, .count_probe = can_pay};
     }
   }
   std::vector<ProposeRequest> reqs;

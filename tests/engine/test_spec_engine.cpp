@@ -266,6 +266,9 @@ TEST_F(SpecEngine, ADraftAsCostlyAsTheTargetIsNotProbed) {
   const Outcome got = run(o, reqs);
   expect_same(got, plain);
   EXPECT_EQ(got.metrics.spec_drafts, 0);
+  // No rate the sequences can reach pays, with the least catch-up among them added: the steps
+  // are quiet but where the policy looks again (every 33 steps) or the gate first measures.
+  EXPECT_GE(got.metrics.spec_quiet_steps, 80) << "of " << got.metrics.n_steps << " steps";
 }
 
 TEST_F(SpecEngine, BadOptionsAreRefusedWithTheirName) {
