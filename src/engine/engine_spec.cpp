@@ -15,7 +15,13 @@
 // costs (spec_policy.h: catch_up_seconds). Where the policy proposes nothing, a sequence (or,
 // one-width, the whole batch) gets one proposal after kProbeEvery (kStepProbeEvery) such
 // steps if any length could pay at this batch size and the probe's cost, catch-up included,
-// fits its budget (probe_due), so that the rates follow the text. The scheduler takes proposals where budget and free
+// fits its budget (probe_due), so that the rates follow the text. Where the policy proposes
+// nothing and no rate the sequences can drift to would pay (proposals_stay_off), the next steps
+// are quiet: O(1) each, no sequence looked at and no proposer call, until a probe may be due
+// (steps_to_probe), the batch size changes, a request is added, or kQuietRecheck steps pass;
+// each sequence takes in its idle steps when next looked at (sync_quiet). On a recording
+// backend the cost model's measurement also warms every verification width at every recorded
+// batch size (warm_spec_shapes). The scheduler takes proposals where budget and free
 // blocks allow (scheduler.h). The batch runs each such sequence's last token and its
 // proposals with logits for all, beside the other sequences' decodes and prefill chunks.
 // emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
