@@ -83,6 +83,7 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   r.spec_drafts = m.spec_drafts - at_decode.spec_drafts;
   r.spec_draft_tokens = m.spec_draft_tokens - at_decode.spec_draft_tokens;
   r.spec_accepted_tokens = m.spec_accepted_tokens - at_decode.spec_accepted_tokens;
+  r.spec_quiet_steps = m.spec_quiet_steps - at_decode.spec_quiet_steps;
   return r;
 }
 

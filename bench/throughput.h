@@ -37,6 +37,7 @@ struct ThroughputResult {
   // The decode phase's engine steps, tokens, and speculation counters (EngineMetrics).
   int64_t decode_steps = 0, decode_tokens = 0;
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  int64_t spec_quiet_steps = 0;  // adaptive: steps that skipped the per-sequence policy
 };
 
 ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p);

@@ -63,7 +63,7 @@ double expected_tokens(double a, int32_t k) {
 
 struct ModeRuns {
   std::vector<double> tokens_per_s;
-  int64_t steps = 0, tokens = 0, drafts = 0, draft_tokens = 0, accepted = 0;
+  int64_t steps = 0, tokens = 0, drafts = 0, draft_tokens = 0, accepted = 0, quiet = 0;
   // Milliseconds summed over the decode steps: schedule (proposals included), launch (the
   // forward's host side; all of it on a host backend), wait (the results), output.
   double schedule_ms = 0, launch_ms = 0, wait_ms = 0, output_ms = 0;
@@ -78,6 +78,7 @@ struct ModeRuns {
     drafts += r.spec_drafts;
     draft_tokens += r.spec_draft_tokens;
     accepted += r.spec_accepted_tokens;
+    quiet += r.spec_quiet_steps;
   }
   std::vector<double> step_ms() const {
     const double n = double(std::max<int64_t>(1, steps));
@@ -93,7 +94,7 @@ struct ModeRuns {
     return {{"decode_tokens_per_s", tokens_per_s}, {"median", median(tokens_per_s)},
             {"acceptance_rate", acceptance()}, {"mean_accepted_length", mean_accepted_length()},
             {"decode_steps", steps}, {"decode_tokens", tokens}, {"drafts", drafts}, {"draft_tokens", draft_tokens},
-            {"accepted_tokens", accepted}, {"step_ms_schedule_launch_wait_output", step_ms()}};
+            {"accepted_tokens", accepted}, {"quiet_steps", quiet}, {"step_ms_schedule_launch_wait_output", step_ms()}};
   }
   std::string range() const {
     const auto [lo, hi] = std::minmax_element(tokens_per_s.begin(), tokens_per_s.end());
@@ -206,9 +207,9 @@ int run_spec_bench(const SpecBenchArgs& a) {
                 fixed.range().c_str(), fixed.acceptance(), fixed.mean_accepted_length(), speedup, predicted,
                 100.0 * speedup / predicted, adaptive.range().c_str(), adaptive.acceptance(), speedup_adaptive);
     std::printf("%6s  ms per step (schedule+propose / launch / wait / output): plain %s, fixed %s, adaptive %s; "
-                "steps %lld / %lld / %lld\n", "", plain.step_breakdown().c_str(), fixed.step_breakdown().c_str(),
-                adaptive.step_breakdown().c_str(), (long long)plain.steps, (long long)fixed.steps,
-                (long long)adaptive.steps);
+                "steps %lld / %lld / %lld (adaptive: %lld quiet)\n", "", plain.step_breakdown().c_str(),
+                fixed.step_breakdown().c_str(), adaptive.step_breakdown().c_str(), (long long)plain.steps,
+                (long long)fixed.steps, (long long)adaptive.steps, (long long)adaptive.quiet);
     std::fflush(stdout);
   }
   if (a.json) std::printf("%s\n", json_dump(out).c_str());

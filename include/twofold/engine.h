@@ -129,6 +129,10 @@ struct EngineMetrics {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   int32_t spec_kv_blocks_used = 0;  // blocks of the draft model's own KV pool held by sequences
+  // Adaptive lengths: steps that ran the per-sequence policy, and quiet steps, which proposed
+  // nothing without it (no length could pay for any sequence at that batch size, no probe due).
+  int64_t spec_policy_steps = 0;
+  int64_t spec_quiet_steps = 0;
 };
 
 class Engine {

@@ -159,7 +159,11 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
   r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));
   r.arrival = Clock::now();
-  if (proposer) r.spec = std::make_unique<SpecState>(req.sampling.seed);
+  if (proposer) {
+    r.spec = std::make_unique<SpecState>(req.sampling.seed);
+    r.spec->quiet_idle_seen = spec_quiet_idle;  // the quiet steps before it are not its own
+    r.spec->quiet_probe_seen = spec_quiet_probe;
+  }
   sched->add(id, req.priority, &r.all_tokens);  // node-based map: the address stays valid
   return id;
 }
@@ -443,7 +447,9 @@ EngineMetrics Engine::metrics() const {
                        .spec_drafts = impl_->spec_drafts,
                        .spec_draft_tokens = impl_->spec_draft_tokens,
                        .spec_accepted_tokens = impl_->spec_accepted,
-                       .spec_kv_blocks_used = impl_->proposer ? impl_->proposer->kv_blocks_used() : 0};
+                       .spec_kv_blocks_used = impl_->proposer ? impl_->proposer->kv_blocks_used() : 0,
+                       .spec_policy_steps = impl_->spec_policy_steps,
+                       .spec_quiet_steps = impl_->spec_quiet_steps};
 }
 std::string Engine::check_invariants() const {
   if (std::string e = impl_->sched->check_invariants(); !e.empty()) return e;

@@ -55,6 +55,9 @@ struct SpecState {
   Rng rng;
   AcceptanceRate acceptance;
   int32_t n_idle = 0;                   // steps since the policy last proposed or probed
+  // The engine's quiet-step counts (Engine::Impl::spec_quiet_*) this state has taken in: the
+  // steps since then count as idle ones (acceptance.idle(), n_idle) when it is next looked at.
+  int64_t quiet_idle_seen = 0, quiet_probe_seen = 0;
   std::vector<int32_t> proposal;        // [n] offered to the scheduler this step
   int32_t n_real = 0;                   // its first n_real are proposals; the rest pad it to the step's width
   std::vector<std::vector<float>> q;    // [n][n_vocab] their draft distributions (empty: point masses)
@@ -114,11 +117,28 @@ struct Engine::Impl {
   StepCalibration spec_calibration;      // adaptive: measured step times against the cost model's
   SpeculationGate spec_gate;             // adaptive: tokens/s realised with and without proposals
   int32_t spec_draft_steps = 0;          // this step's proposal steps (the longest proposal asked for)
+  // Adaptive: steps in which the policy proposes nothing for any sequence without looking at
+  // them (propose()): the `left` next steps at batch size `batch` while no request is added
+  // (next_id stays; a probe due or the costs moving end it earlier: see propose()).
+  struct SpecQuiet {
+    int32_t batch = 0;
+    RequestId next_id = 0;
+    int64_t left = 0;
+    bool uniform = false;      // counted as one-width idle steps (spec_idle_steps), else per sequence
+    bool count_probe = false;  // idle steps count toward a probe (some length could pay)
+  };
+  SpecQuiet spec_quiet;
+  // Steps without proposals that no sequence's state took in yet: each sequence catches up
+  // when next looked at (sync_quiet). idle: its acceptance rate's decay; probe: its n_idle.
+  int64_t spec_quiet_idle = 0, spec_quiet_probe = 0;
+  int64_t spec_policy_steps = 0, spec_quiet_steps = 0;  // see EngineMetrics
 
   // engine_spec.cpp: speculative decoding inside the step.
   void init_spec();
   // Offers proposals to the scheduler for every decoding sequence that gets some this step.
   void propose();
+  // Applies the quiet steps since `s` last looked (spec_quiet_idle, spec_quiet_probe).
+  void sync_quiet(SpecState& s) const;
   // Verifies the proposals of `q` against its logits rows [row0, row0 + 1 + q.n_spec) and
   // emits the kept ones and the token after them (until a stop); returns the proposals appended.
   // ids_ready: the rows came back as greedy ids (ids_host), else as logits (logits_host).
@@ -127,9 +147,13 @@ struct Engine::Impl {
   // n_decoding of the running sequences decoding.
   bool uniform_step(int32_t n_decoding) const;
   // Seconds of a target step in which `batch` scratch sequences verify k proposals each, for
-  // each k of ks (interleaved rounds, the median of each).
-  std::vector<double> time_verify_steps(int32_t batch, const std::vector<int32_t>& ks);
+  // each k of ks (interleaved rounds, the median of each); rounds 0: only the two unreported
+  // runs of each (first sight and recording), returns nothing.
+  std::vector<double> time_verify_steps(int32_t batch, const std::vector<int32_t>& ks, int rounds = 7);
   SpecCostModel measure_spec_costs(const CostGrid& grid);
+  // On a backend that records forwards: runs the verification steps and proposer steps of
+  // the shapes the grid did not time (warm_spec_shapes in engine_spec.cpp).
+  void warm_spec_shapes(const CostGrid& grid);
   void set_spec_costs(const SpecCostModel& m);
   // Adaptive: feeds a step of decodes and verifications only, which took `seconds` from the
   // start of propose() to its outputs and emitted `tokens`, to spec_calibration and spec_gate.

@@ -15,15 +15,23 @@
 // costs (spec_policy.h: catch_up_seconds). Where the policy proposes nothing, a sequence (or,
 // one-width, the whole batch) gets one proposal after kProbeEvery (kStepProbeEvery) such
 // steps if any length could pay at this batch size and the probe's cost, catch-up included,
-// fits its budget (probe_due), so that the rates follow the text. The scheduler takes proposals where budget and free
+// fits its budget (probe_due), so that the rates follow the text. Where the policy proposes
+// nothing and no rate the sequences can drift to would pay (proposals_stay_off), the next steps
+// are quiet: O(1) each, no sequence looked at and no proposer call, until a probe may be due
+// (steps_to_probe), the batch size changes, a request is added, or kQuietRecheck steps pass;
+// each sequence takes in its idle steps when next looked at (sync_quiet). On a recording
+// backend the cost model's measurement also warms every verification width at every recorded
+// batch size (warm_spec_shapes). The scheduler takes proposals where budget and free
 // blocks allow (scheduler.h). The batch runs each such sequence's last token and its
 // proposals with logits for all, beside the other sequences' decodes and prefill chunks.
 // emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
 // them and the token after them; the scheduler's commit rolls back the rest (padding too).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -76,6 +84,7 @@ void Engine::Impl::set_spec_costs(const SpecCostModel& m) {
   if (!proposer) fail("a speculation cost model for an engine built without speculation (--spec)");
   spec_costs = m;
   spec_calibration = {};  // its ratios were against the old model
+  spec_quiet = {};        // decided on the old costs
 }
 
 void Engine::Impl::set_spec_mode(const SpecMode& m) {
@@ -83,6 +92,7 @@ void Engine::Impl::set_spec_mode(const SpecMode& m) {
   if (m.k < 1) fail("speculative decoding: k must be at least 1, got {}", m.k);
   if (m.adaptive && spec_costs.empty()) set_spec_costs(measure_spec_costs(default_cost_grid(opt.max_seqs, m.k)));
   spec_mode = m;
+  spec_quiet = {};
 }
 
 // A probe costs a one-width step the whole batch's verification, a per-sequence one only that
@@ -91,6 +101,8 @@ constexpr int32_t kProbeEvery = 32, kStepProbeEvery = 128;
 // Steps of proposals a catch-up is spread over in the policy's costs (fewer when the output
 // is nearly complete).
 constexpr int64_t kCatchUpSpread = 16;
+// The most quiet steps in a row before the policy looks at the sequences again.
+constexpr int64_t kQuietRecheck = 32;
 
 bool Engine::Impl::uniform_step(int32_t n_decoding) const {
   const std::string& u = opt.spec.uniform_width;
@@ -99,9 +111,31 @@ bool Engine::Impl::uniform_step(int32_t n_decoding) const {
   return n_decoding == sched->n_running() && (sched->n_waiting() == 0 || sched->n_running() >= opt.max_seqs);
 }
 
+void Engine::Impl::sync_quiet(SpecState& s) const {
+  s.acceptance.idle(spec_quiet_idle - s.quiet_idle_seen);
+  const int64_t probe = spec_quiet_probe - s.quiet_probe_seen;
+  s.n_idle = int32_t(std::min<int64_t>(int64_t(s.n_idle) + probe, std::numeric_limits<int32_t>::max()));
+  s.quiet_idle_seen = spec_quiet_idle;
+  s.quiet_probe_seen = spec_quiet_probe;
+}
+
 void Engine::Impl::propose() {
   spec_draft_steps = 0;
   if (!spec_mode.enabled) return;
+  const int32_t batch = std::max(1, sched->n_running());
+  // A quiet step: O(1), no sequence looked at (each takes in the idle step when next looked
+  // at, sync_quiet), no proposer call.
+  if (spec_mode.adaptive && spec_quiet.left > 0) {
+    if (spec_quiet.batch == batch && spec_quiet.next_id == next_id) {
+      --spec_quiet.left;
+      ++spec_quiet_steps;
+      const bool policy = spec_gate.decide(batch) == SpeculationGate::Step::Policy;  // counts the step
+      ++spec_quiet_idle;
+      if (policy && spec_quiet.count_probe) ++(spec_quiet.uniform ? spec_idle_steps : spec_quiet_probe);
+      return;
+    }
+    spec_quiet = {};
+  }
   // The decoding sequences, with their states looked up once (a step at batch 64 on a small
   // model lasts 0.2 ms: a few lookups per sequence and step are measurable there).
   std::vector<std::pair<RequestId, RequestState*>> live;
@@ -116,16 +150,10 @@ void Engine::Impl::propose() {
   for (const auto& l : live) {
     ids.push_back(l.first);
     rs.push_back(l.second);
+    sync_quiet(*l.second->spec);
   }
-  const int32_t batch = std::max(1, sched->n_running());
   if (spec_mode.adaptive && spec_gate.decide(batch) == SpeculationGate::Step::Plain) {
-    for (RequestState* r : rs) {
-      SpecState& s = *r->spec;
-      s.proposal.clear();
-      s.q.clear();
-      s.n_real = 0;
-      s.acceptance.idle();
-    }
+    ++spec_quiet_idle;  // every sequence idles this step
     return;
   }
   const bool uniform = uniform_step(int32_t(ids.size()));
@@ -134,6 +162,7 @@ void Engine::Impl::propose() {
   std::vector<double> rates;
   std::vector<char> probe(ids.size(), 0);  // proposals offered to learn the rate: verified whatever it says
   if (spec_mode.adaptive) {
+    ++spec_policy_steps;
     const std::vector<double> costs = proposal_costs(spec_costs, batch, spec_mode.k, true, &spec_calibration);
     const bool can_pay = proposals_can_pay(costs);
     // The proposer's catch-up (a draft model's tokens beyond one per sequence), in plain steps:
@@ -143,18 +172,25 @@ void Engine::Impl::propose() {
     auto catch_up = [&](int64_t extra_rows) { return catch_up_seconds(spec_costs, batch, extra_rows) / plain_s; };
     std::vector<int64_t> extra;  // per sequence
     int64_t extra_sum = 0, left_sum = 0;
+    double max_rate = prior;
     for (size_t i = 0; i < ids.size(); ++i) {
       const RequestState& r = *rs[i];
       rates.push_back(r.spec->acceptance.rate(prior));
+      max_rate = std::max(max_rate, rates.back());
       extra.push_back(std::max(0, proposer->backlog(ids[i], r.all_tokens) - 1));
       extra_sum += extra.back();
       left_sum += std::max(1, r.max_len - int32_t(r.all_tokens.size()));
     }
     auto spread = [](int64_t tokens_left) { return double(std::clamp<int64_t>(tokens_left, 1, kCatchUpSpread)); };
+    // Steps before a probe may be due (can_pay: idle steps count toward one), and the least
+    // catch-up cost the policy added for a sequence (plain steps), for the quiet span.
+    int64_t probe_in = std::numeric_limits<int64_t>::max();
+    double min_catch_up = std::numeric_limits<double>::infinity();
     if (uniform) {
       const double x = catch_up(extra_sum);
       std::vector<double> c = costs;
-      add_catch_up(c, x / spread(left_sum / int64_t(ids.size())));
+      min_catch_up = x / spread(left_sum / int64_t(ids.size()));
+      add_catch_up(c, min_catch_up);
       int32_t w = step_width(rates, want, c);
       if (w > 0) {
         spec_idle_steps = 0;
@@ -162,6 +198,8 @@ void Engine::Impl::propose() {
         w = 1;
         probe.assign(ids.size(), 1);
         spec_idle_steps = 0;
+      } else if (can_pay) {
+        probe_in = steps_to_probe(spec_idle_steps, kStepProbeEvery, costs[1] - 1.0 + x);
       }
       want.assign(ids.size(), w);
     } else {
@@ -171,9 +209,11 @@ void Engine::Impl::propose() {
         // Costs as if every sequence had this one's backlog (the rule's costs are the step's).
         const double x = catch_up(int64_t(batch) * extra[i]);
         std::vector<double> c;
+        const double added = x > 0 ? x / spread(r.max_len - int32_t(r.all_tokens.size())) : 0.0;
+        min_catch_up = std::min(min_catch_up, added);
         if (x > 0) {
           c = costs;
-          add_catch_up(c, x / spread(r.max_len - int32_t(r.all_tokens.size())));
+          add_catch_up(c, added);
         }
         want[i] = proposal_length(rates[i], x > 0 ? c : costs);
         if (want[i] > 0) {
@@ -182,8 +222,23 @@ void Engine::Impl::propose() {
           want[i] = 1;
           probe[i] = 1;
           s.n_idle = 0;
+        } else if (can_pay) {
+          probe_in = std::min(probe_in, steps_to_probe(s.n_idle, kProbeEvery, costs[1] - 1.0 + x));
         }
       }
+    }
+    // Nothing proposed, and nothing would be for any rate the sequences can drift to, with
+    // the least catch-up any of them has (a draft's backlog only grows while it idles, and
+    // its spread over the tokens left only shrinks): the next steps are quiet while the
+    // batch size stays and no request is added (a new one brings its own backlog), until a
+    // probe may be due, for at most kQuietRecheck of them (the calibration moves the costs).
+    std::vector<double> off = costs;
+    add_catch_up(off, std::isfinite(min_catch_up) ? min_catch_up : 0.0);
+    if (std::all_of(want.begin(), want.end(), [](int32_t w) { return w == 0; }) &&
+        proposals_stay_off(max_rate, off)) {
+      const int64_t left = std::min<int64_t>(kQuietRecheck, probe_in - 1);
+      if (left > 0)
+        spec_quiet = {.batch = batch, .next_id = next_id, .left = left, .uniform = uniform, .count_probe = can_pay};
     }
   }
   std::vector<ProposeRequest> reqs;
@@ -203,8 +258,7 @@ void Engine::Impl::propose() {
     reqs.push_back({.seq = ids[i], .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
   }
   if (reqs.empty()) {  // a plain step (cleared above): what the rest would do with no proposals
-    if (spec_mode.adaptive)
-      for (RequestState* r : rs) r->spec->acceptance.idle();
+    if (spec_mode.adaptive) ++spec_quiet_idle;  // every sequence idles this step
     return;
   }
   std::vector<Proposal> props;
@@ -334,8 +388,8 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
 // ks take turns, 2 unreported runs each (per-shape kernel choices, CUDA Graph recording) then
 // 7 timed rounds, and each k's median counts (median_step_seconds says why the median). Fewer
 // sequences (scaled up) or shorter contexts when the pool is short.
-std::vector<double> Engine::Impl::time_verify_steps(int32_t batch, const std::vector<int32_t>& ks) {
-  constexpr int kWarmup = 2, kRounds = 7;
+std::vector<double> Engine::Impl::time_verify_steps(int32_t batch, const std::vector<int32_t>& ks, int rounds) {
+  constexpr int kWarmup = 2;
   const int32_t bs = kv->block_size(), n_avail = kv->pool().n_blocks_free();
   const int32_t max_width = 1 + *std::max_element(ks.begin(), ks.end());
   const int32_t per_seq = std::min(KvManager::blocks_for(64 + max_width, bs), std::max(1, n_avail / std::max(1, batch)));
@@ -369,7 +423,7 @@ std::vector<double> Engine::Impl::time_verify_steps(int32_t batch, const std::ve
     backend->copy_to_host(dev, ids_host.data());
   };
   std::vector<std::vector<double>> t(ks.size());
-  for (int round = 0; round < kWarmup + kRounds; ++round)
+  for (int round = 0; round < kWarmup + rounds; ++round)
     for (size_t i = 0; i < ks.size(); ++i) {
       const auto t0 = Clock::now();
       run(steps[i]);
@@ -377,6 +431,7 @@ std::vector<double> Engine::Impl::time_verify_steps(int32_t batch, const std::ve
     }
   for (int64_t id : seqs) kv->free(id);
   std::vector<double> out;
+  if (rounds == 0) return out;
   for (std::vector<double>& v : t) {
     std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
     out.push_back(v[v.size() / 2] * double(batch) / double(n_fit));
@@ -397,7 +452,29 @@ SpecCostModel Engine::Impl::measure_spec_costs(const CostGrid& grid) {
       [&](int32_t b) { return proposer->measure_step_seconds(b); },
       [&](int32_t done, int32_t) { bar.update(done); });
   bar.finish();
+  warm_spec_shapes(grid);
   return m;
+}
+
+// A step whose shapes the backend meets for the first time chooses its kernels (cuBLASLt
+// candidates timed per row count) and the next one records its CUDA Graph: on a small model
+// each costs tens of plain steps, which a probe or a width the grid never timed would pay
+// while the adaptive policy runs (and a slow first reading would price the width out). So on
+// a recording backend every width 1..k_max + 1 at every recorded batch size up to the grid's
+// largest runs twice here, untimed, and the proposer's step (a draft model's decode) at each
+// recorded batch size the grid left out. Not covered: a draft's catch-up forward (any row
+// count, run eagerly), whose first sight of a row count still costs its kernel choice.
+void Engine::Impl::warm_spec_shapes(const CostGrid& grid) {
+  if (backend->pad_kv_block(0) < 0 || grid.batches.empty() || grid.ks.empty()) return;
+  auto has = [](const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  for (int32_t b : recorded_batch_sizes(grid.batches.back())) {
+    const bool timed = has(grid.batches, b);
+    std::vector<int32_t> ks;
+    for (int32_t k = 0; k <= grid.ks.back(); ++k)
+      if (!timed || !has(grid.ks, k)) ks.push_back(k);
+    if (!ks.empty()) time_verify_steps(b, ks, /*rounds=*/0);
+    if (!timed) proposer->measure_step_seconds(b);
+  }
 }
 
 }  // namespace tf

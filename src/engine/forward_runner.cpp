@@ -30,6 +30,16 @@ TensorView first_rows(const TensorView& t, int64_t n) {
 
 }  // namespace
 
+std::vector<int32_t> recorded_batch_sizes(int32_t max_seqs) {
+  std::vector<int32_t> out;
+  for (int32_t n = 1; n <= max_seqs; ++n) {
+    const int32_t b = graph_bucket(n);
+    if (b == 0) break;
+    if (out.empty() || out.back() != b) out.push_back(b);
+  }
+  return out;
+}
+
 TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   std::vector<int32_t> pad_blocks;
   for (int32_t g = 0; g < batch.n_kv_groups; ++g) pad_blocks.push_back(backend.pad_kv_block(g));

@@ -10,6 +10,9 @@
 // (Backend::graph_begin). Every other batch runs eagerly.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "backend/backend.h"
 #include "core/batch.h"
 #include "model/arch/model.h"
@@ -19,5 +22,9 @@ namespace tf {
 // Runs `batch` through `model`, loaded onto `backend`. Returns the logits [batch.n_out(),
 // n_vocab] F32 on the backend, valid until the next forward.
 TensorView run_forward(Model& model, Backend& backend, const Batch& batch);
+
+// The sequence counts a recording backend pads decode and verification batches of 1..max_seqs
+// sequences to (ascending): each has its own recordings.
+std::vector<int32_t> recorded_batch_sizes(int32_t max_seqs);
 
 }  // namespace tf

@@ -138,9 +138,11 @@ void AcceptanceRate::observe(int32_t n_proposed, int32_t n_accepted) {
   seen_ = decay_ * seen_ + n_accepted + (n_accepted < n_proposed ? 1 : 0);
 }
 
-void AcceptanceRate::idle() {
-  kept_ *= kIdleDecay;
-  seen_ *= kIdleDecay;
+void AcceptanceRate::idle(int64_t n_steps) {
+  if (n_steps <= 0) return;
+  const double f = n_steps == 1 ? kIdleDecay : std::pow(kIdleDecay, double(n_steps));
+  kept_ *= f;
+  seen_ *= f;
 }
 
 bool proposals_can_pay(const std::vector<double>& c) {
@@ -246,6 +248,16 @@ void add_catch_up(std::vector<double>& c, double extra) {
 bool probe_due(int64_t idle_steps, int32_t every, double probe_cost) {
   return idle_steps >= every && probe_cost <= kProbeBudget * double(idle_steps);
 }
+
+int64_t steps_to_probe(int64_t idle_steps, int32_t every, double probe_cost) {
+  // The least idle count with probe_cost <= kProbeBudget * idle, or one before it (rounding
+  // may only make the answer early); clamped below int64's range.
+  const double fit = std::floor(std::max(0.0, probe_cost) / kProbeBudget);
+  const double first = std::max(double(every), std::min(fit, 4e18));
+  return std::max<int64_t>(1, int64_t(first) - idle_steps);
+}
+
+bool proposals_stay_off(double max_rate, const std::vector<double>& c) { return proposal_length(max_rate, c) == 0; }
 
 std::vector<double> proposal_costs(const SpecCostModel& m, int32_t batch, int32_t k_max, bool with_draft,
                                    const StepCalibration* cal) {

@@ -80,7 +80,7 @@ class AcceptanceRate {
  public:
   explicit AcceptanceRate(double decay = 0.8) : decay_(decay) {}  // 0.8: about the last 5 count
   void observe(int32_t n_proposed, int32_t n_accepted);
-  void idle();
+  void idle(int64_t n_steps = 1);  // n_steps steps without proposals
   double rate(double prior = 0.5) const { return (kept_ + 2.0 * prior) / (seen_ + 2.0); }
 
  private:
@@ -212,6 +212,17 @@ void add_catch_up(std::vector<double>& c, double extra);
 // `every` steps.
 constexpr double kProbeBudget = 0.02;
 bool probe_due(int64_t idle_steps, int32_t every, double probe_cost);
+// Idle steps from now (at least 1) before probe_due(idle_steps + n, every, cost) can first
+// hold, for a probe whose cost only grows while the sequence idles (a draft's catch-up):
+// none earlier than where the present cost fits the budget.
+int64_t steps_to_probe(int64_t idle_steps, int32_t every, double probe_cost);
+// Where the policy proposes nothing, whether that holds whatever the idle steps do to the
+// rates: an idle sequence's rate moves only toward the prior (AcceptanceRate), and a new
+// sequence starts at it, so no rate passes max_rate = max(prior, every sequence's rate now);
+// if no length pays at max_rate with costs c (those without a catch-up, which only adds),
+// none pays for any sequence, alone or in a one-width step (step_width: each sequence's
+// ratio at most 1, so is their sum's), until the costs change.
+bool proposals_stay_off(double max_rate, const std::vector<double>& c);
 
 // Whether some length pays at all, at acceptance rate 1 (j + 1 tokens per step at cost c[j]):
 // where none does (a large batch on a compute-bound device), nothing is proposed, not even to

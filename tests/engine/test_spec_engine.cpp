@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <string>
 #include <map>
 
 #include "engine/golden_util.h"
@@ -264,6 +266,9 @@ TEST_F(SpecEngine, ADraftAsCostlyAsTheTargetIsNotProbed) {
   const Outcome got = run(o, reqs);
   expect_same(got, plain);
   EXPECT_EQ(got.metrics.spec_drafts, 0);
+  // No rate the sequences can reach pays, with the least catch-up among them added: the steps
+  // are quiet but where the policy looks again (every 33 steps) or the gate first measures.
+  EXPECT_GE(got.metrics.spec_quiet_steps, 80) << "of " << got.metrics.n_steps << " steps";
 }
 
 TEST_F(SpecEngine, BadOptionsAreRefusedWithTheirName) {
@@ -348,6 +353,84 @@ TEST_F(SpecEngine, SampledOutputsHaveThePlainDistribution) {
   EXPECT_EQ(run(o, std::vector<GenerateRequest>(reqs.begin(), reqs.begin() + 64)).ids,
             std::vector<std::vector<int32_t>>(spec.ids.begin(), spec.ids.begin() + 64))
       << "same seeds, same tokens";
+}
+
+// Step times where verifying j proposals costs 1 + slope * j plain steps at every batch size
+// (linear in k, so the policy's c[j] = 1 + slope * j), and a draft step `draft` plain steps.
+std::string write_linear_costs(const std::filesystem::path& dir, double slope, double draft = 0.0) {
+  const SpecCostModel m{.batches = {1, 64}, .ks = {0, 4},
+                        .verify_s = {1e-3, 1e-3 * (1 + 4 * slope), 64e-3, 64e-3 * (1 + 4 * slope)},
+                        .draft_s = {1e-3 * draft, 64e-3 * draft}};
+  const std::string path =
+      (dir / ("linear_" + std::to_string(int(slope * 100)) + "_" + std::to_string(int(draft * 100)) + ".json")).string();
+  std::ofstream(path) << m.to_json().dump();
+  return path;
+}
+
+// Where no proposal can pay at the batch size (verifying j proposals costs j + 1 decodes),
+// the policy looks at the sequences once and then the steps are quiet: no per-sequence
+// policy work and no proposer call (the draft's pool stays empty: proposing would run its
+// catch-up first) until it looks again kQuietRecheck (32) steps later.
+TEST_F(SpecEngine, QuietStepsLookAtNoSequenceAndCallNoProposerWhereNothingPays) {
+  const auto golden = test::load_golden("tiny-main");
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 4; ++i) reqs.push_back(greedy(golden[i].input_ids, 70));
+  EngineOptions o = options("draft", /*adaptive=*/true);
+  o.max_seqs = 4;
+  o.spec.cost_model_file = write_linear_costs(dir_, 1.0, 0.1);
+  Engine e(o);
+  std::vector<RequestId> ids;
+  for (const GenerateRequest& r : reqs) ids.push_back(e.add_request(r));
+  while (e.has_unfinished()) {
+    e.step();
+    ASSERT_EQ(e.metrics().spec_kv_blocks_used, 0) << "the draft ran: the proposer was called";
+    ASSERT_EQ(e.check_invariants(), "");
+  }
+  const EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.spec_drafts, 0);
+  EXPECT_GE(m.spec_quiet_steps, 55) << "of " << m.n_steps << " steps";
+  EXPECT_LE(m.spec_policy_steps, 4) << "once per 33 steps, and where the gate first measures plain steps";
+  const Outcome plain = run({.model_dir = kMain, .max_seqs = 4}, reqs);
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(e.output_ids(ids[i]), plain.ids[i]) << "request " << i;
+}
+
+// Prompt lookup on text that quotes its prompt, at batch 1, where verifying a proposal costs
+// 1.7 plain steps: at the prior rate 0.5 nothing pays, so the steps go quiet; the quiet span
+// ends where a probe is due (its cost, 0.7 plain steps, fits 2% of 35 idle steps), the
+// probe's proposal is kept, the rate rises past what one proposal needs (1 + a > 1.7), and
+// the next step runs the policy again, which proposes. (The costs are the cost model's here:
+// no width with proposals has been measured yet, so the calibration's ratios cancel.)
+TEST_F(SpecEngine, AProbeEndsTheQuietStepsAndAKeptProbeReopensProposals) {
+  EngineOptions o = options("ngram", /*adaptive=*/true);
+  o.max_seqs = 1;
+  o.spec.cost_model_file = write_linear_costs(dir_, 0.7);
+  Engine e(o);
+  // The first prompt of bench/spec_prompts/quote.jsonl.
+  const std::string quote =
+      "In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+      "and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the "
+      "waters.\n\nIn the beginning God created the heaven and the earth. And the earth was without form, and "
+      "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the "
+      "waters.\n\nIn the beginning God created the heaven and the";
+  const GenerateRequest req = greedy(e.tokenizer().encode(quote), 120);
+  const RequestId id = e.add_request(req);
+  EngineMetrics before = e.metrics();
+  while (e.has_unfinished() && e.metrics().spec_drafts == 0) {
+    before = e.metrics();
+    e.step();
+  }
+  const EngineMetrics probed = e.metrics();
+  ASSERT_EQ(probed.spec_drafts, 1) << "a probe is due after 35 idle steps";
+  EXPECT_GE(before.spec_quiet_steps, 30) << "the steps before it were quiet";
+  EXPECT_EQ(probed.spec_quiet_steps, before.spec_quiet_steps) << "the probe ran the policy";
+  ASSERT_EQ(probed.spec_accepted_tokens, 1) << "this test needs a prompt whose probe is kept";
+  e.step();
+  const EngineMetrics next = e.metrics();
+  EXPECT_EQ(next.spec_quiet_steps, probed.spec_quiet_steps) << "a kept probe ends the quiet steps";
+  EXPECT_EQ(next.spec_policy_steps, probed.spec_policy_steps + 1);
+  EXPECT_GT(next.spec_draft_tokens, probed.spec_draft_tokens) << "the policy proposes again";
+  while (e.has_unfinished()) e.step();
+  EXPECT_EQ(e.output_ids(id), run({.model_dir = kMain, .max_seqs = 1}, {req}).ids[0]);
 }
 
 }  // namespace

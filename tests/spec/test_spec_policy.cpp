@@ -408,5 +408,52 @@ TEST(CatchUp, ANewSequencesPromptSpreadOverItsProposingSteps) {
   EXPECT_FALSE(probe_due(32, 32, plain_c[1] - 1.0 + catch_up_seconds(cheap, 1, 999) / cheap.verify(1, 0)));
 }
 
+TEST(QuietSteps, IdleStepsAtOnceEqualOneByOne) {
+  AcceptanceRate a, b;
+  for (int i = 0; i < 5; ++i) a.observe(4, 1), b.observe(4, 1);
+  for (int i = 0; i < 37; ++i) a.idle();
+  b.idle(37);
+  EXPECT_NEAR(a.rate(0.7), b.rate(0.7), 1e-12);
+  b.idle(0);
+  EXPECT_NEAR(a.rate(0.7), b.rate(0.7), 1e-12) << "no steps: no change";
+}
+
+TEST(QuietSteps, StepsToProbeIsTheFirstStepProbeDueCanHold) {
+  // For a fixed cost, probe_due first holds exactly steps_to_probe steps on (or one later:
+  // the answer may be early by rounding, never late).
+  for (double cost : {0.0, 0.1, 0.7, 0.71, 3.3, 50.0})
+    for (int64_t idle : {0, 5, 31, 32, 100})
+      for (int32_t every : {32, 128}) {
+        const int64_t n = steps_to_probe(idle, every, cost);
+        ASSERT_GE(n, 1);
+        for (int64_t m = 1; m < n; ++m)
+          ASSERT_FALSE(probe_due(idle + m, every, cost)) << cost << " " << idle << " " << every << " " << m;
+        EXPECT_TRUE(probe_due(idle + n, every, cost) || probe_due(idle + n + 1, every, cost))
+            << cost << " " << idle << " " << every;
+      }
+  EXPECT_EQ(steps_to_probe(0, 32, 0.1), 32);
+  EXPECT_EQ(steps_to_probe(40, 32, 0.1), 1) << "overdue: the next step";
+  EXPECT_GE(steps_to_probe(0, 32, 1e300), int64_t(1e18)) << "never, in effect; no overflow";
+}
+
+TEST(QuietSteps, ProposalsStayOffOnlyWhereNoRateUpToTheMaxPays) {
+  const SpecCostModel m = device_like();
+  const std::vector<double> c1 = proposal_costs(m, 1, 4);
+  EXPECT_FALSE(proposals_stay_off(0.8, c1)) << "batch 1, good acceptance: proposals pay";
+  EXPECT_TRUE(proposals_stay_off(0.0, c1)) << "nothing is ever accepted";
+  // Whatever the max rate, where it stays off no lower rate proposes, alone or in a step.
+  for (double max_rate : {0.1, 0.3, 0.5, 0.7, 0.9})
+    for (int32_t b : {1, 4, 16, 64}) {
+      const std::vector<double> c = proposal_costs(m, b, 4);
+      if (!proposals_stay_off(max_rate, c)) continue;
+      for (double r = 0; r <= max_rate; r += 0.05) {
+        ASSERT_EQ(proposal_length(r, c), 0) << b << " " << r;
+        const std::vector<double> rates = {r, max_rate, r / 2};
+        const std::vector<int32_t> n = {4, 4, 4};
+        ASSERT_EQ(step_width(rates, n, c), 0) << b << " " << r;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace tf
