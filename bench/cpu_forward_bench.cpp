@@ -4,7 +4,8 @@
 // backend ops a Llama layer runs (model/arch/llama.cpp), in the same order: rms_norm,
 // matmul(qkv), rope_kv_write, attention, matmul(o), add, rms_norm, matmul(gate_up),
 // swiglu, matmul(down), add; then the final norm and the LM head on the last row. Quantized
-// matrices go to CpuBackend::matmul_quant_fast. This is what llama-bench's pp/tg measure:
+// matrices are uploaded (CpuBackend::upload repacks the 4-bit ones, as for the engine) and go
+// to CpuBackend::matmul_quant_fast. This is what llama-bench's pp/tg measure:
 //
 //   pp P   one prefill step of P tokens (tokens/s, GFLOP/s of the weights' 2 flops each);
 //   tg G   G decode steps of one token after it (tokens/s, the GB/s of weight bytes read per
