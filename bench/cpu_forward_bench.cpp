@@ -4,7 +4,8 @@
 // backend ops a Llama layer runs (model/arch/llama.cpp), in the same order: rms_norm,
 // matmul(qkv), rope_kv_write, attention, matmul(o), add, rms_norm, matmul(gate_up),
 // swiglu, matmul(down), add; then the final norm and the LM head on the last row. Quantized
-// matrices go to CpuBackend::matmul_quant_fast. This is what llama-bench's pp/tg measure:
+// matrices are uploaded (CpuBackend::upload repacks the 4-bit ones, as for the engine) and go
+// to CpuBackend::matmul_quant_fast. This is what llama-bench's pp/tg measure:
 //
 //   pp P   one prefill step of P tokens (tokens/s, GFLOP/s of the weights' 2 flops each);
 //   tg G   G decode steps of one token after it (tokens/s, the GB/s of weight bytes read per
@@ -21,6 +22,8 @@
 //
 // usage: bench_cpu_forward [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,...]
 //                          [-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json]
+//                          [--int8-activations]
+// --int8-activations: the integer kernels' 8-bit activations instead of the default 16 bits.
 // TF_CPU_ISA picks the kernels' ISA level as for twofold.
 #include <algorithm>
 #include <chrono>
@@ -254,7 +257,7 @@ int run(int argc, char** argv) {
   std::string dtypes = "bf16,f16,w8,w4,q8_0,q4_0", shape_name = "tiny";
   int threads = 0, reps = 5;
   int32_t prompt = 128, gen = 128;
-  bool membw = true, json = false;
+  bool membw = true, json = false, int8_acts = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&]() -> std::string {
@@ -280,9 +283,10 @@ int run(int argc, char** argv) {
     else if (a == "--reps") reps = std::max(1, std::stoi(value()));
     else if (a == "--no-membw") membw = false;
     else if (a == "--json") json = true;
+    else if (a == "--int8-activations") int8_acts = true;
     else {
       std::fprintf(stderr, "usage: %s [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,f32,w8,w4,q8_0,q4_0,q4_k] "
-                   "[-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json]\n", argv[0]);
+                   "[-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json] [--int8-activations]\n", argv[0]);
       return a == "-h" || a == "--help" ? 0 : 1;
     }
   }
@@ -309,6 +313,14 @@ int run(int argc, char** argv) {
     }
     Model model = make_model(shape, dtype);
     CpuBackend be;
+    BackendOptions opts;
+    opts.int8_activations = int8_acts;
+    be.set_options(opts);
+    // Through upload, as the engine's loader does: the backend keeps its repacked copy of
+    // 4-bit weights (quant_pack.h) beside the canonical bytes, and its kernels read that.
+    for (Layer& l : model.layers)
+      for (Weight* w : {&l.qkv, &l.o, &l.gate_up, &l.down}) w->view = be.upload(w->view, w->view.dtype);
+    model.head.view = be.upload(model.head.view, model.head.view.dtype);
     be.init_kv_cache(KvCacheSpec{.n_layers = shape.n_layers, .n_blocks = int64_t(blocks.size()),
                                  .block_size = kBlockSize, .n_kv_heads = shape.n_kv_heads,
                                  .head_dim = shape.head_dim, .dtype = DType::BF16});

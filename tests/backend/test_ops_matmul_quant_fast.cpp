@@ -88,11 +88,13 @@ void k_scale_min(const uint8_t* sc, int sub, int* s, int* mn) {
 }
 
 // Random weights of one layout, with their dequantized values (scalar, from the layout).
-QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group) {
+// fill >= 0: every byte of the layout's data is fill instead of random (the scales the
+// layouts keep in their blocks are then written over it as for random bytes).
+QWeight make_weight(Rng& rng, DType dtype, int64_t m, int64_t k, int32_t group, int fill = -1) {
   QWeight w{.dtype = dtype, .m = m, .k = k, .group = group};
   w.data.resize(dtype_row_bytes(dtype, k) * size_t(m));
   w.dequant.resize(size_t(m * k));
-  for (auto& b : w.data) b = uint8_t(rng.uniform_int(0, 255));
+  for (auto& b : w.data) b = uint8_t(fill >= 0 ? fill : rng.uniform_int(0, 255));
   float* out = w.dequant.data();
   switch (dtype) {
     case DType::W8: {  // q I8 [m, k] in -127..127; scales F32 [m]
@@ -354,6 +356,45 @@ INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
                            if (info.param.group) s += "_G" + std::to_string(info.param.group);
                            return s;
                          });
+
+// The largest integer sums the kernels form: every weight code at its maximum (bytes 0xFF:
+// nibbles 15, Q5_K's 31, Q6_K's 63; 0x80: Q8_0's -128; W8 keeps make_weight's random codes
+// in -127..127) against blocks of equal activations, whose 16-bit values Q = 32258 split
+// into the planes q = 127, q2 = 0 (odd rows: all negative). A lane's dot product of the
+// first plane then reaches its bound
+// (8 x 15 x 127 in the packed 4-bit kernel, 4 x 63 x 127 or 4 x 128 x 127 in the canonical
+// one), which the join 254 hi + lo must take exactly (qmatmul.cpp, qmatmul_packed.cpp).
+TEST_P(QuantMatmulSweep, ExtremeCodesAndActivationsJoinExactly) {
+  const Format f = GetParam();
+  const int64_t unit = dtype_block_elems(f.dtype) == 256 ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
+  const int64_t n = 5, m = 5, k = 2 * unit;
+  auto ref = make_backend(BackendKind::Ref);
+  CpuBackend cpu;
+  for (const int fill : {0xFF, 0x80}) {
+    SCOPED_TRACE("fill " + std::to_string(fill));
+    Rng rng(test::seed_of({int64_t(f.dtype), f.group, fill}));
+    QWeight w = make_weight(rng, f.dtype, m, k, f.group, fill);
+    std::vector<float> x(size_t(n * k));
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) x[size_t(t * k + j)] = (t % 2 ? -1.0f : 1.0f) * float(1 + t);
+    const std::vector<float> xq = quantize_dequantize(x, true);
+    std::vector<float> wf = w.dequant, want(size_t(n * m));
+    std::vector<float> xr = xq;
+    ref->matmul(make_view(xr.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
+                make_view(want.data(), DType::F32, {n, m}));
+    const std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, {}, n, k, m);
+    for (const bool uploaded : {false, true}) {
+      SCOPED_TRACE(uploaded ? "uploaded" : "as given");
+      const TensorView wv = uploaded ? cpu.upload(w.view(), f.dtype) : w.view();
+      GuardedOut out(cpu, n, m);
+      std::vector<float> x_copy = x;
+      ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), wv, {}, out.view()));
+      EXPECT_TRUE(out.guard_intact());
+      EXPECT_TRUE(test::close_scaled_l2(out.values(), want, scale, kExactTol));
+      if (uploaded) cpu.release(wv);
+    }
+  }
+}
 
 TEST(OpsMatmulQuantFast, DeclinesWhatItDoesNotCover) {
   CpuBackend cpu;

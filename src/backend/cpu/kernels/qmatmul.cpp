@@ -25,9 +25,13 @@
 // vpmaddubsw's int16 pair sums below saturation).
 //
 // A step is one block (256-bit vectors: AVX2) or two (512-bit: AVX-512; an odd last block
-// then takes a 256-bit step). A tile is kRows weight rows x NT tokens: each step's weights
-// are loaded, unpacked and scaled once and used for the NT tokens. The baseline level sums
-// the same products in plain integer loops.
+// then takes a 256-bit step). A tile is R weight rows x NT tokens: each step's weights are
+// loaded, unpacked and scaled once and used for the NT tokens. The threads take blocks of
+// kRows (4) rows; a block runs as one tile of 4 rows when it has fewer than kMaxTok tokens
+// (decode: 4 row streams in flight per thread keep more loads waiting on memory at once),
+// and as tiles of 2 rows x kMaxTok tokens otherwise (prefill: 8 accumulators; 16 would not
+// fit the registers beside the steps). The baseline level sums the same products in plain
+// integer loops.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -39,8 +43,9 @@
 namespace tf::cpu::TF_CPU_ISA_NS {
 namespace {
 
-constexpr int kRows = 2;    // weight rows in flight (more only add register pressure here)
-constexpr int kMaxTok = 4;  // tokens per tile
+constexpr int kRows = 4;      // weight rows per block (the threads' unit of work; a decode tile)
+constexpr int kPairRows = 2;  // weight rows of a tile of kMaxTok tokens
+constexpr int kMaxTok = 4;    // tokens per tile
 constexpr int64_t kBlock = 32, kLanesPerBlock = 8;
 // Software prefetch distance along a weight row (bytes): the rows are read once, front to
 // back, a few in parallel; the hardware prefetchers alone leave the loads waiting.
@@ -119,6 +124,15 @@ struct V256 {
   static I dot_s8s8(I w, I x) { return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
   static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
     return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
+  }
+  // The same for |hi| < 2^15 (a lane's 4 products of unsigned weights below 64 and an int8):
+  // the int16 pair (hi, its sign) of each lane times (254, 0).
+  static I join_small(I hi, I lo) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(lo, hi, _mm256_set1_epi32(254));
+#else
+    return _mm256_add_epi32(_mm256_madd_epi16(hi, _mm256_set1_epi32(254)), lo);
+#endif
   }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
@@ -216,6 +230,13 @@ struct V512 {
   }
   static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
     return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
+  }
+  static I join_small(I hi, I lo) {  // as V256's
+#if defined(__AVX512VNNI__)
+    return _mm512_dpwssd_epi32(lo, hi, _mm512_set1_epi32(254));
+#else
+    return _mm512_add_epi32(_mm512_madd_epi16(hi, _mm512_set1_epi32(254)), lo);
+#endif
   }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -380,18 +401,18 @@ struct FmtQ6_K : GgufRows<256, 210> {
   }
 };
 
-// Adds blocks [b0, b1) (steps of V::kBlocks) of NT tokens x kRows rows to sums; kWide: 16-bit
+// Adds blocks [b0, b1) (steps of V::kBlocks) of NT tokens x R rows to sums; kWide: 16-bit
 // activations (two planes). The vector accumulators are local to this function so that GCC
 // keeps them in registers.
-template <typename V, typename Fmt, int NT, bool kWide>
+template <typename V, typename Fmt, int R, int NT, bool kWide>
 inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const int64_t* rows,
-                       const uint8_t* const* base, int64_t b0, int64_t b1, float (&sums)[NT][kRows]) {
+                       const uint8_t* const* base, int64_t b0, int64_t b1, float (&sums)[NT][R]) {
   const int64_t k = x.k, k4 = x.k / 4;
-  typename V::F acc[NT][kRows];
+  typename V::F acc[NT][R];
   for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < kRows; ++r) acc[t][r] = V::zero();
+    for (int r = 0; r < R; ++r) acc[t][r] = V::zero();
   for (int64_t b = b0; b < b1; b += V::kBlocks) {
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(f.prefetch_at(base[r], b)), _MM_HINT_T0);
       const Step<V> s = f.template step<V>(rows[r], base[r], b);
       for (int t = 0; t < NT; ++t) {
@@ -399,7 +420,8 @@ inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const i
         typename V::I dot = Fmt::kSigned ? V::dot_s8s8(s.q, xq) : V::dot_u8s8(s.q, xq);
         if constexpr (kWide) {
           const typename V::I xq2 = V::load_x(x.q2 + (t0 + t) * k + b * kBlock);
-          dot = V::join(dot, Fmt::kSigned ? V::dot_s8s8(s.q, xq2) : V::dot_u8s8(s.q, xq2));
+          if constexpr (Fmt::kSigned) dot = V::join(dot, V::dot_s8s8(s.q, xq2));  // |dot| up to 4 * 128 * 127
+          else dot = V::join_small(dot, V::dot_u8s8(s.q, xq2));                  // q < 64: below 2^15
         }
         typename V::F v = V::mul(s.c, V::cvt(dot));
         const int64_t lane = (t0 + t) * k4 + b * kLanesPerBlock;
@@ -409,25 +431,26 @@ inline void accumulate(const Fmt& f, const QuantizedActs& x, int64_t t0, const i
     }
   }
   for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < kRows; ++r) sums[t][r] += V::sum(acc[t][r]);
+    for (int r = 0; r < R; ++r) sums[t][r] += V::sum(acc[t][r]);
 }
 #endif
 
 // ---- the tile -------------------------------------------------------------------------------
 #if defined(__AVX2__)
-template <typename Fmt, int NT, bool kWide>
+// R rows (rows[0, R), the first n_rows of them distinct) x NT tokens from t0.
+template <typename Fmt, int R, int NT, bool kWide>
 void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, int64_t t0) {
   const int64_t nb = a.x.k / kBlock;
-  const uint8_t* base[kRows];
-  for (int r = 0; r < kRows; ++r) base[r] = f.row(rows[r]);
-  float sums[NT][kRows] = {};
+  const uint8_t* base[R];
+  for (int r = 0; r < R; ++r) base[r] = f.row(rows[r]);
+  float sums[NT][R] = {};
 #if defined(__AVX512BW__)
   const int64_t nb2 = nb / 2 * 2;
-  accumulate<V512, Fmt, NT, kWide>(f, a.x, t0, rows, base, 0, nb2, sums);
+  accumulate<V512, Fmt, R, NT, kWide>(f, a.x, t0, rows, base, 0, nb2, sums);
 #else
   const int64_t nb2 = 0;
 #endif
-  if (nb2 < nb) accumulate<V256, Fmt, NT, kWide>(f, a.x, t0, rows, base, nb2, nb, sums);
+  if (nb2 < nb) accumulate<V256, Fmt, R, NT, kWide>(f, a.x, t0, rows, base, nb2, nb, sums);
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < n_rows; ++r)
       a.out[(t0 + t) * a.m + rows[r]] = sums[t][r] + (a.bias ? a.bias[rows[r]] : 0.0f);
@@ -527,13 +550,13 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
   return s;
 }
 
-template <typename Fmt, int NT, bool kWide>
+template <typename Fmt, int R, int NT, bool kWide>
 void tile(const Fmt& f, const QMatmulArgs& a, const int64_t* rows, int n_rows, int64_t t0) {
   (void)f;
   const int64_t k = a.x.k, k4 = k / 4, nb = k / kBlock;
-  float sums[NT][kRows] = {};
+  float sums[NT][R] = {};
   for (int64_t b = 0; b < nb; ++b) {
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const ScalarBlock s = scalar_block(*a.w, rows[r], b);
       for (int t = 0; t < NT; ++t) {
         const int8_t* xq = a.x.q + (t0 + t) * k + b * kBlock;
@@ -581,12 +604,18 @@ void blocks_of_acts(const QMatmulArgs& a, int64_t b0, int64_t b1) {
     int64_t rows[kRows];
     for (int r = 0; r < kRows; ++r) rows[r] = r0 + std::min(r, n_rows - 1);  // a tail repeats its last row
     int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile<Fmt, kMaxTok, kWide>(f, a, rows, n_rows, t);
-    switch (n - t) {
+    if (n >= kMaxTok) {
+      for (int h = 0; h * kPairRows < n_rows; ++h) {  // the block's pairs of rows
+        const int64_t* pair = rows + h * kPairRows;
+        const int pair_rows = std::min(kPairRows, n_rows - h * kPairRows);
+        for (t = 0; t + kMaxTok <= n; t += kMaxTok) tile<Fmt, kPairRows, kMaxTok, kWide>(f, a, pair, pair_rows, t);
+      }
+    }
+    switch (n - t) {  // the tokens left: fewer than kMaxTok, all rows of the block at once
       case 0: break;
-      case 1: tile<Fmt, 1, kWide>(f, a, rows, n_rows, t); break;
-      case 2: tile<Fmt, 2, kWide>(f, a, rows, n_rows, t); break;
-      default: tile<Fmt, 3, kWide>(f, a, rows, n_rows, t); break;
+      case 1: tile<Fmt, kRows, 1, kWide>(f, a, rows, n_rows, t); break;
+      case 2: tile<Fmt, kRows, 2, kWide>(f, a, rows, n_rows, t); break;
+      default: tile<Fmt, kRows, 3, kWide>(f, a, rows, n_rows, t); break;
     }
   }
 }
