@@ -2,6 +2,10 @@
 // and prints the per-weight table: how each linear weight is stored, its output error on the
 // calibration rows and the calibration perplexity with it quantized alone.
 #include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "convert/quantize_model.h"
 #include "core/error.h"
@@ -16,7 +20,8 @@ namespace tf::cli {
 namespace {
 
 struct Args {
-  std::string in, out, format, calib, method = "rtn", keep = "";
+  std::string in, out, format, method = "rtn", keep = "";
+  std::vector<std::string> calib;  // files, their texts joined by a blank line
   int group_size = 128;
   int64_t calib_tokens = 4096;
   int64_t calib_rows = 512;
@@ -47,10 +52,13 @@ int run_quantize(const Args& a) {
   }
   if (!a.calib.empty()) {
     const auto tok = Tokenizer::from_model(a.in);
-    p.calib_ids = tok->encode(read_text_file(a.calib), /*add_special=*/false);
+    std::string text;
+    for (const std::string& f : a.calib) text += (text.empty() ? "" : "\n\n") + read_text_file(f);
+    const std::string files = fmt::format("{}", fmt::join(a.calib, ", "));
+    p.calib_ids = tok->encode(text, /*add_special=*/false);
     if (int64_t(p.calib_ids.size()) > a.calib_tokens) p.calib_ids.resize(size_t(a.calib_tokens));
-    if (p.calib_ids.size() < 2) fail("{}: fewer than 2 tokens of calibration text", a.calib);
-    std::fprintf(stderr, "calibration: %zu tokens of %s\n", p.calib_ids.size(), a.calib.c_str());
+    if (p.calib_ids.size() < 2) fail("{}: fewer than 2 tokens of calibration text", files);
+    std::fprintf(stderr, "calibration: %zu tokens of %s\n", p.calib_ids.size(), files.c_str());
   }
   StagedProgress bar;
   p.progress = [&](const std::string& what, int64_t done, int64_t total) { bar.update(what, done, total); };
@@ -97,7 +105,9 @@ void add_quantize(CLI::App& app, Runner& run) {
   c->add_flag("--sequential", a->sequential,
               "Calibrate each layer on the model whose earlier layers are already quantized (one calibration forward "
               "per layer)");
-  c->add_option("--calib", a->calib, "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens)")
+  c->add_option("--calib", a->calib,
+                "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens); repeat it "
+                "for several, joined in order by a blank line")
       ->check(CLI::ExistingFile);
   c->add_option("--calib-tokens", a->calib_tokens, "Calibration tokens used (the first N of the file)")->capture_default_str();
   c->add_option("--calib-rows", a->calib_rows, "Input rows per layer the quantizers see")->capture_default_str();
