@@ -2,6 +2,10 @@
 // and prints the per-weight table: how each linear weight is stored, its output error on the
 // calibration rows and the calibration perplexity with it quantized alone.
 #include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "convert/quantize_model.h"
 #include "core/error.h"
@@ -16,15 +20,18 @@ namespace tf::cli {
 namespace {
 
 struct Args {
-  std::string in, out, format, calib, method = "rtn", keep = "";
+  std::string in, out, format, method = "rtn", keep = "";
+  std::vector<std::string> calib;  // files, their texts joined by a blank line
   int group_size = 128;
   int64_t calib_tokens = 4096;
   int64_t calib_rows = 512;
+  int64_t calib_skip_first = 0;
   double max_ppl_increase = 1.0;
   bool quantize_lm_head = false, no_sensitivity = false;
   bool symmetric = false, act_order = false, static_groups = false, sequential = false;
   double damp = 0.01;
   int gptq_clip = 1;
+  int gptq_refit = 0;
   int threads = 0;
 };
 
@@ -33,7 +40,9 @@ int run_quantize(const Args& a) {
   QuantizeParams p{.in_dir = a.in, .out_dir = a.out, .format = parse_quant_format(a.format, "--format"),
                    .group_size = a.group_size, .method = a.method, .symmetric = a.symmetric, .gptq_damp = a.damp,
                    .act_order = a.act_order, .static_groups = a.static_groups, .gptq_clip = a.gptq_clip,
+                   .gptq_refit = a.gptq_refit,
                    .sequential = a.sequential, .calib_rows = a.calib_rows,
+                   .calib_skip_first = a.calib_skip_first,
                    .quantize_lm_head = a.quantize_lm_head, .max_ppl_increase = a.max_ppl_increase,
                    .sensitivity = !a.no_sensitivity};
   if (a.keep == "auto") {
@@ -43,10 +52,13 @@ int run_quantize(const Args& a) {
   }
   if (!a.calib.empty()) {
     const auto tok = Tokenizer::from_model(a.in);
-    p.calib_ids = tok->encode(read_text_file(a.calib), /*add_special=*/false);
+    std::string text;
+    for (const std::string& f : a.calib) text += (text.empty() ? "" : "\n\n") + read_text_file(f);
+    const std::string files = fmt::format("{}", fmt::join(a.calib, ", "));
+    p.calib_ids = tok->encode(text, /*add_special=*/false);
     if (int64_t(p.calib_ids.size()) > a.calib_tokens) p.calib_ids.resize(size_t(a.calib_tokens));
-    if (p.calib_ids.size() < 2) fail("{}: fewer than 2 tokens of calibration text", a.calib);
-    std::fprintf(stderr, "calibration: %zu tokens of %s\n", p.calib_ids.size(), a.calib.c_str());
+    if (p.calib_ids.size() < 2) fail("{}: fewer than 2 tokens of calibration text", files);
+    std::fprintf(stderr, "calibration: %zu tokens of %s\n", p.calib_ids.size(), files.c_str());
   }
   StagedProgress bar;
   p.progress = [&](const std::string& what, int64_t done, int64_t total) { bar.update(what, done, total); };
@@ -82,16 +94,28 @@ void add_quantize(CLI::App& app, Runner& run) {
                 "GPTQ static groups: clip ratios tried (1, 0.95, ...; 1 = none), the least H-weighted error wins")
       ->capture_default_str()
       ->check(CLI::Range(1, 10));
+  c->add_option("--gptq-refit", a->gptq_refit,
+                "GPTQ int4: rounds of the scale and zero-point refit on GPTQ's codes (least H-weighted error per "
+                "row; a further round reruns GPTQ with the refitted groups); 0 = none")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 8));
   c->add_option("--damp", a->damp, "GPTQ: damping, a fraction of the Hessian's mean diagonal")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
   c->add_flag("--sequential", a->sequential,
               "Calibrate each layer on the model whose earlier layers are already quantized (one calibration forward "
               "per layer)");
-  c->add_option("--calib", a->calib, "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens)")
+  c->add_option("--calib", a->calib,
+                "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens); repeat it "
+                "for several, joined in order by a blank line")
       ->check(CLI::ExistingFile);
   c->add_option("--calib-tokens", a->calib_tokens, "Calibration tokens used (the first N of the file)")->capture_default_str();
   c->add_option("--calib-rows", a->calib_rows, "Input rows per layer the quantizers see")->capture_default_str();
+  c->add_option("--calib-skip-first", a->calib_skip_first,
+                "Positions left out of the quantizers' rows at the start of each calibration window (the attention "
+                "sink's)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 255));
   c->add_option("--keep-16bit", a->keep,
                 "Modules stored 16-bit: comma-separated names (model.layers.0.mlp.down_proj), or auto: the most "
                 "sensitive weights until --max-ppl-increase holds on the calibration text");

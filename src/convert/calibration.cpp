@@ -58,11 +58,11 @@ const CaptureBackend::Record* Calibration::find(WeightKey key, int expert) const
 }
 
 Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
-                                int32_t window, int64_t max_rows,
+                                int32_t window, const CaptureOptions& capture_options,
                                 const std::function<std::unique_ptr<Model>(Backend&)>& load) {
   using R = WeightRole;
   auto cpu = make_backend(BackendKind::Cpu);
-  CaptureBackend capture(*cpu, CaptureOptions{.max_rows = max_rows});
+  CaptureBackend capture(*cpu, capture_options);
   auto model = load(capture);
   model_perplexity(*model, capture, ids, window);
   std::vector<WeightKey> order, moe_layers;
@@ -100,8 +100,8 @@ Calibration capture_calibration(const std::string& dir, const WeightTable& table
 }
 
 Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
-                                int32_t window, int64_t max_rows) {
-  return capture_calibration(dir, table, ids, window, max_rows, [&](Backend& be) {
+                                int32_t window, const CaptureOptions& capture) {
+  return capture_calibration(dir, table, ids, window, capture, [&](Backend& be) {
     return load_model(dir, be, LoadOptions{.keep_stored_dtype = false, .weight_dtype = DType::F32});
   });
 }

@@ -34,17 +34,17 @@ struct Calibration {
   const CaptureBackend::Record* find(WeightKey key, int expert) const;
 };
 
-// Each linear weight's input rows (the first `max_rows` of each) over `ids` in windows of
-// `window` tokens, the model made by `load` on a capture backend over the CPU backend. The
+// Each linear weight's input rows (the first `capture.max_rows` of each; each window's first
+// `capture.skip_first` left out) over `ids` in windows of `window` tokens, the model made by `load` on a capture backend over the CPU backend. The
 // capture keys rows by the weight's upload; the forward calls the matmuls of a layer in the
 // table's order (q|k|v, o, the router or gate|up, down) and the LM head last, which maps them
 // to keys (checked against each weight's input dimension); the mixture-of-experts layers'
 // records come in layer order. Errors name `dir`.
 Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
-                                int32_t window, int64_t max_rows,
+                                int32_t window, const CaptureOptions& capture,
                                 const std::function<std::unique_ptr<Model>(Backend&)>& load);
 // The same for the model folder `dir` loaded in F32.
 Calibration capture_calibration(const std::string& dir, const WeightTable& table, const std::vector<int32_t>& ids,
-                                int32_t window, int64_t max_rows);
+                                int32_t window, const CaptureOptions& capture);
 
 }  // namespace tf

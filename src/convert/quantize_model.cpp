@@ -127,7 +127,7 @@ Quantized quantize_one(const std::vector<float>& w, int64_t m, int64_t k, const 
                        const QuantizeParams& p) {
   const CalibRows rows{calib ? calib->rows.data() : nullptr, calib ? calib->n_rows : 0};
   const GptqParams gptq{.damp = p.gptq_damp, .act_order = p.act_order, .static_groups = p.static_groups,
-                        .n_clip = p.gptq_clip};
+                        .n_clip = p.gptq_clip, .refit_rounds = p.gptq_refit};
   if (method == "gptq" && rows.n > 0) return {quantize_gptq(w.data(), m, k, rows, spec, name, gptq), {}, "gptq"};
   if (method == "awq" && rows.n > 0) {
     AwqResult a = quantize_awq(w.data(), m, k, rows, spec, name);
@@ -289,10 +289,11 @@ QuantizeReport quantize_model(const QuantizeParams& p) {
     if (p.progress) p.progress(what, done, total);
   };
 
+  const CaptureOptions capture{.max_rows = p.calib_rows, .skip_first = p.calib_skip_first};
   Calibration calib;
   if (!p.calib_ids.empty()) {
     tick("calibration forward", 0, 1);
-    calib = capture_calibration(p.in_dir, table, p.calib_ids, p.eval_window, p.calib_rows);
+    calib = capture_calibration(p.in_dir, table, p.calib_ids, p.eval_window, capture);
     tick("calibration forward", 1, 1);
   }
   const bool tied = table.find_tensor("lm_head.weight") == nullptr || table.find_tensor("lm_head.weight")->optional;
@@ -311,7 +312,7 @@ QuantizeReport quantize_model(const QuantizeParams& p) {
     tick("quantizing " + u.name, int64_t(i), int64_t(todo.size()));
     if (p.sequential && !calib.empty() && i > 0 && w.key.layer != todo[i - 1].w->key.layer) {
       // this layer's inputs as the model quantized so far produces them
-      Calibration now = capture_calibration(p.in_dir, table, p.calib_ids, p.eval_window, p.calib_rows, [&](Backend& be) {
+      Calibration now = capture_calibration(p.in_dir, table, p.calib_ids, p.eval_window, capture, [&](Backend& be) {
         return candidate_model(cfg, table, p, st, keep, be);
       });
       for (auto& [key, rec] : now.linear)

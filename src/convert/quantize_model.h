@@ -35,16 +35,19 @@ struct QuantizeParams {
   std::string method = "rtn";          // rtn | awq | gptq | awq-gptq (AWQ's scales, then GPTQ on w * s)
   bool symmetric = false;              // int4: every zero point 8
   // GPTQ: damping, act-order (implies static groups), static groups, clip ratios searched
-  // for the static groups (quant/quantizer.h GptqParams).
+  // for the static groups, rounds of the int4 scale and zero-point refit (quant/quantizer.h
+  // GptqParams).
   double gptq_damp = 0.01;
   bool act_order = false;
   bool static_groups = false;
   int gptq_clip = 1;
+  int gptq_refit = 0;
   // Calibration rows of layer l recorded on the model whose layers before l are already
   // quantized (as written), instead of all on the 16-bit model.
   bool sequential = false;
   std::vector<int32_t> calib_ids;      // calibration tokens (awq, gptq, the sensitivity table)
   int64_t calib_rows = 512;            // rows of each layer's input the quantizers use
+  int64_t calib_skip_first = 0;        // positions left out at the start of each calibration window
   int32_t eval_window = 256;           // tokens per window of the calibration perplexity
   bool quantize_lm_head = false;       // an untied LM head too (a tied one is the embedding: 16-bit)
   std::vector<std::string> keep_16bit;  // modules stored 16-bit ("model.layers.0.mlp.down_proj")

@@ -146,7 +146,7 @@ Pruner::Pruner(PruneParams p) : p_(std::move(p)) {
     if (name.starts_with("model.layers.")) shapes_.n_layer_params += numel(t->shape);
 
   tick("calibration forward", 0, 1);
-  auto rows = capture_calibration(p_.in_dir, table_, p_.calib_ids, p_.window, p_.calib_rows).linear;
+  auto rows = capture_calibration(p_.in_dir, table_, p_.calib_ids, p_.window, CaptureOptions{.max_rows = p_.calib_rows}).linear;
   tick("calibration forward", 1, 1);
   for (int64_t il = 0; il < cfg_.n_layers; ++il) {
     CaptureBackend::Record& o = rows.at({R::Wo, int32_t(il)});

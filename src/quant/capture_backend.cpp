@@ -23,10 +23,12 @@ void CaptureBackend::record(const TensorView& w, const TensorView& x) {
     r = &records_.back();
   }
   TF_ASSERT(r->k == x.shape[1], "capture: weight {} seen with inputs of {} and {} features", w.data, r->k, x.shape[1]);
-  const int64_t take = std::min(x.shape[0], opt_.max_rows - r->n_rows);
-  r->n_seen += x.shape[0];
+  const int64_t skip = std::min(x.shape[0], std::max<int64_t>(opt_.skip_first, 0));
+  const int64_t take = std::min(x.shape[0] - skip, opt_.max_rows - r->n_rows);
+  r->n_seen += x.shape[0] - skip;
   if (take <= 0) return;
-  TensorView head = x;  // the first `take` rows
+  TensorView head = x;  // `take` rows after the skipped ones
+  head.data = static_cast<uint8_t*>(x.data) + size_t(skip) * dtype_row_bytes(x.dtype, x.shape[1]);
   head.shape[0] = take;
   std::vector<uint8_t> bytes(head.nbytes());
   inner().copy_to_host(head, bytes.data());

@@ -4,7 +4,8 @@
 // RMSNorm prologue the recorded rows are the normalized ones, what the weight multiplies:
 // the decorator runs the norm itself into the call's scratch `h`, then the rest of the fused
 // op on h. Rows are kept as F32, the first `max_rows` a weight sees (in token order across
-// forwards), so memory stays bounded by max_rows * k * 4 bytes per weight.
+// forwards; CaptureOptions::skip_first leaves out each call's first rows), so memory stays
+// bounded by max_rows * k * 4 bytes per weight.
 //
 // Mixture-of-experts layers: moe_experts records, per expert, the rows routed to it (what its
 // gate|up rows multiply) and their silu(gate) * up (what its down rows multiply), computed on
@@ -24,6 +25,10 @@ namespace tf {
 
 struct CaptureOptions {
   int64_t max_rows = 512;  // input rows kept per weight
+  // Rows left out at the start of every matmul call (dense layers; not the experts' records):
+  // with one sequence per forward from position 0, the first positions, whose activations
+  // (the attention sink's) are unlike the rest.
+  int64_t skip_first = 0;
 };
 
 class CaptureBackend : public ForwardingBackend {
@@ -32,7 +37,7 @@ class CaptureBackend : public ForwardingBackend {
     const void* weight = nullptr;  // the matmul's w.data
     int64_t k = 0;                 // input features
     int64_t n_rows = 0;            // rows kept (<= max_rows)
-    int64_t n_seen = 0;            // rows offered, kept or not
+    int64_t n_seen = 0;            // rows offered (after skip_first), kept or not
     std::vector<float> rows;       // [n_rows, k]
   };
 

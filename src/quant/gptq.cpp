@@ -72,37 +72,28 @@ void static_group_params(const ColMat& W, const ColMat& H, const QuantSpec& spec
     }
 }
 
-}  // namespace
+// The problem as GPTQ walks it: the columns in their order of quantization.
+struct Walk {
+  std::vector<int64_t> perm;  // column j of the walk is column perm[j] of the weight
+  ColMat W;                   // W P (after dead columns were zeroed)
+  ColMat U;                   // the upper Cholesky factor of (P^T H P)^-1, damped
+};
 
-QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
-                              std::string_view name, const GptqParams& params) {
-  check_quantizer_inputs(w, m, k, &calib, spec, name);
-  const Eigen::Map<const RowMat> X(calib.x, calib.n, k);
-  ColMat H = (2.0f / float(calib.n)) * (X.transpose() * X);
-  ColMat W = Eigen::Map<const RowMat>(w, m, k);
-  for (int64_t j = 0; j < k; ++j)
-    if (H(j, j) == 0.0f) W.col(j).setZero();  // a dead input: its weights do nothing
-
+// One GPTQ pass: codes of every column in the walk's order, each column's rounding error
+// spread onto the columns after it. With `fixed` ([group][row]) the groups' parameters are
+// those; otherwise (dynamic groups) each group takes its parameters when its first column
+// comes up, from the columns as updated by then.
+QuantizedWeight gptq_pass(const Walk& walk, const QuantSpec& spec, int64_t block_cols,
+                          const std::vector<std::vector<GroupParams>>* fixed, std::string_view name) {
+  const int64_t m = walk.W.rows(), k = walk.W.cols();
+  ColMat W = walk.W;
+  const ColMat& U = walk.U;
+  const std::vector<int64_t>& perm = walk.perm;
   QuantizedWeight q = QuantizedWeight::zeros_like(spec.format, m, k, spec.group_size);
   const int64_t len = group_len(spec, k);
-  const bool static_groups = params.static_groups || params.act_order || spec.format != DType::W4;
-  std::vector<std::vector<GroupParams>> fixed;  // [group][row], static groups
-  if (static_groups) static_group_params(W, H, spec, len, params.n_clip, q, fixed, name);
-
-  // Act-order: columns by decreasing H_jj, so the inputs of the largest energy are rounded
-  // first, while the most columns remain to absorb their error. The layout keeps groups
-  // contiguous in the original order, so the groups' parameters are the static ones.
-  std::vector<int64_t> perm(static_cast<size_t>(k));
-  for (int64_t j = 0; j < k; ++j) perm[size_t(j)] = j;
-  if (params.act_order)
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return H(a, a) > H(b, b); });
-  const Eigen::PermutationMatrix<Eigen::Dynamic, Eigen::Dynamic, int64_t> P(
-      Eigen::Map<const Eigen::Matrix<int64_t, Eigen::Dynamic, 1>>(perm.data(), k));
-  // W P and P^T H P: column j of the permuted problem is column perm[j] of the original.
-  W = W * P;
-  H = P.transpose() * H * P;
-  std::vector<bool> dead;
-  const ColMat U = inverse_hessian_factor(H, params.damp, dead, name);
+  if (fixed)
+    for (int64_t g = 0; g < k / len; ++g)
+      for (int64_t i = 0; i < m; ++i) q.set_params(i, g, (*fixed)[size_t(g)][size_t(i)]);
 
   std::vector<GroupParams> p(static_cast<size_t>(m));  // the current group's parameters, per row
   std::vector<float> row(static_cast<size_t>(len));
@@ -115,18 +106,17 @@ QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows ca
     }
   };
 
-  // Without act-order a block holds whole groups, so a group's columns are all current when
-  // it starts.
-  const int64_t block = static_groups ? std::max<int64_t>(1, params.block)
-                                      : std::max<int64_t>(params.block / len, 1) * len;
+  // Without static groups a block holds whole groups, so a group's columns are all current
+  // when it starts.
+  const int64_t block = fixed ? std::max<int64_t>(1, block_cols) : std::max<int64_t>(block_cols / len, 1) * len;
   Eigen::VectorXf err(m);
   for (int64_t b0 = 0; b0 < k; b0 += block) {
     const int64_t b1 = std::min(k, b0 + block), nb = b1 - b0;
     ColMat Err(m, nb);
     for (int64_t j = b0; j < b1; ++j) {
       const int64_t col = perm[size_t(j)], group = col / len;
-      if (!static_groups && j % len == 0) take_params(j, group);
-      const std::vector<GroupParams>& gp = static_groups ? fixed[size_t(group)] : p;
+      if (!fixed && j % len == 0) take_params(j, group);
+      const std::vector<GroupParams>& gp = fixed ? (*fixed)[size_t(group)] : p;
       const float d = U(j, j);
       for (int64_t i = 0; i < m; ++i) {
         const uint8_t c = quantize_value(spec.format, W(i, j), gp[size_t(i)]);
@@ -139,6 +129,71 @@ QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows ca
     }
     // the columns after the block: the lazy batch update
     if (b1 < k) W.rightCols(k - b1).noalias() -= Err * U.block(b0, b1, nb, k - b1);
+  }
+  return q;
+}
+
+std::vector<std::vector<GroupParams>> params_of(const QuantizedWeight& q) {
+  std::vector<std::vector<GroupParams>> out(size_t(q.n_groups()), std::vector<GroupParams>(size_t(q.m)));
+  for (int64_t g = 0; g < q.n_groups(); ++g)
+    for (int64_t i = 0; i < q.m; ++i) out[size_t(g)][size_t(i)] = q.params(i, g);
+  return out;
+}
+
+// Row i of `from` (codes and parameters) into `to`.
+void copy_row(const QuantizedWeight& from, int64_t i, QuantizedWeight& to) {
+  for (int64_t j = 0; j < from.k; ++j) to.set_code(i, j, from.code(i, j));
+  for (int64_t g = 0; g < from.n_groups(); ++g) to.set_params(i, g, from.params(i, g));
+}
+
+}  // namespace
+
+QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
+                              std::string_view name, const GptqParams& params) {
+  check_quantizer_inputs(w, m, k, &calib, spec, name);
+  const Eigen::Map<const RowMat> X(calib.x, calib.n, k);
+  const ColMat H = (2.0f / float(calib.n)) * (X.transpose() * X);
+  ColMat W = Eigen::Map<const RowMat>(w, m, k);
+  for (int64_t j = 0; j < k; ++j)
+    if (H(j, j) == 0.0f) W.col(j).setZero();  // a dead input: its weights do nothing
+
+  const int64_t len = group_len(spec, k);
+  const bool static_groups = params.static_groups || params.act_order || spec.format != DType::W4;
+  std::vector<std::vector<GroupParams>> fixed;  // [group][row], static groups
+  if (static_groups) {
+    QuantizedWeight scratch = QuantizedWeight::zeros_like(spec.format, m, k, spec.group_size);
+    static_group_params(W, H, spec, len, params.n_clip, scratch, fixed, name);
+  }
+
+  // Act-order: columns by decreasing H_jj, so the inputs of the largest energy are rounded
+  // first, while the most columns remain to absorb their error. The layout keeps groups
+  // contiguous in the original order, so the groups' parameters are the static ones.
+  Walk walk;
+  walk.perm.resize(size_t(k));
+  for (int64_t j = 0; j < k; ++j) walk.perm[size_t(j)] = j;
+  if (params.act_order)
+    std::stable_sort(walk.perm.begin(), walk.perm.end(), [&](int64_t a, int64_t b) { return H(a, a) > H(b, b); });
+  const Eigen::PermutationMatrix<Eigen::Dynamic, Eigen::Dynamic, int64_t> P(
+      Eigen::Map<const Eigen::Matrix<int64_t, Eigen::Dynamic, 1>>(walk.perm.data(), k));
+  // W P and P^T H P: column j of the permuted problem is column perm[j] of the original.
+  walk.W = W * P;
+  std::vector<bool> dead;
+  walk.U = inverse_hessian_factor(P.transpose() * H * P, params.damp, dead, name);
+
+  QuantizedWeight q = gptq_pass(walk, spec, params.block, static_groups ? &fixed : nullptr, name);
+  if (params.refit_rounds <= 0 || spec.format != DType::W4) return q;
+  // The refit's target: the weights as given (dead columns zeroed), row-major.
+  const RowMat Wr = W;
+  std::vector<double> best = refit_w4_params(Wr.data(), H.data(), q, spec.symmetric);
+  for (int r = 1; r < params.refit_rounds; ++r) {
+    const std::vector<std::vector<GroupParams>> refitted = params_of(q);
+    QuantizedWeight next = gptq_pass(walk, spec, params.block, &refitted, name);
+    const std::vector<double> err = refit_w4_params(Wr.data(), H.data(), next, spec.symmetric);
+    for (int64_t i = 0; i < m; ++i)
+      if (err[size_t(i)] < best[size_t(i)]) {
+        best[size_t(i)] = err[size_t(i)];
+        copy_row(next, i, q);
+      }
   }
   return q;
 }

@@ -63,9 +63,24 @@ struct GptqParams {
   // Static parameters: clip ratios tried, 1, 0.95, ..., each group taking the one of least
   // sum_j H_jj (w_j - Q(w_j))^2 (1: no clipping).
   int n_clip = 1;
+  // W4: rounds of the scale and zero-point refit (refit_w4_params below) after GPTQ. Round 1
+  // refits the parameters of GPTQ's codes; each further round runs GPTQ again with the
+  // refitted parameters as its static groups and refits those codes. Each row keeps the
+  // codes and parameters of the round with its least H-weighted error. 0: none.
+  int refit_rounds = 0;
 };
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                               std::string_view name, const GptqParams& params = {});
+
+// W4: with the codes of q fixed, each row's group scales and zero points refitted for the
+// least H-weighted error e^T H e, e = w_i - w'_i (w [m, k] the original weights, h [k, k]
+// the symmetric Hessian of the layer's inputs, e.g. x^T x): the least-squares (scale, offset)
+// of every group of the row jointly, zeros rounded into 0..15, then the scales alone again
+// with those zeros, rounded to F16. A row keeps its old parameters unless the refitted ones
+// lower its error, so no row's error increases. Returns each row's error afterwards.
+std::vector<double> refit_w4_params(const float* w, const float* h, QuantizedWeight& q, bool symmetric);
+// e^T H e for row `row` of q against w [k] (the row's original weights), h as above.
+double h_weighted_row_error(const float* w, const float* h, const QuantizedWeight& q, int64_t row);
 
 // The checks every quantizer runs first: spec against k, finite weights, and with `calib`
 // at least one finite calibration row of k features. tf::Error naming `name`.

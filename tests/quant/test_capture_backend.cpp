@@ -126,5 +126,30 @@ TEST(CaptureBackend, RecordsNormalizedInputsOfTinyMain) {
   }
 }
 
+// skip_first leaves out the first rows of every call: two calls of 3 rows with skip_first 1
+// keep rows 1 and 2 of each, in order, and count 4 rows offered; a call of fewer rows than
+// skip_first offers none.
+TEST(CaptureBackend, SkipFirstLeavesOutEachCallsLeadingRows) {
+  const int64_t k = 4, m = 2;
+  auto cpu = make_backend(BackendKind::Cpu);
+  CaptureBackend capture(*cpu, CaptureOptions{.max_rows = 16, .skip_first = 1});
+  const TensorView w = test::to_device(*cpu, std::vector<float>(size_t(m * k), 0.5f), m, k);
+  const TensorView out = cpu->alloc(DType::F32, {3, m});
+  std::vector<float> want;
+  for (int call = 0; call < 2; ++call) {
+    std::vector<float> x(size_t(3 * k));
+    for (size_t e = 0; e < x.size(); ++e) x[e] = float(call * 100 + int(e));
+    want.insert(want.end(), x.begin() + k, x.end());
+    capture.matmul(test::to_device(*cpu, x, 3, k), w, TensorView{}, out);
+  }
+  const TensorView one_out = cpu->alloc(DType::F32, {1, m});
+  capture.matmul(test::to_device(*cpu, std::vector<float>(size_t(k), 9.0f), 1, k), w, TensorView{}, one_out);
+  const CaptureBackend::Record* r = capture.find(w.data);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->n_rows, 4);
+  EXPECT_EQ(r->n_seen, 4);
+  EXPECT_TRUE(test::bitwise_equal(r->rows, want));
+}
+
 }  // namespace
 }  // namespace tf
