@@ -1,8 +1,10 @@
 // Tensor parallelism on the CPU (in-process communicator): TP = 2 and 4 give the logits of
 // TP = 1 within 1e-5 relative at every prompt position and the same greedy ids, on
 // tiny-main (4 heads, 2 KV heads: replicated at TP = 4) and the parity models (llama-mha:
-// MHA; qwen2: QKV biases, tied embeddings, KV heads replicated at TP = 4); each rank holds
-// only its shard of the weights. Quantized tiny-main (int8, int4, fp8) at TP = 2 against TP = 1.
+// MHA; qwen2: QKV biases, tied embeddings, KV heads replicated at TP = 4; qwen3: q/k norms;
+// gemma3: local and global layers; phi3: fused qkv and gate_up; mixtral and qwen3-moe: every
+// expert's columns split as an MLP's, the router replicated); each rank holds only its shard
+// of the weights. Quantized tiny-main (int8, int4, fp8) at TP = 2 against TP = 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "engine/greedy_util.h"
 #include "model/arch/tensor_parallel_model.h"
 #include "model/config.h"
+#include "param_name.h"
 #include "twofold/engine.h"
 
 namespace tf {
@@ -65,9 +68,10 @@ TEST_P(TensorParallelTest, LogitsAndGreedyIdsEqualTp1) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TensorParallelTest, ::testing::Values("tiny-main", "llama-mha", "qwen2"),
-                         [](const auto& info) { return info.param == "tiny-main" ? "tiny_main"
-                                                       : info.param == "llama-mha" ? "llama_mha" : info.param; });
+INSTANTIATE_TEST_SUITE_P(Models, TensorParallelTest,
+                         ::testing::Values("tiny-main", "llama-mha", "qwen2", "qwen3", "gemma3", "phi3", "mixtral",
+                                           "qwen3-moe"),
+                         test::ParamName());
 
 // Quantized tiny-main (rounded at load, LM head included) on 2 ranks. Each rank holds whole
 // rows (q/k/v, gate/up, the LM head) or whole int4 groups (o, down: 128 of 256 and 288 of 576
