@@ -125,15 +125,8 @@ struct V256 {
   static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
     return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
   }
-  // The same for |hi| < 2^15 (a lane's 4 products of unsigned weights below 64 and an int8):
-  // the int16 pair (hi, its sign) of each lane times (254, 0).
-  static I join_small(I hi, I lo) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpwssd_epi32(lo, hi, _mm256_set1_epi32(254));
-#else
-    return _mm256_add_epi32(_mm256_madd_epi16(hi, _mm256_set1_epi32(254)), lo);
-#endif
-  }
+  // The same for |hi| < 2^15 (a lane's 4 products of unsigned weights below 64 and an int8).
+  static I join_small(I hi, I lo) { return join254_small(hi, lo); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
@@ -231,13 +224,7 @@ struct V512 {
   static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
     return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
   }
-  static I join_small(I hi, I lo) {  // as V256's
-#if defined(__AVX512VNNI__)
-    return _mm512_dpwssd_epi32(lo, hi, _mm512_set1_epi32(254));
-#else
-    return _mm512_add_epi32(_mm512_madd_epi16(hi, _mm512_set1_epi32(254)), lo);
-#endif
-  }
+  static I join_small(I hi, I lo) { return join254_small(hi, lo); }  // as V256's
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }

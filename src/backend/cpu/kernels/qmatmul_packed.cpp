@@ -58,15 +58,9 @@ struct Rows {
                             _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xhi), ones));
 #endif
   }
-  // 254 hi + lo for |hi| < 2^15 (a lane's 8 products of a nibble and an int8: at most
-  // 15 * 127 * 8): the int16 pair (hi, its sign) of each lane times (254, 0).
-  static I join(I hi, I lo) {
-#if defined(__AVX512VNNI__)
-    return _mm512_dpwssd_epi32(lo, hi, _mm512_set1_epi32(254));
-#else
-    return _mm512_add_epi32(_mm512_madd_epi16(hi, _mm512_set1_epi32(254)), lo);
-#endif
-  }
+  // 254 hi + lo; |hi| < 2^15 (a lane's 8 products of a nibble and an int8: at most
+  // 15 * 127 * 8).
+  static I join(I hi, I lo) { return join254_small(hi, lo); }
   static F zero() { return _mm512_setzero_ps(); }
   static F splat(float a) { return _mm512_set1_ps(a); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
@@ -105,9 +99,7 @@ struct Rows {
     return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), ones),
                             _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), ones));
   }
-  static I join(I hi, I lo) {  // 254 hi + lo for |hi| < 2^15, as above
-    return _mm256_add_epi32(_mm256_madd_epi16(hi, _mm256_set1_epi32(254)), lo);
-  }
+  static I join(I hi, I lo) { return join254_small(hi, lo); }  // as above
   static F zero() { return _mm256_setzero_ps(); }
   static F splat(float a) { return _mm256_set1_ps(a); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }

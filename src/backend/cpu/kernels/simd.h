@@ -188,4 +188,27 @@ inline float to_f32(W w) {
   else return f16_to_f32(w.bits);
 }
 
+// The integer kernels' join of 16-bit activations' two int8 planes, 254 hi + lo per int32
+// lane, for |hi| < 2^15 (what a lane's products of unsigned weights below 64, or of nibbles,
+// and an int8 stay under): the int16 pair (hi, its sign) of each lane times (254, 0), one
+// vpdpwssd with VNNI. Exact; larger |hi| needs the shifts (254 hi = (hi << 8) - (hi << 1)).
+#if defined(__AVX2__)
+inline __m256i join254_small(__m256i hi, __m256i lo) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(lo, hi, _mm256_set1_epi32(254));
+#else
+  return _mm256_add_epi32(_mm256_madd_epi16(hi, _mm256_set1_epi32(254)), lo);
+#endif
+}
+#endif
+#if defined(__AVX512BW__)
+inline __m512i join254_small(__m512i hi, __m512i lo) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(lo, hi, _mm512_set1_epi32(254));
+#else
+  return _mm512_add_epi32(_mm512_madd_epi16(hi, _mm512_set1_epi32(254)), lo);
+#endif
+}
+#endif
+
 }  // namespace tf::cpu::TF_CPU_ISA_NS
