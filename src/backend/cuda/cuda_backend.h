@@ -161,8 +161,6 @@ class CudaBackend final : public Backend {
   // and counters; moe_experts' assignment lists, activations and expert outputs.
   enum class Scratch : int { Fp8Act, Fp8Scale, QuantTmp, QuantMma, MoeIndex, MoeAct, MoeOut, Count };
   void* scratch(Scratch slot, size_t bytes);
-  // How an FP8 W8A8 GEMM of a's shape applies its scales, timed on first sight (cuda_quant.cpp).
-  Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, float* acc);
   // Mean microseconds of `launch` on this stream over `reps` runs after a warm-up (CUDA events).
   double time_us(const std::function<void()>& launch, int reps);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
@@ -199,9 +197,14 @@ class CudaBackend final : public Backend {
   std::map<GemvKey, GemvChoice> gemv_;
   struct Fp8Choice {
     Fp8Scaling scaling;
-    double outer_us = -1, epilogue_us = -1;  // -1: not offered by cuBLASLt
+    int algo = -1;                           // LtGemm's index among the heuristic's algorithms
+    double outer_us = -1, epilogue_us = -1;  // the fastest algorithm of each; -1: not offered
+    int outer_tried = 0, epilogue_tried = 0;
   };
   std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias
+  // How an FP8 W8A8 GEMM of a's shape applies its scales and which cuBLASLt algorithm runs it,
+  // timed on first sight (cuda_quant.cpp).
+  Fp8Choice fp8_choice(const Fp8GemmArgs& a, float* acc);
   // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out
   using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool>;
   struct QuantGemvChoice {

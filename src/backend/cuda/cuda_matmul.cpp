@@ -126,9 +126,10 @@ std::vector<std::string> CudaBackend::tuning_report() const {
   }
   for (const auto& [key, c] : fp8_) {
     const auto& [rows, k, m, f32, bias] = key;
-    lines.push_back(fmt::format("fp8 w8a8 rows={} k={} m={}{}{}: outer vectors {:.1f} us, epilogue {:.1f} us -> {}",
-                                rows, k, m, f32 ? " f32-out" : "", bias ? " bias" : "", c.outer_us, c.epilogue_us,
-                                fp8_scaling_name(c.scaling)));
+    lines.push_back(fmt::format(
+        "fp8 w8a8 rows={} k={} m={}{}{}: outer vectors {:.1f} us (best of {}), epilogue {:.1f} us (best of {}) -> {} #{}",
+        rows, k, m, f32 ? " f32-out" : "", bias ? " bias" : "", c.outer_us, c.outer_tried, c.epilogue_us,
+        c.epilogue_tried, fp8_scaling_name(c.scaling), c.algo));
   }
   for (std::string& line : quant_gemv_report()) lines.push_back(std::move(line));
   return lines;

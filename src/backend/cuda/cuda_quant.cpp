@@ -69,28 +69,36 @@ void* CudaBackend::scratch(Scratch slot, size_t bytes) {
   return w.p;
 }
 
-// Where cuBLASLt offers both, outer-vector scales and the unit-scale GEMM with the epilogue
-// kernel are each timed once per shape (first sight, not while a graph is being recorded) and
-// the faster kept: the heuristic does not rank them by speed (the H200: the epilogue form ahead
-// at 16 rows of 4096 x 4096 and 64 rows of 4096 x 14336, the outer vectors at 64 rows of
-// 28672 x 4096). A shape
-// first seen while recording takes the heuristic's order (Auto). Timing writes a.out.
-Fp8Scaling CudaBackend::fp8_scaling(const Fp8GemmArgs& a, float* acc) {
+// FP8 W8A8 on cuBLASLt: both scalings it offers (outer-vector scales, and the unit-scale GEMM
+// with the epilogue kernel), each with every algorithm of the heuristic's list (up to
+// LtGemm::kFp8Candidates), are timed once per shape (first sight, not while a graph is being
+// recorded) and the fastest pair kept: the heuristic ranks neither the scalings nor, for
+// skinny products, its own algorithms by speed (the H200: its first algorithm takes 43 us for
+// 64 rows of 4096 x 14336, whose weights stream in 14). A shape first seen while recording
+// takes the heuristic's order (Auto, its first algorithm). Timing writes a.out.
+CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc) {
   constexpr int kReps = 5;
   const GemvKey key{a.rows, a.k, a.m, a.out_f32, a.bias != nullptr};
-  if (auto it = fp8_.find(key); it != fp8_.end()) return it->second.scaling;
-  if (capturing_) return Fp8Scaling::Auto;
+  if (auto it = fp8_.find(key); it != fp8_.end()) return it->second;
+  if (capturing_) return Fp8Choice{.scaling = Fp8Scaling::Auto};
   Fp8Choice c{.scaling = lt_->fp8_scaling(a, kCublasWorkspaceBytes)};
   double best = -1;
   for (Fp8Scaling s : {Fp8Scaling::OuterVectors, Fp8Scaling::Epilogue}) {
     Fp8GemmArgs t = a;
     t.scaling = s;
     if (!lt_->fp8_available(t, kCublasWorkspaceBytes)) continue;
-    const double us = time_us([&] { lt_->run_fp8(t, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_); }, kReps);
-    (s == Fp8Scaling::OuterVectors ? c.outer_us : c.epilogue_us) = us;
-    if (best < 0 || us < best) best = us, c.scaling = s;
+    const int n = lt_->fp8_algorithms(t, kCublasWorkspaceBytes);
+    (s == Fp8Scaling::OuterVectors ? c.outer_tried : c.epilogue_tried) = n;
+    for (int i = 0; i < n; ++i) {
+      t.algo = i;
+      const double us =
+          time_us([&] { lt_->run_fp8(t, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_); }, kReps);
+      double& slot = s == Fp8Scaling::OuterVectors ? c.outer_us : c.epilogue_us;
+      if (slot < 0 || us < slot) slot = us;
+      if (best < 0 || us < best) best = us, c.scaling = s, c.algo = i;
+    }
   }
-  return (fp8_[key] = c).scaling;
+  return fp8_[key] = c;
 }
 
 namespace {
@@ -233,7 +241,9 @@ void CudaBackend::matmul_quant(const GemmArgs& g) {
     a.x_scale = xs;
     if (!lt_) lt_ = std::make_unique<LtGemm>();
     auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
-    a.scaling = fp8_scaling(a, acc);
+    const Fp8Choice choice = fp8_choice(a, acc);
+    a.scaling = choice.scaling;
+    a.algo = choice.algo;
     lt_->run_fp8(a, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_);
     return;
   }

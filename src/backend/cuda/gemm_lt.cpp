@@ -120,12 +120,16 @@ const LtGemm::Fp8Plan& LtGemm::fp8_plan(const Fp8GemmArgs& a, Fp8Scaling scaling
     TF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     TF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &max_workspace, sizeof(max_workspace)));
-    cublasLtMatmulHeuristicResult_t found{};
+    std::vector<cublasLtMatmulHeuristicResult_t> found(kFp8Candidates);
     int returned = 0;
-    p.status = cublasLtMatmulAlgoGetHeuristic(handle_, p.d.op, p.d.a, p.d.b, p.d.c, p.d.c, pref, 1, &found, &returned);
+    p.status = cublasLtMatmulAlgoGetHeuristic(handle_, p.d.op, p.d.a, p.d.b, p.d.c, p.d.c, pref, kFp8Candidates,
+                                              found.data(), &returned);
     cublasLtMatmulPreferenceDestroy(pref);
-    p.ok = p.status == CUBLAS_STATUS_SUCCESS && returned > 0 && found.state == CUBLAS_STATUS_SUCCESS;
-    if (p.ok) p.algo = LtAlgo{.algo = found.algo, .workspace = found.workspaceSize};
+    if (p.status == CUBLAS_STATUS_SUCCESS)
+      for (int i = 0; i < returned; ++i)
+        if (found[size_t(i)].state == CUBLAS_STATUS_SUCCESS)
+          p.algos.push_back(LtAlgo{.algo = found[size_t(i)].algo, .workspace = found[size_t(i)].workspaceSize});
+    p.ok = !p.algos.empty();
   }
   return fp8_.emplace(key, p).first->second;
 }
@@ -145,6 +149,11 @@ bool LtGemm::fp8_available(const Fp8GemmArgs& a, size_t max_workspace) {
   return a.scaling == Fp8Scaling::Auto || fp8_plan(a, a.scaling, max_workspace).ok;
 }
 
+int LtGemm::fp8_algorithms(const Fp8GemmArgs& a, size_t max_workspace) {
+  if (a.scaling == Fp8Scaling::Auto) return 0;
+  return int(fp8_plan(a, a.scaling, max_workspace).algos.size());
+}
+
 std::string LtGemm::fp8_probe(const Fp8GemmArgs& a, size_t max_workspace) {
   std::string out;
   for (Fp8Scaling s : {Fp8Scaling::OuterVectors, Fp8Scaling::AlphaVector, Fp8Scaling::Epilogue}) {
@@ -161,6 +170,7 @@ void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace
   TF_ASSERT(p.ok, "run_fp8: cuBLASLt has no {} FP8 GEMM for rows={} k={} m={}", fp8_scaling_name(p.scaling), a.rows,
             a.k, a.m);
   const float one = 1.0f, zero = 0.0f;
+  const LtAlgo& algo = p.pick(a.algo);
   switch (p.scaling) {
     case Fp8Scaling::OuterVectors:
       TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.w_scale,
@@ -168,21 +178,21 @@ void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace
       TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.x_scale,
                                                      sizeof(a.x_scale)));
       TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, a.out, p.d.c, a.out,
-                                     p.d.c, &p.algo.algo, workspace, p.algo.workspace, stream));
+                                     p.d.c, &algo.algo, workspace, algo.workspace, stream));
       return;
     case Fp8Scaling::AlphaVector:
       TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, a.w_scale, a.wq, p.d.a, a.xq, p.d.b, &zero, a.out, p.d.c, a.out,
-                                     p.d.c, &p.algo.algo, workspace, p.algo.workspace, stream));
+                                     p.d.c, &algo.algo, workspace, algo.workspace, stream));
       launch_fp8_row_scale(a.out, a.out_f32, a.x_scale, a.bias, a.rows, a.m, stream);
       return;
     case Fp8Scaling::Unscaled:
       TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, a.out, p.d.c, a.out,
-                                     p.d.c, &p.algo.algo, workspace, p.algo.workspace, stream));
+                                     p.d.c, &algo.algo, workspace, algo.workspace, stream));
       return;
     default:
       TF_ASSERT(acc, "run_fp8: unit-scale plan without an F32 buffer");
       TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, acc, p.d.c, acc, p.d.c,
-                                     &p.algo.algo, workspace, p.algo.workspace, stream));
+                                     &algo.algo, workspace, algo.workspace, stream));
       launch_fp8_scale_epilogue(acc, a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32, stream);
       return;
   }

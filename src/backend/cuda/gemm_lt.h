@@ -50,6 +50,9 @@ struct Fp8GemmArgs {
   // (bench_quant_gemm on the H200: up to 1.25x faster at 16..64 rows, 1.1x at 4096; the CUDA
   // tests hold it to the same 5e-3 as the FP32 path).
   bool fast_accum = true;
+  // Which of the heuristic's algorithms for this shape and scaling runs (fp8_algorithms):
+  // -1 the heuristic's first.
+  int algo = -1;
 };
 
 class LtGemm {
@@ -72,6 +75,12 @@ class LtGemm {
   // Auto always resolves or fails).
   Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, size_t max_workspace);
   bool fp8_available(const Fp8GemmArgs& a, size_t max_workspace);
+  // How many algorithms the heuristic offers for a's shape and (explicit) scaling, up to
+  // kFp8Candidates, best-ranked first: the caller may time them (a.algo) and keep the fastest,
+  // since for skinny products the heuristic's first is often not (H200, 64 rows of 4096 x
+  // 14336: its first streams the weights at a third of the copy bandwidth).
+  static constexpr int kFp8Candidates = 16;
+  int fp8_algorithms(const Fp8GemmArgs& a, size_t max_workspace);
   // Epilogue needs `acc` (F32 [rows, m]).
   void run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream);
   // The heuristic's status for each explicit scaling of a's shape, for the benchmark's log.
@@ -89,10 +98,11 @@ class LtGemm {
   // One FP8 shape and scaling: its descriptors and algorithm.
   struct Fp8Plan {
     Descs d;
-    LtAlgo algo;
+    std::vector<LtAlgo> algos;  // the heuristic's, best-ranked first
     Fp8Scaling scaling = Fp8Scaling::Auto;
     cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;  // the heuristic's answer
     bool ok = false;                                      // an algorithm was found
+    const LtAlgo& pick(int i) const { return algos[size_t(i >= 0 && i < int(algos.size()) ? i : 0)]; }
   };
   // The plan of a's shape with scaling s (not Auto), made on first use; ok = false when
   // cuBLASLt offers none.

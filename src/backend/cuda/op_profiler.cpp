@@ -28,6 +28,7 @@ cudaEvent_t OpProfiler::take_event() {
 }
 
 void OpProfiler::begin(const std::string& name, cudaStream_t stream) {
+  if (depth_++ > 0) return;
   if (pending_.size() >= 4096) collect();  // bounded: reuse events
   Pending p{.name = name, .start = take_event()};
   TF_CUDA_CHECK(cudaEventRecord(p.start, stream));
@@ -35,6 +36,7 @@ void OpProfiler::begin(const std::string& name, cudaStream_t stream) {
 }
 
 void OpProfiler::end(cudaStream_t stream) {
+  if (--depth_ > 0) return;
   Pending& p = pending_.back();
   p.stop = take_event();
   TF_CUDA_CHECK(cudaEventRecord(p.stop, stream));

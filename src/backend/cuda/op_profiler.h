@@ -15,7 +15,9 @@ namespace tf::cuda {
 class OpProfiler {
  public:
   ~OpProfiler();
-  // Records a start event for `name` on `stream`; end() records its end.
+  // Records a start event for `name` on `stream`; end() records its end. Scopes nest (a fused
+  // op calls the quantized matmul's launcher): only the outermost one is timed, so no GPU time
+  // is counted twice and every recorded start has its stop.
   void begin(const std::string& name, cudaStream_t stream);
   void end(cudaStream_t stream);
   // Waits for the recorded events, adds their durations to the per-name totals, and returns
@@ -35,6 +37,7 @@ class OpProfiler {
   cudaEvent_t take_event();
 
   std::vector<Pending> pending_;
+  int depth_ = 0;  // open scopes; the outermost owns pending_.back()
   std::vector<cudaEvent_t> free_;
   std::map<std::string, Total> totals_;
 };

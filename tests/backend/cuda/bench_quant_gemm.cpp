@@ -216,12 +216,20 @@ void report_w8a8(Bench& b, const Shape& sh, int64_t rows, const Weights& w, cons
   if (!LtGemm::fp8_supported(a) || !b.lt.fp8_available(a, kWs)) return;
   const std::string name = std::string("fp8 w8a8 ") + fp8_scaling_name(b.lt.fp8_scaling(a, kWs)) + (fast ? ", fast" : "");
   const auto* x = static_cast<const __nv_bfloat16*>(buf.x);
-  b.report(sh, rows, name, double(w.bytes_fp8) + double(rows * sh.k) * 2 + double(rows * sh.m) * 2, [&](int i) {
-    Fp8GemmArgs ai = a;
-    ai.wq = w.fp8[size_t(i) % w.fp8.size()].q;
-    launch_quantize_rows_fp8(x, rows, sh.k, static_cast<uint8_t*>(buf.xq), static_cast<float*>(buf.xs), b.s);
-    b.lt.run_fp8(ai, b.ws, kWs, static_cast<float*>(buf.acc), b.s);
-  });
+  // With fast accumulation every algorithm of the heuristic's list (the engine times them all
+  // and keeps the fastest: CudaBackend::fp8_choice); otherwise the heuristic's first.
+  const int n_algos = fast && sc != Fp8Scaling::Auto ? b.lt.fp8_algorithms(a, kWs) : 1;
+  for (int algo = 0; algo < n_algos; ++algo) {
+    a.algo = n_algos > 1 ? algo : -1;
+    b.report(sh, rows, n_algos > 1 ? name + " #" + std::to_string(algo) : name,
+             double(w.bytes_fp8) + double(rows * sh.k) * 2 + double(rows * sh.m) * 2, [&](int i) {
+               Fp8GemmArgs ai = a;
+               ai.wq = w.fp8[size_t(i) % w.fp8.size()].q;
+               launch_quantize_rows_fp8(x, rows, sh.k, static_cast<uint8_t*>(buf.xq), static_cast<float*>(buf.xs),
+                                        b.s);
+               b.lt.run_fp8(ai, b.ws, kWs, static_cast<float*>(buf.acc), b.s);
+             });
+  }
 }
 
 void run_shape(Bench& b, const Shape& sh, const std::vector<int64_t>& rows_list) {
