@@ -154,6 +154,8 @@ struct Engine::Impl {
   // On a backend that records forwards: runs the verification steps and proposer steps of
   // the shapes the grid did not time (warm_spec_shapes in engine_spec.cpp).
   void warm_spec_shapes(const CostGrid& grid);
+  // On a backend that records forwards: the proposer's catch-up shapes (Proposer::warm_catch_up).
+  void warm_catch_up();
   void set_spec_costs(const SpecCostModel& m);
   // Adaptive: feeds a step of decodes and verifications only, which took `seconds` from the
   // start of propose() to its outputs and emitted `tokens`, to spec_calibration and spec_gate.

@@ -21,14 +21,16 @@
 // (steps_to_probe), the batch size changes, a request is added, or kQuietRecheck steps pass;
 // each sequence takes in its idle steps when next looked at (sync_quiet). On a recording
 // backend the cost model's measurement also warms every verification width at every recorded
-// batch size (warm_spec_shapes). The scheduler takes proposals where budget and free
-// blocks allow (scheduler.h). The batch runs each such sequence's last token and its
-// proposals with logits for all, beside the other sequences' decodes and prefill chunks.
-// emit_verified() keeps the proposals the target would have produced (verifier.h) and emits
-// them and the token after them; the scheduler's commit rolls back the rest (padding too).
+// batch size (warm_spec_shapes) and every shape of the proposer's catch-up (warm_catch_up).
+// The scheduler takes proposals where budget and free blocks allow (scheduler.h). The batch
+// runs each such sequence's last token and its proposals with logits for all, beside the
+// other sequences' decodes and prefill chunks. emit_verified() keeps the proposals the target
+// would have produced (verifier.h) and emits them and the token after them; the scheduler's
+// commit rolls back the rest (padding too).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -446,6 +448,7 @@ SpecCostModel Engine::Impl::measure_spec_costs(const CostGrid& grid) {
   };
   if (!ascending_from(grid.batches, 1) || !ascending_from(grid.ks, 0) || grid.ks[0] != 0)
     fail("speculation cost grid: batch sizes must ascend from >= 1 and proposal counts from 0");
+  warm_catch_up();  // first: it sizes the draft's scratch, which the grid's recordings then keep
   ProgressBar bar("measuring speculation costs", int64_t(grid.batches.size() * 2));
   SpecCostModel m = measure_cost_model(
       grid, [&](int32_t b, const std::vector<int32_t>& ks) { return time_verify_steps(b, ks); },
@@ -462,8 +465,8 @@ SpecCostModel Engine::Impl::measure_spec_costs(const CostGrid& grid) {
 // while the adaptive policy runs (and a slow first reading would price the width out). So on
 // a recording backend every width 1..k_max + 1 at every recorded batch size up to the grid's
 // largest runs twice here, untimed, and the proposer's step (a draft model's decode) at each
-// recorded batch size the grid left out. Not covered: a draft's catch-up forward (any row
-// count, run eagerly), whose first sight of a row count still costs its kernel choice.
+// recorded batch size the grid left out. A draft's catch-up forward (eager, any row count up
+// to max_batch_tokens) is warmed before the grid (warm_catch_up).
 void Engine::Impl::warm_spec_shapes(const CostGrid& grid) {
   if (backend->pad_kv_block(0) < 0 || grid.batches.empty() || grid.ks.empty()) return;
   auto has = [](const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
@@ -475,6 +478,21 @@ void Engine::Impl::warm_spec_shapes(const CostGrid& grid) {
     if (!ks.empty()) time_verify_steps(b, ks, /*rounds=*/0);
     if (!timed) proposer->measure_step_seconds(b);
   }
+}
+
+// The proposer's catch-up forwards (a draft model's: eager, 1..max_batch_tokens rows, logits
+// for up to max_seqs sequences) at every shape they can take, untimed, on a recording
+// backend: a probe's catch-up at a row count met for the first time would otherwise pay the
+// backend's kernel choice for it (cuBLASLt candidates timed, tens of plain steps on a small
+// model) and, when it outgrows the draft's scratch, every recording the draft made. Prints
+// what it took.
+void Engine::Impl::warm_catch_up() {
+  if (backend->pad_kv_block(0) < 0) return;
+  const auto t0 = Clock::now();
+  const int32_t n = proposer->warm_catch_up(opt.max_seqs);
+  if (n > 0)
+    std::fprintf(stderr, "warmed %s catch-up shapes: %d forwards in %.2f s\n", proposer->name().c_str(), n,
+                 std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 }  // namespace tf

@@ -135,7 +135,9 @@ void DraftProposer::catch_up(std::span<const ProposeRequest> reqs, std::vector<W
       if (last) rows.push_back(&w);
       if (last && i == first) ++first;
     }
-    forward_and_draw(bb.take(), reqs, rows, out);
+    const Batch b = bb.take();
+    if (b.n_tokens() > warm_rows_ || b.n_out() > warm_seqs_) ++n_cold_;
+    forward_and_draw(b, reqs, rows, out);
   }
   for (Work& w : work) {
     const int64_t seq = reqs[w.req].seq;
@@ -248,6 +250,57 @@ double DraftProposer::measure_step_seconds(int32_t batch) {
   });
   for (int64_t id : ids) kv_->free(id);
   return t * double(batch) / double(n_fit);
+}
+
+int32_t DraftProposer::warm_catch_up(int32_t max_seqs) {
+  const int32_t max_rows = std::max(1, params_.max_batch_tokens), bs = params_.block_size;
+  max_seqs = std::max(1, max_seqs);
+  if (max_rows <= warm_rows_ && max_seqs <= warm_seqs_) return 0;
+  int32_t n_run = 0;
+  std::vector<char> seqs_seen(size_t(max_seqs) + 1, 0);  // logits row counts run
+  std::vector<int64_t> ids;
+  const std::vector<int32_t> tokens(size_t(max_rows), 0);
+  for (int32_t rows = max_rows; rows >= 1; --rows) {
+    // Sequence 0 takes the rows the others (one token each) leave; fewer sequences where the
+    // pool is short.
+    int32_t n_seqs = std::min(rows, max_seqs);
+    while (n_seqs > 1 && KvManager::blocks_for(rows - n_seqs + 1, bs) + n_seqs - 1 > kv_->pool().n_blocks_available())
+      --n_seqs;
+    BatchBuilder bb(bs, KvManager::blocks_for(rows - n_seqs + 1, bs));
+    for (int32_t is = 0; is < n_seqs; ++is) {
+      const int32_t n = is == 0 ? rows - n_seqs + 1 : 1;
+      ids.push_back(-2 - is);  // never a request id
+      TF_ASSERT(kv_->grow(ids.back(), n), "draft pool too small to warm a catch-up of {} rows", rows);
+      const std::vector<int32_t>& table = kv_->table(ids.back());
+      bb.add(SeqChunk{.ids = tokens.data(), .n_ids = n, .start_pos = 0, .blocks = table.data(),
+                      .n_blocks = int32_t(table.size()), .want_logits = true});
+    }
+    const Batch b = bb.take();
+    // Eagerly, as a catch-up of mixed lengths runs (a decode-shaped one is recorded, and its
+    // recordings are warmed with the draft's step).
+    const PreparedStep p = model_->prepare(b);
+    if (p.buffers_moved) backend_->graph_reset();
+    model_->run();
+    const int32_t n_out = int32_t(b.n_out());
+    seqs_seen[size_t(n_out)] = 1;
+    if (!ids_dev_.data || ids_dev_.numel() < n_out) {
+      if (ids_dev_.data) backend_->release(ids_dev_);
+      ids_dev_ = backend_->alloc(DType::I32, {std::max<int64_t>(n_out, 64)});
+    }
+    TensorView dev = ids_dev_;
+    dev.shape[0] = n_out;
+    std::vector<int32_t> host(static_cast<size_t>(n_out));
+    backend_->argmax_rows(p.logits, dev);
+    backend_->copy_to_host(dev, host.data());
+    for (int64_t id : ids) kv_->free(id);
+    ids.clear();
+    ++n_run;
+  }
+  int32_t seqs = 0;  // every logits row count up to it ran
+  while (seqs < max_seqs && seqs_seen[size_t(seqs) + 1]) ++seqs;
+  warm_rows_ = std::max(warm_rows_, max_rows);
+  warm_seqs_ = std::max(warm_seqs_, seqs);
+  return n_run;
 }
 
 std::string DraftProposer::check_invariants() const {

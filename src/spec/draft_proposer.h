@@ -56,6 +56,12 @@ class DraftProposer final : public Proposer {
   void release(int64_t seq) override;
   double measure_step_seconds(int32_t batch) override;
   int32_t backlog(int64_t seq, const std::vector<int32_t>& tokens) const override;
+  // One eager forward of each row count 1..max_batch_tokens (the most a catch-up forward
+  // takes), largest first (the scratch is sized once), with logits for min(rows, max_seqs)
+  // sequences: every row count a catch-up forward's matmuls see, and every logits row count
+  // up to max_seqs. Untimed; the pool's blocks are returned.
+  int32_t warm_catch_up(int32_t max_seqs) override;
+  int64_t n_cold_catch_ups() const override { return n_cold_; }
   std::string check_invariants() const override;
   int32_t kv_blocks_used() const override { return kv_->pool().n_blocks_used(); }
 
@@ -90,6 +96,8 @@ class DraftProposer final : public Proposer {
   std::unique_ptr<KvManager> kv_;
   std::unordered_map<int64_t, SeqState> seqs_;
   TensorView ids_dev_;                // greedy ids of a forward, where the logits live
+  int32_t warm_rows_ = 0, warm_seqs_ = 0;  // catch-up shapes warmed: rows and logits rows up to these
+  int64_t n_cold_ = 0;                     // catch-up forwards past them
   std::vector<float> logits_host_;
 };
 

@@ -58,6 +58,16 @@ class Proposer {
     (void)tokens;
     return 0;
   }
+  // Runs, untimed, a forward of every shape the proposer's catch-up (backlog) can take for up
+  // to max_seqs sequences, so that each shape's first-sight costs (a backend's per-shape
+  // kernel choice, scratch grown) fall here rather than into a step the adaptive policy
+  // measures; returns the forwards run (0 where it runs no model or warmed these already).
+  virtual int32_t warm_catch_up(int32_t max_seqs) {
+    (void)max_seqs;
+    return 0;
+  }
+  // Catch-up forwards run at a shape warm_catch_up did not cover (all of them before it ran).
+  virtual int64_t n_cold_catch_ups() const { return 0; }
   // KV blocks the proposer holds for sequences (a draft model's own pool); 0 without a model.
   virtual int32_t kv_blocks_used() const { return 0; }
   // "" when the proposer's own structures (a draft model's KV blocks) are consistent. For tests.

@@ -185,7 +185,10 @@ double StepCalibration::factor(int32_t batch, int32_t width) const {
 SpeculationGate::Step SpeculationGate::decide(int32_t batch) {
   Bucket& b = buckets_[pow2_bucket(batch)];
   const int64_t step = ++b.steps;
-  if (!b.plain.measured()) return step % kPlainEvery == 0 ? Step::Plain : Step::Policy;
+  if (!b.plain.measured()) {
+    const bool unsure = b.spec.measured() && b.spec.rate() < kSure;
+    return unsure && step % kPlainEvery == 0 ? Step::Plain : Step::Policy;
+  }
   if (!b.closed()) {
     b.next_retry = 0;
     b.retry_every = kRetryEvery;

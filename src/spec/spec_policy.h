@@ -132,8 +132,16 @@ class StepCalibration {
 // plain steps' rate opens the gate at once (the steps with proposals are measured afresh from
 // it, and close it again after kMin of them if they lose); kReopen is well above 1 because one
 // step's rate is noisy (how many proposals were kept, a shared machine's load), and each
-// false opening costs kMin losing steps. While plain steps are too
-// few to compare, one step in kPlainEvery is plain.
+// false opening costs kMin losing steps.
+//
+// While plain steps are too few to compare, one step in kPlainEvery is plain, but only once
+// kMin steps with proposals are measured (before that the gate cannot close) and only while
+// they emit less than kSure times the rate plain steps emit at the cost model's plain step
+// time (rate 1 in observe()'s units, below): a forced plain step costs what the proposals
+// gain, and could change the decision only where the model's plain step time (measured at
+// load) were off by more than that factor (prompt lookup on tiny-main at batch 1 on the
+// H200 emits about 4.5 tokens a step at about a plain step's time: no forced plain step).
+// Where the steps with proposals fall below kSure, forced plain steps resume.
 //
 // Each side's rate is over its last kWindow steps (after the first kSkip of each kind per
 // batch size): tokens summed over seconds summed, each step's seconds capped at kOutlier
@@ -142,11 +150,12 @@ class StepCalibration {
 // the steps with proposals look slower than plain ones for hundreds of steps (measured on
 // the H200, docs/PERF.md). What a step emitted is given in tokens per sequence times the cost
 // model's plain step time at its batch size (the engine's calibrate()), so that steps of
-// different batch sizes in one bucket compare.
+// different batch sizes in one bucket compare, and a plain step that takes the model's time
+// emits at rate 1.
 class SpeculationGate {
  public:
   static constexpr int32_t kSkip = 2, kMin = 3, kWindow = 8, kPlainEvery = 4, kRetryEvery = 64, kRetryMax = 512;
-  static constexpr double kMargin = 0.02, kOutlier = 3.0, kReopen = 1.25;
+  static constexpr double kMargin = 0.02, kOutlier = 3.0, kReopen = 1.25, kSure = 1.5;
   enum class Step { Plain, Policy };  // propose nothing / as the policy says
   // What the next step at `batch` does (counts the step).
   Step decide(int32_t batch);

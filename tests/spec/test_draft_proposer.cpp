@@ -128,5 +128,52 @@ TEST(DraftProposer, SharedPromptsHitTheDraftsPrefixCacheAndMeasuringLeavesNothin
   EXPECT_THROW(DraftProposer(DraftParams{.model_dir = kDraft, .n_blocks = 8, .n_vocab = 1000}), Error);
 }
 
+// Three sequences: the prompts (chunked by a 24-token budget), then a step after each kept
+// some proposals and had some tokens of its own; returns the proposals of both steps.
+std::vector<std::vector<int32_t>> two_steps(DraftProposer& p) {
+  const auto golden = test::load_golden("tiny-main");
+  std::vector<std::vector<int32_t>> tokens;
+  for (size_t i = 0; i < 3; ++i) tokens.push_back(golden[i].input_ids);
+  const SamplingParams greedy{.temperature = 0};
+  std::vector<ProposeRequest> reqs;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    reqs.push_back({.seq = int64_t(i), .tokens = &tokens[i], .k = 3, .sampling = &greedy});
+  std::vector<std::vector<int32_t>> all;
+  std::vector<Proposal> out;
+  p.propose(reqs, out);
+  for (const Proposal& o : out) all.push_back(o.tokens);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i].insert(tokens[i].end(), out[i].tokens.begin(), out[i].tokens.begin() + int32_t(i));
+    tokens[i].insert(tokens[i].end(), {7, 9});
+  }
+  p.propose(reqs, out);
+  for (const Proposal& o : out) all.push_back(o.tokens);
+  for (size_t i = 0; i < tokens.size(); ++i) p.release(int64_t(i));
+  return all;
+}
+
+// warm_catch_up runs a forward of every row count up to the token budget, with logits for up
+// to max_seqs sequences; afterwards no catch-up forward meets a shape it did not run, and
+// the proposals are those of a proposer never warmed.
+TEST(DraftProposer, WarmingCoversEveryCatchUpShape) {
+  DraftProposer cold = make_proposer(/*max_batch_tokens=*/24);
+  const auto expected = two_steps(cold);
+  EXPECT_GE(cold.n_cold_catch_ups(), 2) << "the prompts' chunks and the second step";
+
+  DraftProposer warm = make_proposer(/*max_batch_tokens=*/24);
+  EXPECT_EQ(warm.warm_catch_up(/*max_seqs=*/3), 24) << "one forward per row count 1..24";
+  EXPECT_EQ(warm.warm_catch_up(3), 0) << "warmed already";
+  EXPECT_EQ(warm.kv().pool().n_blocks_used(), 0);
+  EXPECT_EQ(warm.check_invariants(), "");
+  EXPECT_EQ(two_steps(warm), expected);
+  EXPECT_EQ(warm.n_cold_catch_ups(), 0);
+
+  // Warmed for 2 sequences, a forward with 3 sequences' logits rows is not covered.
+  DraftProposer two = make_proposer(/*max_batch_tokens=*/24);
+  EXPECT_EQ(two.warm_catch_up(2), 24);
+  EXPECT_EQ(two_steps(two), expected);
+  EXPECT_GT(two.n_cold_catch_ups(), 0);
+}
+
 }  // namespace
 }  // namespace tf

@@ -140,6 +140,27 @@ TEST(ProposalLength, NeverSlowerThanPlainAndLongAtBatchOne) {
   EXPECT_EQ(proposal_length(0.0, proposal_costs(m, 1, 8)), 0);
 }
 
+// Where verifying k proposals costs little more than a plain step (a latency-bound model at
+// batch 1, prompt lookup: no draft steps) and acceptance is high, the policy verifies all k,
+// also with the costs scaled by a calibration that found every width alike slow.
+TEST(StepWidth, FullWidthWhereVerificationCostsAboutAPlainStep) {
+  const SpecCostModel m{.batches = {1}, .ks = {0, 1, 2, 4}, .verify_s = {1e-3, 1.02e-3, 1.04e-3, 1.08e-3}, .draft_s = {0}};
+  StepCalibration cal;
+  for (int32_t i = 0; i < 8; ++i) {
+    cal.observe(1, 0, m.verify(1, 0), 1.3 * m.verify(1, 0));
+    cal.observe(1, 4, m.verify(1, 4), 1.3 * m.verify(1, 4));
+  }
+  const StepCalibration* cals[] = {nullptr, &cal};
+  for (const StepCalibration* c : cals) {
+    const std::vector<double> costs = proposal_costs(m, 1, 4, /*with_draft=*/true, c);
+    for (double rate : {0.6, 0.8, 0.95}) {
+      EXPECT_EQ(proposal_length(rate, costs), 4) << rate;
+      const int32_t n = 4;
+      EXPECT_EQ(step_width(std::span<const double>(&rate, 1), std::span<const int32_t>(&n, 1), costs), 4) << rate;
+    }
+  }
+}
+
 // Expected tokens per second of a padded step at batch rates.size() where every sequence
 // computes 1 + w tokens and sequence i verifies min(w, n[i]) proposals (iid acceptance), the
 // draft steps left out (the proposals exist already).
@@ -243,6 +264,10 @@ TEST(StepCalibration, MeasuredOverPredictedPerBatchAndWidth) {
   EXPECT_EQ(proposal_length(0.7, scaled), 0);
 }
 
+// The gate's token unit: a plain step of 10 tokens in 1 ms (the cost model's plain step
+// time, in these tests) emits at rate 1.
+constexpr double kUnit = 1e-4;
+
 // Steps at one batch size where plain steps emit 10 tokens in 1 ms and steps with proposals
 // `spec_tokens` in 2 ms; returns how many of `n` steps the gate let the policy speculate.
 int32_t gated_steps(SpeculationGate& g, int32_t batch, double spec_tokens, int32_t n) {
@@ -250,7 +275,7 @@ int32_t gated_steps(SpeculationGate& g, int32_t batch, double spec_tokens, int32
   for (int32_t i = 0; i < n; ++i) {
     const bool spec = g.decide(batch) == SpeculationGate::Step::Policy;  // the policy always proposes here
     speculated += spec;
-    g.observe(batch, spec, spec ? int64_t(spec_tokens) : 10, spec ? 2e-3 : 1e-3);
+    g.observe(batch, spec, (spec ? spec_tokens : 10.0) * kUnit, spec ? 2e-3 : 1e-3);
   }
   return speculated;
 }
@@ -272,9 +297,9 @@ TEST(SpeculationGate, ProposesNothingWhereProposalsEmittedFewerTokensPerSecond) 
   EXPECT_LE(rare, 5);
 
   SpeculationGate winning;
-  gated_steps(winning, 16, 30, 64);  // 15 tokens/ms against 10
+  gated_steps(winning, 16, 28, 64);  // 14 tokens/ms against 10 (below kSure: plain steps are forced)
   EXPECT_FALSE(winning.closed(16));
-  EXPECT_EQ(gated_steps(winning, 16, 30, 640), 640) << "once plain is measured, the policy decides";
+  EXPECT_EQ(gated_steps(winning, 16, 28, 640), 640) << "once plain is measured, the policy decides";
 
   EXPECT_GT(gated_steps(losing, 2, 30, 64), 40) << "another batch size is judged on its own steps";
   // Text changes: proposals that lost start paying; a retry sees it and the gate opens (and
@@ -295,7 +320,9 @@ TEST(SpeculationGate, SlowFirstStepsDoNotCloseIt) {
     const bool spec = g.decide(1) == SpeculationGate::Step::Policy;
     const bool slow = spec && (n_spec == 3 || n_spec == 5 || n_spec == 8);
     n_spec += spec;
-    g.observe(1, spec, spec ? 4.0 : 1.0, spec ? (slow ? 5e-3 : 2e-4) : 1e-4);  // 20 against 10 tokens/ms
+    // 20 against 10 tokens/ms: 2 in the gate's unit, 1.2 (below kSure) where the plain step
+    // as modeled took 1/0.6 of the measured one.
+    g.observe(1, spec, (spec ? 4.0 : 1.0) * 1e-4 * 0.6, spec ? (slow ? 5e-3 : 2e-4) : 1e-4);
     n_closed += g.closed(1);
   }
   EXPECT_EQ(n_closed, 0);
@@ -310,7 +337,7 @@ TEST(SpeculationGate, ARetryThatClearlyWinsOpensIt) {
   while (g.closed(32) && until_open < 1000) {
     ++until_open;
     const bool spec = g.decide(32) == SpeculationGate::Step::Policy;
-    g.observe(32, spec, spec ? 40.0 : 10.0, spec ? 2e-3 : 1e-3);  // 20 tokens/ms now
+    g.observe(32, spec, (spec ? 40.0 : 10.0) * kUnit, spec ? 2e-3 : 1e-3);  // 20 tokens/ms now
   }
   EXPECT_LE(until_open, SpeculationGate::kRetryMax) << "the first retry that wins opens it";
   EXPECT_EQ(gated_steps(g, 32, 40, 64), 64);
@@ -320,7 +347,7 @@ TEST(SpeculationGate, ARetryThatClearlyWinsOpensIt) {
   ASSERT_TRUE(h.closed(32));
   for (int32_t i = 0; i < 2 * SpeculationGate::kRetryMax; ++i) {
     const bool spec = h.decide(32) == SpeculationGate::Step::Policy;
-    h.observe(32, spec, spec ? 22.0 : 10.0, spec ? 2e-3 : 1e-3);  // 11 against 10 tokens/ms
+    h.observe(32, spec, (spec ? 22.0 : 10.0) * kUnit, spec ? 2e-3 : 1e-3);  // 11 against 10 tokens/ms
   }
   EXPECT_TRUE(h.closed(32));
 }
@@ -337,6 +364,28 @@ TEST(SpeculationGate, ProposalsMustBeatPlainByTheMargin) {
   EXPECT_FALSE(h.closed(8));
 }
 
+
+// Before plain steps are measured, one step in kPlainEvery is plain only where the steps with
+// proposals emit less than kSure times the plain rate the cost model predicts (1 in the gate's
+// unit): at 3x (prompt lookup at batch 1) every step follows the policy; at 1.25x plain steps
+// are forced and measured; and where a sure rate later falls, they resume.
+TEST(SpeculationGate, NoForcedPlainStepsWhereProposalsClearlyBeatTheModeledPlainStep) {
+  SpeculationGate sure;
+  EXPECT_EQ(gated_steps(sure, 1, 60, 256), 256) << "60 tokens in 2 ms: 3x the modeled plain rate";
+  EXPECT_FALSE(sure.closed(1));
+  SpeculationGate unsure;
+  const int32_t n = gated_steps(unsure, 1, 25, 64);  // 1.25x: not sure
+  EXPECT_LE(n, 64 - SpeculationGate::kSkip - SpeculationGate::kMin) << "plain steps forced until measured";
+  EXPECT_FALSE(unsure.closed(1));
+  // The sure gate's proposals fall to 0.75x the modeled plain rate: forced plain steps
+  // resume, and once they are measured the gate closes.
+  EXPECT_LT(gated_steps(sure, 1, 15, 64), 64 - SpeculationGate::kSkip - SpeculationGate::kMin);
+  EXPECT_TRUE(sure.closed(1));
+  // Before kMin steps with proposals are measured no plain step is forced: the gate could
+  // not close yet.
+  SpeculationGate fresh;
+  EXPECT_EQ(gated_steps(fresh, 4, 15, SpeculationGate::kSkip + SpeculationGate::kMin), SpeculationGate::kSkip + SpeculationGate::kMin);
+}
 
 // A draft model that costs what the target does (tiny-draft against tiny-main on the H200: a
 // draft step 0.11-0.16 ms, a plain step 0.11-0.21 ms), on device_like()'s verification times.
