@@ -6,7 +6,9 @@
 // counts: 3 and 5 blocks); with and without bias; at every ISA level (isa_test_main.cpp).
 //
 // Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
-// Q4_0, Q4_1 and Q4_K for its AVX2/AVX-512 kernels). Weights are random bytes in each layout
+// Q4_0, Q4_1, W4 and Q4_K as U4x4, Q8_0 and W8 as U8x4, for its AVX2/AVX-512 kernels:
+// backend/cpu/quant_pack.h; the last tests here check the U8x4 bytes and that the uploaded
+// 8-bit weights run on them). Weights are random bytes in each layout
 // (every nibble and byte value, random scales, zeros, minimums and 6-bit sub-scales) and are
 // dequantized here by scalar code written from the layout definitions (src/quant/formats.h
 // and ggml's block formats), independently of the kernels. For the GGUF types that
@@ -38,6 +40,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/quant_pack.h"
 #include "op_test_util.h"
 #include "quant/gguf_dequant.h"
 
@@ -362,8 +366,9 @@ INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
 // in -127..127) against blocks of equal activations, whose 16-bit values Q = 32258 split
 // into the planes q = 127, q2 = 0 (odd rows: all negative). A lane's dot product of the
 // first plane then reaches its bound
-// (8 x 15 x 127 in the packed 4-bit kernel, 4 x 63 x 127 or 4 x 128 x 127 in the canonical
-// one), which the join 254 hi + lo must take exactly (qmatmul.cpp, qmatmul_packed.cpp).
+// (8 x 15 x 127 in the packed 4-bit kernel, 4 x 128 x 127 in the packed 8-bit one, 4 x 63 x
+// 127 or 4 x 128 x 127 in the canonical one), which the join 254 hi + lo must take exactly
+// (qmatmul.cpp, qmatmul_packed.cpp).
 TEST_P(QuantMatmulSweep, ExtremeCodesAndActivationsJoinExactly) {
   const Format f = GetParam();
   const int64_t unit = dtype_block_elems(f.dtype) == 256 ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
@@ -411,6 +416,75 @@ TEST(OpsMatmulQuantFast, DeclinesWhatItDoesNotCover) {
   EXPECT_FALSE(cpu.matmul_quant_fast(xv, w4, {}, yv));
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
     EXPECT_FALSE(cpu.matmul_quant_fast(xv, make_view(q.data(), t, {4, 64}), {}, yv)) << dtype_name(t) << ": k % 256 != 0";
+}
+
+// U8x4 (quant_pack.h) byte by byte from its definition: groups of 4 rows (the last padded with
+// zero rows); Q8_0 in segments of one block, {F16 d[4], int8 codes[4][32]}; W8 one segment a
+// group, {F32 scale[4], then per block int8 codes[4][32]}.
+TEST(OpsMatmulQuantFast, U8x4HoldsTheCanonicalCodesAndScales) {
+  for (const DType dtype : {DType::Q8_0, DType::W8}) {
+    for (const int64_t m : {1, 4, 5, 9}) {
+      for (const int64_t k : {32, 96}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " m=" + std::to_string(m) + " k=" + std::to_string(k));
+        Rng rng(test::seed_of({int64_t(dtype), m, k}));
+        QWeight w = make_weight(rng, dtype, m, k, 0);
+        const int64_t groups = (m + 3) / 4, nb = k / 32;
+        const int64_t group_bytes = dtype == DType::Q8_0 ? nb * (8 + 128) : 16 + nb * 128;
+        ASSERT_EQ(cpu::u8x4_bytes(w.view()), groups * group_bytes);
+        std::vector<uint8_t> packed(size_t(groups * group_bytes), 0xAB);
+        cpu::pack_u8x4(w.view(), packed.data());
+        int64_t mismatches = 0;
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t r = 0; r < 4; ++r) {
+            const int64_t row = 4 * g + r;
+            const uint8_t* grp = packed.data() + g * group_bytes;
+            for (int64_t b = 0; b < nb; ++b) {
+              const uint8_t* seg = dtype == DType::Q8_0 ? grp + b * 136 : grp;
+              const uint8_t* codes = dtype == DType::Q8_0 ? seg + 8 + 32 * r : grp + 16 + b * 128 + 32 * r;
+              const uint8_t* want_codes = row >= m                ? nullptr
+                                          : dtype == DType::Q8_0 ? w.data.data() + (row * nb + b) * 34 + 2
+                                                                 : w.data.data() + row * k + b * 32;
+              for (int j = 0; j < 32; ++j) mismatches += codes[j] != (want_codes ? want_codes[j] : 0);
+              const int scale_bytes = dtype == DType::Q8_0 ? 2 : 4;
+              const uint8_t* scale = seg + scale_bytes * r;
+              const uint8_t* want_scale = row >= m                ? nullptr
+                                          : dtype == DType::Q8_0 ? w.data.data() + (row * nb + b) * 34
+                                                                 : w.scales.data() + 4 * row;
+              for (int j = 0; j < scale_bytes; ++j) mismatches += scale[j] != (want_scale ? want_scale[j] : 0);
+            }
+          }
+        EXPECT_EQ(mismatches, 0);
+      }
+    }
+  }
+}
+
+// At the levels with a U8x4 kernel (AVX2 and up), an uploaded Q8_0 or W8 weight runs on its
+// packed copy: with the uploaded canonical bytes (and W8's scales) zeroed afterwards, the
+// output is still the matmul of the weights as uploaded.
+TEST(OpsMatmulQuantFast, UploadedEightBitWeightsRunOnTheirPackedCopy) {
+  if (!cpu::kernels().qmatmul_u8x4) GTEST_SKIP() << "no U8x4 kernel at this level";
+  const int64_t n = 3, m = 7, k = 96;
+  auto ref = make_backend(BackendKind::Ref);
+  for (const DType dtype : {DType::Q8_0, DType::W8}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    CpuBackend cpu;
+    Rng rng(test::seed_of({int64_t(dtype), n, m, k}));
+    const std::vector<float> x = test::randn(rng, n * k);
+    QWeight w = make_weight(rng, dtype, m, k, 0);
+    const TensorView up = cpu.upload(w.view(), dtype);
+    std::memset(up.data, 0, dtype_row_bytes(dtype, k) * size_t(m));
+    if (up.scales) std::memset(up.scales, 0, size_t(m) * 4);
+    GuardedOut out(cpu, n, m);
+    std::vector<float> x_copy = x;
+    ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, {}, out.view()));
+    std::vector<float> xq = quantize_dequantize(x, true), wf = w.dequant, want(size_t(n * m));
+    ref->matmul(make_view(xq.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
+                make_view(want.data(), DType::F32, {n, m}));
+    EXPECT_TRUE(test::close_scaled_l2(out.values(), want, test::matmul_output_scale(xq, w.dequant, {}, n, k, m),
+                                      kExactTol));
+    cpu.release(up);
+  }
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // of x is quantized per block of 32 once per call (16 bits as two int8 planes, or 8 bits with
 // BackendOptions::int8_activations), then the weight row blocks are
 // split across the pool's threads as for float weights (matmul.cpp), so each weight byte
-// is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K) uploaded through this backend also
-// have a repacked copy (quant_pack.h), which the kernels of AVX2 and above read instead.
+// is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K) and 8-bit ones (Q8_0, W8) uploaded
+// through this backend also have a repacked copy (quant_pack.h: U4x4, U8x4), which the kernels
+// of AVX2 and above read instead.
 #include <cstring>
 #include <algorithm>
 
@@ -59,7 +60,9 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   float* xs = dl + n * k4;
   float* db = xs + n * k4;
   float* sb = db + n * nb;
-  const void* packed = kt.qmatmul_u4x4 ? packed_weight(w) : nullptr;
+  const bool eight_bit = fmt == cpu::QFormat::Q8_0 || fmt == cpu::QFormat::W8;
+  const auto packed_kernel = eight_bit ? kt.qmatmul_u8x4 : kt.qmatmul_u4x4;
+  const void* packed = packed_kernel ? packed_weight(w) : nullptr;
   const bool w4_order = fmt == cpu::QFormat::W4 && !packed;  // U4x4 stores W4 in element order
   const auto quantize = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
@@ -81,7 +84,7 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   const int64_t n_blocks = (m + block_rows - 1) / block_rows;
   const int64_t block_bytes = block_rows * int64_t(dtype_row_bytes(w.dtype, k));
   const int64_t n_chunks = tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, block_bytes)));
-  const auto kernel = packed ? kt.qmatmul_u4x4 : kt.qmatmul_blocks[size_t(fmt)];
+  const auto kernel = packed ? packed_kernel : kt.qmatmul_blocks[size_t(fmt)];
   tp.parallel_for(n_chunks, [&](int64_t c, int) { kernel(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks); });
   return true;
 }
@@ -93,13 +96,15 @@ bool CpuBackend::reads_gguf_block(DType t) const {
 
 TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
   const TensorView v = HostBackend::upload(host, dtype);
-  if (const int64_t bytes = cpu::u4x4_bytes(v); bytes > 0) {
+  const int64_t bytes4 = cpu::u4x4_bytes(v), bytes8 = bytes4 > 0 ? 0 : cpu::u8x4_bytes(v);
+  if (bytes4 > 0 || bytes8 > 0) {
     PackedWeight& p = packed_[v.data];
     p.dtype = v.dtype;
     p.m = v.shape[0];
     p.k = v.shape[1];
-    p.bytes.resize(size_t(bytes));
-    cpu::pack_u4x4(v, p.bytes.data());
+    p.bytes.resize(size_t(bytes4 + bytes8));
+    if (bytes4 > 0) cpu::pack_u4x4(v, p.bytes.data());
+    else cpu::pack_u8x4(v, p.bytes.data());
   }
   return v;
 }

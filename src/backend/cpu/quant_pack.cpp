@@ -1,4 +1,4 @@
-// Repacking of 4-bit weights into U4x4; see quant_pack.h.
+// Repacking of 4-bit weights into U4x4 and of 8-bit ones into U8x4; see quant_pack.h.
 #include "backend/cpu/quant_pack.h"
 
 #include <cstring>
@@ -129,6 +129,55 @@ void pack_u4x4(const TensorView& w, uint8_t* out) {
           uint8_t* dst = seg + l.header_bytes + i * kU4x4BlockBytes + 16 * r;
           for (int j = 0; j < 16; ++j) dst[j] = uint8_t(v[j] | (v[16 + j] << 4));
         }
+      }
+    }
+  }
+}
+
+U4x4Layout u8x4_layout(const TensorView& w) {
+  if (w.n_dims != 2 || w.shape[1] % kBlock != 0) return {};
+  switch (w.dtype) {
+    case DType::Q8_0: return {.blocks_per_segment = 1, .header_bytes = 8};
+    case DType::W8:
+      if (!w.scales) return {};
+      return {.blocks_per_segment = w.shape[1] / kBlock, .header_bytes = 16};
+    default: return {};
+  }
+}
+
+int64_t u8x4_bytes(const TensorView& w) {
+  const U4x4Layout l = u8x4_layout(w);
+  if (l.blocks_per_segment == 0) return 0;
+  const int64_t groups = (w.shape[0] + kU4x4Rows - 1) / kU4x4Rows;
+  const int64_t seg_bytes = l.header_bytes + l.blocks_per_segment * kU8x4BlockBytes;
+  return groups * (w.shape[1] / kBlock / l.blocks_per_segment) * seg_bytes;
+}
+
+void pack_u8x4(const TensorView& w, uint8_t* out) {
+  const U4x4Layout l = u8x4_layout(w);
+  const int64_t m = w.shape[0], k = w.shape[1], nb = k / kBlock, n_seg = nb / l.blocks_per_segment;
+  const int64_t groups = (m + kU4x4Rows - 1) / kU4x4Rows;
+  const int64_t seg_bytes = l.header_bytes + l.blocks_per_segment * kU8x4BlockBytes;
+  const uint8_t* data = w.as<uint8_t>();
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t s = 0; s < n_seg; ++s) {
+      uint8_t* seg = out + (g * n_seg + s) * seg_bytes;
+      std::memset(seg, 0, size_t(seg_bytes));  // padding rows: scales 0, codes 0
+      for (int64_t r = 0; r < kU4x4Rows; ++r) {
+        const int64_t row = g * kU4x4Rows + r;
+        if (row >= m) continue;
+        for (int64_t i = 0; i < l.blocks_per_segment; ++i) {
+          const int64_t b = s * l.blocks_per_segment + i;
+          uint8_t* dst = seg + l.header_bytes + i * kU8x4BlockBytes + kBlock * r;
+          if (w.dtype == DType::Q8_0) {  // {f16 d, int8 qs[32]}
+            const uint8_t* p = data + (row * nb + b) * 34;
+            std::memcpy(seg + 2 * r, p, 2);
+            std::memcpy(dst, p + 2, kBlock);
+          } else {  // W8: int8 [m, k], scales F32 [m]
+            std::memcpy(dst, data + row * k + b * kBlock, kBlock);
+          }
+        }
+        if (w.dtype == DType::W8) std::memcpy(seg + 4 * r, static_cast<const float*>(w.scales) + row, 4);
       }
     }
   }

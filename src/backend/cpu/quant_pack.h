@@ -1,5 +1,7 @@
-// A private layout of 4-bit weights (Q4_0, Q4_1, W4, Q4_K) for the CPU backend's integer
-// kernels, made once at upload (CpuBackend::upload) and kept beside the canonical bytes.
+// Private layouts of quantized weights for the CPU backend's integer kernels, made once at
+// upload (CpuBackend::upload) and kept beside the canonical bytes: U4x4 for the 4-bit ones
+// (Q4_0, Q4_1, W4, Q4_K), U8x4 for the 8-bit ones (Q8_0, W8). Both hold the rows in groups
+// of 4, so that a thread working through its groups reads one sequential stream.
 //
 // U4x4: the rows in groups of 4 (the last group padded with zero rows); per group, k in
 // segments of kBlocks blocks of 32, each a header of the segment's scales for the 4 rows,
@@ -38,5 +40,23 @@ U4x4Layout u4x4_layout(const TensorView& w);
 int64_t u4x4_bytes(const TensorView& w);
 // Writes u4x4_bytes(w) bytes of w (host memory, canonical layout) in U4x4 to out.
 void pack_u4x4(const TensorView& w, uint8_t* out);
+
+// U8x4: the rows in groups of 4 (the last group padded with zero rows); per group, k in
+// segments of kBlocks blocks of 32, each a header of the segment's scales for the 4 rows,
+// then per block 128 bytes: the 4 rows' 32 int8 codes (row r in bytes 32r..32r+31, element
+// order). Every weight is c * q:
+//   Q8_0   1 block:  c F16[4]     (136 bytes a segment: as many as 4 canonical blocks)
+//   W8     k / 32:   c F32[4]     (the rows' scales, once per group)
+// The same values as the canonical layouts, reordered so that one 512-bit load holds one
+// block of 2 rows (256-bit: one row) and the kernel reads no scale array beside the codes
+// (kernels/qmatmul_packed.cpp).
+constexpr int64_t kU8x4BlockBytes = 128;
+
+// The layout for w (Q8_0; W8 with scales, k a multiple of 32), or one with blocks_per_segment
+// 0 when w has none.
+U4x4Layout u8x4_layout(const TensorView& w);
+int64_t u8x4_bytes(const TensorView& w);
+// Writes u8x4_bytes(w) bytes of w (host memory, canonical layout) in U8x4 to out.
+void pack_u8x4(const TensorView& w, uint8_t* out);
 
 }  // namespace tf::cpu

@@ -61,7 +61,7 @@ struct QuantizedRow {
 struct QMatmulArgs {
   QuantizedActs x;
   const TensorView* w = nullptr;  // [m, k] in a quantized dtype (data, scales, zeros)
-  const void* packed = nullptr;   // Q4_0, Q4_1, W4, Q4_K: w repacked as U4x4 (backend/cpu/quant_pack.h), or null
+  const void* packed = nullptr;   // w repacked as U4x4 or U8x4 (backend/cpu/quant_pack.h), or null
   const float* bias = nullptr;    // [m] or null
   float* out = nullptr;           // [n, m]
   int64_t m = 0;
@@ -133,6 +133,9 @@ struct KernelTable {
   // 4-bit weights repacked as U4x4 (a.packed; activations in element order, also for W4):
   // groups [g0, g1) of 4 rows; null below AVX2.
   void (*qmatmul_u4x4)(const QMatmulArgs& a, int64_t g0, int64_t g1) = nullptr;
+  // 8-bit weights repacked as U8x4 (a.packed: Q8_0, W8): groups [g0, g1) of 4 rows; null
+  // below AVX2.
+  void (*qmatmul_u8x4)(const QMatmulArgs& a, int64_t g0, int64_t g1) = nullptr;
 
   // Paged attention of one item (attention.cpp describes the algorithm).
   void (*attend_item)(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch) = nullptr;

@@ -1,5 +1,6 @@
-// Integer matmul over 4-bit weights repacked as U4x4 (backend/cpu/quant_pack.h: Q4_0, Q4_1,
-// W4, Q4_K in groups of 4 rows) against activations quantized per block of 32 (kernels.h).
+// Integer matmul over weights repacked in groups of 4 rows (backend/cpu/quant_pack.h): 4-bit
+// ones as U4x4 (Q4_0, Q4_1, W4, Q4_K), 8-bit ones as U8x4 (Q8_0, W8), against activations
+// quantized per block of 32 (kernels.h).
 //
 // Per block, one 512-bit load holds the 4 rows' 16 bytes of nibbles (128-bit lane r = row
 // r; with 256-bit vectors, two registers of 2 rows): low nibbles are elements 0-15 of each
@@ -11,6 +12,15 @@
 // the row's 4 lanes). With 16-bit activations (two planes, kernels.h) dot is
 // 254 * dot(w, q) + dot(w, q2). NT tokens share each block's unpacking and scales. Compared with the
 // canonical layouts (qmatmul.cpp) there is no per-row gathering of scales and nibbles.
+//
+// 8-bit weights repacked as U8x4 (Q8_0, W8): per block, the 4 rows' 32 int8 codes, one
+// 512-bit register of 2 rows (256-bit lane = row) or one 256-bit register a row. The
+// activation block is broadcast to every lane; signed codes go through the unsigned-by-signed
+// byte products as |w| . sign(x, w) (|w| once per block, the sign per token), 8 int32 lanes
+// a row; acc += float(dot) * c * dx_b (no offset), and row r's output is the sum of its 8
+// lanes. 16-bit activations join the planes as 254 hi + lo with shifts (a lane's |hi| reaches
+// 4 x 128 x 127). With 256-bit vectors a tile of more than one token takes the group's rows
+// in two passes of 2 (registers: NT x 4 accumulators and 4 blocks of codes do not fit 16).
 // AVX2 and above; the baseline level reads the canonical layouts only.
 #include <algorithm>
 #include <cstring>
@@ -223,6 +233,168 @@ void groups_of(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   groups_of_acts<kFmt, false>(a, g0, g1);
 }
 
+// ---- 8-bit weights in U8x4 --------------------------------------------------------------
+#if defined(__AVX512BW__)
+// Two registers of 2 rows each (256-bit lane = row).
+struct Rows8 {
+  static constexpr int kRegs = 2, kRowsPerReg = 2;
+  using I = __m512i;
+  using F = __m512;
+  struct W {  // a block's codes of 2 rows: |w| and the lanes where w < 0
+    I abs;
+    __mmask64 neg;
+  };
+  static W load(const uint8_t* p, int h) {
+    const I v = _mm512_loadu_si512(p + 64 * h);
+    return {_mm512_abs_epi8(v), _mm512_movepi8_mask(v)};
+  }
+  static I bcast32(const int8_t* p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static I dot(const W& w, I x) {
+    const I sx = _mm512_mask_sub_epi8(x, w.neg, _mm512_setzero_si512(), x);
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.abs, sx);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(w.abs, sx), _mm512_set1_epi16(1));
+#endif
+  }
+  static I join(I hi, I lo) {  // 254 hi + lo = (hi << 8) - (hi << 1) + lo
+    return _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(hi, 8), _mm512_slli_epi32(hi, 1)), lo);
+  }
+  static F spread(__m128 v4, int h) {  // rows 2h and 2h + 1 on lanes 0-7 and 8-15
+    const __m512i idx = h ? _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2)
+                          : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v4));
+  }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F splat(float a) { return _mm512_set1_ps(a); }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static void row_sums(F v, float* out) {
+    const __m256 lo = _mm512_castps512_ps256(v), hi = _mm512_extractf32x8_ps(v, 1);
+    out[0] = hsum8(lo);
+    out[1] = hsum8(hi);
+  }
+  static float hsum8(__m256 a) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+};
+#else
+// Four registers of one row each.
+struct Rows8 {
+  static constexpr int kRegs = 4, kRowsPerReg = 1;
+  using I = __m256i;
+  using F = __m256;
+  struct W {  // a block's codes of one row and their |w|
+    I abs, w;
+  };
+  static W load(const uint8_t* p, int h) {
+    const I v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+    return {_mm256_sign_epi8(v, v), v};
+  }
+  static I bcast32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I dot(const W& w, I x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.w)), _mm256_set1_epi16(1));
+  }
+  static I join(I hi, I lo) {  // as above
+    return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
+  }
+  static F spread(__m128 v4, int h) { return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v4), _mm256_set1_epi32(h)); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F splat(float a) { return _mm256_set1_ps(a); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static void row_sums(F a, float* out) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    out[0] = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+};
+#endif
+
+int64_t u8x4_segment_bytes(const U4x4Layout& l) { return l.header_bytes + l.blocks_per_segment * kU8x4BlockBytes; }
+
+// NT tokens from t0 against registers [reg0, reg0 + NREG) of a group's rows (Rows8):
+// sums[t][row in the group]; kWide: 16-bit activations.
+template <DType kFmt, int NT, int NREG, bool kWide>
+void group_tile8(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l, int reg0,
+                 float (&sums)[NT][kU4x4Rows], int64_t t0) {
+  using R = Rows8;
+  const int64_t k = a.x.k, nb = k / kBlock, per_seg = l.blocks_per_segment, seg_bytes = u8x4_segment_bytes(l);
+  typename R::F acc[NT][NREG];
+  for (int t = 0; t < NT; ++t)
+    for (int h = 0; h < NREG; ++h) acc[t][h] = R::zero();
+  for (int64_t s = 0; s < nb / per_seg; ++s) {
+    const uint8_t* hdr = group + s * seg_bytes;
+    const __m128 c4 = kFmt == DType::Q8_0 ? f16x4(hdr) : _mm_loadu_ps(reinterpret_cast<const float*>(hdr));
+    typename R::F c[NREG];
+    for (int h = 0; h < NREG; ++h) c[h] = R::spread(c4, reg0 + h);
+    for (int64_t i = 0; i < per_seg; ++i) {
+      const int64_t b = s * per_seg + i;
+      const uint8_t* p = hdr + l.header_bytes + i * kU8x4BlockBytes;
+      typename R::W w[NREG];
+      for (int h = 0; h < NREG; ++h) w[h] = R::load(p, reg0 + h);
+      for (int t = 0; t < NT; ++t) {
+        const typename R::I x = R::bcast32(a.x.q + (t0 + t) * k + b * kBlock);
+        typename R::I x2;
+        if constexpr (kWide) x2 = R::bcast32(a.x.q2 + (t0 + t) * k + b * kBlock);
+        const typename R::F dx = R::splat(a.x.db[(t0 + t) * nb + b]);
+        for (int h = 0; h < NREG; ++h) {
+          typename R::I dot = R::dot(w[h], x);
+          if constexpr (kWide) dot = R::join(dot, R::dot(w[h], x2));
+          acc[t][h] = R::fma(R::cvt(dot), R::mul(c[h], dx), acc[t][h]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int h = 0; h < NREG; ++h) R::row_sums(acc[t][h], sums[t] + (reg0 + h) * R::kRowsPerReg);
+}
+
+template <DType kFmt, int NT, bool kWide>
+void tile8(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
+  const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
+  const uint8_t* group = static_cast<const uint8_t*>(a.packed) + g * n_seg * u8x4_segment_bytes(l);
+  float sums[NT][kU4x4Rows];
+  if constexpr (Rows8::kRegs == 4 && NT > 1) {  // 256-bit: two passes of 2 rows
+    group_tile8<kFmt, NT, 2, kWide>(a, group, l, 0, sums, t0);
+    group_tile8<kFmt, NT, 2, kWide>(a, group, l, 2, sums, t0);
+  } else {
+    group_tile8<kFmt, NT, Rows8::kRegs, kWide>(a, group, l, 0, sums, t0);
+  }
+  const int n_rows = int(std::min<int64_t>(kU4x4Rows, a.m - g * kU4x4Rows));
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < n_rows; ++r) {
+      const int64_t row = g * kU4x4Rows + r;
+      a.out[(t0 + t) * a.m + row] = sums[t][r] + (a.bias ? a.bias[row] : 0.0f);
+    }
+}
+
+template <DType kFmt, bool kWide>
+void groups8_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+  const U4x4Layout l = u8x4_layout(*a.w);
+  const int64_t n = a.x.n;
+  for (int64_t g = g0; g < g1; ++g) {
+    int64_t t = 0;
+    for (; t + kMaxTok <= n; t += kMaxTok) tile8<kFmt, kMaxTok, kWide>(a, l, g, t);
+    switch (n - t) {
+      case 0: break;
+      case 1: tile8<kFmt, 1, kWide>(a, l, g, t); break;
+      case 2: tile8<kFmt, 2, kWide>(a, l, g, t); break;
+      default: tile8<kFmt, 3, kWide>(a, l, g, t); break;
+    }
+  }
+}
+
+template <DType kFmt>
+void groups8_of(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+  if (a.x.q2) return groups8_of_acts<kFmt, true>(a, g0, g1);
+  groups8_of_acts<kFmt, false>(a, g0, g1);
+}
+
 }  // namespace
 
 // Row groups [g0, g1) of 4 rows against all tokens.
@@ -233,6 +405,14 @@ void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1) {
     case DType::W4: return groups_of<DType::W4>(a, g0, g1);
     case DType::Q4_K: return groups_of<DType::Q4_K>(a, g0, g1);
     default: TF_ASSERT(false, "U4x4 matmul: no packed layout for {}", dtype_name(a.w->dtype));
+  }
+}
+
+void qmatmul_u8x4(const QMatmulArgs& a, int64_t g0, int64_t g1) {
+  switch (a.w->dtype) {
+    case DType::Q8_0: return groups8_of<DType::Q8_0>(a, g0, g1);
+    case DType::W8: return groups8_of<DType::W8>(a, g0, g1);
+    default: TF_ASSERT(false, "U8x4 matmul: no packed layout for {}", dtype_name(a.w->dtype));
   }
 }
 #endif

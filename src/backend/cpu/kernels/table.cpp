@@ -14,6 +14,7 @@ void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, f
 int64_t qmatmul_block_rows();
 void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& out);
 void qmatmul_u4x4(const QMatmulArgs& a, int64_t g0, int64_t g1);
+void qmatmul_u8x4(const QMatmulArgs& a, int64_t g0, int64_t g1);
 void qmatmul_w8(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_w4(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q8_0(const QMatmulArgs& a, int64_t b0, int64_t b1);
@@ -52,6 +53,7 @@ KernelTable make_table() {
   t.qmatmul_blocks[size_t(QFormat::Q6_K)] = qmatmul_q6_k;
 #if defined(__AVX2__)
   t.qmatmul_u4x4 = qmatmul_u4x4;
+  t.qmatmul_u8x4 = qmatmul_u8x4;
 #endif
   t.attend_item = attend_item;
   t.rms_norm_row = rms_norm_row;
