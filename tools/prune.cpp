@@ -134,7 +134,7 @@ int run_prune(const Args& a) {
   if (int64_t(calib.size()) > a.calib_tokens) calib.resize(size_t(a.calib_tokens));
   if (calib.size() < 2) fail("{}: fewer than 2 tokens of calibration text", a.calib);
   std::fprintf(stderr, "calibration: %zu tokens of %s (%zu more held out to choose the score or allocate)\n", calib.size(),
-               a.calib.c_str(), select.size());
+               a.calib.c_str(), a.allocate_text.empty() ? select.size() : size_t(0));
   std::vector<int32_t> eval_ids;
   if (!a.eval.empty()) {
     eval_ids = read_token_file(a.eval, a.eval_format, *tok);

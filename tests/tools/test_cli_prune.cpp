@@ -52,7 +52,6 @@ TEST_F(CliPrune, BadFlagsAreRefusedByName) {
       {base() + "--sweep 5,ten" + eval(), "--sweep"},
       {base() + "--heads 10 --allocate greedy -o " + out(), "--allocate"},
       {base() + "--target-params 10 --allocate loss -o " + out(), "--allocate"},
-      {base() + "--target-params 10 --allocate greedy --greedy-step 0 -o " + out(), "--greedy-step"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
