@@ -20,10 +20,12 @@ namespace tf::cli {
 namespace {
 
 struct Args {
-  std::string in, out, calib, eval, eval_format = "auto", score = "auto", recover = "lsq", sweep, plot;
-  double heads = 0, ffn = 0, target_params = 0, max_ppl_increase = -1, min_keep = 10, damp = 0.3;
+  std::string in, out, calib, eval, eval_format = "auto", score = "auto", recover = "lsq", sweep, plot,
+      allocate = "global", allocate_text;
+  double heads = 0, ffn = 0, target_params = 0, max_ppl_increase = -1, min_keep = 10, damp = 0.3,
+         greedy_step = 1.5;
   int64_t channel_multiple = 8;
-  int64_t calib_tokens = 8192, calib_rows = 8192, select_tokens = 1024;
+  int64_t calib_tokens = 8192, calib_rows = 8192, select_tokens = 1024, allocate_tokens = 2048;
   int window = 256;
   int max_windows = 0;
   int threads = 0;
@@ -59,7 +61,8 @@ void write_plot(const std::vector<SweepPoint>& pts, double ppl_before, const std
   std::fprintf(stderr, "wrote %s\n", path.c_str());
 }
 
-int run_sweep(const Args& a, const Pruner& pruner, const std::vector<int32_t>& eval_ids, StagedProgress& bar) {
+int run_sweep(const Args& a, const Pruner& pruner, const std::vector<int32_t>& select,
+              const std::vector<int32_t>& eval_ids, StagedProgress& bar) {
   std::vector<double> pcts;
   for (const std::string& x : split_list(a.sweep)) {
     try {
@@ -74,15 +77,20 @@ int run_sweep(const Args& a, const Pruner& pruner, const std::vector<int32_t>& e
   const PlanTarget base{.min_keep_pct = a.min_keep, .channel_multiple = a.channel_multiple};
   const double before = pruner.perplexity(pruner.build(keep_all(pruner.shapes()), Recovery::None), eval_ids,
                                           "perplexity unpruned");
-  const std::vector<SweepPoint> pts = prune_sweep(pruner, pcts, scores_of(a.score), recs, base, eval_ids);
+  const std::vector<SweepPoint> pts =
+      prune_sweep(pruner, pcts, scores_of(a.score), recs, base, eval_ids,
+                  SweepAllocation{.allocation = parse_allocation(a.allocate, "--allocate"),
+                                  .greedy_step_pct = a.greedy_step, .select_ids = select,
+                                  .log = [](const std::string& l) { std::fprintf(stderr, "%s\n", l.c_str()); }});
   bar.finish();
-  std::printf("%-6s %-5s %9s %13s %13s %10s %8s\n", "score", "recov", "target %", "layers cut %", "model cut %",
-              "perplexity", "change");
+  std::printf("allocation %s\n", a.allocate.c_str());
+  std::printf("%-6s %-5s %9s %13s %13s %10s %8s %10s\n", "score", "recov", "target %", "layers cut %", "model cut %",
+              "perplexity", "change", "plan s");
   std::printf("%-6s %-5s %9s %13s %13s %10.4f %8s\n", "-", "-", "0", "0.00", "0.00", before, "");
   for (const SweepPoint& p : pts)
-    std::printf("%-6s %-5s %9.1f %13.2f %13.2f %10.4f %+7.2f%%\n", std::string(prune_score_name(p.score)).c_str(),
+    std::printf("%-6s %-5s %9.1f %13.2f %13.2f %10.4f %+7.2f%% %10.1f\n", std::string(prune_score_name(p.score)).c_str(),
                 std::string(recovery_name(p.recovery)).c_str(), p.params_pct, p.removed_layer_pct, p.removed_model_pct,
-                p.ppl, 100 * (p.ppl / before - 1));
+                p.ppl, 100 * (p.ppl / before - 1), p.cost.seconds);
   if (!a.plot.empty()) write_plot(pts, before, a.plot);
   return 0;
 }
@@ -94,6 +102,9 @@ int run_prune(const Args& a) {
   // What can be refused before the calibration forward is refused first.
   check_plan_target(PlanTarget{.heads_pct = a.heads, .ffn_pct = a.ffn, .params_pct = a.target_params,
                                .min_keep_pct = a.min_keep, .channel_multiple = a.channel_multiple});
+  const Allocation allocation = parse_allocation(a.allocate, "--allocate");
+  if (allocation == Allocation::Greedy && (a.heads > 0 || a.ffn > 0))
+    fail("--allocate greedy splits a parameter cut (--target-params, the search or --sweep), not --heads or --ffn");
   if (a.sweep.empty()) {
     parse_recovery(a.recover, "--recover");
     if (a.heads <= 0 && a.ffn <= 0 && a.target_params <= 0 && a.max_ppl_increase < 0)
@@ -107,16 +118,23 @@ int run_prune(const Args& a) {
   for (const std::string& x : split_list(a.sweep))
     if (x.find_first_not_of("0123456789.") != std::string::npos)
       fail("--sweep: '{}' is not a number (expected percentages such as 5,10,20,30)", x);
-  std::vector<int32_t> select;  // the held-out tail of the calibration text, for choosing a score
-  if (scores.size() > 1 && a.sweep.empty()) {
+  // The held-out tail of the calibration text, for choosing a score and the greedy allocation's loss.
+  std::vector<int32_t> select;
+  if (!a.allocate_text.empty()) {
+    select = tok->encode(read_text_file(a.allocate_text), /*add_special=*/false);
+    if (int64_t(select.size()) > a.allocate_tokens) select.resize(size_t(a.allocate_tokens));
+    if (select.size() < 2) fail("--allocate-text: fewer than 2 tokens in {}", a.allocate_text);
+    std::fprintf(stderr, "held-out text for the score choice and the allocation: %zu tokens of %s\n", select.size(),
+                 a.allocate_text.c_str());
+  } else if ((scores.size() > 1 && a.sweep.empty()) || allocation == Allocation::Greedy) {
     const size_t n = std::min<size_t>(size_t(a.select_tokens), calib.size() / 4);
     select.assign(calib.end() - long(n), calib.end());
     calib.resize(calib.size() - n);
   }
   if (int64_t(calib.size()) > a.calib_tokens) calib.resize(size_t(a.calib_tokens));
   if (calib.size() < 2) fail("{}: fewer than 2 tokens of calibration text", a.calib);
-  std::fprintf(stderr, "calibration: %zu tokens of %s (%zu more held out to choose the score)\n", calib.size(),
-               a.calib.c_str(), select.size());
+  std::fprintf(stderr, "calibration: %zu tokens of %s (%zu more held out to choose the score or allocate)\n", calib.size(),
+               a.calib.c_str(), a.allocate_text.empty() ? select.size() : size_t(0));
   std::vector<int32_t> eval_ids;
   if (!a.eval.empty()) {
     eval_ids = read_token_file(a.eval, a.eval_format, *tok);
@@ -128,11 +146,13 @@ int run_prune(const Args& a) {
       .in_dir = a.in, .calib_ids = calib, .calib_rows = a.calib_rows, .window = a.window,
       .damp = a.damp,
       .progress = [&](const std::string& what, int64_t done, int64_t total) { bar.update(what, done, total); }});
-  if (!a.sweep.empty()) return run_sweep(a, pruner, eval_ids, bar);
+  if (!a.sweep.empty()) return run_sweep(a, pruner, select, eval_ids, bar);
 
   const PruneRequest req{.target = {.heads_pct = a.heads, .ffn_pct = a.ffn, .params_pct = a.target_params,
                                     .min_keep_pct = a.min_keep, .channel_multiple = a.channel_multiple},
                          .scores = scores, .recovery = parse_recovery(a.recover, "--recover"),
+                         .allocation = allocation, .greedy_step_pct = a.greedy_step,
+                         .log = [](const std::string& l) { std::fprintf(stderr, "%s\n", l.c_str()); },
                          .select_ids = select, .eval_ids = eval_ids, .max_ppl_increase = a.max_ppl_increase};
   const PruneOutcome o = prune_with(pruner, req);
   bar.finish();
@@ -152,6 +172,8 @@ int run_prune(const Args& a) {
               a.heads <= 0 && a.ffn <= 0 && a.target_params <= 0
                   ? fmt::format(", largest cut within the limit: --target-params {}", o.params_pct).c_str()
                   : "");
+  if (allocation == Allocation::Greedy)
+    std::printf("allocation greedy: %lld loss evaluations, %.1f s\n", (long long)o.cost.evaluations, o.cost.seconds);
   if (o.ppl_before > 0)
     std::printf("perplexity on %s: %.4f -> %.4f (%+.2f%%)\n", a.eval.c_str(), o.ppl_before, o.ppl_after,
                 100 * (o.ppl_after / o.ppl_before - 1));
@@ -193,6 +215,20 @@ void add_prune(CLI::App& app, Runner& run) {
   c->add_option("--max-windows", a->max_windows, "Evaluate on the first N windows only (0 = all)")->capture_default_str();
   c->add_option("--sweep", a->sweep, "Comma-separated --target-params percentages to measure (5,10,20,30); writes nothing");
   c->add_option("--plot", a->plot, "SVG file for the --sweep curve");
+  c->add_option("--allocate", a->allocate,
+                "How a parameter cut is split between layers: global (one ranking of every unit) or greedy (step by "
+                "step where the loss on held-out calibration text rises least)")
+      ->capture_default_str();
+  c->add_option("--allocate-text", a->allocate_text,
+                "Held-out text whose perplexity the greedy allocation (and --score auto) reads, instead of the last "
+                "tokens of --calib (e.g. models/calib/man-pages.txt; never the evaluation tokens)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--allocate-tokens", a->allocate_tokens, "--allocate-text: tokens read from its start")
+      ->capture_default_str();
+  c->add_option("--greedy-step", a->greedy_step,
+                "--allocate greedy: channels per candidate step, percent of the layers' parameters")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--min-keep", a->min_keep, "Percent of each layer's heads and channels always kept")->capture_default_str();
   c->add_option("--channel-multiple", a->channel_multiple, "Each layer keeps a multiple of this many channels")
       ->capture_default_str();

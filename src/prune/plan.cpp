@@ -209,6 +209,38 @@ std::vector<LayerKeep> plan_pruning(const PruneShapes& s, const std::vector<Laye
   return out;
 }
 
+std::vector<LayerKeep> keep_of_cuts(const PruneShapes& s, const std::vector<LayerScores>& scores,
+                                    const std::vector<LayerCut>& cuts) {
+  TF_ASSERT(scores.size() == s.layers.size() && cuts.size() == s.layers.size(),
+            "keep_of_cuts: {} layers of scores and {} of cuts for {} layers", scores.size(), cuts.size(),
+            s.layers.size());
+  std::vector<LayerKeep> out;
+  for (size_t il = 0; il < s.layers.size(); ++il) {
+    const LayerShape& l = s.layers[il];
+    const std::vector<Unit> units = head_units(s, scores[il], int32_t(il));
+    TF_ASSERT(cuts[il].head_units >= 0 && cuts[il].head_units <= int64_t(units.size()) && cuts[il].channels >= 0 &&
+                  cuts[il].channels < l.d_ff,
+              "keep_of_cuts: layer {} cannot lose {} head units and {} channels", il, cuts[il].head_units,
+              cuts[il].channels);
+    std::vector<bool> head_gone(size_t(l.n_heads)), kv_gone(size_t(l.n_kv_heads)), channel_gone(size_t(l.d_ff));
+    for (int64_t u = 0; u < cuts[il].head_units; ++u) {
+      for (int32_t h : units[size_t(u)].heads) head_gone[size_t(h)] = true;
+      if (units[size_t(u)].kv_head >= 0) kv_gone[size_t(units[size_t(u)].kv_head)] = true;
+    }
+    const std::vector<int32_t> order = ascending(scores[il].channels, iota_vec(l.d_ff));
+    for (int64_t c = 0; c < cuts[il].channels; ++c) channel_gone[size_t(order[size_t(c)])] = true;
+    LayerKeep k;
+    for (int32_t h = 0; h < int32_t(l.n_heads); ++h)
+      if (!head_gone[size_t(h)]) k.heads.push_back(h);
+    for (int32_t h = 0; h < int32_t(l.n_kv_heads); ++h)
+      if (!kv_gone[size_t(h)]) k.kv_heads.push_back(h);
+    for (int32_t c = 0; c < int32_t(l.d_ff); ++c)
+      if (!channel_gone[size_t(c)]) k.channels.push_back(c);
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 int64_t removed_params(const PruneShapes& s, const std::vector<LayerKeep>& keep) {
   int64_t n = 0;
   const int64_t hd = s.head_dim, d = s.d_model;

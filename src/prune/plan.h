@@ -64,6 +64,16 @@ std::vector<LayerKeep> plan_pruning(const PruneShapes& shapes, const std::vector
 // up, down; biases not counted).
 int64_t removed_params(const PruneShapes& shapes, const std::vector<LayerKeep>& keep);
 
+struct LayerCut {
+  int64_t head_units = 0;  // head units removed (slices of n_kv_heads heads, or whole groups)
+  int64_t channels = 0;    // FFN channels removed
+};
+
+// Per layer, its first cut.head_units head units and its cut.channels lowest-scoring channels
+// removed, in plan_pruning's order within the layer.
+std::vector<LayerKeep> keep_of_cuts(const PruneShapes& shapes, const std::vector<LayerScores>& scores,
+                                    const std::vector<LayerCut>& cuts);
+
 // Nothing removed: every head, KV head and channel of every layer.
 std::vector<LayerKeep> keep_all(const PruneShapes& shapes);
 

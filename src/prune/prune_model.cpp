@@ -175,6 +175,11 @@ Pruner::Pruner(PruneParams p) : p_(std::move(p)) {
                      source_->find(layer_tensor(il, "mlp.down_proj.bias")));
     down_scaled.push_back(divided(down_rows_[size_t(il)], n_rows_, row_rms(resid)));
   }
+  for (int64_t il = 0; il < cfg_.n_layers; ++il) {
+    const LayerShape& l = shapes_.layers[size_t(il)];
+    o_stats_.push_back(input_stats(o_rows_[size_t(il)].data(), n_rows_, l.n_heads * cfg_.head_dim));
+    down_stats_.push_back(input_stats(down_rows_[size_t(il)].data(), n_rows_, l.d_ff));
+  }
   for (PruneScore s : {PruneScore::Wanda, PruneScore::Flap}) {
     std::vector<LayerScores>& out = s == PruneScore::Wanda ? wanda_ : flap_;
     for (int64_t il = 0; il < cfg_.n_layers; ++il) {
@@ -243,7 +248,7 @@ PrunedModel Pruner::build(const std::vector<LayerKeep>& keep, Recovery r) const 
       const ShrunkProjection s = shrink_projection(
           ProjectionRows{.w = w.data(), .m = t->shape[0], .k = t->shape[1], .bias = bias ? b.data() : nullptr,
                          .x = (o ? o_rows_ : down_rows_)[size_t(il)].data(), .n = n_rows_},
-          cols, r, p_.damp);
+          cols, r, p_.damp, &(o ? o_stats_ : down_stats_)[size_t(il)]);
       m.tensors.push_back(OwnedTensor{.name = t->name, .dtype = t->dtype, .shape = {t->shape[0], int64_t(cols.size())},
                                       .bytes = from_f32(s.w, t->dtype)});
       m.tensors.push_back(OwnedTensor{.name = bias_name, .dtype = bias ? bias->dtype : t->dtype, .shape = {t->shape[0]},

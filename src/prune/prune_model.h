@@ -85,6 +85,7 @@ class Pruner {
   // Per layer: o_proj's and down_proj's calibration input rows, [n, n_heads head_dim] / [n, d_ff].
   std::vector<std::vector<float>> o_rows_, down_rows_;
   int64_t n_rows_ = 0;
+  std::vector<InputStats> o_stats_, down_stats_;  // per layer, of those rows (the recoveries read them)
   std::vector<LayerScores> wanda_, flap_;
 };
 

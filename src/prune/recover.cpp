@@ -21,14 +21,6 @@ ShrunkProjection sliced(const ProjectionRows& p, const std::vector<int32_t>& kee
   return out;
 }
 
-std::vector<double> column_means(const ProjectionRows& p) {
-  std::vector<double> mean(size_t(p.k), 0.0);
-  for (int64_t r = 0; r < p.n; ++r)
-    for (int64_t j = 0; j < p.k; ++j) mean[size_t(j)] += p.x[r * p.k + j];
-  for (double& v : mean) v /= double(p.n);
-  return mean;
-}
-
 // b + W[:, cols] mean[cols] for the columns not in `keep`.
 void add_removed_mean(const ProjectionRows& p, const std::vector<int32_t>& keep, const std::vector<double>& mean,
                       ShrunkProjection& out) {
@@ -43,24 +35,23 @@ void add_removed_mean(const ProjectionRows& p, const std::vector<int32_t>& keep,
   }
 }
 
-void refit(const ProjectionRows& p, const std::vector<int32_t>& keep, const std::vector<double>& mean, double damp,
+void refit(const ProjectionRows& p, const std::vector<int32_t>& keep, const InputStats& st, double damp,
            ShrunkProjection& out) {
   const int64_t kk = int64_t(keep.size());
-  MatD xc(p.n, p.k);
-  for (int64_t r = 0; r < p.n; ++r)
-    for (int64_t j = 0; j < p.k; ++j) xc(r, j) = double(p.x[r * p.k + j]) - mean[size_t(j)];
-  MatD xk(p.n, kk);
-  for (int64_t j = 0; j < kk; ++j) xk.col(j) = xc.col(keep[size_t(j)]);
+  const Eigen::Map<const MatD> c(st.cov.data(), p.k, p.k);
+  const std::vector<double>& mean = st.mean;
   MatD w(p.m, p.k);
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t j = 0; j < p.k; ++j) w(i, j) = p.w[i * p.k + j];
-  MatD wk(p.m, kk);
-  for (int64_t j = 0; j < kk; ++j) wk.col(j) = w.col(keep[size_t(j)]);
-  MatD a = xk.transpose() * xk;                    // C[K, K]
-  MatD b = (xk.transpose() * xc) * w.transpose();  // C[K, :] W^T  [kk, m]
+  MatD a(kk, kk), ck(kk, p.k);
+  for (int64_t r = 0; r < kk; ++r) {
+    ck.row(r) = c.row(keep[size_t(r)]);
+    for (int64_t j = 0; j < kk; ++j) a(r, j) = c(keep[size_t(r)], keep[size_t(j)]);  // C[K, K]
+  }
+  MatD b = ck * w.transpose();  // C[K, :] W^T  [kk, m]
   const double lambda = damp * std::max(a.diagonal().mean(), 1e-12);
   a.diagonal().array() += lambda;
-  b += lambda * wk.transpose();
+  for (int64_t j = 0; j < kk; ++j) b.row(j) += lambda * w.col(keep[size_t(j)]).transpose();
   const Eigen::LLT<MatD> llt(a);
   if (llt.info() != Eigen::Success) fail("least-squares refit: the kept inputs' covariance is not positive definite");
   const MatD wt = llt.solve(b);  // W'^T [kk, m]
@@ -89,14 +80,36 @@ Recovery parse_recovery(std::string_view name, std::string_view flag) {
   fail("{}: unknown recovery '{}' (expected none, bias or lsq)", flag, name);
 }
 
-ShrunkProjection shrink_projection(const ProjectionRows& p, const std::vector<int32_t>& keep, Recovery r, double damp) {
+InputStats input_stats(const float* x, int64_t n, int64_t k) {
+  InputStats st{.k = k, .mean = std::vector<double>(size_t(k), 0.0)};
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) st.mean[size_t(j)] += x[r * k + j];
+  for (double& v : st.mean) v /= double(std::max<int64_t>(n, 1));
+  MatD xc(n, k);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) xc(r, j) = double(x[r * k + j]) - st.mean[size_t(j)];
+  st.cov.resize(size_t(k * k));
+  Eigen::Map<MatD> c(st.cov.data(), k, k);
+  c.setZero();
+  c.selfadjointView<Eigen::Lower>().rankUpdate(xc.transpose());
+  c.triangularView<Eigen::StrictlyUpper>() = c.transpose();
+  return st;
+}
+
+ShrunkProjection shrink_projection(const ProjectionRows& p, const std::vector<int32_t>& keep, Recovery r, double damp,
+                                   const InputStats* stats) {
   TF_ASSERT(int64_t(keep.size()) <= p.k, "shrink_projection: {} kept of {} columns", keep.size(), p.k);
   ShrunkProjection out = sliced(p, keep);
   if (int64_t(keep.size()) == p.k || r == Recovery::None) return out;
-  if (p.n < 1) fail("bias or least-squares recovery needs calibration rows");
-  const std::vector<double> mean = column_means(p);
-  if (r == Recovery::Bias) add_removed_mean(p, keep, mean, out);
-  else refit(p, keep, mean, damp, out);
+  InputStats own;
+  if (!stats) {
+    if (p.n < 1) fail("bias or least-squares recovery needs calibration rows");
+    own = input_stats(p.x, p.n, p.k);
+    stats = &own;
+  }
+  TF_ASSERT(stats->k == p.k, "shrink_projection: input stats of {} columns for {}", stats->k, p.k);
+  if (r == Recovery::Bias) add_removed_mean(p, keep, stats->mean, out);
+  else refit(p, keep, *stats, damp, out);
   return out;
 }
 

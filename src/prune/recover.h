@@ -39,7 +39,18 @@ struct ShrunkProjection {
   std::vector<float> bias;  // [m]; empty when there was none and the recovery adds none
 };
 
+// The input rows' column means and centred covariance, what Bias and Lsq read of X: one
+// pass over the rows, then any number of refits of the same projection for the cost of a
+// k x k solve each.
+struct InputStats {
+  int64_t k = 0;
+  std::vector<double> mean;  // [k]
+  std::vector<double> cov;   // [k, k]: Xc^T Xc, Xc the rows less their column means
+};
+InputStats input_stats(const float* x, int64_t n, int64_t k);
+
+// With `stats` (input_stats of p.x), p.x and p.n are not read.
 ShrunkProjection shrink_projection(const ProjectionRows& p, const std::vector<int32_t>& keep, Recovery r,
-                                   double damp = 0.01);
+                                   double damp = 0.01, const InputStats* stats = nullptr);
 
 }  // namespace tf

@@ -92,5 +92,33 @@ TEST(PruneRecover, OnRandomRowsEachRecoveryDoesNoWorse) {
   EXPECT_CONTAINS(test::error_of([] { parse_recovery("ridge", "--recover"); }), "--recover");
 }
 
+TEST(PruneRecover, InputStatsAreTheCentredCovarianceAndRefitFromThemIsTheSame) {
+  const Case c = random_case(5, 7, 40, 11);
+  const InputStats st = input_stats(c.x.data(), c.n, c.k);
+  for (int64_t a = 0; a < c.k; ++a) {
+    double ma = 0;
+    for (int64_t r = 0; r < c.n; ++r) ma += c.x[size_t(r * c.k + a)];
+    ma /= double(c.n);
+    EXPECT_NEAR(st.mean[size_t(a)], ma, 1e-12);
+    for (int64_t b = 0; b < c.k; ++b) {
+      double mb = 0, cov = 0;
+      for (int64_t r = 0; r < c.n; ++r) mb += c.x[size_t(r * c.k + b)];
+      mb /= double(c.n);
+      for (int64_t r = 0; r < c.n; ++r) cov += (c.x[size_t(r * c.k + a)] - ma) * (c.x[size_t(r * c.k + b)] - mb);
+      EXPECT_NEAR(st.cov[size_t(a * c.k + b)], cov, 1e-9 * c.n) << a << " " << b;
+    }
+  }
+  const std::vector<int32_t> keep = {0, 2, 3, 6};
+  for (Recovery r : {Recovery::Bias, Recovery::Lsq}) {
+    const ShrunkProjection own = shrink_projection(rows_of(c), keep, r, 0.3);
+    ProjectionRows no_rows = rows_of(c);
+    no_rows.x = nullptr;
+    no_rows.n = 0;
+    const ShrunkProjection given = shrink_projection(no_rows, keep, r, 0.3, &st);
+    EXPECT_EQ(own.w, given.w);
+    EXPECT_EQ(own.bias, given.bias);
+  }
+}
+
 }  // namespace
 }  // namespace tf

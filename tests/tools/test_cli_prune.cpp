@@ -1,7 +1,8 @@
 // `twofold prune` as a user runs it: --help, refusals of bad flags naming the flag, the
 // perplexity gate that refuses a cut (non-zero exit, the measured figure, nothing written),
 // a cut within the gate written with its per-layer table, and the search for the largest cut
-// (also with --score auto on 8 windows: within the limit, and one percent more is not).
+// (also with --score auto on 8 windows: within the limit, and one percent more is not), and
+// the greedy allocation.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -31,7 +32,7 @@ TEST_F(CliPrune, HelpNamesTheFlags) {
   const auto r = run_twofold("prune --help");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag : {"--heads", "--ffn", "--target-params", "--max-ppl-increase", "--recover", "--score",
-                           "--sweep", "--plot", "--calib", "--eval", "--min-keep"})
+                           "--sweep", "--plot", "--calib", "--eval", "--min-keep", "--allocate", "--greedy-step"})
     EXPECT_CONTAINS(r.out, flag);
 }
 
@@ -49,6 +50,8 @@ TEST_F(CliPrune, BadFlagsAreRefusedByName) {
       {base() + "--max-ppl-increase 5 -o " + out(), "--eval"},
       {base() + "--heads 10 --plot x.svg -o " + out(), "--sweep"},
       {base() + "--sweep 5,ten" + eval(), "--sweep"},
+      {base() + "--heads 10 --allocate greedy -o " + out(), "--allocate"},
+      {base() + "--target-params 10 --allocate loss -o " + out(), "--allocate"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
@@ -117,6 +120,24 @@ TEST_F(CliPrune, AutoScoreSearchFindsTheLargestCutOnEightWindows) {
   EXPECT_EQ(r2.exit_code, 1) << r2.out;
   EXPECT_CONTAINS(r2.err, "over --max-ppl-increase 12%");
   EXPECT_FALSE(fs::exists(next));
+}
+
+// --allocate greedy: the cut grows in steps on the held-out tail of the calibration text,
+// each step logged; the cut stays within the target and the cost is printed.
+TEST_F(CliPrune, GreedyAllocationStepsWithinTheTarget) {
+  const auto r = run_twofold(base() + "--target-params 6 --greedy-step 3 --score wanda --allocate greedy --threads 2" +
+                             eval() + "-o " + out());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "held out to choose the score or allocate");
+  EXPECT_CONTAINS(r.err, "greedy wanda 6%: layer ");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(allocation greedy: ([0-9]+) loss evaluations)"))) << r.out;
+  EXPECT_GT(std::stoi(m[1].str()), 12);  // the unpruned model and at least one candidate per layer
+  std::smatch p;
+  ASSERT_TRUE(std::regex_search(r.out, p, std::regex(R"(removed ([0-9.]+)% of the layers' parameters)"))) << r.out;
+  EXPECT_LE(std::stod(p[1].str()), 6.0);
+  EXPECT_GT(std::stod(p[1].str()), 3.0);
+  EXPECT_TRUE(fs::exists(out() + "/model.safetensors"));
 }
 
 }  // namespace
