@@ -148,8 +148,8 @@ void copy_row(const QuantizedWeight& from, int64_t i, QuantizedWeight& to) {
 
 // Refit rounds (GptqParams::refit_rounds): the refit of q's parameters, then GPTQ rerun on
 // the refitted groups and refitted again, each row keeping its best round.
-void run_refit_rounds(const Walk& walk, const RowMat& Wr, const ColMat& H, const QuantSpec& spec, const GptqParams& params,
-                  QuantizedWeight& q, std::string_view name) {
+void run_refit_rounds(const Walk& walk, const RowMat& Wr, const ColMat& H, const QuantSpec& spec,
+                      const GptqParams& params, QuantizedWeight& q, std::string_view name) {
   const int64_t m = q.m;
   std::vector<double> best = refit_w4_params(Wr.data(), H.data(), q, spec.symmetric);
   for (int r = 1; r < params.refit_rounds; ++r) {

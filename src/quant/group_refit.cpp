@@ -98,7 +98,6 @@ std::vector<double> refit_w4_params(const float* w, const float* h, QuantizedWei
   return out;
 }
 
-
 int64_t descend_w4_codes(const float* w, const float* h, QuantizedWeight& q, int max_passes) {
   TF_ASSERT(q.dtype == DType::W4, "descend_w4_codes: {} is not W4", dtype_name(q.dtype));
   const int64_t m = q.m, k = q.k, len = q.group_len();
