@@ -32,6 +32,8 @@ struct Args {
   double damp = 0.01;
   int gptq_clip = 1;
   int gptq_refit = 0;
+  int gptq_cd = 0;
+  double gptq_cd_damp = 0.0;
   int threads = 0;
 };
 
@@ -40,7 +42,7 @@ int run_quantize(const Args& a) {
   QuantizeParams p{.in_dir = a.in, .out_dir = a.out, .format = parse_quant_format(a.format, "--format"),
                    .group_size = a.group_size, .method = a.method, .symmetric = a.symmetric, .gptq_damp = a.damp,
                    .act_order = a.act_order, .static_groups = a.static_groups, .gptq_clip = a.gptq_clip,
-                   .gptq_refit = a.gptq_refit,
+                   .gptq_refit = a.gptq_refit, .gptq_cd = a.gptq_cd, .gptq_cd_damp = a.gptq_cd_damp,
                    .sequential = a.sequential, .calib_rows = a.calib_rows,
                    .calib_skip_first = a.calib_skip_first,
                    .quantize_lm_head = a.quantize_lm_head, .max_ppl_increase = a.max_ppl_increase,
@@ -99,6 +101,17 @@ void add_quantize(CLI::App& app, Runner& run) {
                 "row; a further round reruns GPTQ with the refitted groups); 0 = none")
       ->capture_default_str()
       ->check(CLI::Range(0, 8));
+  c->add_option("--gptq-cd", a->gptq_cd,
+                "GPTQ int4: rounds of coordinate descent on the codes after GPTQ (and the refit), each code moved to "
+                "the one of least H-weighted row error given the others, each round followed by a scale and zero-point "
+                "refit; 0 = none")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 8));
+  c->add_option("--gptq-cd-damp", a->gptq_cd_damp,
+                "GPTQ int4: damping of the Hessian the coordinate descent and its refits minimise on, a fraction of "
+                "its mean diagonal")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
   c->add_option("--damp", a->damp, "GPTQ: damping, a fraction of the Hessian's mean diagonal")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));

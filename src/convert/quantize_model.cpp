@@ -127,7 +127,8 @@ Quantized quantize_one(const std::vector<float>& w, int64_t m, int64_t k, const 
                        const QuantizeParams& p) {
   const CalibRows rows{calib ? calib->rows.data() : nullptr, calib ? calib->n_rows : 0};
   const GptqParams gptq{.damp = p.gptq_damp, .act_order = p.act_order, .static_groups = p.static_groups,
-                        .n_clip = p.gptq_clip, .refit_rounds = p.gptq_refit};
+                        .n_clip = p.gptq_clip, .refit_rounds = p.gptq_refit, .cd_rounds = p.gptq_cd,
+                        .cd_damp = p.gptq_cd_damp};
   if (method == "gptq" && rows.n > 0) return {quantize_gptq(w.data(), m, k, rows, spec, name, gptq), {}, "gptq"};
   if (method == "awq" && rows.n > 0) {
     AwqResult a = quantize_awq(w.data(), m, k, rows, spec, name);

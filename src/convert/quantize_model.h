@@ -35,13 +35,15 @@ struct QuantizeParams {
   std::string method = "rtn";          // rtn | awq | gptq | awq-gptq (AWQ's scales, then GPTQ on w * s)
   bool symmetric = false;              // int4: every zero point 8
   // GPTQ: damping, act-order (implies static groups), static groups, clip ratios searched
-  // for the static groups, rounds of the int4 scale and zero-point refit (quant/quantizer.h
-  // GptqParams).
+  // for the static groups, rounds of the int4 scale and zero-point refit, rounds of
+  // coordinate descent on the int4 codes and its damping (quant/quantizer.h GptqParams).
   double gptq_damp = 0.01;
   bool act_order = false;
   bool static_groups = false;
   int gptq_clip = 1;
   int gptq_refit = 0;
+  int gptq_cd = 0;
+  double gptq_cd_damp = 0.0;
   // Calibration rows of layer l recorded on the model whose layers before l are already
   // quantized (as written), instead of all on the 16-bit model.
   bool sequential = false;

@@ -146,6 +146,24 @@ void copy_row(const QuantizedWeight& from, int64_t i, QuantizedWeight& to) {
   for (int64_t g = 0; g < from.n_groups(); ++g) to.set_params(i, g, from.params(i, g));
 }
 
+// Refit rounds (GptqParams::refit_rounds): the refit of q's parameters, then GPTQ rerun on
+// the refitted groups and refitted again, each row keeping its best round.
+void run_refit_rounds(const Walk& walk, const RowMat& Wr, const ColMat& H, const QuantSpec& spec,
+                      const GptqParams& params, QuantizedWeight& q, std::string_view name) {
+  const int64_t m = q.m;
+  std::vector<double> best = refit_w4_params(Wr.data(), H.data(), q, spec.symmetric);
+  for (int r = 1; r < params.refit_rounds; ++r) {
+    const std::vector<std::vector<GroupParams>> refitted = params_of(q);
+    QuantizedWeight next = gptq_pass(walk, spec, params.block, &refitted, name);
+    const std::vector<double> err = refit_w4_params(Wr.data(), H.data(), next, spec.symmetric);
+    for (int64_t i = 0; i < m; ++i)
+      if (err[size_t(i)] < best[size_t(i)]) {
+        best[size_t(i)] = err[size_t(i)];
+        copy_row(next, i, q);
+      }
+  }
+}
+
 }  // namespace
 
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
@@ -181,19 +199,17 @@ QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows ca
   walk.U = inverse_hessian_factor(P.transpose() * H * P, params.damp, dead, name);
 
   QuantizedWeight q = gptq_pass(walk, spec, params.block, static_groups ? &fixed : nullptr, name);
-  if (params.refit_rounds <= 0 || spec.format != DType::W4) return q;
+  if (spec.format != DType::W4) return q;
   // The refit's target: the weights as given (dead columns zeroed), row-major.
   const RowMat Wr = W;
-  std::vector<double> best = refit_w4_params(Wr.data(), H.data(), q, spec.symmetric);
-  for (int r = 1; r < params.refit_rounds; ++r) {
-    const std::vector<std::vector<GroupParams>> refitted = params_of(q);
-    QuantizedWeight next = gptq_pass(walk, spec, params.block, &refitted, name);
-    const std::vector<double> err = refit_w4_params(Wr.data(), H.data(), next, spec.symmetric);
-    for (int64_t i = 0; i < m; ++i)
-      if (err[size_t(i)] < best[size_t(i)]) {
-        best[size_t(i)] = err[size_t(i)];
-        copy_row(next, i, q);
-      }
+  if (params.refit_rounds > 0) run_refit_rounds(walk, Wr, H, spec, params, q, name);
+  if (params.cd_rounds > 0) {
+    ColMat Hc = H;
+    Hc.diagonal().array() += float(params.cd_damp * double(H.diagonal().mean()));
+    for (int r = 0; r < params.cd_rounds; ++r) {
+      descend_w4_codes(Wr.data(), Hc.data(), q, 8);
+      refit_w4_params(Wr.data(), Hc.data(), q, spec.symmetric);
+    }
   }
   return q;
 }

@@ -98,4 +98,42 @@ std::vector<double> refit_w4_params(const float* w, const float* h, QuantizedWei
   return out;
 }
 
+int64_t descend_w4_codes(const float* w, const float* h, QuantizedWeight& q, int max_passes) {
+  TF_ASSERT(q.dtype == DType::W4, "descend_w4_codes: {} is not W4", dtype_name(q.dtype));
+  const int64_t m = q.m, k = q.k, len = q.group_len();
+  const MatD H = Eigen::Map<const Eigen::MatrixXf>(h, k, k).cast<double>();
+  int64_t changed = 0;
+  VecD e(k), g(k);
+  for (int64_t i = 0; i < m; ++i) {
+    const std::vector<GroupParams> p = row_params(q, i);
+    for (int64_t j = 0; j < k; ++j)
+      e(j) = double(w[i * k + j]) - double(dequantize_value(q.dtype, q.code(i, j), p[size_t(j / len)]));
+    g.noalias() = H * e;  // the objective e^T H e has gradient -2 g in the dequantized row
+    for (int pass = 0; pass < max_passes; ++pass) {
+      int64_t moved = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const double hjj = H(j, j);
+        const GroupParams& pj = p[size_t(j / len)];
+        if (!(hjj > 0) || !(pj.scale > 0)) continue;  // a dead input, or a group of zeros
+        // Raising the dequantized value by d changes the objective by -2 d g_j + d^2 H_jj:
+        // least at d = g_j / H_jj; the nearest code to that value is the best code (the
+        // objective is a parabola in d), clamped to the range.
+        const uint8_t old = q.code(i, j);
+        const double cur = dequantize_value(q.dtype, old, pj);
+        const uint8_t c = quantize_value(q.dtype, float(cur + g(j) / hjj), pj);
+        if (c == old) continue;
+        const double d = double(dequantize_value(q.dtype, c, pj)) - cur;
+        if (-2.0 * d * g(j) + d * d * hjj >= 0) continue;  // a tie, or float rounding: keep the code
+        q.set_code(i, j, c);
+        e(j) -= d;
+        g.noalias() -= d * H.col(j);
+        ++moved;
+      }
+      changed += moved;
+      if (moved == 0) break;
+    }
+  }
+  return changed;
+}
+
 }  // namespace tf

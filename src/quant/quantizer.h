@@ -68,6 +68,11 @@ struct GptqParams {
   // refitted parameters as its static groups and refits those codes. Each row keeps the
   // codes and parameters of the round with its least H-weighted error. 0: none.
   int refit_rounds = 0;
+  // W4: rounds of coordinate descent on the codes after GPTQ (and the refit rounds above):
+  // each round runs descend_w4_codes (below) to a pass without change (at most 8 passes),
+  // then refit_w4_params, both on H + cd_damp * mean(diag H) * I. 0: none.
+  int cd_rounds = 0;
+  double cd_damp = 0.0;
 };
 QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows calib, const QuantSpec& spec,
                               std::string_view name, const GptqParams& params = {});
@@ -79,6 +84,14 @@ QuantizedWeight quantize_gptq(const float* w, int64_t m, int64_t k, CalibRows ca
 // with those zeros, rounded to F16. A row keeps its old parameters unless the refitted ones
 // lower its error, so no row's error increases. Returns each row's error afterwards.
 std::vector<double> refit_w4_params(const float* w, const float* h, QuantizedWeight& q, bool symmetric);
+// W4: with every group's scale and zero point fixed, coordinate descent on the codes of q
+// for the least H-weighted error e^T H e of each row (w, h as for refit_w4_params): cyclic
+// passes over the columns, each code set to the one nearest the value that minimises the
+// error given all the other codes (the current value plus (H e)_j / H_jj), clamped to 0..15;
+// a code moves only when that strictly lowers the row's error, so no row's error increases
+// and a row whose codes already represent it exactly stays. Stops after a pass that moved
+// nothing, or after max_passes. Returns the number of code changes.
+int64_t descend_w4_codes(const float* w, const float* h, QuantizedWeight& q, int max_passes);
 // e^T H e for row `row` of q against w [k] (the row's original weights), h as above.
 double h_weighted_row_error(const float* w, const float* h, const QuantizedWeight& q, int64_t row);
 
