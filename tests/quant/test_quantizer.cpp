@@ -180,8 +180,9 @@ TEST(Refit, NeverIncreasesARowsErrorAndHelpsOnCorrelatedInputs) {
     QuantizedWeight q = rtn;
     const std::vector<double> after = refit_w4_params(l.w.data(), h.data(), q, spec.symmetric);
     EXPECT_EQ(q.data, rtn.data);
-    if (spec.symmetric)
+    if (spec.symmetric) {
       for (uint8_t z : q.zeros) EXPECT_EQ(z, 8);
+    }
     double sum_before = 0, sum_after = 0;
     for (int64_t i = 0; i < l.m; ++i) {
       const double before = h_weighted_row_error(l.w.data() + i * l.k, h.data(), rtn, i);

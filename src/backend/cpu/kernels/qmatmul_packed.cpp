@@ -198,17 +198,23 @@ void group_tile(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l,
       Rows::row_sums(Rows::fnma(Rows::splat(corr_scale), corr[t][h], acc[t][h]), sums[t] + h * Rows::kRowsPerReg);
 }
 
-template <DType kFmt, int NT, bool kWide>
-void tile(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
-  const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
-  float sums[NT][kU4x4Rows];
-  group_tile<kFmt, NT, kWide>(a, static_cast<const uint8_t*>(a.packed) + g * n_seg * l.segment_bytes(), l, sums, t0);
+// The sums of row group g (the rows past m dropped) for tokens t0..t0 + NT - 1, plus the bias.
+template <int NT>
+void store_group(const QMatmulArgs& a, int64_t g, const float (&sums)[NT][kU4x4Rows], int64_t t0) {
   const int n_rows = int(std::min<int64_t>(kU4x4Rows, a.m - g * kU4x4Rows));
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < n_rows; ++r) {
       const int64_t row = g * kU4x4Rows + r;
       a.out[(t0 + t) * a.m + row] = sums[t][r] + (a.bias ? a.bias[row] : 0.0f);
     }
+}
+
+template <DType kFmt, int NT, bool kWide>
+void tile(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
+  const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
+  float sums[NT][kU4x4Rows];
+  group_tile<kFmt, NT, kWide>(a, static_cast<const uint8_t*>(a.packed) + g * n_seg * l.segment_bytes(), l, sums, t0);
+  store_group<NT>(a, g, sums, t0);
 }
 
 template <DType kFmt, bool kWide>
@@ -365,12 +371,7 @@ void tile8(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
   } else {
     group_tile8<kFmt, NT, Rows8::kRegs, kWide>(a, group, l, 0, sums, t0);
   }
-  const int n_rows = int(std::min<int64_t>(kU4x4Rows, a.m - g * kU4x4Rows));
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < n_rows; ++r) {
-      const int64_t row = g * kU4x4Rows + r;
-      a.out[(t0 + t) * a.m + row] = sums[t][r] + (a.bias ? a.bias[row] : 0.0f);
-    }
+  store_group<NT>(a, g, sums, t0);
 }
 
 template <DType kFmt, bool kWide>
