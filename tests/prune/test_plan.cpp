@@ -5,23 +5,14 @@
 
 #include "prune/importance.h"
 #include "prune/plan.h"
+#include "plan_fixtures.h"
 #include "test_util.h"
 
 namespace tf {
 namespace {
 
-PruneShapes shapes(std::vector<LayerShape> layers, int64_t d_model = 16, int64_t head_dim = 4) {
-  PruneShapes s{.d_model = d_model, .head_dim = head_dim, .layers = std::move(layers)};
-  for (const LayerShape& l : s.layers)
-    s.n_layer_params += (2 * l.n_heads + 2 * l.n_kv_heads) * head_dim * d_model + 3 * l.d_ff * d_model;
-  return s;
-}
-
-std::vector<double> ramp(int64_t n, double base) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = base + double(i);
-  return v;
-}
+using prune_test::ramp;
+using prune_test::shapes;
 
 TEST(PrunePlan, KeepAllAndZeroTargetsKeepEverything) {
   const PruneShapes s = shapes({{4, 2, 8}, {4, 2, 8}});
