@@ -76,6 +76,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   if (name == "default" || is_precision_variant(name)) return k;
   if (name == "no-graphs") k.cuda_graphs = false;
   else if (name == "no-fusion") k.fusion = false;
+  else if (name == "no-fp8-fusion") k.fp8_fusion = false;
   else if (name == "no-pdl") k.pdl = false;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
@@ -88,7 +89,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "profile") k.profile = true;
   else if (name == "int8-acts") k.int8_activations = true;
   else
-    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-pdl, no-cublaslt, no-decode-mma, "
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, no-cublaslt, no-decode-mma, "
          "moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
@@ -325,7 +326,7 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_option("--kv-budget-gb", a->kv_budget_gb, "KV memory for the max-concurrent-sequences figure")
       ->capture_default_str();
   c->add_option("--variants", a->variants,
-                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-pdl, "
+                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, "
                 "no-cublaslt, no-decode-mma, moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "

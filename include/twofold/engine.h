@@ -30,6 +30,7 @@ struct KernelOptions {
   std::string attention_kernel = "auto";  // prefill attention: auto | plain | flash
   std::string gemv = "auto";              // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;                     // off: fused ops run as separate kernels
+  bool fp8_fusion = true;                 // FP8 W8A8 matmuls: activation quantization in the norm, add / GLU in the scale kernel
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)

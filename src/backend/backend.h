@@ -107,6 +107,9 @@ struct BackendOptions {
   std::string attention = "auto";  // prefill attention: auto | plain | flash
   std::string gemv = "auto";       // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;              // off: each fused op runs as separate kernels
+  // FP8 W8A8 matmuls (with fusion on): the activations' quantization in the RMSNorm kernel
+  // before, the residual add or gated activation in the scale kernel after
+  bool fp8_fusion = true;
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores

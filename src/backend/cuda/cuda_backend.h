@@ -150,6 +150,13 @@ class CudaBackend final : public Backend {
   // of g (g.wq set) on the kernel its shape takes.
   TensorView upload_quantized(const TensorView& host);
   void matmul_quant(const struct GemmArgs& g);
+  // Whether matmul_quant runs g as an FP8 W8A8 product (per-token FP8 activations, then
+  // cuBLASLt's FP8 GEMM): FP8 weights at more rows than the GEMV and tensor-core kernels take.
+  bool runs_w8a8(const struct GemmArgs& g) const;
+  // matmul_fused on an FP8 W8A8 product (cuda_fused.cpp): the norm and the activations'
+  // quantization in one kernel, and the add or gated activation in the GEMM's scale kernel
+  // where its timed choice allows; false (nothing run) where there is nothing to fuse.
+  bool matmul_fp8_fused(const TensorView& x, const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out);
   // The quantized decode GEMV (g.rows <= kGemvMaxRows, gemv_supported(g, f)) on the kernel
   // timed fastest for its shape and fusion on first sight: a decode tile of the tensor-core
   // kernel or the CUDA-core GEMV (cuda_quant.cpp).
@@ -199,6 +206,7 @@ class CudaBackend final : public Backend {
     Fp8Scaling scaling;
     int algo = -1;                           // LtGemm's index among the heuristic's algorithms
     double outer_us = -1, epilogue_us = -1;  // the fastest algorithm of each; -1: not offered
+    int outer_algo = -1, epilogue_algo = -1;  // and its index
     int outer_tried = 0, epilogue_tried = 0;
   };
   std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias

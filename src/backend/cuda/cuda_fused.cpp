@@ -9,6 +9,7 @@
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/quant_gemm.cuh"
 #include "backend/shape_checks.h"
 
 namespace tf::cuda {
@@ -112,6 +113,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
       launch_gemv(g, stream_, gf);
     return;
   }
+  if (quantized && matmul_fp8_fused(x, plain, f, out)) return;
   // Apart: the plain ops in turn (Backend::matmul_fused), except that on the cuBLAS path a
   // residual add is cuBLAS summing into the residual (beta = 1).
   TensorView in = x;
@@ -135,6 +137,60 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
     return;
   }
   Backend::matmul_fused(in, w, bias, out, rest);
+}
+
+// Where the FP8 GEMM's timed choice is its unit-scale algorithms (or those are within a small
+// kernel of the outer-vector ones), the add / gated activation joins their scale kernel; else
+// cuBLASLt scales into y and the add / activation kernel runs after it. A shape first seen
+// while recording a graph runs as cuBLASLt's heuristic orders it, with the kernel after.
+bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const MatmulFusion& f,
+                                   const TensorView& out) {
+  using Epi = MatmulFusion::Epilogue;
+  if (!opt_.fusion || !opt_.fp8_fusion || !runs_w8a8(g)) return false;
+  const bool then = f.epilogue == Epi::AddTo || f.epilogue == Epi::Swiglu || f.epilogue == Epi::Geglu;
+  if (!f.norm_w.data && !then) return false;
+  OpScope scope(prof(),
+                profiler_ ? fmt::format("matmul fp8{}{} (W8A8) rows={} k={} m={}", f.norm_w.data ? " +norm" : "",
+                                        epilogue_name(f.epilogue), g.rows, g.k, g.m)
+                          : "",
+                stream_);
+  auto* xq = static_cast<uint8_t*>(scratch(Scratch::Fp8Act, size_t(g.rows * g.k)));
+  auto* xs = static_cast<float*>(scratch(Scratch::Fp8Scale, size_t(g.rows) * 4));
+  if (!f.norm_w.data ||
+      !launch_rms_norm_quantize_rows_fp8(g.x, bf(f.norm_w), f.eps, g.rows, g.k, xq, xs, stream_)) {
+    const TensorView* in = &x;
+    if (f.norm_w.data) {
+      rms_norm(x, f.norm_w, f.eps, f.h);
+      in = &f.h;
+    }
+    launch_quantize_rows_fp8(bf(*in), g.rows, g.k, xq, xs, stream_);
+  }
+  if (!lt_) lt_ = std::make_unique<LtGemm>();
+  Fp8GemmArgs a{.xq = xq, .x_scale = xs, .wq = g.wq.q, .w_scale = static_cast<const float*>(g.wq.scales),
+                .bias = g.bias, .out = then ? f.y.data : out.data, .rows = g.rows, .k = g.k, .m = g.m};
+  auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
+  const Fp8Choice c = fp8_choice(a, acc);
+  if (then && c.epilogue_us >= 0 &&
+      (c.scaling == Fp8Scaling::Epilogue || c.epilogue_us <= c.outer_us + kSmallKernelUs)) {
+    a.scaling = Fp8Scaling::Epilogue;
+    a.algo = c.epilogue_algo;
+    a.acc_only = true;
+    lt_->run_fp8(a, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_);
+    const Fp8Then t = f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
+    launch_fp8_scale_then(t, acc, xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
+    return true;
+  }
+  a.scaling = c.scaling;
+  a.algo = c.algo;
+  lt_->run_fp8(a, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_);
+  switch (f.epilogue) {
+    case Epi::Store: break;
+    case Epi::AddTo: add(out, f.y); break;
+    case Epi::Swiglu: swiglu(f.y, out); break;
+    case Epi::Geglu: geglu(f.y, out); break;
+    case Epi::RopeKv: rope_kv_write(f.rope_layer, out, f.rope, f.attn); break;
+  }
+  return true;
 }
 
 }  // namespace tf::cuda

@@ -94,7 +94,7 @@ CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc)
       const double us =
           time_us([&] { lt_->run_fp8(t, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_); }, kReps);
       double& slot = s == Fp8Scaling::OuterVectors ? c.outer_us : c.epilogue_us;
-      if (slot < 0 || us < slot) slot = us;
+      if (slot < 0 || us < slot) slot = us, (s == Fp8Scaling::OuterVectors ? c.outer_algo : c.epilogue_algo) = i;
       if (best < 0 || us < best) best = us, c.scaling = s, c.algo = i;
     }
   }
@@ -214,6 +214,12 @@ std::vector<std::string> CudaBackend::quant_gemv_report() const {
                                 quant_kernel_name(c.tile)));
   }
   return lines;
+}
+
+bool CudaBackend::runs_w8a8(const GemmArgs& g) const {
+  if (g.wq.dtype != DType::FP8 || (g.rows <= kGemvMaxRows && gemv_supported(g))) return false;
+  if (!LtGemm::fp8_supported(Fp8GemmArgs{.rows = g.rows, .k = g.k, .m = g.m})) return false;
+  return !quant_mma_supported(g) || g.rows > kFp8MmaMaxRows;
 }
 
 void CudaBackend::matmul_quant(const GemmArgs& g) {

@@ -193,7 +193,8 @@ void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace
       TF_ASSERT(acc, "run_fp8: unit-scale plan without an F32 buffer");
       TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, acc, p.d.c, acc, p.d.c,
                                      &algo.algo, workspace, algo.workspace, stream));
-      launch_fp8_scale_epilogue(acc, a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32, stream);
+      if (!a.acc_only)
+        launch_fp8_scale_epilogue(acc, a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32, stream);
       return;
   }
 }

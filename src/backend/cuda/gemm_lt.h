@@ -53,6 +53,9 @@ struct Fp8GemmArgs {
   // Which of the heuristic's algorithms for this shape and scaling runs (fp8_algorithms):
   // -1 the heuristic's first.
   int algo = -1;
+  // Epilogue scaling: only the unit-scale GEMM into `acc`; the caller scales (for instance
+  // with the add or gated activation that follows: launch_fp8_scale_then).
+  bool acc_only = false;
 };
 
 class LtGemm {

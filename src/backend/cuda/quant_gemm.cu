@@ -106,6 +106,97 @@ __global__ void __launch_bounds__(kRowThreads) quantize_rows_fp8_kernel(const bf
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
+// RMSNorm, then per-token FP8 of its output, in one kernel (the norm before an FP8 W8A8
+// matmul): one block per row, the row's 8-element chunks kept in registers (k a multiple of
+// 8, at most 8 * kRowThreads * kNormChunks). Each step computes what rms_norm_vec_kernel
+// (norm.cu) and quantize_rows_fp8_kernel compute in turn, in the same order, the normalized
+// values rounded to BF16 before their maximum is taken: the codes and scales are those of the
+// two kernels apart, bit for bit.
+constexpr int kNormChunks = 4;
+
+__global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(const bf16* x, const bf16* w, float eps,
+                                                                            int64_t k, uint8_t* q, float* scale) {
+  __shared__ float scratch[32];
+  pdl_begin();
+  const int64_t n8 = k / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * k);
+  uint2* qr = reinterpret_cast<uint2*>(q + int64_t(blockIdx.x) * k);
+  float v[kNormChunks][8];
+  float ss = 0;
+#pragma unroll
+  for (int c = 0; c < kNormChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
+    if (i >= n8) break;
+    unpack8(xr[i], v[c]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[c][e] * v[c][e];
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = 1.0f / sqrtf(ss / float(k) + eps);
+  float amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int c = 0; c < kNormChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
+    if (i >= n8) break;
+    float wv[8];
+    unpack8(reinterpret_cast<const uint4*>(w)[i], wv);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      v[c][e] = to_float(from_float<bf16>(v[c][e] * inv * wv[e]));
+      finite &= isfinite(v[c][e]);
+      amax = fmaxf(amax, fabsf(v[c][e]));
+    }
+  }
+  amax = block_max(finite ? amax : INFINITY, scratch);
+  const float s = isinf(amax) ? NAN : amax / 448.0f;
+  const bool zero = !(s > 0.0f);  // zero row, underflow, or NaN
+#pragma unroll
+  for (int c = 0; c < kNormChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
+    if (i >= n8) break;
+    uint32_t wq[2] = {0, 0};
+    if (!zero)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) wq[e / 4] |= uint32_t(__nv_fp8_e4m3(v[c][e] / s).__x) << (8 * (e % 4));
+    qr[i] = make_uint2(wq[0], wq[1]);
+  }
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+}
+
+// The scale kernel of an FP8 GEMM fused with what follows the product (Fp8Then): y[r, j] =
+// acc[r, j] * xs[r] * ws[j] (+ bias[j]) rounded to BF16 as fp8_scale_kernel does, then
+//   AddTo:          out[r, j] += y[r, j] (out [rows, m], rounded once, as add_kernel)
+//   Swiglu / Geglu: out[r, j] = act(y[r, j]) * y[r, m/2 + j] (out [rows, m/2], as gated_kernel)
+// Four consecutive outputs per thread (m % 16 == 0: 16-byte reads of acc on either half).
+template <Fp8Then kThen>
+__global__ void fp8_scale_then_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias,
+                                      int64_t rows, int64_t m, bf16* out) {
+  pdl_begin();
+  const int64_t n_out = kThen == Fp8Then::AddTo ? m : m / 2;
+  const int64_t i4 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i4 >= rows * n_out / 4) return;
+  const int64_t r = i4 * 4 / n_out, j = i4 * 4 % n_out;
+  auto y = [&](int64_t col, float a) {
+    return to_float(from_float<bf16>(a * xs[r] * ws[col] + (bias ? to_float(bias[col]) : 0.0f)));
+  };
+  const float4 a4 = *reinterpret_cast<const float4*>(acc + r * m + j);
+  const float a[4] = {a4.x, a4.y, a4.z, a4.w};
+  bf16* o = out + r * n_out + j;
+  if constexpr (kThen == Fp8Then::AddTo) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[e] = from_float<bf16>(to_float(o[e]) + y(j + e, a[e]));
+  } else {
+    const float4 b4 = *reinterpret_cast<const float4*>(acc + r * m + n_out + j);
+    const float b[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float g = y(j + e, a[e]), u = y(n_out + j + e, b[e]);
+      o[e] = from_float<bf16>((kThen == Fp8Then::Geglu ? gelu_tanh(g) : silu(g)) * u);
+    }
+  }
+}
+
 // Four consecutive outputs per thread (m % 4 == 0).
 template <typename OutT>
 __global__ void fp8_scale_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias, int64_t rows,
@@ -317,6 +408,39 @@ void launch_quantize_rows_fp8(const bf16* x, int64_t rows, int64_t k, uint8_t* q
   require(k % 8 == 0, "launch_quantize_rows_fp8: k not a multiple of 8", __LINE__);
   launch_pdl(quantize_rows_fp8_kernel, dim3(unsigned(rows)), dim3(kRowThreads), 0, stream, x, k, q, scale);
   TF_CUDA_CHECK_LAUNCH("quantize_rows_fp8_kernel");
+}
+
+bool launch_rms_norm_quantize_rows_fp8(const bf16* x, const bf16* w, float eps, int64_t rows, int64_t k, uint8_t* q,
+                                       float* scale, cudaStream_t stream) {
+  const uintptr_t addresses = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
+  if (k % 8 != 0 || k > 8 * kRowThreads * kNormChunks || addresses % 16 != 0) return false;
+  if (rows == 0) return true;
+  launch_pdl(rms_norm_quantize_fp8_kernel, dim3(unsigned(rows)), dim3(kRowThreads), 0, stream, x, w, eps, k, q, scale);
+  TF_CUDA_CHECK_LAUNCH("rms_norm_quantize_fp8_kernel");
+  return true;
+}
+
+void launch_fp8_scale_then(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
+                           const bf16* bias, int64_t rows, int64_t m, bf16* out, cudaStream_t stream) {
+  if (rows == 0 || m == 0) return;
+  require(m % 16 == 0, "launch_fp8_scale_then: m not a multiple of 16", __LINE__);
+  const int64_t n_out = then == Fp8Then::AddTo ? m : m / 2;
+  const dim3 grid(blocks_for(rows * n_out / 4, 256)), block(256);
+  switch (then) {
+    case Fp8Then::AddTo:
+      launch_pdl(fp8_scale_then_kernel<Fp8Then::AddTo>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
+                 out);
+      break;
+    case Fp8Then::Swiglu:
+      launch_pdl(fp8_scale_then_kernel<Fp8Then::Swiglu>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
+                 out);
+      break;
+    case Fp8Then::Geglu:
+      launch_pdl(fp8_scale_then_kernel<Fp8Then::Geglu>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
+                 out);
+      break;
+  }
+  TF_CUDA_CHECK_LAUNCH("fp8_scale_then_kernel");
 }
 
 void launch_fp8_scale_epilogue(const float* acc, const float* x_scale, const float* w_scale, const bf16* bias,

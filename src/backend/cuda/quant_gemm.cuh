@@ -69,6 +69,24 @@ void launch_dequantize(const QuantWeightArgs& w, int64_t m, int64_t k, __nv_bflo
 void launch_quantize_rows_fp8(const __nv_bfloat16* x, int64_t rows, int64_t k, uint8_t* q, float* scale,
                               cudaStream_t stream);
 
+// RMSNorm of x [rows, k] with weight w (eps), then per-token FP8 of the BF16-rounded result
+// as launch_quantize_rows_fp8: one kernel, the same codes and scales as launch_rms_norm and
+// launch_quantize_rows_fp8 in turn. False (nothing launched) where its shape does not suit
+// it: k not a multiple of 8 or above 8192, or x or w not 16-byte aligned.
+bool launch_rms_norm_quantize_rows_fp8(const __nv_bfloat16* x, const __nv_bfloat16* w, float eps, int64_t rows,
+                                       int64_t k, uint8_t* q, float* scale, cudaStream_t stream);
+
+// What launch_fp8_scale_then does after scaling: add y into the residual `out` [rows, m], or
+// the gated activation of y's halves into `out` [rows, m / 2] (gate first, then up).
+enum class Fp8Then : uint8_t { AddTo, Swiglu, Geglu };
+// The scales of an FP8 GEMM that ran with unit scales into acc [rows, m] F32 (y = acc *
+// x_scale[r] * w_scale[j] (+ bias[j]), rounded to BF16 as launch_fp8_scale_epilogue), then
+// `then` on y: the same BF16 values as the scale kernel followed by the add or gated kernel
+// (elementwise.cuh), in one kernel. m must be a multiple of 16.
+void launch_fp8_scale_then(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
+                           const __nv_bfloat16* bias, int64_t rows, int64_t m, __nv_bfloat16* out,
+                           cudaStream_t stream);
+
 // out[r, j] = acc[r, j] * x_scale[r] * w_scale[j] (+ bias[j]), rounded once to BF16 or kept
 // F32: the scales of an FP8 GEMM that ran with unit scales into acc [rows, m] F32. m must be
 // a multiple of 4.

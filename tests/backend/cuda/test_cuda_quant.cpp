@@ -27,13 +27,16 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gemv_half2.cuh"
+#include "backend/cuda/norm.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 #include "cuda_test_report.h"
 #include "cuda_test_util.h"
@@ -547,6 +550,178 @@ TEST(CudaQuant, QuantizeRowsFp8IsExact) {
     ok = ok && scale_ok && codes_ok;
   }
   test::record("quantize_rows_fp8", "bit-exact", ok ? 0 : 1, 0, ok);
+}
+
+// The RMSNorm + per-token FP8 kernel gives the codes and scales of launch_rms_norm and
+// launch_quantize_rows_fp8 in turn, bit for bit (zero and non-finite rows included), and
+// declines the shapes it does not take.
+TEST(CudaQuant, NormQuantizeFp8EqualsNormThenQuantizeBitForBit) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  for (int64_t k : {8, 264, 4096, 8192}) {
+    const int64_t rows = 6;
+    SCOPED_TRACE("k=" + std::to_string(k));
+    Rng rng(test::seed_of({45, k}));
+    std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 3.0));
+    for (int64_t j = 0; j < k; ++j) x[size_t(1 * k + j)] = 0.0f;  // a zero row
+    x[size_t(2 * k + k / 2)] = NAN;                                 // a non-finite row
+    x[size_t(3 * k + k - 1)] = 3e4f;                                // an outlier
+    std::vector<float> wv = test::randn(rng, k, 0.2);
+    for (float& v : wv) v += 1.0f;
+    const TensorView xd = test::to_cuda_bf16(*be.cuda, x, rows, k), wd = test::to_cuda_bf16(*be.cuda, wv, 1, k);
+    TensorView h = be.cuda->alloc(DType::BF16, {rows, k});
+    TensorView q0 = be.cuda->alloc(DType::U8, {rows, k}), s0 = be.cuda->alloc(DType::F32, {rows});
+    TensorView q1 = be.cuda->alloc(DType::U8, {rows, k}), s1 = be.cuda->alloc(DType::F32, {rows});
+    cuda::launch_rms_norm({.x = cuda::detail::bf(xd), .w = cuda::detail::bf(wd),
+                           .out = static_cast<__nv_bfloat16*>(h.data), .rows = rows, .d = k, .eps = 1e-5f},
+                          stream);
+    cuda::launch_quantize_rows_fp8(cuda::detail::bf(h), rows, k, static_cast<uint8_t*>(q0.data),
+                                   static_cast<float*>(s0.data), stream);
+    ASSERT_TRUE(cuda::launch_rms_norm_quantize_rows_fp8(cuda::detail::bf(xd), cuda::detail::bf(wd), 1e-5f, rows, k,
+                                                        static_cast<uint8_t*>(q1.data),
+                                                        static_cast<float*>(s1.data), stream));
+    const std::vector<float> want_s = test::from_cuda(*be.cuda, s0), got_s = test::from_cuda(*be.cuda, s1);
+    EXPECT_TRUE(std::isnan(got_s[2]) && got_s[1] == 0.0f) << got_s[2] << " " << got_s[1];
+    const bool ok = test::to_host_bytes(*be.cuda, q0) == test::to_host_bytes(*be.cuda, q1) &&
+                    std::memcmp(want_s.data(), got_s.data(), want_s.size() * 4) == 0;
+    EXPECT_TRUE(ok);
+    test::record("rms_norm+quantize_rows_fp8 k=" + std::to_string(k), "bit-exact", ok ? 0 : 1, 0, ok);
+  }
+  // Past 8192 elements a row, or not a multiple of 8: declined, nothing written.
+  const TensorView x = be.cuda->alloc(DType::BF16, {1, 8200}), w = be.cuda->alloc(DType::BF16, {8200});
+  TensorView q = be.cuda->alloc(DType::U8, {8200}), s = be.cuda->alloc(DType::F32, {1});
+  EXPECT_FALSE(cuda::launch_rms_norm_quantize_rows_fp8(cuda::detail::bf(x), cuda::detail::bf(w), 1e-5f, 1, 8200,
+                                                       static_cast<uint8_t*>(q.data), static_cast<float*>(s.data),
+                                                       stream));
+  EXPECT_FALSE(cuda::launch_rms_norm_quantize_rows_fp8(cuda::detail::bf(x), cuda::detail::bf(w), 1e-5f, 1, 12,
+                                                       static_cast<uint8_t*>(q.data), static_cast<float*>(s.data),
+                                                       stream));
+}
+
+// The FP8 scale kernel fused with the residual add or the gated activation gives the BF16
+// values of the scale kernel followed by launch_add / launch_swiglu / launch_geglu, bit for
+// bit, with and without a bias.
+TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  for (const cuda::Fp8Then then : {cuda::Fp8Then::AddTo, cuda::Fp8Then::Swiglu, cuda::Fp8Then::Geglu}) {
+    for (const auto& [rows, m] : {std::pair<int64_t, int64_t>{1, 16}, {7, 96}, {64, 1024}}) {
+      for (bool with_bias : {false, true}) {
+        const int64_t n_out = then == cuda::Fp8Then::AddTo ? m : m / 2;
+        SCOPED_TRACE("then " + std::to_string(int(then)) + " rows=" + std::to_string(rows) + " m=" +
+                     std::to_string(m) + (with_bias ? " bias" : ""));
+        Rng rng(test::seed_of({46, int64_t(then), rows, m, with_bias}));
+        const std::vector<float> acc = test::randn(rng, rows * m, 300.0);
+        std::vector<float> xs = test::randn(rng, rows, 0.01), ws = test::randn(rng, m, 0.01);
+        for (float& v : xs) v = std::abs(v) + 1e-3f;
+        for (float& v : ws) v = std::abs(v) + 1e-3f;
+        const std::vector<float> bias = test::round_bf16(test::randn(rng, m, 0.5));
+        const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * n_out, 2.0));
+        auto f32 = [&](const std::vector<float>& v) {
+          TensorView t = be.cuda->alloc(DType::F32, {int64_t(v.size())});
+          be.cuda->copy_from_host(v.data(), t);
+          return t;
+        };
+        const TensorView accd = f32(acc), xsd = f32(xs), wsd = f32(ws);
+        const TensorView bd = test::to_cuda_bf16(*be.cuda, bias, 1, m);
+        const __nv_bfloat16* b = with_bias ? cuda::detail::bf(bd) : nullptr;
+        // apart: the scale kernel into y, then the add / gated kernel
+        TensorView y = be.cuda->alloc(DType::BF16, {rows, m});
+        TensorView want = then == cuda::Fp8Then::AddTo ? test::to_cuda_bf16(*be.cuda, resid, rows, n_out)
+                                                        : be.cuda->alloc(DType::BF16, {rows, n_out});
+        cuda::launch_fp8_scale_epilogue(static_cast<const float*>(accd.data), static_cast<const float*>(xsd.data),
+                                        static_cast<const float*>(wsd.data), b, rows, m, y.data, false, stream);
+        auto* wp = static_cast<__nv_bfloat16*>(want.data);
+        if (then == cuda::Fp8Then::AddTo) cuda::launch_add(wp, cuda::detail::bf(y), rows * m, stream);
+        else if (then == cuda::Fp8Then::Swiglu) cuda::launch_swiglu(cuda::detail::bf(y), rows, m / 2, wp, stream);
+        else cuda::launch_geglu(cuda::detail::bf(y), rows, m / 2, wp, stream);
+        test::GuardedBf16 got(*be.cuda, rows, n_out);
+        if (then == cuda::Fp8Then::AddTo) {
+          std::vector<uint16_t> hr(resid.size());
+          for (size_t i = 0; i < hr.size(); ++i) hr[i] = f32_to_bf16(resid[i]);
+          be.cuda->copy_from_host(hr.data(), got.view());
+        }
+        cuda::launch_fp8_scale_then(then, static_cast<const float*>(accd.data), static_cast<const float*>(xsd.data),
+                                    static_cast<const float*>(wsd.data), b, rows, m,
+                                    static_cast<__nv_bfloat16*>(got.view().data), stream);
+        const auto ok = test::bitwise_equal(got.values(), test::from_cuda(*be.cuda, want));
+        EXPECT_TRUE(ok);
+        EXPECT_TRUE(got.guard_intact());
+        test::record("fp8 scale+then " + std::to_string(int(then)) + " m=" + std::to_string(m), "bit-exact",
+                     ok ? 0 : 1, 0, ok && got.guard_intact());
+      }
+    }
+  }
+}
+
+// matmul_fused on FP8 weights at the row counts of the W8A8 path (per-token FP8 activations
+// and cuBLASLt): the fused kernels (norm + quantization, scale + add / gated activation)
+// against the reference's ops in turn, and against the same backend with the FP8 fusion off
+// (its ops apart: the same values up to the BF16 rounding of cuBLASLt's own scaling, where
+// the timed choice differs).
+TEST(CudaQuant, Fp8W8A8FusedMatchesRefAndItsOpsApart) {
+  TF_REQUIRE_CUDA_DEVICE();
+  using Epi = MatmulFusion::Epilogue;
+  test::Backends be;
+  BackendOptions apart_opt;
+  apart_opt.fp8_fusion = false;
+  const std::unique_ptr<Backend> apart = make_backend(BackendKind::Cuda, apart_opt);
+  struct Kind {
+    const char* name;
+    bool norm;
+    Epi epi;
+  };
+  const Kind kinds[] = {{"norm+matmul", true, Epi::Store},
+                        {"matmul+add", false, Epi::AddTo},
+                        {"norm+matmul+add", true, Epi::AddTo},
+                        {"norm+matmul+swiglu", true, Epi::Swiglu},
+                        {"matmul+geglu", false, Epi::Geglu}};
+  const QuantSpec fp8{.format = DType::FP8};
+  for (int64_t rows : {17, 32, 64, 130}) {
+    for (const Kind& kind : kinds) {
+      const int64_t k = 256, m = 96, m_out = kind.epi == Epi::Swiglu || kind.epi == Epi::Geglu ? m / 2 : m;
+      SCOPED_TRACE(std::string(kind.name) + " rows=" + std::to_string(rows));
+      Rng rng(test::seed_of({47, rows, int64_t(kind.epi), kind.norm}));
+      const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
+      std::vector<float> nwv = test::randn(rng, k, 0.1);
+      for (float& v : nwv) v += 1.0f;
+      const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
+      const QuantizedWeight w = test::random_quantized(rng, m, k, fp8);
+      const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
+      const TensorView none{};
+      auto fusion = [&](Backend& b, const TensorView& norm_w) {
+        return MatmulFusion{.norm_w = kind.norm ? norm_w : none, .eps = 1e-5f,
+                            .h = kind.norm ? b.alloc(b.act_dtype(), {rows, k}) : none, .epilogue = kind.epi,
+                            .y = kind.epi != Epi::Store ? b.alloc(b.act_dtype(), {rows, m}) : none};
+      };
+      TensorView out_ref = kind.epi == Epi::AddTo ? test::to_device(*be.ref, resid, rows, m_out)
+                                                  : be.ref->alloc(DType::F32, {rows, m_out});
+      be.ref->matmul_fused(test::to_device(*be.ref, x, rows, k), be.ref->upload(w.view(), w.dtype), none, out_ref,
+                           fusion(*be.ref, be.ref->upload(nw.view(), DType::BF16)));
+      const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
+      std::vector<std::vector<float>> outs;
+      for (Backend* b : {be.cuda.get(), apart.get()}) {
+        test::GuardedBf16 got(*b, rows, m_out);
+        // twice: the first call times the FP8 GEMM's choices on first sight
+        for (int rep = 0; rep < 2; ++rep) {
+          if (kind.epi == Epi::AddTo) {
+            std::vector<uint16_t> h(resid.size());
+            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
+            b->copy_from_host(h.data(), got.view());
+          }
+          b->matmul_fused(test::to_cuda_bf16(*b, x, rows, k), b->upload(w.view(), w.dtype), none, got.view(),
+                          fusion(*b, b->upload(nw.view(), DType::BF16)));
+        }
+        EXPECT_TRUE(got.guard_intact());
+        outs.push_back(got.values());
+      }
+      test::expect_close("fp8 w8a8 fused " + std::string(kind.name), outs[0], want, 6e-2, true);
+      test::expect_close("fp8 w8a8 apart " + std::string(kind.name), outs[1], want, 6e-2, true);
+      test::expect_close("fp8 w8a8 fused vs apart " + std::string(kind.name), outs[0], outs[1], 1e-2, true);
+    }
+  }
 }
 
 // matmul_fused with quantized weights (the GEMV with its prologue / epilogues where it runs)
