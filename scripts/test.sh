@@ -15,10 +15,10 @@ if [ -x "$NVCC" ]; then
   cmake --build "$BUILD-cuda" --target tf_backend_cuda
 fi
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
-# The same suite under the sanitizers (clang): every test under ASan + UBSan, each fuzzer 10 s,
-# then the threaded tests under ThreadSanitizer (scripts/test_sanitizers.sh; about 45 minutes
-# more on 2 cores: docs/HARDENING.md, "Sanitizers in CI"). SANITIZERS=none skips them;
-# ci, tsan, fuzz and asan run a part.
-if [ "${SANITIZERS:-all}" != none ]; then
-  bash scripts/test_sanitizers.sh "${SANITIZERS:-all}"
+# The suite under ASan + UBSan (clang), without the end-to-end tests of
+# tests/sanitizer_heavy.txt, then each fuzzer 10 s (scripts/test_sanitizers.sh ci;
+# docs/HARDENING.md, "Sanitizers in CI"). SANITIZERS=all runs every test under ASan + UBSan and the threaded ones under
+# ThreadSanitizer too (about 45 minutes more); none skips them; asan, tsan, fuzz run a part.
+if [ "${SANITIZERS:-ci}" != none ]; then
+  bash scripts/test_sanitizers.sh "${SANITIZERS:-ci}"
 fi
