@@ -17,8 +17,9 @@ fi
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
 # The suite under ASan + UBSan (clang), without the end-to-end tests of
 # tests/sanitizer_heavy.txt, then each fuzzer 10 s (scripts/test_sanitizers.sh ci;
-# docs/HARDENING.md, "Sanitizers in CI"). SANITIZERS=all runs every test under ASan + UBSan and the threaded ones under
-# ThreadSanitizer too (about 45 minutes more); none skips them; asan, tsan, fuzz run a part.
+# docs/HARDENING.md, "Sanitizers in CI"). SANITIZERS=all runs every test under ASan + UBSan
+# and the threaded ones under ThreadSanitizer too (about 45 minutes more); none skips them;
+# asan, tsan, fuzz run a part.
 if [ "${SANITIZERS:-ci}" != none ]; then
   bash scripts/test_sanitizers.sh "${SANITIZERS:-ci}"
 fi
