@@ -2,6 +2,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm.cuh"
+#include "backend/cuda/row_device.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -39,16 +40,7 @@ __global__ void __launch_bounds__(kVecThreads) rms_norm_vec_kernel(RmsNormArgs a
   const int64_t row = blockIdx.x, n_chunks = a.d / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(a.x + row * a.d);
   float v[kMaxChunks][8];
-  float ss = 0;
-#pragma unroll
-  for (int c = 0; c < kMaxChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kVecThreads;
-    if (i >= n_chunks) break;
-    unpack8(xr[i], v[c]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss += v[c][e] * v[c][e];
-  }
-  ss = block_sum(ss, scratch);
+  const float ss = block_sum(load_chunks_sum_squares<kVecThreads>(xr, n_chunks, v), scratch);
   const float inv = 1.0f / sqrtf(ss / float(a.d) + a.eps);
   uint4* out = reinterpret_cast<uint4*>(a.out + row * a.d);
 #pragma unroll

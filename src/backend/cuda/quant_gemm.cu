@@ -10,6 +10,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant_gemm.cuh"
 #include "backend/cuda/quant_mma.cuh"
+#include "backend/cuda/row_device.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -91,27 +92,22 @@ __global__ void __launch_bounds__(kRowThreads) quantize_rows_fp8_kernel(const bf
       amax = fmaxf(amax, fabsf(v[e]));
     }
   }
-  amax = block_max(finite ? amax : INFINITY, scratch);
-  const float s = isinf(amax) ? NAN : amax / 448.0f;
-  const bool zero = !(s > 0.0f);  // zero row, underflow, or NaN
+  const float s = fp8_row_scale(amax, finite, scratch);
+  const bool zero = !(s > 0.0f);
   for (int64_t i = threadIdx.x; i < n8; i += kRowThreads) {
     float v[8];
     unpack8(xr[i], v);
-    uint32_t w[2] = {0, 0};
-    if (!zero)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) w[e / 4] |= uint32_t(__nv_fp8_e4m3(v[e] / s).__x) << (8 * (e % 4));
-    qr[i] = make_uint2(w[0], w[1]);
+    qr[i] = fp8_pack8(v, s, zero);
   }
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
 // RMSNorm, then per-token FP8 of its output, in one kernel (the norm before an FP8 W8A8
 // matmul): one block per row, the row's 8-element chunks kept in registers (k a multiple of
-// 8, at most 8 * kRowThreads * kNormChunks). Each step computes what rms_norm_vec_kernel
-// (norm.cu) and quantize_rows_fp8_kernel compute in turn, in the same order, the normalized
-// values rounded to BF16 before their maximum is taken: the codes and scales are those of the
-// two kernels apart, bit for bit.
+// 8, at most 8 * kRowThreads * kNormChunks). The steps are those of rms_norm_vec_kernel
+// (norm.cu) and quantize_rows_fp8_kernel (row_device.cuh), the normalized values rounded to
+// BF16 before their maximum is taken: the codes and scales are those of the two kernels
+// apart, bit for bit.
 constexpr int kNormChunks = 4;
 
 __global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(const bf16* x, const bf16* w, float eps,
@@ -122,16 +118,7 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(cons
   const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * k);
   uint2* qr = reinterpret_cast<uint2*>(q + int64_t(blockIdx.x) * k);
   float v[kNormChunks][8];
-  float ss = 0;
-#pragma unroll
-  for (int c = 0; c < kNormChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
-    if (i >= n8) break;
-    unpack8(xr[i], v[c]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss += v[c][e] * v[c][e];
-  }
-  ss = block_sum(ss, scratch);
+  const float ss = block_sum(load_chunks_sum_squares<kRowThreads>(xr, n8, v), scratch);
   const float inv = 1.0f / sqrtf(ss / float(k) + eps);
   float amax = 0.0f;
   bool finite = true;
@@ -148,18 +135,13 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(cons
       amax = fmaxf(amax, fabsf(v[c][e]));
     }
   }
-  amax = block_max(finite ? amax : INFINITY, scratch);
-  const float s = isinf(amax) ? NAN : amax / 448.0f;
-  const bool zero = !(s > 0.0f);  // zero row, underflow, or NaN
+  const float s = fp8_row_scale(amax, finite, scratch);
+  const bool zero = !(s > 0.0f);
 #pragma unroll
   for (int c = 0; c < kNormChunks; ++c) {
     const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
     if (i >= n8) break;
-    uint32_t wq[2] = {0, 0};
-    if (!zero)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) wq[e / 4] |= uint32_t(__nv_fp8_e4m3(v[c][e] / s).__x) << (8 * (e % 4));
-    qr[i] = make_uint2(wq[0], wq[1]);
+    qr[i] = fp8_pack8(v[c], s, zero);
   }
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }

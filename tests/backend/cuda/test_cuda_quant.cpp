@@ -91,6 +91,52 @@ double tolerance(const std::string& path, const QuantSpec& spec) {
 }
 
 // Zero-filled device scratch for the tensor-core kernel's split-K.
+// One case of matmul_fused's tests: random BF16 inputs, norm weight, quantized weight and
+// residual, the MatmulFusion for a backend, and the reference's output of the ops in turn.
+struct FusedCase {
+  using Epi = MatmulFusion::Epilogue;
+  int64_t rows, k, m, m_out;
+  bool norm;
+  Epi epi;
+  std::vector<float> x, resid;
+  test::HostTensor nw;
+  QuantizedWeight w;
+
+  FusedCase(Rng& rng, int64_t rows_, int64_t k_, int64_t m_, const QuantSpec& spec, bool norm_, Epi epi_)
+      : rows(rows_), k(k_), m(m_), m_out(epi_ == Epi::Swiglu || epi_ == Epi::Geglu ? m_ / 2 : m_), norm(norm_),
+        epi(epi_) {
+    x = test::round_bf16(test::randn(rng, rows * k, 2.0));
+    std::vector<float> nwv = test::randn(rng, k, 0.1);
+    for (float& v : nwv) v += 1.0f;
+    nw = test::make_host(nwv, DType::BF16, {k});
+    w = test::random_quantized(rng, m, k, spec);
+    resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
+  }
+  MatmulFusion fusion(Backend& b) const {
+    const TensorView none{};
+    return MatmulFusion{.norm_w = norm ? b.upload(nw.view(), DType::BF16) : none, .eps = 1e-5f,
+                        .h = norm ? b.alloc(b.act_dtype(), {rows, k}) : none, .epilogue = epi,
+                        .y = epi != Epi::Store ? b.alloc(b.act_dtype(), {rows, m}) : none};
+  }
+  // With the AddTo epilogue, `out` (BF16 on `b`) starts as the residual.
+  void load_residual(Backend& b, const TensorView& out) const {
+    if (epi != Epi::AddTo) return;
+    std::vector<uint16_t> h(resid.size());
+    for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
+    b.copy_from_host(h.data(), out);
+  }
+  std::vector<float> reference(Backend& ref) const {
+    TensorView out = epi == Epi::AddTo ? test::to_device(ref, resid, rows, m_out) : ref.alloc(DType::F32, {rows, m_out});
+    ref.matmul_fused(test::to_device(ref, x, rows, k), ref.upload(w.view(), w.dtype), TensorView{}, out, fusion(ref));
+    return test::to_host_f32(ref, out);
+  }
+  // matmul_fused on a CUDA backend into `out` (BF16 [rows, m_out]).
+  void run(Backend& b, const TensorView& out) const {
+    load_residual(b, out);
+    b.matmul_fused(test::to_cuda_bf16(b, x, rows, k), b.upload(w.view(), w.dtype), TensorView{}, out, fusion(b));
+  }
+};
+
 struct MmaWorkspace {
   void* p = nullptr;
   size_t bytes = 0;
@@ -681,39 +727,15 @@ TEST(CudaQuant, Fp8W8A8FusedMatchesRefAndItsOpsApart) {
   const QuantSpec fp8{.format = DType::FP8};
   for (int64_t rows : {17, 32, 64, 130}) {
     for (const Kind& kind : kinds) {
-      const int64_t k = 256, m = 96, m_out = kind.epi == Epi::Swiglu || kind.epi == Epi::Geglu ? m / 2 : m;
       SCOPED_TRACE(std::string(kind.name) + " rows=" + std::to_string(rows));
       Rng rng(test::seed_of({47, rows, int64_t(kind.epi), kind.norm}));
-      const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
-      std::vector<float> nwv = test::randn(rng, k, 0.1);
-      for (float& v : nwv) v += 1.0f;
-      const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
-      const QuantizedWeight w = test::random_quantized(rng, m, k, fp8);
-      const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
-      const TensorView none{};
-      auto fusion = [&](Backend& b, const TensorView& norm_w) {
-        return MatmulFusion{.norm_w = kind.norm ? norm_w : none, .eps = 1e-5f,
-                            .h = kind.norm ? b.alloc(b.act_dtype(), {rows, k}) : none, .epilogue = kind.epi,
-                            .y = kind.epi != Epi::Store ? b.alloc(b.act_dtype(), {rows, m}) : none};
-      };
-      TensorView out_ref = kind.epi == Epi::AddTo ? test::to_device(*be.ref, resid, rows, m_out)
-                                                  : be.ref->alloc(DType::F32, {rows, m_out});
-      be.ref->matmul_fused(test::to_device(*be.ref, x, rows, k), be.ref->upload(w.view(), w.dtype), none, out_ref,
-                           fusion(*be.ref, be.ref->upload(nw.view(), DType::BF16)));
-      const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
+      const FusedCase c(rng, rows, 256, 96, fp8, kind.norm, kind.epi);
+      const std::vector<float> want = c.reference(*be.ref);
       std::vector<std::vector<float>> outs;
       for (Backend* b : {be.cuda.get(), apart.get()}) {
-        test::GuardedBf16 got(*b, rows, m_out);
+        test::GuardedBf16 got(*b, rows, c.m_out);
         // twice: the first call times the FP8 GEMM's choices on first sight
-        for (int rep = 0; rep < 2; ++rep) {
-          if (kind.epi == Epi::AddTo) {
-            std::vector<uint16_t> h(resid.size());
-            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
-            b->copy_from_host(h.data(), got.view());
-          }
-          b->matmul_fused(test::to_cuda_bf16(*b, x, rows, k), b->upload(w.view(), w.dtype), none, got.view(),
-                          fusion(*b, b->upload(nw.view(), DType::BF16)));
-        }
+        for (int rep = 0; rep < 2; ++rep) c.run(*b, got.view());
         EXPECT_TRUE(got.guard_intact());
         outs.push_back(got.values());
       }
@@ -744,44 +766,24 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
   for (const test::QuantFormat& f : test::kQuantFormats) {
     for (int64_t rows : {1, 3, 4, 8, 16}) {
       for (const Kind& kind : kinds) {
-        const int64_t k = 256, m = 96, m_out = kind.epi == Epi::Swiglu ? m / 2 : m;
         SCOPED_TRACE(std::string(f.name) + " " + kind.name + " rows=" + std::to_string(rows));
         Rng rng(test::seed_of({44, int64_t(f.spec.format), f.spec.group_size, rows, int64_t(kind.epi)}));
-        const std::vector<float> x = test::round_bf16(test::randn(rng, rows * k, 2.0));
-        std::vector<float> nwv = test::randn(rng, k, 0.1);
-        for (float& v : nwv) v += 1.0f;
-        const test::HostTensor nw = test::make_host(nwv, DType::BF16, {k});
-        const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
-        const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * m_out, 2.0));
-        const TensorView none{};
-        auto fusion = [&](Backend& b, const TensorView& norm_w) {
-          return MatmulFusion{.norm_w = kind.norm ? norm_w : none, .eps = 1e-5f,
-                              .h = kind.norm ? b.alloc(b.act_dtype(), {rows, k}) : none, .epilogue = kind.epi,
-                              .y = kind.epi != Epi::Store ? b.alloc(b.act_dtype(), {rows, m}) : none};
-        };
-        TensorView out_ref = kind.epi == Epi::AddTo ? test::to_device(*be.ref, resid, rows, m_out)
-                                                    : be.ref->alloc(DType::F32, {rows, m_out});
-        be.ref->matmul_fused(test::to_device(*be.ref, x, rows, k), be.ref->upload(w.view(), w.dtype), none, out_ref,
-                             fusion(*be.ref, be.ref->upload(nw.view(), DType::BF16)));
+        const FusedCase c(rng, rows, 256, 96, f.spec, kind.norm, kind.epi);
+        const int64_t k = c.k, m = c.m, m_out = c.m_out;
+        const QuantizedWeight& w = c.w;
         test::GuardedBf16 got(*be.cuda, rows, m_out);
-        if (kind.epi == Epi::AddTo) {
-          std::vector<uint16_t> h(resid.size());
-          for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
-          be.cuda->copy_from_host(h.data(), got.view());
-        }
-        be.cuda->matmul_fused(test::to_cuda_bf16(*be.cuda, x, rows, k), be.cuda->upload(w.view(), w.dtype), none,
-                              got.view(), fusion(*be.cuda, be.cuda->upload(nw.view(), DType::BF16)));
+        c.run(*be.cuda, got.view());
         // rows > 8 (or > 4 with the norm) run apart: the matmul then takes the tensor-core /
         // W8A8 kernels, whose tolerances (above) add to the fused ones, as does the weights'
         // rounding of W4 with small groups on tensor cores
         const bool rounded_weights = f.spec.format == DType::W4 && f.spec.group_size % 128 != 0;
         const double tol = kind.tol + (rows > 4 || rounded_weights ? 3e-3 : 0.0);
-        const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
+        const std::vector<float> want = c.reference(*be.ref);
         test::expect_close("quant matmul_fused " + std::string(kind.name), got.values(), want,
                            f.spec.format == DType::FP8 && rows > 8 ? 6e-2 : tol, got.guard_intact());
         if (rows > cuda::kGemvMaxRows) continue;
-        const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, rows, k);
-        const TensorView nwd = be.cuda->upload(nw.view(), DType::BF16);
+        const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, c.x, rows, k);
+        const TensorView nwd = be.cuda->upload(c.nw.view(), DType::BF16);
         cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
         for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
           test::GuardedBf16 direct(*be.cuda, rows, m_out);
@@ -793,11 +795,7 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
                                                                           : cuda::GemvEpilogue::Store};
           if (!cuda::quant_mma_supported(g, gf, tile)) continue;
           SCOPED_TRACE(cuda::quant_mma_tile_name(tile));
-          if (kind.epi == Epi::AddTo) {
-            std::vector<uint16_t> h(resid.size());
-            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
-            be.cuda->copy_from_host(h.data(), direct.view());
-          }
+          c.load_residual(*be.cuda, direct.view());
           cuda::launch_quant_mma(g, stream, gf, {.tile = tile});
           test::expect_close("quant tensor-core fused " + std::string(kind.name) + " " +
                                  cuda::quant_mma_tile_name(tile),
@@ -812,11 +810,7 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
                                                 : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
                                                                           : cuda::GemvEpilogue::Store};
           if (!cuda::gemv_half2_supported(g, gf, o)) continue;
-          if (kind.epi == Epi::AddTo) {
-            std::vector<uint16_t> h(resid.size());
-            for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(resid[i]);
-            be.cuda->copy_from_host(h.data(), direct.view());
-          }
+          c.load_residual(*be.cuda, direct.view());
           cuda::launch_gemv_half2(g, stream, gf, o);
           test::expect_close("quant half2 gemv fused " + std::string(kind.name) + half2_name(o), direct.values(), want,
                              tol, direct.guard_intact());

@@ -1,0 +1,45 @@
+// Device steps shared by the one-block-per-row kernels: the RMS norm's chunked load with its
+// sum of squares (norm.cu, and the norm fused with FP8 quantization in quant_gemm.cu), and
+// the per-token FP8 (E4M3) scale and packing (quant_gemm.cu's quantization kernels). Both
+// kernels of a pair call the same steps, so the fused kernel's output equals the two apart.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "backend/cuda/common.cuh"
+
+namespace tf::cuda {
+
+// Thread t loads the 8-element chunks t, t + kThreads, ... (fewer than n8) of a row into `v`
+// and returns the sum of their squares (this thread's share; block_sum gives the row's).
+template <int kThreads, int kChunks>
+__device__ __forceinline__ float load_chunks_sum_squares(const uint4* row, int64_t n8, float (&v)[kChunks][8]) {
+  float ss = 0;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kThreads;
+    if (i >= n8) break;
+    unpack8(row[i], v[c]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[c][e] * v[c][e];
+  }
+  return ss;
+}
+
+// The row's FP8 scale from each thread's maximum magnitude and finiteness: amax / 448, NaN
+// when any value is not finite. A scale that is not > 0 (a zero row, underflow, NaN) means
+// the row's codes are all zero (fp8_pack8's `zero`).
+__device__ __forceinline__ float fp8_row_scale(float amax, bool finite, float* scratch) {
+  amax = block_max(finite ? amax : INFINITY, scratch);
+  return isinf(amax) ? NAN : amax / 448.0f;
+}
+
+__device__ __forceinline__ uint2 fp8_pack8(const float (&v)[8], float s, bool zero) {
+  uint32_t w[2] = {0, 0};
+  if (!zero)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) w[e / 4] |= uint32_t(__nv_fp8_e4m3(v[e] / s).__x) << (8 * (e % 4));
+  return make_uint2(w[0], w[1]);
+}
+
+}  // namespace tf::cuda
