@@ -192,7 +192,7 @@ void add_prune(CLI::App& app, Runner& run) {
       ->required()
       ->check(CLI::ExistingDirectory);
   c->add_option("-o,--output", a->out, "Folder to write (created; not with --sweep)");
-  c->add_option("--calib", a->calib, "Calibration text (e.g. models/calib/gpl-3.txt; never the evaluation tokens)")
+  c->add_option("--calib", a->calib, "Calibration text (e.g. models/calib/train-sample.txt; never the evaluation tokens)")
       ->required()
       ->check(CLI::ExistingFile);
   c->add_option("--heads", a->heads, "Percent of query heads to remove (within KV groups; ranked across layers)");
