@@ -119,7 +119,7 @@ void add_quantize(CLI::App& app, Runner& run) {
               "Calibrate each layer on the model whose earlier layers are already quantized (one calibration forward "
               "per layer)");
   c->add_option("--calib", a->calib,
-                "Calibration text file (e.g. models/calib/gpl-3.txt; never the held-out perplexity tokens); repeat it "
+                "Calibration text file (e.g. models/calib/train-sample.txt; never the held-out perplexity tokens); repeat it "
                 "for several, joined in order by a blank line")
       ->check(CLI::ExistingFile);
   c->add_option("--calib-tokens", a->calib_tokens, "Calibration tokens used (the first N of the file)")->capture_default_str();
