@@ -7,7 +7,7 @@ with a fixed seed and joined.
 
     scripts/make_calib_train_sample.py CORPUS/train.jsonl models/calib/train-sample.txt [--chars 260000]
 
-CORPUS/train.jsonl is the training split that the models' make/build_corpus.py writes from
+CORPUS/train.jsonl is the training split that scripts/build_corpus.py writes from the
 Debian 12 packages (sha256 1c1e4831...): it holds none of the validation split's pieces.
 Check the result with scripts/check_calib_overlap.py."""
 import argparse

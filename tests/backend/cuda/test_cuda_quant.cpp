@@ -90,7 +90,6 @@ double tolerance(const std::string& path, const QuantSpec& spec) {
   return 5e-3;
 }
 
-// Zero-filled device scratch for the tensor-core kernel's split-K.
 // One case of matmul_fused's tests: random BF16 inputs, norm weight, quantized weight and
 // residual, the MatmulFusion for a backend, and the reference's output of the ops in turn.
 struct FusedCase {
@@ -137,6 +136,7 @@ struct FusedCase {
   }
 };
 
+// Zero-filled device scratch for the tensor-core kernel's split-K.
 struct MmaWorkspace {
   void* p = nullptr;
   size_t bytes = 0;
@@ -785,14 +785,14 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
         const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, c.x, rows, k);
         const TensorView nwd = be.cuda->upload(c.nw.view(), DType::BF16);
         cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+        const cuda::GemvFusion gf{.norm_w = kind.norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
+                                  .epilogue = kind.epi == Epi::AddTo    ? cuda::GemvEpilogue::AddTo
+                                              : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
+                                                                        : cuda::GemvEpilogue::Store};
         for (cuda::QuantMmaTile tile : cuda::kQuantMmaTiles) {
           test::GuardedBf16 direct(*be.cuda, rows, m_out);
           const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = direct.view().data, .rows = rows, .k = k, .m = m,
                                  .wq = cuda::detail::quant_args(wd)};
-          const cuda::GemvFusion gf{.norm_w = kind.norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
-                                    .epilogue = kind.epi == Epi::AddTo    ? cuda::GemvEpilogue::AddTo
-                                                : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
-                                                                          : cuda::GemvEpilogue::Store};
           if (!cuda::quant_mma_supported(g, gf, tile)) continue;
           SCOPED_TRACE(cuda::quant_mma_tile_name(tile));
           c.load_residual(*be.cuda, direct.view());
@@ -805,10 +805,6 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
           test::GuardedBf16 direct(*be.cuda, rows, m_out);
           const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = direct.view().data, .rows = rows, .k = k, .m = m,
                                  .wq = cuda::detail::quant_args(wd)};
-          const cuda::GemvFusion gf{.norm_w = kind.norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
-                                    .epilogue = kind.epi == Epi::AddTo    ? cuda::GemvEpilogue::AddTo
-                                                : kind.epi == Epi::Swiglu ? cuda::GemvEpilogue::Swiglu
-                                                                          : cuda::GemvEpilogue::Store};
           if (!cuda::gemv_half2_supported(g, gf, o)) continue;
           c.load_residual(*be.cuda, direct.view());
           cuda::launch_gemv_half2(g, stream, gf, o);
