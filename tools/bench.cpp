@@ -80,6 +80,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-pdl") k.pdl = false;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
+  else if (name == "no-split-gemv") k.split_gemv = false;
   else if (name == "moe-simt") k.moe_mma = false;
   else if (const int n = decode_splits_of(name); n > 0) k.decode_splits = n;
   else if (name == "cublas") k.gemv = "cublas";
@@ -90,7 +91,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "int8-acts") k.int8_activations = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, no-cublaslt, no-decode-mma, "
-         "moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
+         "no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
 }
@@ -327,7 +328,8 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, "
-                "no-cublaslt, no-decode-mma, moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
+                "no-cublaslt, no-decode-mma, no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
+                "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "
                 "--weights-per-batch: stored, bf16, int8, int4, fp8 (every step that copy), auto (each step the copy "

@@ -34,6 +34,7 @@ struct KernelOptions {
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
+  bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
   bool moe_mma = true;                    // mixture-of-experts GEMMs on tensor cores
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)

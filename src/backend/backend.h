@@ -114,6 +114,7 @@ struct BackendOptions {
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
+  bool split_gemv = true;          // W4/W8 at one row: the k-split GEMVs among the timed kernels
   bool moe_mma = true;             // mixture-of-experts GEMMs on tensor cores instead of CUDA cores
   bool profile = false;            // time every op (CUDA events; forces graphs off)
   // CPU integer kernels: activations rounded to 8 bits per block of 32 (llama.cpp's scheme,

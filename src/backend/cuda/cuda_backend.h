@@ -213,8 +213,8 @@ class CudaBackend final : public Backend {
   // How an FP8 W8A8 GEMM of a's shape applies its scales and which cuBLASLt algorithm runs it,
   // timed on first sight (cuda_quant.cpp).
   Fp8Choice fp8_choice(const Fp8GemmArgs& a, float* acc);
-  // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out
-  using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool>;
+  // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out, split GEMVs allowed
+  using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool, bool>;
   struct QuantGemvChoice {
     int tile = -1;                              // QuantMmaTile, or < 0: a CUDA-core GEMV (cuda_quant.cpp)
     std::vector<std::pair<int, double>> times;  // (tile, us) of every candidate

@@ -131,7 +131,7 @@ double time_cold_us(cudaStream_t stream, void* flush, size_t flush_bytes, const 
 // (QuantMmaTile) and these.
 constexpr int kSimtGemv = -1;  // the CUDA-core GEMV (gemv.cuh)
 // The W4/W8 half2 GEMV (gemv_half2.cuh): -2 - i for the launch options kHalf2Options[i].
-constexpr Half2Options kHalf2Options[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+constexpr const auto& kHalf2Options = kHalf2AllOptions;
 constexpr int half2_id(int i) { return -2 - i; }
 constexpr int half2_index(int id) { return -2 - id; }
 constexpr int kHalf2Variants = int(std::size(kHalf2Options));
@@ -140,6 +140,8 @@ std::string quant_kernel_name(int tile) {
   if (tile == kSimtGemv) return "gemv";
   if (tile < 0) {
     const Half2Options& o = kHalf2Options[half2_index(tile)];
+    if (o.stages > 0) return fmt::format("gemv-ring{}{}", o.stages, o.blocks_per_sm ? fmt::format("b{}", o.blocks_per_sm) : "");
+    if (o.split > 0) return fmt::format("gemv-h2s{}", o.split);
     return fmt::format("gemv-h2{}{}", o.features_per_warp == 2 ? "x2" : "", o.persistent ? "p" : "");
   }
   return quant_mma_tile_name(QuantMmaTile(tile));
@@ -154,7 +156,7 @@ std::string quant_kernel_name(int tile) {
 // scratch.
 void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
   const QuantGemvKey key{g.rows, g.k, g.m, int(g.wq.dtype), g.wq.group_size, int(f.epilogue), f.norm_w != nullptr,
-                         g.bias != nullptr, g.out_f32};
+                         g.bias != nullptr, g.out_f32, opt_.split_gemv};
   auto it = quant_gemv_.find(key);
   if (it == quant_gemv_.end()) {
     if (capturing_) {
@@ -183,7 +185,7 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
     };
     if (gemv_supported(t, tf)) consider(kSimtGemv, [&] { launch_gemv_simt(t, stream_, tf); });
     for (int i = 0; i < kHalf2Variants; ++i)
-      if (gemv_half2_supported(t, tf, kHalf2Options[i]))
+      if ((opt_.split_gemv || kHalf2Options[i].split == 0) && gemv_half2_supported(t, tf, kHalf2Options[i]))
         consider(half2_id(i), [&] { launch_gemv_half2(t, stream_, tf, kHalf2Options[i]); });
     for (QuantMmaTile tile : kQuantMmaTiles)
       if (quant_mma_supported(t, tf, tile))
@@ -204,14 +206,14 @@ std::vector<std::string> CudaBackend::quant_gemv_report() const {
   constexpr const char* kEpilogue[] = {"", " +add", " +swiglu", " +rope/kv"};
   std::vector<std::string> lines;
   for (const auto& [key, c] : quant_gemv_) {
-    const auto& [rows, k, m, dtype, group, epi, norm, bias, f32] = key;
+    const auto& [rows, k, m, dtype, group, epi, norm, bias, f32, split] = key;
     std::string times;
     for (const auto& [tile, us] : c.times)
       times += fmt::format("{}{} {:.1f} us", times.empty() ? "" : ", ", quant_kernel_name(tile), us);
-    lines.push_back(fmt::format("quant gemv {}{} rows={} k={} m={}{}{}{}{}: {} -> {}", dtype_name(DType(dtype)),
+    lines.push_back(fmt::format("quant gemv {}{} rows={} k={} m={}{}{}{}{}{}: {} -> {}", dtype_name(DType(dtype)),
                                 dtype == int(DType::W4) ? fmt::format(" g{}", group) : "", rows, k, m,
-                                norm ? " norm+" : "", kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "", times,
-                                quant_kernel_name(c.tile)));
+                                norm ? " norm+" : "", kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "",
+                                split ? "" : " no-split", times, quant_kernel_name(c.tile)));
   }
   return lines;
 }

@@ -5,7 +5,9 @@
 //   <fmt> gemv        launch_gemv: what a decode step runs (rows <= 8)
 //   <fmt> simt        the CUDA-core GEMV kernel alone (rows <= 8)
 //   <fmt> half2[x2][ p]  w4, w8: the half2 GEMV (gemv_half2.cuh; rows <= 4), one [two] features
-//                     a warp[, persistent blocks]
+//                     a warp[, persistent blocks]; `split2` its k-split kernel (one row, 2 chunks
+//                     a lane), `ring8[ bN]` that kernel with an 8-row shared-memory ring[, at
+//                     most N blocks an SM]
 //   <fmt> mma         the tensor-core kernel with its automatic tile; `mma <tile>` each tile
 //   <fmt> dequant+cublas, and `dequant only` (its GB/s: codes read + BF16 written)
 //   fp8 w8a8 (<scaling>[, fast])  per-token FP8 activations + cuBLASLt's FP8 GEMM
@@ -23,7 +25,7 @@
 // nothing.
 //
 //   build-dev/tests/backend/cuda/bench_quant_gemm [--reps 20] [--rows 1,2,4,...]
-//       [--prefill-rows 4096] [--json]
+//       [--shapes q/o,k/v,gate+up,down] [--prefill-rows 4096] [--json]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -32,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -163,6 +166,20 @@ std::vector<int64_t> parse_list(const char* s) {
   return v;
 }
 
+// --shapes: names of kShapes, comma-separated.
+std::vector<Shape> parse_shapes(const std::string& s) {
+  std::vector<Shape> v;
+  for (size_t b = 0; b <= s.size();) {
+    const size_t e = std::min(s.find(',', b), s.size());
+    const std::string name = s.substr(b, e - b);
+    const Shape* sh = std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return name == x.name; });
+    if (sh == std::end(kShapes)) throw std::runtime_error("--shapes: unknown shape '" + name + "' (q/o, k/v, gate+up, down)");
+    v.push_back(*sh);
+    b = e + 1;
+  }
+  return v;
+}
+
 struct Bench {
   cudaStream_t s = nullptr;
   cublasHandle_t blas = nullptr;
@@ -265,9 +282,15 @@ void run_shape(Bench& b, const Shape& sh, const std::vector<int64_t>& rows_list)
         b.report(sh, rows, n + " gemv", bytes, [&](int i) { launch_gemv(gq(i), b.s); });
         b.report(sh, rows, n + " simt", bytes, [&](int i) { launch_gemv_simt(gq(i), b.s); });
       }
-      for (const Half2Options o : {Half2Options{1, false}, {2, false}, {1, true}, {2, true}})
+      for (const Half2Options& o : kHalf2AllOptions)
         if (gemv_half2_supported(gq(0), {}, o))
-          b.report(sh, rows, n + " half2" + (o.features_per_warp == 2 ? "x2" : "") + (o.persistent ? " p" : ""), bytes,
+          b.report(sh, rows,
+                   n + (o.stages > 0  ? " ring" + std::to_string(o.stages) +
+                                            (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "")
+                        : o.split > 0 ? " split" + std::to_string(o.split)
+                                      : " half2" + std::string(o.features_per_warp == 2 ? "x2" : "") +
+                                            (o.persistent ? " p" : "")),
+                   bytes,
                    [&](int i) { launch_gemv_half2(gq(i), b.s, {}, o); });
       const QuantMmaOptions ws{.workspace = b.mma_ws, .workspace_bytes = b.mma_ws_bytes};
       if (quant_mma_supported(gq(0))) {
@@ -356,13 +379,17 @@ int run(int argc, char** argv) {
   Bench b;
   std::vector<int64_t> rows_list = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int64_t prefill_rows = 4096;
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill-rows") && i + 1 < argc) prefill_rows = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
     else if (!std::strcmp(argv[i], "--json")) b.json = true;
     else {
-      std::printf("usage: %s [--reps N] [--rows 1,2,4,...] [--prefill-rows N (0: none)] [--json]\n", argv[0]);
+      std::printf("usage: %s [--reps N] [--rows 1,2,4,...] [--shapes q/o,k/v,gate+up,down] [--prefill-rows N (0: none)] "
+                  "[--json]\n",
+                  argv[0]);
       return !std::strcmp(argv[i], "--help") ? 0 : 1;
     }
   }
@@ -371,7 +398,7 @@ int run(int argc, char** argv) {
   cublasSetStream(b.blas, b.s);
   b.ws = device_alloc(kWs);
   cublasSetWorkspace(b.blas, b.ws, kWs);
-  for (const Shape& sh : kShapes)
+  for (const Shape& sh : shapes)
     for (int64_t rows : rows_list)
       for (DType d : {DType::W4, DType::W8})
         for (QuantMmaTile t : {QuantMmaTile::T64, QuantMmaTile::T128})
@@ -383,11 +410,11 @@ int run(int argc, char** argv) {
   std::printf("device copy bandwidth %.0f GB/s (read + write, 1 GiB)\n", b.bw);
   if (!b.json)
     std::printf("%-8s %6s %6s %5s  %-22s %10s %9s %8s\n", "shape", "m", "k", "rows", "variant", "us", "GB/s", "TFLOP/s");
-  for (const Shape& sh : kShapes) run_shape(b, sh, rows_list);
-  for (const Shape& sh : kShapes) run_fp8_modes(b, sh, {16, 64, 256});
+  for (const Shape& sh : shapes) run_shape(b, sh, rows_list);
+  for (const Shape& sh : shapes) run_fp8_modes(b, sh, {16, 64, 256});
   if (prefill_rows > 0) {
     run_fp8_peak(b, 8192);
-    for (const Shape& sh : kShapes) run_prefill(b, sh, prefill_rows);
+    for (const Shape& sh : shapes) run_prefill(b, sh, prefill_rows);
   }
   cublasDestroy(b.blas);
   cudaFree(b.ws);

@@ -189,8 +189,11 @@ TEST(CudaQuant, MatmulMatchesRef) {
 // relative per addition on sums of a few terms, below the BF16 output rounding; the GEMV's
 // 5e-3 holds.
 constexpr double kHalf2Tol = 5e-3;
-constexpr cuda::Half2Options kHalf2Variants[] = {{1, false}, {2, false}, {1, true}, {2, true}};
+constexpr const auto& kHalf2Variants = cuda::kHalf2AllOptions;
 std::string half2_name(const cuda::Half2Options& o) {
+  if (o.stages > 0)
+    return " ring " + std::to_string(o.stages) + (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "");
+  if (o.split > 0) return " split " + std::to_string(o.split);
   return std::string(" x") + std::to_string(o.features_per_warp) + (o.persistent ? " persistent" : "");
 }
 
@@ -311,8 +314,20 @@ TEST(CudaQuant, Half2GemvScalesEachRow) {
       test::GuardedBf16 got(*be.cuda, rows, m);
       const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = rows, .k = k, .m = m,
                              .wq = cuda::detail::quant_args(wd)};
-      ASSERT_TRUE(cuda::gemv_half2_supported(g, {}, o));
-      cuda::launch_gemv_half2(g, stream, {}, o);
+      cuda::GemmArgs one_row = g;
+      one_row.rows = 1;
+      if (o.split > 0 && !cuda::gemv_half2_supported(one_row, {}, o)) continue;  // W4: the ring needs groups of 128
+      for (int64_t r = 0; r < rows; ++r) {  // the k-split kernel takes one row a launch
+        if (o.split == 0 && r > 0) break;
+        cuda::GemmArgs gr = g;
+        if (o.split > 0) {
+          gr.rows = 1;
+          gr.x = g.x + r * k;
+          gr.out = static_cast<__nv_bfloat16*>(g.out) + r * m;
+        }
+        ASSERT_TRUE(cuda::gemv_half2_supported(gr, {}, o));
+        cuda::launch_gemv_half2(gr, stream, {}, o);
+      }
       const std::vector<float> all = got.values();
       for (int64_t r : {0, 1, 3}) {
         const std::vector<float> gr(all.begin() + r * m, all.begin() + (r + 1) * m);
@@ -371,6 +386,54 @@ TEST(CudaQuant, Half2GemvPersistentCoversEveryFeature) {
   }
 }
 
+// The k-split GEMV (gemv_split.cu) at Llama-3-8B's widest k: 14336 inputs spread over 7 or 14
+// warps (KernelsMatchRef's small k leaves lanes without a chunk), m = 3001 (odd: the last
+// block ends in a single row) so the ring of rows wraps several times in every block; with
+// and without the norm prologue (normalized on the host as norm.cu: BF16(x * inv_rms * w)),
+// against the reference.
+TEST(CudaQuant, SplitGemvCoversEveryWarpAndRow) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
+  for (const test::QuantFormat& f : test::kQuantFormats) {
+    if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
+    const int64_t k = 14336, m = 3001;
+    Rng rng(test::seed_of({49, int64_t(f.spec.format), f.spec.group_size, f.spec.symmetric}));
+    const QuantizedWeight w = test::random_quantized(rng, m, k, f.spec);
+    const std::vector<float> x = test::round_bf16(test::randn(rng, k, 2.0));
+    std::vector<float> nwv = test::round_bf16(test::randn(rng, k, 0.1));
+    for (float& v : nwv) v = test::round_bf16({v + 1.0f})[0];
+    const TensorView wd = be.cuda->upload(w.view(), w.dtype), xd = test::to_cuda_bf16(*be.cuda, x, 1, k);
+    const TensorView nwd = be.cuda->upload(test::make_host(nwv, DType::BF16, {k}).view(), DType::BF16);
+    for (bool norm : {false, true}) {
+      std::vector<float> xn = x;
+      if (norm) {
+        double ss = 0;
+        for (float v : x) ss += double(v) * v;
+        const float inv = float(1.0 / std::sqrt(ss / double(k) + 1e-5));
+        for (int64_t j = 0; j < k; ++j) xn[size_t(j)] = test::round_bf16({x[size_t(j)] * inv * nwv[size_t(j)]})[0];
+      }
+      const std::vector<float> want = ref_matmul(*be.ref, xn, w, nullptr, 1);
+      int launched = 0;
+      for (const cuda::Half2Options& o : kHalf2Variants) {
+        if (o.split == 0) continue;
+        SCOPED_TRACE(std::string(f.name) + (norm ? " norm" : "") + half2_name(o));
+        test::GuardedBf16 got(*be.cuda, 1, m);
+        const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = 1, .k = k, .m = m,
+                               .wq = cuda::detail::quant_args(wd)};
+        const cuda::GemvFusion gf{.norm_w = norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f};
+        if (!cuda::gemv_half2_supported(g, gf, o)) continue;
+        cuda::launch_gemv_half2(g, stream, gf, o);
+        test::expect_close("quant split gemv, k = 14336", got.values(), want, kHalf2Tol, got.guard_intact());
+        ++launched;
+      }
+      // Every format has the register ring; W4 in groups of 128 the shared-memory ring too.
+      const bool ring = f.spec.format == DType::W4 && f.spec.group_size == 128;
+      EXPECT_GE(launched, ring ? 2 : 1) << f.name << ": split variants that take k = 14336";
+    }
+  }
+}
+
 // The half2 GEMV with the RoPE/KV epilogue, launched directly (the backend may time another
 // kernel faster on these small shapes, so CudaMatmulRopeKv need not reach it): one decode
 // token per row at its own position and KV slot, with and without the norm prologue, against
@@ -381,7 +444,7 @@ TEST(CudaQuant, Half2GemvRopeKvMatchesRef) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
   cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
-  constexpr int64_t kBlockSize = 16, kBlocks = 8, k = 256;
+  constexpr int64_t kBlockSize = 16, kBlocks = 8, k = 1024;  // 1024: the k-split GEMV's ring takes it
   for (const test::QuantFormat& f : test::kQuantFormats) {
     if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
     for (int64_t rows : {1, 3, 4}) {
@@ -444,36 +507,42 @@ TEST(CudaQuant, Half2GemvRopeKvMatchesRef) {
           be.cuda->copy_from_host(pos.data(), posd);
           be.cuda->copy_from_host(slot.data(), slotd);
           const TensorView freqd = test::upload_f32(*be.cuda, inv_freq);
-          test::GuardedBf16 pools[2] = {test::GuardedBf16(*be.cuda, kBlocks * nkv * kBlockSize, hd),
-                                        test::GuardedBf16(*be.cuda, kBlocks * nkv * kBlockSize, hd)};
-          test::GuardedBf16 qkv(*be.cuda, rows, m);
-          cuda::RopeKvArgs ra{.inv_freq = static_cast<const float*>(freqd.data), .n_rot = hd,
-                              .k_pool = pools[0].view().data, .v_pool = pools[1].view().data,
-                              .kv_dtype = DType::BF16, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
-                              .block_size = kBlockSize};
-          ra.batch.positions = static_cast<const int32_t*>(posd.data);
-          ra.batch.slot_mapping = static_cast<const int32_t*>(slotd.data);
-          ra.batch.n_tokens = int32_t(rows);
-          const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .bias = cuda::detail::bf(bd), .out = qkv.view().data,
-                                 .rows = rows, .k = k, .m = m, .wq = cuda::detail::quant_args(wd)};
-          const cuda::GemvFusion gf{.norm_w = norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
-                                    .epilogue = cuda::GemvEpilogue::RopeKv, .rope = ra};
-          ASSERT_TRUE(cuda::gemv_half2_supported(g, gf));
-          cuda::launch_gemv_half2(g, stream, gf);
-          test::expect_close("quant half2 gemv rope/kv qkv", qkv.values(), want_qkv, 8e-3, qkv.guard_intact());
-          for (int kv = 0; kv < 2; ++kv) {
-            const std::vector<float> got = pools[kv].values();
-            std::vector<float> g_set, w_set;
-            bool same_rows = true;
-            for (size_t i = 0; i < got.size(); ++i) {
-              if (std::isnan(got[i]) != std::isnan(want_pool[kv][i])) same_rows = false;
-              if (std::isnan(want_pool[kv][i])) continue;
-              g_set.push_back(got[i]);
-              w_set.push_back(want_pool[kv][i]);
+          // The warp-per-feature kernel, and at one row the k-split ones (fresh outputs each).
+          for (const cuda::Half2Options& o : kHalf2Variants) {
+            if (o.split == 0 && (o.features_per_warp != 1 || o.persistent)) continue;
+            SCOPED_TRACE(half2_name(o));
+            test::GuardedBf16 pools[2] = {test::GuardedBf16(*be.cuda, kBlocks * nkv * kBlockSize, hd),
+                                          test::GuardedBf16(*be.cuda, kBlocks * nkv * kBlockSize, hd)};
+            test::GuardedBf16 qkv(*be.cuda, rows, m);
+            cuda::RopeKvArgs ra{.inv_freq = static_cast<const float*>(freqd.data), .n_rot = hd,
+                                .k_pool = pools[0].view().data, .v_pool = pools[1].view().data,
+                                .kv_dtype = DType::BF16, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                                .block_size = kBlockSize};
+            ra.batch.positions = static_cast<const int32_t*>(posd.data);
+            ra.batch.slot_mapping = static_cast<const int32_t*>(slotd.data);
+            ra.batch.n_tokens = int32_t(rows);
+            const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .bias = cuda::detail::bf(bd), .out = qkv.view().data,
+                                   .rows = rows, .k = k, .m = m, .wq = cuda::detail::quant_args(wd)};
+            const cuda::GemvFusion gf{.norm_w = norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
+                                      .epilogue = cuda::GemvEpilogue::RopeKv, .rope = ra};
+            if (o.split > 0 && (rows > 1 || !cuda::gemv_half2_supported(g, gf, o))) continue;
+            ASSERT_TRUE(cuda::gemv_half2_supported(g, gf, o));
+            cuda::launch_gemv_half2(g, stream, gf, o);
+            test::expect_close("quant half2 gemv rope/kv qkv", qkv.values(), want_qkv, 8e-3, qkv.guard_intact());
+            for (int kv = 0; kv < 2; ++kv) {
+              const std::vector<float> got = pools[kv].values();
+              std::vector<float> g_set, w_set;
+              bool same_rows = true;
+              for (size_t i = 0; i < got.size(); ++i) {
+                if (std::isnan(got[i]) != std::isnan(want_pool[kv][i])) same_rows = false;
+                if (std::isnan(want_pool[kv][i])) continue;
+                g_set.push_back(got[i]);
+                w_set.push_back(want_pool[kv][i]);
+              }
+              EXPECT_TRUE(same_rows) << (kv ? "V" : "K") << " pool: elements written by one side only";
+              test::expect_close(std::string("quant half2 gemv rope/kv ") + (kv ? "V" : "K") + " pool", g_set, w_set,
+                                 1e-2, pools[kv].guard_intact() && same_rows);
             }
-            EXPECT_TRUE(same_rows) << (kv ? "V" : "K") << " pool: elements written by one side only";
-            test::expect_close(std::string("quant half2 gemv rope/kv ") + (kv ? "V" : "K") + " pool", g_set, w_set,
-                               1e-2, pools[kv].guard_intact() && same_rows);
           }
         }
       }
@@ -768,7 +837,8 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
       for (const Kind& kind : kinds) {
         SCOPED_TRACE(std::string(f.name) + " " + kind.name + " rows=" + std::to_string(rows));
         Rng rng(test::seed_of({44, int64_t(f.spec.format), f.spec.group_size, rows, int64_t(kind.epi)}));
-        const FusedCase c(rng, rows, 256, 96, f.spec, kind.norm, kind.epi);
+        // k = 1024 at one row: the k-split GEMV's shared-memory ring takes it (W4 g128, W8)
+        const FusedCase c(rng, rows, rows == 1 ? 1024 : 256, 96, f.spec, kind.norm, kind.epi);
         const int64_t k = c.k, m = c.m, m_out = c.m_out;
         const QuantizedWeight& w = c.w;
         test::GuardedBf16 got(*be.cuda, rows, m_out);
