@@ -269,13 +269,7 @@ void launch_kernel(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, 
   const int64_t per_block = kEpi == GemvEpilogue::Swiglu || kEpi == GemvEpilogue::RopeKv ? kWarps : kFeatW * kWarps;
   int64_t blocks = (m_out + per_block - 1) / per_block;
   const size_t smem = smem_bytes<F>(g);
-  if (persistent && kEpi != GemvEpilogue::RopeKv) {
-    int device = 0, sms = 0, per_sm = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&device));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
-    blocks = std::min<int64_t>(blocks, int64_t(std::max(per_sm, 1)) * sms);
-  }
+  if (persistent && kEpi != GemvEpilogue::RopeKv) blocks = std::min(blocks, resident_blocks(kernel, kWarps * 32, smem));
   const dim3 grid(static_cast<unsigned>(blocks)), block(kWarps * 32);
   launch_pdl(kernel, grid, block, smem, stream, g, f);
 }

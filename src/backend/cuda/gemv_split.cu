@@ -5,8 +5,8 @@
 // every weight row. Here:
 //   - a block of W warps owns a contiguous range of output rows (as many blocks as fit on the
 //     device, or for the shared-memory ring at most Half2Options::blocks_per_sm an SM, so each
-//     warp streams more rows per prologue; the rows split evenly); warp w's lanes own chunks (w C + c) 32 + lane (c < C)
-//     of every weight row, so the block's warps together cover k, and each lane keeps its
+//     warp streams more rows per prologue; the rows split evenly); warp w's lanes own chunks
+//     (w C + c) 32 + lane (c < C) of every weight row, so the block's warps together cover k, and each lane keeps its
 //     chunks' inputs in registers, staged once (16 C registers for W4, 8 C for W8);
 //   - each warp walks all of the block's rows, either through a ring of 8 / C rows of chunks
 //     in registers (gemv_split_kernel: after multiplying row t it issues the loads of row
@@ -322,13 +322,9 @@ template <typename Kernel>
 Geometry geometry(const GemmArgs& g, Kernel kernel, int64_t warps, size_t ring_bytes, int max_per_sm = 0) {
   Geometry geo;
   geo.warps = warps;
-  int device = 0, sms = 0, per_sm = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&device));
-  TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(warps * 32), ring_bytes + 4096));
-  if (max_per_sm > 0) per_sm = std::min(per_sm, max_per_sm);
   const int64_t pairs = (g.m + 1) / 2;
-  const int64_t blocks = std::clamp<int64_t>(int64_t(std::max(per_sm, 1)) * sms, 1, pairs);
+  const int64_t blocks =
+      std::clamp<int64_t>(resident_blocks(kernel, int(warps * 32), ring_bytes + 4096, max_per_sm), 1, pairs);
   int64_t per_block = 2 * ((pairs + blocks - 1) / blocks);
   const int64_t cap = int64_t(kMaxSmem / (size_t(warps) * sizeof(float))) / 2 * 2;
   per_block = std::min(per_block, cap);

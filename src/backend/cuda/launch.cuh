@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <utility>
@@ -34,6 +35,19 @@ void once_per_device(std::atomic<uint64_t>& done, Set&& set) {
   if (bit && (done.load(std::memory_order_acquire) & bit)) return;
   set();
   done.fetch_or(bit, std::memory_order_release);
+}
+
+// Blocks of `kernel` that run at once on the current device at `threads` and `smem` bytes of
+// dynamic shared memory a block: the occupancy calculator's blocks an SM (at least 1, at most
+// `max_per_sm` when > 0) times the SMs.
+template <typename... Params>
+int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int max_per_sm = 0) {
+  int device = 0, sms = 0, per_sm = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&device));
+  TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  if (max_per_sm > 0) per_sm = std::min(per_sm, max_per_sm);
+  return int64_t(std::max(per_sm, 1)) * sms;
 }
 
 template <typename... Params, typename... Args>

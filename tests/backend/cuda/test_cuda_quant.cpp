@@ -317,8 +317,8 @@ TEST(CudaQuant, Half2GemvScalesEachRow) {
       cuda::GemmArgs one_row = g;
       one_row.rows = 1;
       if (o.split > 0 && !cuda::gemv_half2_supported(one_row, {}, o)) continue;  // W4: the ring needs groups of 128
-      for (int64_t r = 0; r < rows; ++r) {  // the k-split kernel takes one row a launch
-        if (o.split == 0 && r > 0) break;
+      const int64_t launches = o.split > 0 ? rows : 1;  // the k-split kernel takes one row a launch
+      for (int64_t r = 0; r < launches; ++r) {
         cuda::GemmArgs gr = g;
         if (o.split > 0) {
           gr.rows = 1;
