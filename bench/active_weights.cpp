@@ -32,6 +32,8 @@ double expected_experts_read(const ModelConfig& cfg, int64_t batch) {
 double step_weight_bytes(const ModelConfig& cfg, double weight_bytes, double n_params, int64_t batch) {
   const ActiveWeights a = active_weights(cfg);
   if (a.n_moe_layers == 0 || n_params <= 0) return weight_bytes;
+  // weight_bytes (the model's step bytes) leaves out an untied embedding table: so do the params.
+  if (!cfg.tie_word_embeddings) n_params -= double(cfg.n_vocab) * double(cfg.d_model);
   const double per_param = weight_bytes / n_params;
   const double read = n_params - a.expert_params +
                       double(a.n_moe_layers) * expected_experts_read(cfg, batch) * a.expert_params_each;

@@ -26,7 +26,8 @@ double expected_experts_read(const ModelConfig& cfg, int64_t batch);
 
 // Weight bytes one decode step of `batch` sequences reads: every weight outside the experts
 // once, and expected_experts_read() experts of each MoE layer, at the model's mean bytes per
-// parameter (weight_bytes / n_params).
+// parameter. weight_bytes is what a step reads with every expert (Model::step_weight_bytes:
+// an untied embedding table left out), n_params all parameters.
 double step_weight_bytes(const ModelConfig& cfg, double weight_bytes, double n_params, int64_t batch);
 
 }  // namespace tf::bench

@@ -1,6 +1,7 @@
 // `twofold bench`: prefill/decode throughput over batch sizes, next to the bandwidth
-// roofline (weight bytes a decode step reads / measured copy bandwidth; a mixture of experts
-// reads only the experts its tokens chose: bench/active_weights.h). Prints a table, or JSON.
+// roofline (weight bytes a decode step reads / measured copy bandwidth; the embedding table,
+// of which a step gathers a row a token, is not counted unless it is the tied LM head; a
+// mixture of experts reads only the experts its tokens chose: bench/active_weights.h). Prints a table, or JSON.
 // Per decode step: the bytes it reads (the weights it reads, plus each sequence's K/V at the
 // run's mean context) per step time is the achieved bandwidth ("GB/s"); "roofline" is the
 // share of the copy bandwidth the weight reads alone achieve (decode tok/s over the bound).
@@ -78,6 +79,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-fusion") k.fusion = false;
   else if (name == "no-fp8-fusion") k.fp8_fusion = false;
   else if (name == "no-pdl") k.pdl = false;
+  else if (name == "pdl-resident") k.pdl_resident = true;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
   else if (name == "no-split-gemv") k.split_gemv = false;
@@ -90,7 +92,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "profile") k.profile = true;
   else if (name == "int8-acts") k.int8_activations = true;
   else
-    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, no-cublaslt, no-decode-mma, "
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, pdl-resident, no-cublaslt, no-decode-mma, "
          "no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
@@ -327,7 +329,7 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_option("--kv-budget-gb", a->kv_budget_gb, "KV memory for the max-concurrent-sequences figure")
       ->capture_default_str();
   c->add_option("--variants", a->variants,
-                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, "
+                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, pdl-resident (PDL also for the persistent and k-split GEMVs), "
                 "no-cublaslt, no-decode-mma, no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "

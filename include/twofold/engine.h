@@ -32,6 +32,7 @@ struct KernelOptions {
   bool fusion = true;                     // off: fused ops run as separate kernels
   bool fp8_fusion = true;                 // FP8 W8A8 matmuls: activation quantization in the norm, add / GLU in the scale kernel
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
+  bool pdl_resident = false;              // PDL also for kernels whose grid is what fits on the GPU at once
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs

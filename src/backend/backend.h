@@ -111,6 +111,10 @@ struct BackendOptions {
   // before, the residual add or gated activation in the scale kernel after
   bool fp8_fusion = true;
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
+  // PDL also for the kernels whose grid is sized to the blocks resident at once (persistent and
+  // k-split GEMVs). Off (measured faster, docs/PERF.md) they start on an idle GPU and spread
+  // evenly over the SMs, instead of landing where the previous kernel has left room
+  bool pdl_resident = false;
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)

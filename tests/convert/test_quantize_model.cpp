@@ -205,6 +205,20 @@ TEST_F(QuantizedFolderErrors, MissingScales) {
   EXPECT_CONTAINS(msg, "missing");
 }
 
+// A decode step reads every weight whole except the token embedding, of which it gathers a row
+// a token: the untied tiny-main's step leaves its table out, the tied tiny-draft's counts it
+// (its LM head is that table).
+TEST(WeightCopies, StepBytesLeaveOutAGatheredEmbedding) {
+  for (const char* name : {"tiny-main", "tiny-draft"}) {
+    SCOPED_TRACE(name);
+    auto be = make_backend(BackendKind::Cpu);
+    auto model = load_model(test::model_dir(name), *be, LoadOptions{.weight_dtype = DType::BF16});
+    const ModelConfig& cfg = model->config();
+    const int64_t table = cfg.n_vocab * cfg.d_model * 2;
+    EXPECT_EQ(model->weight_bytes() - model->step_weight_bytes(1), cfg.tie_word_embeddings ? 0 : table);
+  }
+}
+
 // Two copies: int4 for steps of 1-3 tokens, bf16 from 4. Each step's logits are those of the
 // model holding only the copy its size picks.
 TEST(WeightCopies, EachStepUsesTheCopyOfItsSize) {

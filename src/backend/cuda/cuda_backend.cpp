@@ -316,6 +316,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
   graph_reset();  // recordings were made with the old kernels
   opt_ = opt;
   pdl_enabled() = opt_.pdl;
+  pdl_resident_enabled() = opt_.pdl_resident;
   if (opt_.profile) {
     opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();

@@ -140,7 +140,9 @@ std::string quant_kernel_name(int tile) {
   if (tile == kSimtGemv) return "gemv";
   if (tile < 0) {
     const Half2Options& o = kHalf2Options[half2_index(tile)];
-    if (o.stages > 0) return fmt::format("gemv-ring{}{}", o.stages, o.blocks_per_sm ? fmt::format("b{}", o.blocks_per_sm) : "");
+    if (o.stages > 0)
+      return fmt::format("gemv-ring{}{}{}", o.stages, o.split > 1 ? fmt::format("x{}", o.split) : "",
+                         o.blocks_per_sm ? fmt::format("b{}", o.blocks_per_sm) : "");
     if (o.split > 0) return fmt::format("gemv-h2s{}", o.split);
     return fmt::format("gemv-h2{}{}", o.features_per_warp == 2 ? "x2" : "", o.persistent ? "p" : "");
   }

@@ -269,9 +269,13 @@ void launch_kernel(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, 
   const int64_t per_block = kEpi == GemvEpilogue::Swiglu || kEpi == GemvEpilogue::RopeKv ? kWarps : kFeatW * kWarps;
   int64_t blocks = (m_out + per_block - 1) / per_block;
   const size_t smem = smem_bytes<F>(g);
-  if (persistent && kEpi != GemvEpilogue::RopeKv) blocks = std::min(blocks, resident_blocks(kernel, kWarps * 32, smem));
+  const bool resident = persistent && kEpi != GemvEpilogue::RopeKv;
+  if (resident) blocks = std::min(blocks, resident_blocks(kernel, kWarps * 32, smem));
   const dim3 grid(static_cast<unsigned>(blocks)), block(kWarps * 32);
-  launch_pdl(kernel, grid, block, smem, stream, g, f);
+  if (resident)
+    launch_resident(kernel, grid, block, smem, stream, g, f);
+  else
+    launch_pdl(kernel, grid, block, smem, stream, g, f);
 }
 
 template <typename F, int R, int kFeatW>

@@ -37,9 +37,11 @@ struct Half2Options {
 
 // Every launch variant, in the order the backend times them and the tests run them: the
 // warp-per-feature kernel (features a warp, persistent), the register ring, the shared-memory
-// ring (blocks an SM). Measured on the H200 (docs/PERF.md), each wins some shape or fusion.
-constexpr Half2Options kHalf2AllOptions[] = {{1, false}, {2, false}, {1, true},       {2, true},
-                                             {1, false, 2}, {1, false, 1, 8}, {1, false, 1, 8, 2}, {1, false, 1, 8, 4}};
+// ring (chunks a lane, blocks an SM). Measured on the H200 (docs/PERF.md), each wins some
+// shape or fusion.
+constexpr Half2Options kHalf2AllOptions[] = {
+    {1, false},          {2, false},          {1, true},           {2, true},          {1, false, 2},
+    {1, false, 1, 8},    {1, false, 1, 8, 2}, {1, false, 1, 8, 4}, {1, false, 2, 8, 4}, {1, false, 2, 8, 8}};
 
 // True when launch_gemv_half2 runs `g` with `f` and `o`: W4 or W8 weights, rows <=
 // kGemvHalf2MaxRows (1 with `split`), gemv_supported(g, f), the staged input rows fit in

@@ -225,49 +225,67 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_split_kernel(GemmArgs 
   finish_rows<F, kEpi>(g, f, sums, v0, n, per_block, unscale);
 }
 
-// Bytes of a stage of a warp's shared-memory ring (gemv_stream_kernel): 32 lanes' chunks,
-// then for W4 the warp's 8 group scales (16 bytes) and zero points (8 bytes), padded to 16.
-template <typename F>
-constexpr int kStageBytes = F::kElems == 32 ? 512 + 32 : 512;
+// Bytes of a stage of a warp's shared-memory ring (gemv_stream_kernel) at C chunks a lane:
+// C x 32 lanes' chunks, then for W4 the warp's 8 C group scales (16 C bytes) and zero points
+// (8 C bytes), padded to 16.
+template <typename F, int C>
+constexpr int kStageBytes = F::kElems == 32 ? (512 * C + 24 * C + 15) / 16 * 16 : 512 * C;
 
 __device__ __forceinline__ void cp_async_8(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
 }
 
 // The k-split GEMV with its weights streamed through a shared-memory ring per warp
-// (Half2Options::stages): one chunk a lane per row (the warps cover k exactly: k a multiple
-// of 32 chunks), row t + S - 1 copied with cp.async while row t is multiplied. W4 needs
-// groups of 128 (the warp's 32 chunks then span 8 whole groups, whose scales and zero points
-// lanes 0 and 1 copy with the codes). Each lane reads back its own chunk; the scales cross
-// lanes, hence __syncwarp() after the wait and before a stage is refilled.
-template <typename F, int S, bool kNorm, GemvEpilogue kEpi>
+// (Half2Options::stages): C chunks a lane per row (the warps cover k exactly: k a multiple
+// of 32 C chunks), row t + S - 1 copied with cp.async while row t is multiplied. Lane l of
+// warp w holds chunks (w C + c) 32 + l, so chunk c of the warp's lanes sits c x 512 bytes after
+// chunk 0 in the row, and for W4 (groups of 128 only) the warp's 8 C groups are contiguous:
+// lane 0 copies their scales, lane 1 their zero points, with the codes. Each lane reads back
+// its own chunks; the scales cross lanes, hence __syncwarp() after the wait and before a stage
+// is refilled. Two chunks a lane halve the per-row work of the ring (addresses, the copy's
+// commit and wait, the warp barriers) against the same bytes.
+template <typename F, int S, int C, bool kNorm, GemvEpilogue kEpi>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_stream_kernel(GemmArgs g, GemvFusion f, int64_t per_block) {
   constexpr int U = 8;  // rows a transposed reduction takes
   constexpr bool kW4 = F::kElems == 32;
+  constexpr int kStage = kStageBytes<F, C>;
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), n_warps = int(blockDim.x / 32);
   const int64_t v0 = int64_t(blockIdx.x) * per_block;
   const int n = int(std::min<int64_t>(per_block, g.m - v0));
   float* sums = reinterpret_cast<float*>(smem);  // [warps][per_block]
   const unsigned char* ring =
-      smem + (size_t(n_warps * per_block) * sizeof(float) + 15) / 16 * 16 + size_t(warp) * S * kStageBytes<F>;
+      smem + (size_t(n_warps * per_block) * sizeof(float) + 15) / 16 * 16 + size_t(warp) * S * kStage;
   const uint32_t ring_addr = smem_addr(ring);
-  const int64_t ci[1] = {int64_t(warp) * 32 + lane};
-  const bool valid[1] = {true};
-  // Per row, the lane's chunk and (W4) the warp's 8 groups sit at these bases plus the row
-  // times the row's bytes (groups): 32-bit row arithmetic, one wide multiply-add a pointer.
+  int64_t ci[C];
+  bool valid[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) ci[c] = (int64_t(warp) * C + c) * 32 + lane, valid[c] = true;
+  // Per row, the lane's first chunk and (W4) the warp's 8 C groups sit at these bases plus the
+  // row times the row's bytes (groups): 32-bit row arithmetic, one wide multiply-add a pointer.
   const uint32_t row_bytes = uint32_t(kW4 ? g.k / 2 : g.k), n_groups = uint32_t(kW4 ? g.k / 128 : 0);
   const unsigned char* q_lane = g.wq.q + ci[0] * 16;
-  const __half* s_warp = static_cast<const __half*>(g.wq.scales) + warp * 8;
-  const uint8_t* z_warp = g.wq.zeros + warp * 8;
+  const __half* s_warp = static_cast<const __half*>(g.wq.scales) + warp * 8 * C;
+  const uint8_t* z_warp = g.wq.zeros + warp * 8 * C;
   auto issue = [&](int t) {
     if (t < n) {
       const uint32_t row = uint32_t(weight_row<kEpi>(g, f, v0 + t));
-      const uint32_t stage = ring_addr + uint32_t(t % S) * kStageBytes<F>;
-      cp_async_16(stage + lane * 16, q_lane + uint64_t(row) * row_bytes, true);
+      const uint32_t stage = ring_addr + uint32_t(t % S) * kStage;
+      const unsigned char* q = q_lane + uint64_t(row) * row_bytes;
+#pragma unroll
+      for (int c = 0; c < C; ++c) cp_async_16(stage + c * 512 + lane * 16, q + c * 512, true);
       if constexpr (kW4) {
-        if (lane == 0) cp_async_16(stage + 512, s_warp + uint64_t(row) * n_groups, true);
-        if (lane == 1) cp_async_8(stage + 528, z_warp + uint64_t(row) * n_groups);
+        if (lane == 0) {
+          const __half* sc = s_warp + uint64_t(row) * n_groups;
+#pragma unroll
+          for (int c = 0; c < C; ++c) cp_async_16(stage + 512 * C + 16 * c, sc + 8 * c, true);
+        }
+        if (lane == 1) {
+          if constexpr (C == 1)
+            cp_async_8(stage + 528, z_warp + uint64_t(row) * n_groups);
+          else
+            cp_async_16(stage + 528 * C, z_warp + uint64_t(row) * n_groups, true);
+        }
       }
     }
     cp_async_commit();  // also past the end, so the count of groups stays uniform
@@ -276,8 +294,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_stream_kernel(GemmArgs
   for (int t = 0; t < S - 1; ++t) issue(t);
   pdl_begin();
 
-  uint4 xs[1][F::kElems / 8];
-  const float unscale = stage_inputs<F, 1, kNorm>(g, f, ci, valid, xs);
+  uint4 xs[C][F::kElems / 8];
+  const float unscale = stage_inputs<F, C, kNorm>(g, f, ci, valid, xs);
 
   for (int t0 = 0; t0 < n; t0 += U) {
     float p[U];
@@ -290,14 +308,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_stream_kernel(GemmArgs
       __syncwarp();  // lanes 0 and 1's copies of the scales are visible to the warp
       float acc[1] = {0.0f};
       if (t < n) {
-        const unsigned char* stage = ring + (t % S) * kStageBytes<F>;
-        typename F::Chunk c;
-        c.q = *reinterpret_cast<const uint4*>(stage + lane * 16);
-        if constexpr (kW4) {
-          c.s = reinterpret_cast<const __half*>(stage + 512)[lane / 4];
-          c.z = stage[528 + lane / 4];
+        const unsigned char* stage = ring + (t % S) * kStage;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          typename F::Chunk ch;
+          ch.q = *reinterpret_cast<const uint4*>(stage + c * 512 + lane * 16);
+          if constexpr (kW4) {
+            ch.s = reinterpret_cast<const __half*>(stage + 512 * C + 16 * c)[lane / 4];
+            ch.z = stage[528 * C + 8 * c + lane / 4];
+          }
+          F::template multiply<1, 1>(ch, xs[c], 0, acc);
         }
-        F::template multiply<1, 1>(c, xs[0], 0, acc);
       }
       p[u] = acc[0];
     }
@@ -344,13 +365,14 @@ struct SplitLaunch {
   void run() const {
     auto* kernel = gemv_split_kernel<F, C, kNorm, kEpi>;
     const Geometry geo = geometry(g, kernel, split_warps<F>(g.k, C), 0);
-    launch_pdl(kernel, dim3(unsigned(geo.blocks)), dim3(unsigned(geo.warps * 32)), geo.smem, stream, g, f,
+    launch_resident(kernel, dim3(unsigned(geo.blocks)), dim3(unsigned(geo.warps * 32)), geo.smem, stream, g, f,
                geo.per_block);
   }
 };
 
-// The shared-memory ring kernel of S rows, at most blocks_per_sm blocks an SM (0: no cap).
-template <typename F, int S>
+// The shared-memory ring kernel of S rows at C chunks a lane, at most blocks_per_sm blocks an
+// SM (0: no cap).
+template <typename F, int S, int C>
 struct StreamLaunch {
   const GemmArgs& g;
   const GemvFusion& f;
@@ -359,13 +381,13 @@ struct StreamLaunch {
   template <bool kNorm, GemvEpilogue kEpi>
   void run() const {
     static std::atomic<uint64_t> attr_done{0};
-    auto* kernel = gemv_stream_kernel<F, S, kNorm, kEpi>;
+    auto* kernel = gemv_stream_kernel<F, S, C, kNorm, kEpi>;
     once_per_device(attr_done, [&] {
       TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxDynSmem)));
     });
-    const int64_t warps = split_warps<F>(g.k, 1);
-    const Geometry geo = geometry(g, kernel, warps, size_t(warps) * S * kStageBytes<F>, blocks_per_sm);
-    launch_pdl(kernel, dim3(unsigned(geo.blocks)), dim3(unsigned(geo.warps * 32)), geo.smem, stream, g, f,
+    const int64_t warps = split_warps<F>(g.k, C);
+    const Geometry geo = geometry(g, kernel, warps, size_t(warps) * S * kStageBytes<F, C>, blocks_per_sm);
+    launch_resident(kernel, dim3(unsigned(geo.blocks)), dim3(unsigned(geo.warps * 32)), geo.smem, stream, g, f,
                geo.per_block);
   }
 };
@@ -392,8 +414,8 @@ void with_fusion(const GemvFusion& f, const Launch& launch) {
   }
 }
 
-// The two variants the backend times (others measured slower everywhere, docs/PERF.md): the
-// register ring at 2 chunks a lane, the shared-memory ring of 8 rows.
+// The variants the backend times (others measured slower everywhere, docs/PERF.md): the
+// register ring at 2 chunks a lane, the shared-memory ring of 8 rows at 1 or 2 chunks a lane.
 constexpr int kSplitChunks = 2;
 constexpr int kRingRows = 8;
 
@@ -401,13 +423,14 @@ constexpr int kRingRows = 8;
 
 bool gemv_split_supported(const GemmArgs& g, const GemvFusion& f, int split, int stages) {
   if (g.rows != 1 || !gemv_supported(g, f)) return false;
-  if (stages != 0) {  // the ring: one chunk a lane, every warp full; W4 in groups of 128
+  if (stages != 0) {  // the ring: 1 or 2 chunks a lane, every warp full; W4 in groups of 128
     const auto aligned = [](const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
-    if (stages != kRingRows || split != 1) return false;
+    if (stages != kRingRows || (split != 1 && split != 2)) return false;
+    const int64_t per_warp = (g.wq.dtype == DType::W4 ? 1024 : 512) * split;  // inputs a warp covers
+    if (g.k % per_warp != 0 || g.k / per_warp > kMaxWarps) return false;
     if (g.wq.dtype == DType::W4)
-      return g.wq.group_size == 128 && g.k % 1024 == 0 && g.k / 1024 <= kMaxWarps && aligned(g.wq.scales, 16) &&
-             aligned(g.wq.zeros, 8);
-    return g.wq.dtype == DType::W8 && g.k % 512 == 0 && g.k / 512 <= kMaxWarps;
+      return g.wq.group_size == 128 && aligned(g.wq.scales, 16) && aligned(g.wq.zeros, 8 * split);
+    return g.wq.dtype == DType::W8;
   }
   if (split != kSplitChunks) return false;
   switch (g.wq.dtype) {
@@ -424,10 +447,16 @@ void launch_gemv_split(const GemmArgs& g, cudaStream_t stream, const GemvFusion&
     throw_cuda_error(cudaErrorInvalidValue, "launch_gemv_split: shape or options not supported", __FILE__, __LINE__);
   const bool w8 = g.wq.dtype == DType::W8;
   if (stages != 0) {
-    if (w8)
-      with_fusion(f, StreamLaunch<FormatW8, kRingRows>{g, f, stream, blocks_per_sm});
-    else
-      with_fusion(f, StreamLaunch<FormatW4, kRingRows>{g, f, stream, blocks_per_sm});
+    if (split == 2) {
+      if (w8)
+        with_fusion(f, StreamLaunch<FormatW8, kRingRows, 2>{g, f, stream, blocks_per_sm});
+      else
+        with_fusion(f, StreamLaunch<FormatW4, kRingRows, 2>{g, f, stream, blocks_per_sm});
+    } else if (w8) {
+      with_fusion(f, StreamLaunch<FormatW8, kRingRows, 1>{g, f, stream, blocks_per_sm});
+    } else {
+      with_fusion(f, StreamLaunch<FormatW4, kRingRows, 1>{g, f, stream, blocks_per_sm});
+    }
   } else if (w8) {
     with_fusion(f, SplitLaunch<FormatW8, kSplitChunks>{g, f, stream});
   } else {

@@ -3,7 +3,8 @@
 // latency with the next op's start (the next GEMV issues its weight loads early). Kernels
 // launched this way call pdl_begin() before touching anything an earlier kernel wrote
 // (common.cuh). Stream capture keeps the relation in a CUDA Graph as a programmatic edge.
-// BackendOptions::pdl turns it off (plain stream order) to measure its gain.
+// BackendOptions::pdl turns it off (plain stream order) to measure its gain; ::pdl_resident
+// only for the kernels whose grid is sized to the GPU (launch_resident).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +22,15 @@ namespace tf::cuda {
 // it, which is what a benchmark toggle needs).
 inline std::atomic<bool>& pdl_enabled() {
   static std::atomic<bool> on{true};
+  return on;
+}
+
+// PDL for the kernels launched with launch_resident: those whose grid is the blocks that fit
+// on the GPU at once. Launched early, their blocks land on whichever SMs the previous kernel
+// has left, several on some and none on others, while the grid assumes an even spread; off by
+// default (BackendOptions::pdl_resident), which measured faster at batch 1 (docs/PERF.md).
+inline std::atomic<bool>& pdl_resident_enabled() {
+  static std::atomic<bool> on{false};
   return on;
 }
 
@@ -51,10 +61,11 @@ int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int
 }
 
 template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_with(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                 Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled().load(std::memory_order_relaxed) ? 1 : 0;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -63,6 +74,20 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_with(pdl_enabled().load(std::memory_order_relaxed), kernel, grid, block, smem, stream,
+              std::forward<Args>(args)...);
+}
+
+// A kernel whose grid is resident_blocks() (or fewer): with PDL only when pdl_resident_enabled().
+template <typename... Params, typename... Args>
+void launch_resident(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                     Args&&... args) {
+  launch_with(pdl_enabled().load(std::memory_order_relaxed) && pdl_resident_enabled().load(std::memory_order_relaxed),
+              kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace tf::cuda

@@ -94,6 +94,7 @@ LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& sourc
       continue;
     }
     std::vector<TensorView>& views = weights_[w.key];
+    loading_ = w.key.role;
     const bool expert = w.key.role == WeightRole::ExpertsGateUp || w.key.role == WeightRole::ExpertsDown;
     if (!is_linear_role(w.key.role) || (expert && dense_experts)) {
       const std::string key = slice_key(w, opt);
@@ -109,6 +110,7 @@ LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& sourc
   bar.finish();
   copy_bytes_.assign(size_t(n_copies()), 0);
   for (const auto& [key, u] : by_slice_) {
+    if (!u.read_whole) continue;
     bool all = true;
     for (bool b : u.used_by) all = all && b;
     if (all) shared_bytes_ += u.bytes;
@@ -140,6 +142,7 @@ TensorView LoadedWeights::shared_upload(const std::string& key, int copy, F&& ma
   }
   for (int c = 0; c < n_copies(); ++c)
     if (copy < 0 || c == copy) it->second.used_by[size_t(c)] = true;
+  if (loading_ != WeightRole::Embedding) it->second.read_whole = true;
   return it->second.view;
 }
 

@@ -42,7 +42,9 @@ class LoadedWeights {
   int64_t bytes() const { return bytes_; }         // as resident on the backend, every copy
   int64_t n_params() const { return n_params_; }   // elements uploaded (a shared tensor once)
   // Bytes of the uploads copy `copy` uses that not every copy shares, and of those every copy
-  // shares (embedding, norms, a dense LM head): a step using copy c reads shared + copy(c).
+  // shares (norms, a dense LM head): a step using copy c reads shared + copy(c). An upload only
+  // the token embedding uses is left out of both: a step gathers one row of it a token (a tied
+  // LM head reads it whole, so a tied table counts).
   int64_t copy_bytes(int copy) const { return copy_bytes_[size_t(copy)]; }
   int64_t shared_bytes() const { return shared_bytes_; }
   // "as stored", "bf16", "int8", "int4 g128", "fp8".
@@ -53,6 +55,7 @@ class LoadedWeights {
     TensorView view;
     int64_t bytes = 0;
     std::vector<bool> used_by;  // [copy]
+    bool read_whole = false;    // used by a weight other than the token embedding
   };
   TensorView load(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt, int copy);
   TensorView load_dense(const WeightSpec& w, const TensorSource& source, const LoadOptions& opt);
@@ -67,6 +70,7 @@ class LoadedWeights {
   TensorView shared_upload(const std::string& key, int copy, F&& make);
 
   Backend& be_;
+  WeightRole loading_ = WeightRole::Embedding;  // the role of the weight being uploaded
   std::vector<WeightCopy> copies_;
   std::map<WeightKey, std::vector<TensorView>> weights_;  // [copy] for linear weights, one entry otherwise
   std::map<std::string, Upload> by_slice_;                // uploads by what they hold: equal slices are shared

@@ -192,7 +192,8 @@ constexpr double kHalf2Tol = 5e-3;
 constexpr const auto& kHalf2Variants = cuda::kHalf2AllOptions;
 std::string half2_name(const cuda::Half2Options& o) {
   if (o.stages > 0)
-    return " ring " + std::to_string(o.stages) + (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "");
+    return " ring " + std::to_string(o.stages) + (o.split > 1 ? " x" + std::to_string(o.split) : "") +
+           (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "");
   if (o.split > 0) return " split " + std::to_string(o.split);
   return std::string(" x") + std::to_string(o.features_per_warp) + (o.persistent ? " persistent" : "");
 }
@@ -427,9 +428,17 @@ TEST(CudaQuant, SplitGemvCoversEveryWarpAndRow) {
         test::expect_close("quant split gemv, k = 14336", got.values(), want, kHalf2Tol, got.guard_intact());
         ++launched;
       }
-      // Every format has the register ring; W4 in groups of 128 the shared-memory ring too.
-      const bool ring = f.spec.format == DType::W4 && f.spec.group_size == 128;
-      EXPECT_GE(launched, ring ? 2 : 1) << f.name << ": split variants that take k = 14336";
+      // Every format has the register ring; W4 in groups of 128 and W8 the shared-memory rings
+      // whose warps cover k = 14336 with at most 16 warps (a warp covers 1024 W4 or 512 W8
+      // inputs a chunk a lane: W4 14 or 7 warps, W8 only at 2 chunks a lane).
+      int want_launched = 0;
+      for (const cuda::Half2Options& o : kHalf2Variants) {
+        if (o.split == 0) continue;
+        const int64_t per_warp = (f.spec.format == DType::W4 ? 1024 : 512) * o.split;
+        const bool ring_format = f.spec.format == DType::W8 || f.spec.group_size == 128;
+        want_launched += o.stages == 0 || (ring_format && k / per_warp <= 16);
+      }
+      EXPECT_EQ(launched, want_launched) << f.name << ": split variants that take k = 14336";
     }
   }
 }
@@ -444,7 +453,7 @@ TEST(CudaQuant, Half2GemvRopeKvMatchesRef) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
   cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
-  constexpr int64_t kBlockSize = 16, kBlocks = 8, k = 1024;  // 1024: the k-split GEMV's ring takes it
+  constexpr int64_t kBlockSize = 16, kBlocks = 8, k = 2048;  // 2048: every k-split GEMV ring takes it
   for (const test::QuantFormat& f : test::kQuantFormats) {
     if (f.spec.format != DType::W4 && f.spec.format != DType::W8) continue;
     for (int64_t rows : {1, 3, 4}) {
@@ -837,8 +846,8 @@ TEST(CudaQuant, FusedMatchesRefOpsInTurn) {
       for (const Kind& kind : kinds) {
         SCOPED_TRACE(std::string(f.name) + " " + kind.name + " rows=" + std::to_string(rows));
         Rng rng(test::seed_of({44, int64_t(f.spec.format), f.spec.group_size, rows, int64_t(kind.epi)}));
-        // k = 1024 at one row: the k-split GEMV's shared-memory ring takes it (W4 g128, W8)
-        const FusedCase c(rng, rows, rows == 1 ? 1024 : 256, 96, f.spec, kind.norm, kind.epi);
+        // k = 2048 at one row: every k-split GEMV shared-memory ring takes it (W4 g128, W8)
+        const FusedCase c(rng, rows, rows == 1 ? 2048 : 256, 96, f.spec, kind.norm, kind.epi);
         const int64_t k = c.k, m = c.m, m_out = c.m_out;
         const QuantizedWeight& w = c.w;
         test::GuardedBf16 got(*be.cuda, rows, m_out);
