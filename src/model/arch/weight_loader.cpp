@@ -94,13 +94,12 @@ LoadedWeights::LoadedWeights(const WeightTable& table, const TensorSource& sourc
       continue;
     }
     std::vector<TensorView>& views = weights_[w.key];
-    loading_ = w.key.role;
     const bool expert = w.key.role == WeightRole::ExpertsGateUp || w.key.role == WeightRole::ExpertsDown;
     if (!is_linear_role(w.key.role) || (expert && dense_experts)) {
       const std::string key = slice_key(w, opt);
       views.push_back(w.format == WeightFormat::Dense
-                          ? shared_upload("dense:" + key, -1, [&] { return load_dense(w, source, opt); })
-                          : shared_upload("dequantized:" + key, -1, [&] { return load_dequantized(w, source, opt); }));
+                          ? shared_upload("dense:" + key, -1, w.key.role, [&] { return load_dense(w, source, opt); })
+                          : shared_upload("dequantized:" + key, -1, w.key.role, [&] { return load_dequantized(w, source, opt); }));
     } else {
       for (int c = 0; c < n_copies(); ++c) views.push_back(load(w, source, opt, c));
     }
@@ -132,7 +131,7 @@ TensorView LoadedWeights::get(WeightKey key, int copy) const {
 }
 
 template <typename F>
-TensorView LoadedWeights::shared_upload(const std::string& key, int copy, F&& make) {
+TensorView LoadedWeights::shared_upload(const std::string& key, int copy, WeightRole role, F&& make) {
   auto it = by_slice_.find(key);
   if (it == by_slice_.end()) {
     const int64_t before = bytes_;
@@ -142,7 +141,7 @@ TensorView LoadedWeights::shared_upload(const std::string& key, int copy, F&& ma
   }
   for (int c = 0; c < n_copies(); ++c)
     if (copy < 0 || c == copy) it->second.used_by[size_t(c)] = true;
-  if (loading_ != WeightRole::Embedding) it->second.read_whole = true;
+  if (role != WeightRole::Embedding) it->second.read_whole = true;
   return it->second.view;
 }
 
@@ -152,14 +151,14 @@ TensorView LoadedWeights::load(const WeightSpec& w, const TensorSource& source, 
   const bool dense = w.format == WeightFormat::Dense;
   const std::string slices = slice_key(w, opt);
   if (dense && (c.kind != WeightCopy::Kind::Quantized || !quantize_in_copy(w, opt)))
-    return shared_upload("dense:" + slices, copy, [&] { return load_dense(w, source, opt); });
+    return shared_upload("dense:" + slices, copy, w.key.role, [&] { return load_dense(w, source, opt); });
   if (c.kind == WeightCopy::Kind::Dense16)
-    return shared_upload("dequantized:" + slices, copy, [&] { return load_dequantized(w, source, opt); });
+    return shared_upload("dequantized:" + slices, copy, w.key.role, [&] { return load_dequantized(w, source, opt); });
   const QuantSpec target = c.kind == WeightCopy::Kind::Stored
                                ? stored_spec(w)
                                : QuantSpec{.format = c.format, .group_size = c.group_size};
   const std::string key = fmt::format("{}:{}:{}", dtype_name(target.format), target.group_size, slices);
-  return shared_upload(key, copy, [&] { return load_quantized(w, source, opt, target); });
+  return shared_upload(key, copy, w.key.role, [&] { return load_quantized(w, source, opt, target); });
 }
 
 // One dense weight: each part's rows of its checkpoint tensor, then this rank's slice of them

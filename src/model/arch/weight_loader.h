@@ -65,12 +65,12 @@ class LoadedWeights {
   TensorView upload(const TensorView& host, const LoadOptions& opt);
   TensorView upload_concat(const std::vector<TensorView>& parts, const LoadOptions& opt);
   static TensorView add_one(const TensorView& v, std::unique_ptr<uint8_t[]>& buf);
-  // The upload under `key` (what it holds), made by `make` the first time; marks `copy` (-1: all) as a user.
+  // The upload under `key` (what it holds), made by `make` the first time; marks `copy` (-1: all)
+  // as a user, and the upload as read whole unless `role` (the weight asking) is the embedding.
   template <typename F>
-  TensorView shared_upload(const std::string& key, int copy, F&& make);
+  TensorView shared_upload(const std::string& key, int copy, WeightRole role, F&& make);
 
   Backend& be_;
-  WeightRole loading_ = WeightRole::Embedding;  // the role of the weight being uploaded
   std::vector<WeightCopy> copies_;
   std::map<WeightKey, std::vector<TensorView>> weights_;  // [copy] for linear weights, one entry otherwise
   std::map<std::string, Upload> by_slice_;                // uploads by what they hold: equal slices are shared
