@@ -7,8 +7,8 @@
 //
 // Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
 // Q4_0, Q4_1, W4 and Q4_K as U4x4, Q8_0 and W8 as U8x4, for its AVX2/AVX-512 kernels:
-// backend/cpu/quant_pack.h; the last tests here check the U8x4 bytes and that the uploaded
-// 8-bit weights run on them). Weights are random bytes in each layout
+// backend/cpu/quant_pack.h; uploaded, 4 tokens or more run on the prefill GEMM; the last
+// tests here check the U8x4 bytes and that the uploaded 8-bit weights run on them). Weights are random bytes in each layout
 // (every nibble and byte value, random scales, zeros, minimums and 6-bit sub-scales) and are
 // dequantized here by scalar code written from the layout definitions (src/quant/formats.h
 // and ggml's block formats), independently of the kernels. For the GGUF types that
@@ -361,42 +361,153 @@ INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
                            return s;
                          });
 
+// The integer GEMM of prefill (kernels/qgemm_packed.cpp: 4 tokens or more on uploaded
+// weights, AVX2 and up; below that level the few-token kernels take them): tokens around
+// its token tiles (8 with AVX-512, 4 with AVX2), output rows around its strips (16 rows with
+// AVX-512, 8 with AVX2) and their 4-row groups, k of one and of several blocks; both
+// activation precisions, against the reference over the activations as quantized.
+TEST_P(QuantMatmulSweep, PrefillGemmMatchesRef) {
+  const Format f = GetParam();
+  const int64_t unit = dtype_block_elems(f.dtype) == 256 ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
+  constexpr int64_t kTokensN[] = {16, 21, 40};
+  constexpr int64_t kOutM[] = {1, 7, 16, 17, 40};
+  auto ref = make_backend(BackendKind::Ref);
+  CpuBackend cpu16, cpu8(BackendOptions{.int8_activations = true});
+  double worst = 0;
+  for (int64_t n : kTokensN) {
+    for (int64_t k : {unit, 3 * unit}) {
+      for (int64_t m : kOutM) {
+        const bool with_bias = m % 2 == 1;
+        SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        Rng rng(test::seed_of({n, k, m, int64_t(f.dtype), f.group, 17}));
+        const std::vector<float> x = test::randn(rng, n * k);
+        QWeight w = make_weight(rng, f.dtype, m, k, f.group);
+        const std::vector<float> bias = with_bias ? test::randn(rng, m) : std::vector<float>{};
+        const TensorView bias_view = with_bias ? make_view(const_cast<float*>(bias.data()), DType::F32, {m}) : TensorView{};
+        for (const bool wide : {true, false}) {
+          SCOPED_TRACE(wide ? "16-bit activations" : "8-bit activations");
+          CpuBackend& cpu = wide ? cpu16 : cpu8;
+          const TensorView up = cpu.upload(w.view(), f.dtype);
+          GuardedOut out(cpu, n, m);
+          std::vector<float> x_copy = x;
+          ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out.view()));
+          EXPECT_TRUE(out.guard_intact()) << "wrote past its output";
+          std::vector<float> xq = quantize_dequantize(x, wide), wf = w.dequant, want(size_t(n * m));
+          ref->matmul(make_view(xq.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), bias_view,
+                      make_view(want.data(), DType::F32, {n, m}));
+          const std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
+          EXPECT_TRUE(test::close_scaled_l2(out.values(), want, scale, kExactTol));
+          worst = std::max(worst, test::scaled_l2(out.values(), want, scale));
+          cpu.release(up);
+        }
+      }
+    }
+  }
+  std::printf("worst scaled L2 error: %.3g (tolerance %.0e)\n", worst, kExactTol);
+}
+
 // The largest integer sums the kernels form: every weight code at its maximum (bytes 0xFF:
 // nibbles 15, Q5_K's 31, Q6_K's 63; 0x80: Q8_0's -128; W8 keeps make_weight's random codes
 // in -127..127) against blocks of equal activations, whose 16-bit values Q = 32258 split
 // into the planes q = 127, q2 = 0 (odd rows: all negative). A lane's dot product of the
 // first plane then reaches its bound
 // (8 x 15 x 127 in the packed 4-bit kernel, 4 x 128 x 127 in the packed 8-bit one, 4 x 63 x
-// 127 or 4 x 128 x 127 in the canonical one), which the join 254 hi + lo must take exactly
-// (qmatmul.cpp, qmatmul_packed.cpp).
+// 127 or 4 x 128 x 127 in the canonical one; 32 x 15 x 127 a block in the prefill GEMM), which
+// the join 254 hi + lo must take exactly (qmatmul.cpp, qmatmul_packed.cpp, qgemm_packed.cpp).
 TEST_P(QuantMatmulSweep, ExtremeCodesAndActivationsJoinExactly) {
   const Format f = GetParam();
   const int64_t unit = dtype_block_elems(f.dtype) == 256 ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
-  const int64_t n = 5, m = 5, k = 2 * unit;
+  const int64_t m = 5, k = 2 * unit;
   auto ref = make_backend(BackendKind::Ref);
   CpuBackend cpu;
-  for (const int fill : {0xFF, 0x80}) {
-    SCOPED_TRACE("fill " + std::to_string(fill));
-    Rng rng(test::seed_of({int64_t(f.dtype), f.group, fill}));
-    QWeight w = make_weight(rng, f.dtype, m, k, f.group, fill);
-    std::vector<float> x(size_t(n * k));
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < k; ++j) x[size_t(t * k + j)] = (t % 2 ? -1.0f : 1.0f) * float(1 + t);
-    const std::vector<float> xq = quantize_dequantize(x, true);
-    std::vector<float> wf = w.dequant, want(size_t(n * m));
-    std::vector<float> xr = xq;
-    ref->matmul(make_view(xr.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
-                make_view(want.data(), DType::F32, {n, m}));
-    const std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, {}, n, k, m);
-    for (const bool uploaded : {false, true}) {
-      SCOPED_TRACE(uploaded ? "uploaded" : "as given");
-      const TensorView wv = uploaded ? cpu.upload(w.view(), f.dtype) : w.view();
-      GuardedOut out(cpu, n, m);
-      std::vector<float> x_copy = x;
-      ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), wv, {}, out.view()));
-      EXPECT_TRUE(out.guard_intact());
-      EXPECT_TRUE(test::close_scaled_l2(out.values(), want, scale, kExactTol));
-      if (uploaded) cpu.release(wv);
+  // n = 3: the few-token kernels also once uploaded; n = 19: the prefill GEMM once uploaded.
+  for (const int64_t n : {int64_t(3), int64_t(19)}) {
+    for (const int fill : {0xFF, 0x80}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " fill " + std::to_string(fill));
+      Rng rng(test::seed_of({int64_t(f.dtype), f.group, fill}));
+      QWeight w = make_weight(rng, f.dtype, m, k, f.group, fill);
+      std::vector<float> x(size_t(n * k));
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = 0; j < k; ++j) x[size_t(t * k + j)] = (t % 2 ? -1.0f : 1.0f) * float(1 + t);
+      const std::vector<float> xq = quantize_dequantize(x, true);
+      std::vector<float> wf = w.dequant, want(size_t(n * m));
+      std::vector<float> xr = xq;
+      ref->matmul(make_view(xr.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
+                  make_view(want.data(), DType::F32, {n, m}));
+      const std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, {}, n, k, m);
+      for (const bool uploaded : {false, true}) {
+        SCOPED_TRACE(uploaded ? "uploaded" : "as given");
+        const TensorView wv = uploaded ? cpu.upload(w.view(), f.dtype) : w.view();
+        GuardedOut out(cpu, n, m);
+        std::vector<float> x_copy = x;
+        ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), wv, {}, out.view()));
+        EXPECT_TRUE(out.guard_intact());
+        EXPECT_TRUE(test::close_scaled_l2(out.values(), want, scale, kExactTol));
+        if (uploaded) cpu.release(wv);
+      }
+    }
+  }
+}
+
+// The activations' quantization (KernelTable::quantize_row; vectorized from AVX2) against
+// kernels.h's definition written out here in scalar code, bit for bit: both planes or the
+// 8-bit one, the lanes' d and sums, the blocks' d and d sum(Q), in element and in W4 order;
+// over normal rows, a zero block, a block of equal values (every Q at its bound), multiples of
+// a step (ties after scaling), and values of several magnitudes.
+TEST(OpsMatmulQuantFast, QuantizeRowIsTheDefinitionBitForBit) {
+  constexpr int64_t k = 32 * 12;
+  Rng rng(test::seed_of({k, 7}));
+  std::vector<float> x = test::randn(rng, k);
+  for (int i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;
+  for (int i = 64; i < 96; ++i) x[size_t(i)] = -2.5f;
+  for (int i = 96; i < 128; ++i) x[size_t(i)] = float(i - 112) * 0.25f;
+  for (int i = 128; i < 160; ++i) x[size_t(i)] *= i % 3 == 0 ? 1e4f : 1e-3f;
+  struct Out {
+    std::vector<int8_t> q, q2;
+    std::vector<float> dl, xs, db, sb;
+    explicit Out(int64_t k) : q(size_t(k)), q2(size_t(k)), dl(size_t(k / 4)), xs(size_t(k / 4)), db(size_t(k / 32)), sb(size_t(k / 32)) {}
+  };
+  for (const bool wide : {true, false}) {
+    for (const bool w4_order : {false, true}) {
+      SCOPED_TRACE(std::string(wide ? "16-bit" : "8-bit") + (w4_order ? ", W4 order" : ""));
+      Out got(k), want(k);
+      cpu::kernels().quantize_row(x.data(), k, w4_order,
+                                  {.q = got.q.data(), .q2 = wide ? got.q2.data() : nullptr, .dl = got.dl.data(),
+                                   .xs = got.xs.data(), .db = got.db.data(), .sb = got.sb.data()});
+      const int32_t bound = wide ? 127 * 254 : 127;
+      for (int64_t b = 0; b < k / 32; ++b) {
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(b * 32 + i)]));
+        const float d = amax / float(bound), inv = d > 0 ? 1.0f / d : 0.0f;
+        int32_t Q[32];
+        for (int i = 0; i < 32; ++i) {
+          const int src = w4_order ? (i < 16 ? 2 * i : 2 * (i - 16) + 1) : i;  // evens first, then odds
+          Q[i] = std::clamp(int32_t(std::nearbyint(x[size_t(b * 32 + src)] * inv)), -bound, bound);
+        }
+        int32_t sum = 0;
+        for (int i = 0; i < 32; ++i) {
+          if (wide) {
+            const int32_t hi = (std::abs(Q[i]) + 126) / 254, q1 = Q[i] < 0 ? -hi : hi;
+            want.q[size_t(b * 32 + i)] = int8_t(q1);
+            want.q2[size_t(b * 32 + i)] = int8_t(Q[i] - 254 * q1);
+          } else {
+            want.q[size_t(b * 32 + i)] = int8_t(Q[i]);
+          }
+          sum += Q[i];
+        }
+        for (int l = 0; l < 8; ++l) {
+          want.dl[size_t(b * 8 + l)] = d;
+          want.xs[size_t(b * 8 + l)] = float(Q[4 * l] + Q[4 * l + 1] + Q[4 * l + 2] + Q[4 * l + 3]);
+        }
+        want.db[size_t(b)] = d;
+        want.sb[size_t(b)] = d * float(sum);
+      }
+      EXPECT_EQ(got.q, want.q);
+      if (wide) EXPECT_EQ(got.q2, want.q2);
+      EXPECT_EQ(got.dl, want.dl);
+      EXPECT_EQ(got.xs, want.xs);
+      EXPECT_EQ(got.db, want.db);
+      EXPECT_EQ(got.sb, want.sb);
     }
   }
 }
@@ -459,31 +570,35 @@ TEST(OpsMatmulQuantFast, U8x4HoldsTheCanonicalCodesAndScales) {
   }
 }
 
-// At the levels with a U8x4 kernel (AVX2 and up), an uploaded Q8_0 or W8 weight runs on its
-// packed copy: with the uploaded canonical bytes (and W8's scales) zeroed afterwards, the
-// output is still the matmul of the weights as uploaded.
-TEST(OpsMatmulQuantFast, UploadedEightBitWeightsRunOnTheirPackedCopy) {
-  if (!cpu::kernels().qmatmul_u8x4) GTEST_SKIP() << "no U8x4 kernel at this level";
-  const int64_t n = 3, m = 7, k = 96;
+// At the levels with the packed kernels (AVX2 and up), an uploaded weight runs on its packed
+// copy (U8x4 for Q8_0 and W8, U4x4 for Q4_0 and W4), through the few-token kernels (3 tokens)
+// and the prefill GEMM (12): with the uploaded canonical bytes (and the scales and zeros kept
+// beside them) zeroed afterwards, the output is still the matmul of the weights as uploaded.
+TEST(OpsMatmulQuantFast, UploadedWeightsRunOnTheirPackedCopy) {
+  if (!cpu::kernels().qmatmul_u8x4) GTEST_SKIP() << "no packed kernels at this level";
+  const int64_t m = 7, k = 96;
   auto ref = make_backend(BackendKind::Ref);
-  for (const DType dtype : {DType::Q8_0, DType::W8}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    CpuBackend cpu;
-    Rng rng(test::seed_of({int64_t(dtype), n, m, k}));
-    const std::vector<float> x = test::randn(rng, n * k);
-    QWeight w = make_weight(rng, dtype, m, k, 0);
-    const TensorView up = cpu.upload(w.view(), dtype);
-    std::memset(up.data, 0, dtype_row_bytes(dtype, k) * size_t(m));
-    if (up.scales) std::memset(up.scales, 0, size_t(m) * 4);
-    GuardedOut out(cpu, n, m);
-    std::vector<float> x_copy = x;
-    ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, {}, out.view()));
-    std::vector<float> xq = quantize_dequantize(x, true), wf = w.dequant, want(size_t(n * m));
-    ref->matmul(make_view(xq.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
-                make_view(want.data(), DType::F32, {n, m}));
-    EXPECT_TRUE(test::close_scaled_l2(out.values(), want, test::matmul_output_scale(xq, w.dequant, {}, n, k, m),
-                                      kExactTol));
-    cpu.release(up);
+  for (const DType dtype : {DType::Q8_0, DType::W8, DType::Q4_0, DType::W4}) {
+    for (const int64_t n : {int64_t(3), int64_t(12)}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
+      CpuBackend cpu;
+      Rng rng(test::seed_of({int64_t(dtype), n, m, k}));
+      const std::vector<float> x = test::randn(rng, n * k);
+      QWeight w = make_weight(rng, dtype, m, k, dtype == DType::W4 ? 32 : 0);
+      const TensorView up = cpu.upload(w.view(), dtype);
+      std::memset(up.data, 0, dtype_row_bytes(dtype, k) * size_t(m));
+      if (up.scales) std::memset(up.scales, 0, w.scales.size());
+      if (up.zeros) std::memset(up.zeros, 0, w.zeros.size());
+      GuardedOut out(cpu, n, m);
+      std::vector<float> x_copy = x;
+      ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, {}, out.view()));
+      std::vector<float> xq = quantize_dequantize(x, true), wf = w.dequant, want(size_t(n * m));
+      ref->matmul(make_view(xq.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
+                  make_view(want.data(), DType::F32, {n, m}));
+      EXPECT_TRUE(test::close_scaled_l2(out.values(), want, test::matmul_output_scale(xq, w.dequant, {}, n, k, m),
+                                        kExactTol));
+      cpu.release(up);
+    }
   }
 }
 

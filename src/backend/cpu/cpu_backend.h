@@ -82,6 +82,7 @@ class CpuBackend : public HostBackend {
   bool int8_activations_ = false;
   std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast (both planes when 16-bit)
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
+  std::vector<uint8_t> act_tiles_;  // the same in token tiles, for the integer GEMM (prefill)
   std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer
 };
 

@@ -17,6 +17,11 @@ namespace tf {
 namespace {
 
 constexpr int64_t kMinChunkBytes = 16 * 1024;  // as matmul.cpp
+// From this many tokens the integer GEMM (kernels/qgemm_packed.cpp) runs instead of the
+// few-token kernels: measured with bench_cpu_forward (docs/PERF.md, 2026-12-03), it was
+// ahead from 8 tokens on tiny-main and the 1B shape, level or ahead at 4 (Q8_0 at the 1B
+// shape 1.46x), behind at 2.
+constexpr int64_t kQGemmMinTokens = 4;
 
 // The kernel format of w, or kCount when the integer kernels do not cover it.
 cpu::QFormat qformat_of(const TensorView& w) {
@@ -77,9 +82,28 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
     tp.parallel_for(chunks, [&](int64_t c, int) { quantize(c * n / chunks, (c + 1) * n / chunks); });
   }
 
-  // ---- weight row blocks against all tokens
   const cpu::QMatmulArgs a{.x = {.q = act_q_.data(), .q2 = q2, .dl = dl, .xs = xs, .db = db, .sb = sb, .n = n, .k = k}, .w = &w,
                            .packed = packed, .bias = bias_f32(bias), .out = out.as<float>(), .m = m};
+  if (packed && kt.qgemm && n >= kQGemmMinTokens) {
+    // ---- prefill: the activations in token tiles, then strips of weight rows against all tokens
+    const int64_t n_tiles = (n + kt.qgemm_tokens - 1) / kt.qgemm_tokens, tile_bytes = kt.qgemm_tile_bytes(k, wide);
+    act_tiles_.resize(size_t(n_tiles * tile_bytes));
+    const int64_t pack_chunks = tp.chunks_for(n_tiles, 1);
+    tp.parallel_for(pack_chunks, [&](int64_t c, int) {
+      kt.qgemm_pack_acts(a.x, c * n_tiles / pack_chunks, (c + 1) * n_tiles / pack_chunks, act_tiles_.data());
+    });
+    const int64_t n_strips = (m + kt.qgemm_rows - 1) / kt.qgemm_rows;
+    const size_t strip_floats = size_t(kt.qgemm_strip_bytes(k) + 3) / 4;
+    for (int t = 0; t < tp.size(); ++t) scratch(t, strip_floats);
+    const int64_t n_chunks = tp.chunks_for(n_strips, 1);
+    tp.parallel_for(n_chunks, [&](int64_t c, int t) {
+      kt.qgemm(a, act_tiles_.data(), c * n_strips / n_chunks, (c + 1) * n_strips / n_chunks,
+               reinterpret_cast<uint8_t*>(scratch_[size_t(t)].data()));
+    });
+    return true;
+  }
+
+  // ---- weight row blocks against all tokens
   const int64_t block_rows = packed ? cpu::kU4x4Rows : kt.qmatmul_block_rows;
   const int64_t n_blocks = (m + block_rows - 1) / block_rows;
   const int64_t block_bytes = block_rows * int64_t(dtype_row_bytes(w.dtype, k));

@@ -137,6 +137,17 @@ struct KernelTable {
   // below AVX2.
   void (*qmatmul_u8x4)(const QMatmulArgs& a, int64_t g0, int64_t g1) = nullptr;
 
+  // Integer GEMM for prefill over the repacked weights (kernels/qgemm_packed.cpp; null below
+  // AVX2): the quantized activations copied into tiles of qgemm_tokens tokens
+  // (qgemm_pack_acts writes tiles [tile0, tile1), qgemm_tile_bytes each), then strips
+  // [s0, s1) of qgemm_rows weight rows against all tokens, each strip unpacked into a
+  // per-thread scratch of qgemm_strip_bytes.
+  int64_t qgemm_rows = 0, qgemm_tokens = 0;
+  int64_t (*qgemm_strip_bytes)(int64_t k) = nullptr;
+  int64_t (*qgemm_tile_bytes)(int64_t k, bool wide) = nullptr;
+  void (*qgemm_pack_acts)(const QuantizedActs& x, int64_t tile0, int64_t tile1, uint8_t* out) = nullptr;
+  void (*qgemm)(const QMatmulArgs& a, const uint8_t* acts, int64_t s0, int64_t s1, uint8_t* scratch) = nullptr;
+
   // Paged attention of one item (attention.cpp describes the algorithm).
   void (*attend_item)(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch) = nullptr;
 

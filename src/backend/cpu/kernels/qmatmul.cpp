@@ -630,9 +630,64 @@ void qmatmul_q6_k(const QMatmulArgs& a, int64_t b0, int64_t b1) { blocks_of<FmtQ
 // Q = round(x * (1 / d)) (ties to even), the 16-bit Q split into 254 q + q2 with |q2| <= 127
 // by integer arithmetic; per lane of 4 values dl = d and xs = their sum of Q; per block db = d
 // and sb = d * sum(Q). With w4_order the 32 values go evens first, then odds.
+// The AVX2 path (element order) computes the same values: Q by cvtps (round to nearest even,
+// as nearbyint), the 16-bit split's (|Q| + 126) / 254 as a truncated float product, exact for
+// |Q| <= 32258 since (|Q| + 126.5) / 254 lies at least 0.5 / 254 from an integer.
 void quantize_row(const float* x, int64_t k, bool w4_order, const QuantizedRow& o) {
   constexpr int32_t kSplit = 254, kMax16 = 127 * kSplit;
   const bool wide = o.q2 != nullptr;
+#if defined(__AVX2__)
+  if (!w4_order) {
+    const __m256i quad_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i lim = _mm256_set1_epi32(wide ? kMax16 : 127);
+    for (int64_t b = 0; b < k / kBlock; ++b) {
+      const float* xb = x + b * kBlock;
+      __m256 v[4], mx = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        mx = _mm256_max_ps(mx, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[i]));
+      }
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float d = amax / (wide ? float(kMax16) : 127.0f), inv = d > 0 ? 1.0f / d : 0.0f;
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) {
+        q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(inv)));
+        q[i] = _mm256_min_epi32(_mm256_max_epi32(q[i], _mm256_sub_epi32(_mm256_setzero_si256(), lim)), lim);
+      }
+      // Sums of the 8 quads (lanes), in order.
+      const __m256i quads = _mm256_permutevar8x32_epi32(
+          _mm256_hadd_epi32(_mm256_hadd_epi32(q[0], q[1]), _mm256_hadd_epi32(q[2], q[3])), quad_order);
+      _mm256_storeu_ps(o.xs + b * kLanesPerBlock, _mm256_cvtepi32_ps(quads));
+      _mm256_storeu_ps(o.dl + b * kLanesPerBlock, _mm256_set1_ps(d));
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+      o.db[b] = d;
+      o.sb[b] = d * float(_mm_cvtsi128_si32(s4));
+      __m256i lo[4];
+      if (wide) {
+        for (int i = 0; i < 4; ++i) {
+          const __m256 mag = _mm256_cvtepi32_ps(_mm256_abs_epi32(q[i]));
+          const __m256i hi = _mm256_cvttps_epi32(
+              _mm256_mul_ps(_mm256_add_ps(mag, _mm256_set1_ps(126.5f)), _mm256_set1_ps(1.0f / float(kSplit))));
+          const __m256i q1 = _mm256_sign_epi32(hi, q[i]);
+          lo[i] = _mm256_sub_epi32(q[i], _mm256_sub_epi32(_mm256_slli_epi32(q1, 8), _mm256_slli_epi32(q1, 1)));
+          q[i] = q1;
+        }
+      }
+      const auto pack = [&](const __m256i* w, int8_t* dst) {  // 32 int32 in -127..127 to bytes, in order
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(w[0], w[1]), _mm256_packs_epi32(w[2], w[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutevar8x32_epi32(p, quad_order));
+      };
+      pack(q, o.q + b * kBlock);
+      if (wide) pack(lo, o.q2 + b * kBlock);
+    }
+    return;
+  }
+#endif
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const float* xb = x + b * kBlock;
     float amax = 0;

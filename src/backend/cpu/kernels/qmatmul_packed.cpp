@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/packed_blocks.h"
 #include "backend/cpu/kernels/simd.h"
 #include "backend/cpu/quant_pack.h"
 #include "core/error.h"
@@ -37,13 +38,6 @@ namespace {
 
 constexpr int kMaxTok = 4;
 constexpr int64_t kBlock = 32;
-
-inline __m128 f16x4(const uint8_t* p) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m128 u8x4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v)));
-}
 
 #if defined(__AVX512BW__)
 // One register: 4 rows (128-bit lane r = row r).
@@ -128,24 +122,6 @@ struct Rows {
 using F = Rows::F;
 using I = Rows::I;
 constexpr int kRegs = Rows::kRegs;
-
-// The 4 rows' c and m of block i of a segment whose header is h (quant_pack.h).
-template <DType kFmt>
-inline void block_scales(const uint8_t* h, int64_t i, __m128* c, __m128* m) {
-  if constexpr (kFmt == DType::Q4_0) {  // m = 8 c: corr accumulates c, group_tile scales it by 8
-    *c = f16x4(h);
-    *m = *c;
-  } else if constexpr (kFmt == DType::Q4_1) {  // w = d q + min: m = -min
-    *c = f16x4(h);
-    *m = _mm_sub_ps(_mm_setzero_ps(), f16x4(h + 8));
-  } else if constexpr (kFmt == DType::W4) {
-    *c = f16x4(h);
-    *m = _mm_mul_ps(*c, u8x4(h + 8));
-  } else {  // Q4_K
-    *c = _mm_mul_ps(f16x4(h), u8x4(h + 16 + 4 * i));
-    *m = _mm_mul_ps(f16x4(h + 8), u8x4(h + 48 + 4 * i));
-  }
-}
 
 // NT tokens from t0 against the 4 rows of one group: sums[t][r]; kWide: 16-bit activations.
 template <DType kFmt, int NT, bool kWide>

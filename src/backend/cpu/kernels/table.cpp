@@ -23,6 +23,12 @@ void qmatmul_q4_1(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q4_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q5_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
 void qmatmul_q6_k(const QMatmulArgs& a, int64_t b0, int64_t b1);
+int64_t qgemm_rows();
+int64_t qgemm_tokens();
+int64_t qgemm_strip_bytes(int64_t k);
+int64_t qgemm_tile_bytes(int64_t k, bool wide);
+void qgemm_pack_acts(const QuantizedActs& x, int64_t tile0, int64_t tile1, uint8_t* out);
+void qgemm(const QMatmulArgs& a, const uint8_t* acts, int64_t s0, int64_t s1, uint8_t* scratch);
 void attend_item(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch);
 void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* out);
 void swiglu_row(const float* gate, const float* up, int64_t d, float* out);
@@ -54,6 +60,12 @@ KernelTable make_table() {
 #if defined(__AVX2__)
   t.qmatmul_u4x4 = qmatmul_u4x4;
   t.qmatmul_u8x4 = qmatmul_u8x4;
+  t.qgemm_rows = qgemm_rows();
+  t.qgemm_tokens = qgemm_tokens();
+  t.qgemm_strip_bytes = qgemm_strip_bytes;
+  t.qgemm_tile_bytes = qgemm_tile_bytes;
+  t.qgemm_pack_acts = qgemm_pack_acts;
+  t.qgemm = qgemm;
 #endif
   t.attend_item = attend_item;
   t.rms_norm_row = rms_norm_row;
