@@ -73,31 +73,36 @@ if [ "$skip_1b" = 0 ]; then
   sh "$here/bench/llama_1b_shape.sh" "$WORK/l1b"
 fi
 
+# Each engine writes its results to a file that is read once it has exited: a reader started
+# beside it in a pipe (python's start-up) took CPU time from a 7 ms prefill on 2 cores, and the
+# JSON-mode figures of `twofold bench` read 10-14 thousand tokens/s against 16-18 unpiped.
 # Appends one result line: engine model format phase tokens_per_s [p99_ms]
 emit() { vs_emit engine="$1" model="$2" format="$3" phase="$4" tokens_per_s="$5" p99_ms="${6:-null}"; }
 run_llama() {  # model-tag prompt gen files...
   local tag=$1 p=$2 n=$3; shift 3
   local args=()
   for f in "$@"; do args+=(-m "$f"); done
-  "$llama_bench" "${args[@]}" -t "$threads" -p "$p" -n "$n" -r 3 -o jsonl 2> "$WORK/llama-bench.err" | vs_llama_ts |
-    while read -r fmt phase ts; do emit llama.cpp "$tag" "$fmt" "$phase" "$ts"; done
+  "$llama_bench" "${args[@]}" -t "$threads" -p "$p" -n "$n" -r 3 -o jsonl 2> "$WORK/llama-bench.err" > "$WORK/llama-bench.jsonl"
+  vs_llama_ts < "$WORK/llama-bench.jsonl" | while read -r fmt phase ts; do emit llama.cpp "$tag" "$fmt" "$phase" "$ts"; done
 }
 run_twofold() {  # engine binary model-tag prompt gen model-args...
   local engine=$1 bin=$2 tag=$3 p=$4 n=$5; shift 5
-  "$bin" bench "$@" -t "$threads" --prompt-len "$p" --gen "$n" --kv-dtype bf16 --no-membw --json 2> "$WORK/twofold.err" |
-    python3 -c '
+  "$bin" bench "$@" -t "$threads" --prompt-len "$p" --gen "$n" --kv-dtype bf16 --no-membw --json 2> "$WORK/twofold.err" \
+    > "$WORK/twofold.json"
+  python3 -c '
 import json, sys
 r = json.load(sys.stdin)["runs"][0]
-print(r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["itl_p99_s"] * 1e3)' |
+print(r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["itl_p99_s"] * 1e3)' < "$WORK/twofold.json" |
     { read -r pre dec p99; emit "$engine" "$tag" bf16 prefill "$pre"; emit "$engine" "$tag" bf16 decode "$dec" "$p99"; }
 }
 run_forward() {  # model-tag shape prompt gen
-  "$forward" --shape "$2" --dtypes q8_0,q4_0,w8,w4 -p "$3" -n "$4" -t "$threads" --reps 3 --no-membw --json |
-    python3 -c '
+  "$forward" --shape "$2" --dtypes q8_0,q4_0,w8,w4 -p "$3" -n "$4" -t "$threads" --reps 3 --no-membw --json \
+    > "$WORK/forward.jsonl"
+  python3 -c '
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    print(r["dtype"], max(r["pp_tok_s"]), max(r["tg_tok_s"]))' |
+    print(r["dtype"], max(r["pp_tok_s"]), max(r["tg_tok_s"]))' < "$WORK/forward.jsonl" |
     while read -r fmt pp tg; do emit twofold-forward "$1" "$fmt" prefill "$pp"; emit twofold-forward "$1" "$fmt" decode "$tg"; done
 }
 
