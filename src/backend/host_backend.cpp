@@ -28,6 +28,23 @@ void store_f32(void* data, DType dtype, int64_t i, float v) {
   }
 }
 
+void store_row_f32(void* data, DType dtype, int64_t offset, int64_t n, const float* src) {
+  switch (dtype) {
+    case DType::F32: std::memcpy(static_cast<float*>(data) + offset, src, size_t(n) * 4); return;
+    case DType::BF16: {
+      uint16_t* dst = static_cast<uint16_t*>(data) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      uint16_t* dst = static_cast<uint16_t*>(data) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default: TF_ASSERT(false, "store_row_f32: dtype {} is not a float type", dtype_name(dtype));
+  }
+}
+
 void load_row_f32(const void* data, DType dtype, int64_t offset, int64_t n, float* dst) {
   switch (dtype) {
     case DType::F32:

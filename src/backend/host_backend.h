@@ -68,6 +68,9 @@ class HostBackend : public Backend {
 // Reads element i of a float tensor of any float dtype.
 float load_f32(const void* data, DType dtype, int64_t i);
 void store_f32(void* data, DType dtype, int64_t i, float v);
+// Elements [offset, offset + n) of data (F32, BF16 or F16) = src, each as store_f32 writes it
+// (the dtype chosen once, so the loop vectorizes).
+void store_row_f32(void* data, DType dtype, int64_t offset, int64_t n, const float* src);
 // Converts n elements starting at element `offset` to float.
 void load_row_f32(const void* data, DType dtype, int64_t offset, int64_t n, float* dst);
 

@@ -30,5 +30,27 @@ TEST(OpsHostBackend, LoadRowF16IsExactForEveryHalf) {
   }
 }
 
+// store_row_f32 writes what store_f32 writes, element by element, for BF16 and F16 (rounding
+// to nearest even, overflow to infinity, denormals, NaNs) at every offset alignment.
+TEST(OpsHostBackend, StoreRowEqualsStoreOneByOne) {
+  std::vector<float> src;
+  for (uint32_t bits : {0x00000000u, 0x80000000u, 0x00000001u, 0x3f800000u, 0x3f808000u, 0x3f818000u, 0x477fe000u,
+                        0x477ff000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0x387fc000u, 0x33000000u}) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    src.push_back(f);
+  }
+  for (int i = 0; i < 200; ++i) src.push_back(float(i - 100) * 0.37f + 1e-3f * float(i * i));
+  const int64_t n = int64_t(src.size());
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const int64_t offset : {0, 1, 3}) {
+      std::vector<uint8_t> got(size_t((n + offset) * 4), 0xAB), want(got);
+      store_row_f32(got.data(), dtype, offset, n, src.data());
+      for (int64_t i = 0; i < n; ++i) store_f32(want.data(), dtype, offset + i, src[size_t(i)]);
+      EXPECT_EQ(got, want) << dtype_name(dtype) << " offset " << offset;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tf

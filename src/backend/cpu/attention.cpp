@@ -135,10 +135,8 @@ void CpuBackend::rope_kv_write(int layer, const TensorView& qkv, const QkRope& r
             v_scale(layer).as<float>()[pr] = quantize_row_kv_fp8(v, hd, vc.as<uint8_t>() + off);
             break;
           default:
-            for (int64_t i = 0; i < hd; ++i) {
-              store_f32(kc.data, kc.dtype, off + i, k[i]);
-              store_f32(vc.data, vc.dtype, off + i, v[i]);
-            }
+            store_row_f32(kc.data, kc.dtype, off, hd, k);
+            store_row_f32(vc.data, vc.dtype, off, hd, v);
         }
       }
     }
