@@ -9,7 +9,8 @@
 //
 //   pp P   one prefill step of P tokens (tokens/s, GFLOP/s of the weights' 2 flops each);
 //   tg G   G decode steps of one token after it (tokens/s, the GB/s of weight bytes read per
-//          step, and that as a share of the copy bandwidth: the batch-1 roofline).
+//          step, and that as a share of the copy bandwidth, the batch-1 roofline, and of the
+//          read-only bandwidth, bench/membw.h).
 //
 // Not the engine: no tokenizer, scheduler or sampler (their per-token cost is in
 // `twofold bench`'s "decode step" line). Not a test: it prints numbers, asserts nothing.
@@ -291,15 +292,19 @@ int run(int argc, char** argv) {
     }
   }
   set_default_host_threads(threads);
-  double copy_gb_s = 0;
-  if (membw) copy_gb_s = bench::measure_copy_bandwidth().copy_gb_s;
+  double copy_gb_s = 0, read_gb_s = 0;
+  if (membw) {
+    const bench::MemBwResult bw = bench::measure_copy_bandwidth();
+    copy_gb_s = bw.copy_gb_s;
+    read_gb_s = bw.read_gb_s;
+  }
   if (!json) {
     std::printf("shape %s: d_model %ld, d_ff %ld, heads %ld/%ld x %ld, vocab %ld, layers %ld; pp%d tg%d; %d threads; "
                 "kernels %s\n", shape_name.c_str(), shape.d_model, shape.d_ff, shape.n_heads, shape.n_kv_heads,
                 shape.head_dim, shape.n_vocab, shape.n_layers, prompt, gen, host_threads(), cpu::isa_report().c_str());
-    if (membw) std::printf("copy bandwidth %.1f GB/s\n", copy_gb_s);
-    std::printf("%-6s %10s %12s %10s %10s %9s %12s %10s %10s %9s %9s\n", "dtype", "MB", "pp tok/s", "median",
-                "per cpu-s", "GFLOP/s", "tg tok/s", "median", "per cpu-s", "GB/s", "roofline");
+    if (membw) std::printf("copy bandwidth %.1f GB/s, read-only %.1f GB/s\n", copy_gb_s, read_gb_s);
+    std::printf("%-6s %10s %12s %10s %10s %9s %12s %10s %10s %9s %9s %8s\n", "dtype", "MB", "pp tok/s", "median",
+                "per cpu-s", "GFLOP/s", "tg tok/s", "median", "per cpu-s", "GB/s", "roofline", "of read");
   }
   constexpr int32_t kBlockSize = 16;
   const int32_t ctx = prompt + gen;
@@ -357,16 +362,17 @@ int run(int argc, char** argv) {
     if (json) {
       std::printf("{\"engine\": \"twofold-forward\", \"shape\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, "
                   "\"isa\": \"%s\", \"weight_bytes\": %ld, \"pp\": %d, \"tg\": %d, \"pp_tok_s\": [%s], "
-                  "\"tg_tok_s\": [%s], \"pp_tok_per_cpu_s\": %.2f, \"tg_tok_per_cpu_s\": %.2f, \"copy_gb_s\": %.2f}\n",
+                  "\"tg_tok_s\": [%s], \"pp_tok_per_cpu_s\": %.2f, \"tg_tok_per_cpu_s\": %.2f, \"copy_gb_s\": %.2f, "
+                  "\"read_gb_s\": %.2f}\n",
                   shape_name.c_str(), name.c_str(), host_threads(), std::string(cpu::isa_name(cpu::active_isa())).c_str(),
                   model.weight_bytes, prompt, gen,
                   [&] { std::string v; for (double x : pp) v += (v.empty() ? "" : ", ") + std::to_string(x); return v; }().c_str(),
                   [&] { std::string v; for (double x : tg) v += (v.empty() ? "" : ", ") + std::to_string(x); return v; }().c_str(),
-                  pp_cpu, tg_cpu, copy_gb_s);
+                  pp_cpu, tg_cpu, copy_gb_s, read_gb_s);
     } else {
-      std::printf("%-6s %10.1f %12.1f %10.1f %10.1f %9.1f %12.1f %10.1f %10.1f %9.1f %8.0f%%\n", name.c_str(),
+      std::printf("%-6s %10.1f %12.1f %10.1f %10.1f %9.1f %12.1f %10.1f %10.1f %9.1f %8.0f%% %7.0f%%\n", name.c_str(),
                   double(model.weight_bytes) / 1e6, pp_best, pp_median, pp_cpu, gflops, tg_best, tg_median, tg_cpu,
-                  gb_s, copy_gb_s > 0 ? 100.0 * gb_s / copy_gb_s : 0.0);
+                  gb_s, copy_gb_s > 0 ? 100.0 * gb_s / copy_gb_s : 0.0, read_gb_s > 0 ? 100.0 * gb_s / read_gb_s : 0.0);
     }
     std::fflush(stdout);
   }

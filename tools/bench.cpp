@@ -217,7 +217,8 @@ int run_bench(const Args& a) {
     if (bw <= 0) {
       const bench::MemBwResult m = bench::measure_copy_bandwidth();
       bw = m.copy_gb_s;
-      where = fmt::format("host, {} threads", m.threads);
+      where = fmt::format("host, {} threads; read-only {:.1f} GB/s", m.threads, m.read_gb_s);
+      out["read_gb_s"] = m.read_gb_s;
     }
     out["copy_gb_s"] = bw;
     out["roofline_decode_tokens_per_s_batch1"] = bw / step_gb(1);

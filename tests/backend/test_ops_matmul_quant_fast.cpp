@@ -503,7 +503,9 @@ TEST(OpsMatmulQuantFast, QuantizeRowIsTheDefinitionBitForBit) {
         want.sb[size_t(b)] = d * float(sum);
       }
       EXPECT_EQ(got.q, want.q);
-      if (wide) EXPECT_EQ(got.q2, want.q2);
+      if (wide) {
+        EXPECT_EQ(got.q2, want.q2);
+      }
       EXPECT_EQ(got.dl, want.dl);
       EXPECT_EQ(got.xs, want.xs);
       EXPECT_EQ(got.db, want.db);
@@ -574,8 +576,9 @@ TEST(OpsMatmulQuantFast, U8x4HoldsTheCanonicalCodesAndScales) {
 // copy (U8x4 for Q8_0 and W8, U4x4 for Q4_0 and W4), through the few-token kernels (3 tokens)
 // and the prefill GEMM (12): with the uploaded canonical bytes (and the scales and zeros kept
 // beside them) zeroed afterwards, the output is still the matmul of the weights as uploaded.
+// Below AVX2 the kernels read the canonical bytes: zeroed, every output is 0.
 TEST(OpsMatmulQuantFast, UploadedWeightsRunOnTheirPackedCopy) {
-  if (!cpu::kernels().qmatmul_u8x4) GTEST_SKIP() << "no packed kernels at this level";
+  const bool packed_kernels = cpu::kernels().qmatmul_u8x4 != nullptr;
   const int64_t m = 7, k = 96;
   auto ref = make_backend(BackendKind::Ref);
   for (const DType dtype : {DType::Q8_0, DType::W8, DType::Q4_0, DType::W4}) {
@@ -595,8 +598,12 @@ TEST(OpsMatmulQuantFast, UploadedWeightsRunOnTheirPackedCopy) {
       std::vector<float> xq = quantize_dequantize(x, true), wf = w.dequant, want(size_t(n * m));
       ref->matmul(make_view(xq.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
                   make_view(want.data(), DType::F32, {n, m}));
-      EXPECT_TRUE(test::close_scaled_l2(out.values(), want, test::matmul_output_scale(xq, w.dequant, {}, n, k, m),
-                                        kExactTol));
+      if (packed_kernels) {
+        EXPECT_TRUE(test::close_scaled_l2(out.values(), want, test::matmul_output_scale(xq, w.dequant, {}, n, k, m),
+                                          kExactTol));
+      } else {
+        EXPECT_EQ(out.values(), std::vector<float>(size_t(n * m), 0.0f));
+      }
       cpu.release(up);
     }
   }
