@@ -71,6 +71,10 @@ struct L {
     return dot_u(acc, _mm512_abs_epi8(w), sx);
   }
   static I mul254(I v) { return _mm512_sub_epi32(_mm512_slli_epi32(v, 8), _mm512_slli_epi32(v, 1)); }
+  // Without VNNI: int16 sums of adjacent byte products; their sum; acc + the int16 pairs added.
+  static I pairs(I u, I s) { return _mm512_maddubs_epi16(u, s); }
+  static I add16(I a, I b) { return _mm512_add_epi16(a, b); }
+  static I widen_add(I acc, I h) { return _mm512_add_epi32(acc, _mm512_madd_epi16(h, _mm512_set1_epi16(1))); }
   static F zerof() { return _mm512_setzero_ps(); }
   static F loadf(const void* p) { return _mm512_loadu_ps(p); }
   static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
@@ -143,6 +147,9 @@ struct L {
   }
   static I dot_s(I acc, I w, I s) { return dot_u(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(s, w)); }
   static I mul254(I v) { return _mm256_sub_epi32(_mm256_slli_epi32(v, 8), _mm256_slli_epi32(v, 1)); }
+  static I pairs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  static I widen_add(I acc, I h) { return _mm256_add_epi32(acc, _mm256_madd_epi16(h, _mm256_set1_epi16(1))); }
   static F zerof() { return _mm256_setzero_ps(); }
   static F loadf(const void* p) { return _mm256_loadu_ps(static_cast<const float*>(p)); }
   static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
@@ -200,10 +207,11 @@ using F = L::F;
 
 // 8-bit codes go + 128 into the unsigned operand where VNNI sums them without saturating.
 #if defined(__AVX512VNNI__)
-constexpr bool kSigned8 = false;
+constexpr bool kVnni = true;
 #else
-constexpr bool kSigned8 = true;
+constexpr bool kVnni = false;
 #endif
+constexpr bool kSigned8 = !kVnni;
 
 constexpr int64_t strip_block_bytes() { return kQuads * kRows * 4 + 2 * kRows * 4; }
 int64_t tile_block_bytes(bool wide) { return (wide ? 2 : 1) * kQuads * kTok * 4 + 2 * kTok * 4; }
@@ -293,6 +301,20 @@ void pack_strip8(const QMatmulArgs& a, int64_t strip, uint8_t* out) {
 // d += the products of one plane's quads of a block (x: kQuads x kTok int32) with the strip's.
 template <bool kSigned>
 inline void plane(const uint8_t* w, const uint8_t* x, I (&d)[kTok]) {
+  if constexpr (!kSigned && !kVnni) {
+    // Nibbles without VNNI: the 8 quads' byte-pair sums (at most 2 x 15 x 127 each) add up in
+    // 16 bits (8 x 3810 < 2^15), widened to 32 once per block.
+    I h[kTok];
+    for (int64_t j = 0; j < kQuads; ++j) {
+      const I wj = L::load(w + j * kRows * 4);
+      for (int t = 0; t < kTok; ++t) {
+        const I p = L::pairs(wj, L::bcast(x + (j * kTok + t) * 4));
+        h[t] = j == 0 ? p : L::add16(h[t], p);
+      }
+    }
+    for (int t = 0; t < kTok; ++t) d[t] = L::widen_add(d[t], h[t]);
+    return;
+  }
   for (int64_t j = 0; j < kQuads; ++j) {
     const I wj = L::load(w + j * kRows * 4);
     for (int t = 0; t < kTok; ++t) {
