@@ -23,7 +23,7 @@
 //
 // Lanes are not rows in order: the unpacking of 4 registers of 4 rows (or 2 x 2 rows)
 // transposes 32-bit quads, which leaves row row_of_slot(s) in lane s; the scales are put in
-// the same order and the output store follows it.
+// the same order, and each token's sums are permuted back into row order before the store.
 #include <algorithm>
 #include <cstring>
 
