@@ -33,6 +33,7 @@ struct KernelOptions {
   bool fp8_fusion = true;                 // FP8 W8A8 matmuls: activation quantization in the norm, add / GLU in the scale kernel
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool pdl_resident = false;              // PDL also for kernels whose grid is what fits on the GPU at once
+  bool pdl_decode = false;                // PDL also in decode steps (one new token per sequence)
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs

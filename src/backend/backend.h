@@ -115,6 +115,9 @@ struct BackendOptions {
   // k-split GEMVs). Off (measured faster, docs/PERF.md) they start on an idle GPU and spread
   // evenly over the SMs, instead of landing where the previous kernel has left room
   bool pdl_resident = false;
+  // PDL in decode steps (every sequence of the batch one new token). Off (measured faster for
+  // decode, docs/PERF.md 2026-12-03): prefill and mixed steps keep it, where it is faster
+  bool pdl_decode = false;
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool decode_mma = true;          // decode attention on tensor cores (BF16 KV) instead of CUDA cores
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)

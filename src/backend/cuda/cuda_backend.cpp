@@ -200,6 +200,9 @@ void CudaBackend::set_batch(const Batch& b) {
                 b.block_tables.size() == n_groups * n_seqs * size_t(b.max_blocks),
             "set_batch: inconsistent batch ({} tokens, {} sequences, {} KV groups)", n_tokens, n_seqs, n_groups);
   batch_ = b;
+  // PDL by step kind (BackendOptions::pdl_decode): a decode step, recorded as a graph, runs in
+  // plain stream order; prefill and mixed steps overlap their kernels.
+  pdl_enabled() = opt_.pdl && (opt_.pdl_decode || n_tokens != n_seqs);
   // Attention work lists: one-token sequences for the decode kernel, the tokens of longer
   // chunks for the plain kernel.
   decode_seqs_.clear();

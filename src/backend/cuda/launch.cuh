@@ -4,7 +4,8 @@
 // launched this way call pdl_begin() before touching anything an earlier kernel wrote
 // (common.cuh). Stream capture keeps the relation in a CUDA Graph as a programmatic edge.
 // BackendOptions::pdl turns it off (plain stream order) to measure its gain; ::pdl_resident
-// only for the kernels whose grid is sized to the GPU (launch_resident).
+// only for the kernels whose grid is sized to the GPU (launch_resident); ::pdl_decode in
+// decode steps (CudaBackend::set_batch sets the switch per step).
 #pragma once
 
 #include <cuda_runtime.h>
