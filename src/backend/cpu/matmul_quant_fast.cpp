@@ -19,8 +19,8 @@ namespace {
 constexpr int64_t kMinChunkBytes = 16 * 1024;  // as matmul.cpp
 // From this many tokens the integer GEMM (kernels/qgemm_packed.cpp) runs instead of the
 // few-token kernels: measured with bench_cpu_forward (docs/PERF.md, 2026-12-03), it was
-// ahead from 8 tokens on tiny-main and the 1B shape, level or ahead at 4 (Q8_0 at the 1B
-// shape 1.46x), behind at 2.
+// ahead from 8 tokens on tiny-main and the 1B shape; at 4 between 5% behind (tiny-main Q8_0)
+// and 1.46x ahead (1B-shape Q8_0); behind at 2.
 constexpr int64_t kQGemmMinTokens = 4;
 
 // The kernel format of w, or kCount when the integer kernels do not cover it.
