@@ -94,7 +94,7 @@ static void store_kv_row(const TensorView& pool, const TensorView& scales, int64
     scales.as<float>()[row] = quantize_row_kv_fp8(x, hd, pool.as<uint8_t>() + row * hd);
     return;
   }
-  for (int64_t i = 0; i < hd; ++i) store_f32(pool.data, pool.dtype, row * hd + i, x[i]);
+  store_row_f32(pool.data, pool.dtype, row * hd, hd, x);
 }
 
 // Element i of row `row` of a layer's pool as F32 (I8, FP8: the stored value times the scale).
