@@ -82,6 +82,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "pdl-resident") k.pdl_resident = true;
   else if (name == "pdl-decode") k.pdl_decode = true;
   else if (name == "no-cublaslt") k.cublaslt = false;
+  else if (name == "no-lt-split-k") k.lt_split_k = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
   else if (name == "no-split-gemv") k.split_gemv = false;
   else if (name == "moe-simt") k.moe_mma = false;
@@ -93,7 +94,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "profile") k.profile = true;
   else if (name == "int8-acts") k.int8_activations = true;
   else
-    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, pdl-resident, pdl-decode, no-cublaslt, no-decode-mma, "
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, pdl-resident, pdl-decode, no-cublaslt, no-lt-split-k, no-decode-mma, "
          "no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
@@ -332,7 +333,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps), "
-                "no-cublaslt, no-decode-mma, no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
+                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "

@@ -35,6 +35,7 @@ struct KernelOptions {
   bool pdl_resident = false;              // PDL also for kernels whose grid is what fits on the GPU at once
   bool pdl_decode = false;                // PDL also in decode steps (one new token per sequence)
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
+  bool lt_split_k = true;                 // cuBLASLt's timed candidates include split-K copies of its heuristic's
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)

@@ -317,6 +317,11 @@ double CudaBackend::measure_copy_bandwidth(int64_t bytes) {
 void CudaBackend::set_options(const BackendOptions& opt) {
   check_options(opt);
   graph_reset();  // recordings were made with the old kernels
+  if (opt.lt_split_k != opt_.lt_split_k) {  // the timed choices were made among other candidates
+    gemv_.clear();
+    fp8_.clear();
+    lt_.reset();
+  }
   opt_ = opt;
   pdl_enabled() = opt_.pdl;
   pdl_resident_enabled() = opt_.pdl_resident;

@@ -168,8 +168,6 @@ class CudaBackend final : public Backend {
   // and counters; moe_experts' assignment lists, activations and expert outputs.
   enum class Scratch : int { Fp8Act, Fp8Scale, QuantTmp, QuantMma, MoeIndex, MoeAct, MoeOut, Count };
   void* scratch(Scratch slot, size_t bytes);
-  // Mean microseconds of `launch` on this stream over `reps` runs after a warm-up (CUDA events).
-  double time_us(const std::function<void()>& launch, int reps);
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV
@@ -208,6 +206,7 @@ class CudaBackend final : public Backend {
     double outer_us = -1, epilogue_us = -1;  // the fastest algorithm of each; -1: not offered
     int outer_algo = -1, epilogue_algo = -1;  // and its index
     int outer_tried = 0, epilogue_tried = 0;
+    std::string config;  // the pick's cuBLASLt configuration (lt_algo_name)
   };
   std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias
   // How an FP8 W8A8 GEMM of a's shape applies its scales and which cuBLASLt algorithm runs it,

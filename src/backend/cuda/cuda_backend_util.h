@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
+#include <functional>
 #include <vector>
 
 #include "backend/cuda/gemm.cuh"
@@ -19,6 +21,26 @@ using bf16 = __nv_bfloat16;
 
 // cuBLAS's workspace, shared by cublasGemmEx and the cuBLASLt algorithms (one stream).
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+// Times kernels as a decode step meets them, to choose among candidates: each launch alone
+// between two events with the L2 emptied before it by a 128 MB write (a step reads every
+// layer's weights once, so they never come from L2), after one warm-up; the median of the
+// launches, so one launch delayed by something else does not move the answer. Without the
+// scratch for the write (its allocation failed) the L2 stays warm.
+class ColdTimer {
+ public:
+  explicit ColdTimer(cudaStream_t stream);
+  ~ColdTimer();
+  ColdTimer(const ColdTimer&) = delete;
+  ColdTimer& operator=(const ColdTimer&) = delete;
+  double us(const std::function<void()>& launch, int reps);
+
+ private:
+  static constexpr size_t kFlushBytes = size_t(128) << 20;
+  cudaStream_t stream_;
+  void* flush_ = nullptr;
+  cudaEvent_t ev_[2] = {};
+};
 
 inline bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 

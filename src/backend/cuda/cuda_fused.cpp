@@ -165,7 +165,7 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
     }
     launch_quantize_rows_fp8(bf(*in), g.rows, g.k, xq, xs, stream_);
   }
-  if (!lt_) lt_ = std::make_unique<LtGemm>();
+  if (!lt_) lt_ = std::make_unique<LtGemm>(opt_.lt_split_k);
   Fp8GemmArgs a{.xq = xq, .x_scale = xs, .wq = g.wq.q, .w_scale = static_cast<const float*>(g.wq.scales),
                 .bias = g.bias, .out = then ? f.y.data : out.data, .rows = g.rows, .k = g.k, .m = g.m};
   auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));

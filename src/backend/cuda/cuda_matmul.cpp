@@ -5,6 +5,9 @@
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.cuh"
@@ -62,8 +65,9 @@ const LtAlgo* CudaBackend::lt_pick(const GemmArgs& g) {
 }
 
 // Auto mode, up to kLtMaxRows rows: cublasGemmEx, the GEMV (where it runs) and the first
-// kLtCandidates algorithms of cuBLASLt's heuristic (unbiased matmuls) are each timed over
-// kReps runs after a warm-up, with CUDA events on this stream, and the fastest is kept. A
+// kLtCandidates algorithms of cuBLASLt's heuristic with their split-K copies (unbiased
+// matmuls, LtGemm::candidates) are each timed (ColdTimer, kReps launches), and the fastest is
+// kept. A
 // shape first seen while a graph is being recorded (never, when the model runs a key eagerly
 // before recording it) gets cublasGemmEx. Timing writes g.out.
 const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
@@ -76,6 +80,8 @@ const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
   if (auto it = gemv_.find(key); it != gemv_.end()) return &it->second;
   if (capturing_) return nullptr;
   GemvChoice c;
+  ColdTimer timer(stream_);
+  auto time_us = [&](const std::function<void()>& launch, int reps) { return timer.us(launch, reps); };
   c.cublas_us = time_us([&] { launch_gemm(cublas_, g, stream_); }, kReps);
   double best = c.cublas_us;
   if (gemv_ok) {
@@ -84,7 +90,7 @@ const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
     best = std::min(best, c.custom_us);
   }
   if (lt_ok) {
-    if (!lt_) lt_ = std::make_unique<LtGemm>();
+    if (!lt_) lt_ = std::make_unique<LtGemm>(opt_.lt_split_k);
     for (const LtAlgo& a : lt_->candidates(g, kLtCandidates, kCublasWorkspaceBytes)) {
       const double us = time_us([&] { lt_->run(g, a, cublas_workspace_, stream_); }, kReps);
       ++c.lt_tried;
@@ -99,18 +105,32 @@ const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
   return &(gemv_[key] = c);
 }
 
-double CudaBackend::time_us(const std::function<void()>& launch, int reps) {
-  cudaEvent_t ev[2];
-  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
+ColdTimer::ColdTimer(cudaStream_t stream) : stream_(stream) {
+  if (cudaMalloc(&flush_, kFlushBytes) != cudaSuccess) {
+    flush_ = nullptr;
+    (void)cudaGetLastError();
+  }
+  for (cudaEvent_t& e : ev_) TF_CUDA_CHECK(cudaEventCreate(&e));
+}
+
+ColdTimer::~ColdTimer() {
+  for (cudaEvent_t& e : ev_) cudaEventDestroy(e);
+  if (flush_) cudaFree(flush_);
+}
+
+double ColdTimer::us(const std::function<void()>& launch, int reps) {
   launch();  // warm-up
-  TF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
-  for (int i = 0; i < reps; ++i) launch();
-  TF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
-  TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
-  float ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventDestroy(e));
-  return 1e3 * double(ms) / reps;
+  std::vector<float> ms(size_t(std::max(reps, 1)));
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (flush_) TF_CUDA_CHECK(cudaMemsetAsync(flush_, int(i), kFlushBytes, stream_));
+    TF_CUDA_CHECK(cudaEventRecord(ev_[0], stream_));
+    launch();
+    TF_CUDA_CHECK(cudaEventRecord(ev_[1], stream_));
+    TF_CUDA_CHECK(cudaEventSynchronize(ev_[1]));
+    TF_CUDA_CHECK(cudaEventElapsedTime(&ms[i], ev_[0], ev_[1]));
+  }
+  std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
+  return 1e3 * double(ms[ms.size() / 2]);
 }
 
 std::vector<std::string> CudaBackend::tuning_report() const {
@@ -122,14 +142,15 @@ std::vector<std::string> CudaBackend::tuning_report() const {
     if (c.custom_us >= 0) times += fmt::format(", gemv {:.1f} us", c.custom_us);
     if (c.lt_tried > 0) times += fmt::format(", best of {} cublasLt {:.1f} us", c.lt_tried, c.lt_us);
     lines.push_back(fmt::format("matmul rows={} k={} m={}{}{}: {} -> {}", rows, k, m, f32 ? " f32-out" : "",
-                                bias ? " bias" : "", times, c.custom ? "gemv" : c.lt ? "cublasLt" : "cublas"));
+                                bias ? " bias" : "", times,
+                                c.custom ? "gemv" : c.lt ? "cublasLt (" + lt_algo_name(*c.lt) + ")" : "cublas"));
   }
   for (const auto& [key, c] : fp8_) {
     const auto& [rows, k, m, f32, bias] = key;
     lines.push_back(fmt::format(
-        "fp8 w8a8 rows={} k={} m={}{}{}: outer vectors {:.1f} us (best of {}), epilogue {:.1f} us (best of {}) -> {} #{}",
+        "fp8 w8a8 rows={} k={} m={}{}{}: outer vectors {:.1f} us (best of {}), epilogue {:.1f} us (best of {}) -> {} #{} ({})",
         rows, k, m, f32 ? " f32-out" : "", bias ? " bias" : "", c.outer_us, c.outer_tried, c.epilogue_us,
-        c.epilogue_tried, fp8_scaling_name(c.scaling), c.algo));
+        c.epilogue_tried, fp8_scaling_name(c.scaling), c.algo, c.config));
   }
   for (std::string& line : quant_gemv_report()) lines.push_back(std::move(line));
   return lines;

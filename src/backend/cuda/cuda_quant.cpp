@@ -71,17 +71,19 @@ void* CudaBackend::scratch(Scratch slot, size_t bytes) {
 
 // FP8 W8A8 on cuBLASLt: both scalings it offers (outer-vector scales, and the unit-scale GEMM
 // with the epilogue kernel), each with every algorithm of the heuristic's list (up to
-// LtGemm::kFp8Candidates), are timed once per shape (first sight, not while a graph is being
-// recorded) and the fastest pair kept: the heuristic ranks neither the scalings nor, for
-// skinny products, its own algorithms by speed (the H200: its first algorithm takes 43 us for
-// 64 rows of 4096 x 14336, whose weights stream in 14). A shape first seen while recording
-// takes the heuristic's order (Auto, its first algorithm). Timing writes a.out.
+// LtGemm::kFp8Candidates) and their split-K copies, are timed once per shape (ColdTimer; first
+// sight, not while a graph is being recorded) and the fastest pair kept: the heuristic ranks
+// neither the scalings nor, for skinny products, its own algorithms by speed (the H200: its
+// first algorithm takes 43 us for 64 rows of 4096 x 14336, whose weights stream in 14). A
+// shape first seen while recording takes the heuristic's order (Auto, its first algorithm).
+// Timing writes a.out.
 CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc) {
   constexpr int kReps = 5;
   const GemvKey key{a.rows, a.k, a.m, a.out_f32, a.bias != nullptr};
   if (auto it = fp8_.find(key); it != fp8_.end()) return it->second;
   if (capturing_) return Fp8Choice{.scaling = Fp8Scaling::Auto};
   Fp8Choice c{.scaling = lt_->fp8_scaling(a, kCublasWorkspaceBytes)};
+  ColdTimer timer(stream_);
   double best = -1;
   for (Fp8Scaling s : {Fp8Scaling::OuterVectors, Fp8Scaling::Epilogue}) {
     Fp8GemmArgs t = a;
@@ -92,40 +94,22 @@ CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc)
     for (int i = 0; i < n; ++i) {
       t.algo = i;
       const double us =
-          time_us([&] { lt_->run_fp8(t, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_); }, kReps);
+          timer.us([&] { lt_->run_fp8(t, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_); }, kReps);
       double& slot = s == Fp8Scaling::OuterVectors ? c.outer_us : c.epilogue_us;
       if (slot < 0 || us < slot) slot = us, (s == Fp8Scaling::OuterVectors ? c.outer_algo : c.epilogue_algo) = i;
       if (best < 0 || us < best) best = us, c.scaling = s, c.algo = i;
     }
   }
+  if (best >= 0) {
+    Fp8GemmArgs t = a;
+    t.scaling = c.scaling;
+    t.algo = c.algo;
+    c.config = lt_->fp8_algorithm_name(t, kCublasWorkspaceBytes);
+  }
   return fp8_[key] = c;
 }
 
 namespace {
-
-// Mean microseconds of one launch with the L2 emptied before each (a 128 MB write: decode
-// reads every layer's weights once, so they never come from L2 in a real step), timed
-// launch by launch between events; the first launch is a warm-up. Without the scratch for
-// the write (allocation failed) the launches run back to back.
-double time_cold_us(cudaStream_t stream, void* flush, size_t flush_bytes, const std::function<void()>& launch,
-                    int reps) {
-  cudaEvent_t ev[2];
-  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
-  launch();
-  double total_ms = 0;
-  for (int i = 0; i < reps; ++i) {
-    if (flush) TF_CUDA_CHECK(cudaMemsetAsync(flush, i, flush_bytes, stream));
-    TF_CUDA_CHECK(cudaEventRecord(ev[0], stream));
-    launch();
-    TF_CUDA_CHECK(cudaEventRecord(ev[1], stream));
-    TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
-    float ms = 0;
-    TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-    total_ms += double(ms);
-  }
-  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventDestroy(e));
-  return 1e3 * total_ms / reps;
-}
 
 // The kernels launch_quant_gemv times, by the number it keeps: the tensor-core tiles
 // (QuantMmaTile) and these.
@@ -151,11 +135,11 @@ std::string quant_kernel_name(int tile) {
 
 }  // namespace
 
-// Every kernel that takes g with f is timed once per key (not while recording a graph: a key
-// first seen then takes launch_gemv's rule by shape). The timing runs the call itself, which
-// only writes its outputs again with the same values (Store, Swiglu, RopeKv's qkv rows and
-// pool rows), except AddTo, which would add twice: it is timed as the plain product into
-// scratch.
+// Every kernel that takes g with f is timed once per key (ColdTimer; not while recording a
+// graph: a key first seen then takes launch_gemv's rule by shape). The timing runs the call
+// itself, which only writes its outputs again with the same values (Store, Swiglu, RopeKv's
+// qkv rows and pool rows), except AddTo, which would add twice: it is timed as the plain
+// product into scratch.
 void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
   const QuantGemvKey key{g.rows, g.k, g.m, int(g.wq.dtype), g.wq.group_size, int(f.epilogue), f.norm_w != nullptr,
                          g.bias != nullptr, g.out_f32, opt_.split_gemv};
@@ -166,22 +150,17 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
       return;
     }
     constexpr int kReps = 5;
-    constexpr size_t kFlushBytes = size_t(128) << 20;
     GemmArgs t = g;
     GemvFusion tf = f;
     if (f.epilogue == GemvEpilogue::AddTo) {
       t.out = scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 2);
       tf.epilogue = GemvEpilogue::Store;
     }
-    void* flush = nullptr;
-    if (cudaMalloc(&flush, kFlushBytes) != cudaSuccess) {
-      flush = nullptr;
-      (void)cudaGetLastError();
-    }
+    ColdTimer timer(stream_);
     QuantGemvChoice c;
     double best = -1;
     auto consider = [&](int tile, const std::function<void()>& launch) {
-      const double us = time_cold_us(stream_, flush, kFlushBytes, launch, kReps);
+      const double us = timer.us(launch, kReps);
       c.times.emplace_back(tile, us);
       if (best < 0 || us < best) best = us, c.tile = tile;
     };
@@ -192,7 +171,6 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
     for (QuantMmaTile tile : kQuantMmaTiles)
       if (quant_mma_supported(t, tf, tile))
         consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
-    if (flush) TF_CUDA_CHECK(cudaFree(flush));
     it = quant_gemv_.emplace(key, std::move(c)).first;
   }
   const int tile = it->second.tile;
@@ -249,7 +227,7 @@ void CudaBackend::matmul_quant(const GemmArgs& g) {
     launch_quantize_rows_fp8(g.x, g.rows, g.k, xq, xs, stream_);
     a.xq = xq;
     a.x_scale = xs;
-    if (!lt_) lt_ = std::make_unique<LtGemm>();
+    if (!lt_) lt_ = std::make_unique<LtGemm>(opt_.lt_split_k);
     auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
     const Fp8Choice choice = fp8_choice(a, acc);
     a.scaling = choice.scaling;

@@ -1,8 +1,10 @@
 // cuBLASLt for the small-batch matmuls. cublasGemmEx runs the first algorithm of cuBLAS's
 // heuristic; for skinny decode shapes (a few to 64 rows against a large weight matrix) a
 // lower-ranked one (other tiles, split-K) can stream the weights faster. LtGemm lists the
-// heuristic's first candidates for a shape; CudaBackend times them on first sight next to
-// cublasGemmEx and the GEMV and keeps the fastest (cuda_matmul.cpp).
+// heuristic's first candidates for a shape, and copies of them that split k, which it lists
+// for some shapes only; CudaBackend times them on first sight next to cublasGemmEx and the
+// GEMV and keeps the fastest (cuda_matmul.cpp; on the H200 a split copy wins for the down
+// projection at several row counts, docs/PERF.md).
 #pragma once
 
 #include <cublasLt.h>
@@ -21,6 +23,8 @@ struct LtAlgo {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;  // bytes the algorithm needs
 };
+// "id I tile T stages S split-K N": the configuration cuBLASLt reports for `a`.
+std::string lt_algo_name(const LtAlgo& a);
 
 // How an FP8 GEMM applies the weight's per-row and the activations' per-token scales:
 //   OuterVectors  cuBLASLt's outer-vector scale mode applies both in its epilogue (no bias)
@@ -60,13 +64,15 @@ struct Fp8GemmArgs {
 
 class LtGemm {
  public:
-  LtGemm();
+  // split_k: the candidate lists add split-K copies of the heuristic's algorithms.
+  explicit LtGemm(bool split_k = true);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // Up to `n` algorithms for g's shape that need at most `max_workspace` bytes (same layout
-  // mapping as gemm.cu; no bias: callers keep biased matmuls on cublasGemmEx).
+  // Up to `n` of the heuristic's algorithms for g's shape that need at most `max_workspace`
+  // bytes, then their split-K copies (same layout mapping as gemm.cu; no bias: callers keep
+  // biased matmuls on cublasGemmEx).
   std::vector<LtAlgo> candidates(const GemmArgs& g, int n, size_t max_workspace);
   // out = x @ w^T (g.accumulate: out += x @ w^T) with algorithm `a`.
   void run(const GemmArgs& g, const LtAlgo& a, void* workspace, cudaStream_t stream);
@@ -78,12 +84,15 @@ class LtGemm {
   // Auto always resolves or fails).
   Fp8Scaling fp8_scaling(const Fp8GemmArgs& a, size_t max_workspace);
   bool fp8_available(const Fp8GemmArgs& a, size_t max_workspace);
-  // How many algorithms the heuristic offers for a's shape and (explicit) scaling, up to
-  // kFp8Candidates, best-ranked first: the caller may time them (a.algo) and keep the fastest,
-  // since for skinny products the heuristic's first is often not (H200, 64 rows of 4096 x
-  // 14336: its first streams the weights at a third of the copy bandwidth).
+  // How many algorithms there are for a's shape and (explicit) scaling: the heuristic's, up
+  // to kFp8Candidates, best-ranked first, then their split-K copies. The caller may time them
+  // (a.algo) and keep the fastest, since for skinny products the heuristic's first is often
+  // not (H200, 64 rows of 4096 x 14336: its first streams the weights at a third of the copy
+  // bandwidth).
   static constexpr int kFp8Candidates = 16;
   int fp8_algorithms(const Fp8GemmArgs& a, size_t max_workspace);
+  // "id I tile T stages S split-K N" of the algorithm a.algo of a's shape and scaling.
+  std::string fp8_algorithm_name(const Fp8GemmArgs& a, size_t max_workspace);
   // Epilogue needs `acc` (F32 [rows, m]).
   void run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream);
   // The heuristic's status for each explicit scaling of a's shape, for the benchmark's log.
@@ -101,7 +110,7 @@ class LtGemm {
   // One FP8 shape and scaling: its descriptors and algorithm.
   struct Fp8Plan {
     Descs d;
-    std::vector<LtAlgo> algos;  // the heuristic's, best-ranked first
+    std::vector<LtAlgo> algos;  // the heuristic's, best-ranked first, then split-K copies
     Fp8Scaling scaling = Fp8Scaling::Auto;
     cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;  // the heuristic's answer
     bool ok = false;                                      // an algorithm was found
@@ -112,6 +121,12 @@ class LtGemm {
   const Fp8Plan& fp8_plan(const Fp8GemmArgs& a, Fp8Scaling s, size_t max_workspace);
   const Fp8Plan& fp8_resolved(const Fp8GemmArgs& a, size_t max_workspace);
 
+  // Appends to `algos` copies of its algorithms that support split-K and run unsplit, at
+  // kSplits splits with an FP32 reduction, as far as cublasLtMatmulAlgoCheck accepts them for
+  // d's shape within max_workspace.
+  void add_split_k(const Descs& d, size_t max_workspace, std::vector<LtAlgo>& algos) const;
+
+  bool split_k_ = true;
   cublasLtHandle_t handle_ = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Descs> descs_;  // rows, k, m, F32 out
   // rows, k, m, F32 out, bias, scaling, fast accumulation

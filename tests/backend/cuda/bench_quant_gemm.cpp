@@ -233,12 +233,14 @@ void report_w8a8(Bench& b, const Shape& sh, int64_t rows, const Weights& w, cons
   if (!LtGemm::fp8_supported(a) || !b.lt.fp8_available(a, kWs)) return;
   const std::string name = std::string("fp8 w8a8 ") + fp8_scaling_name(b.lt.fp8_scaling(a, kWs)) + (fast ? ", fast" : "");
   const auto* x = static_cast<const __nv_bfloat16*>(buf.x);
-  // With fast accumulation every algorithm of the heuristic's list (the engine times them all
-  // and keeps the fastest: CudaBackend::fp8_choice); otherwise the heuristic's first.
+  // With fast accumulation every algorithm of the heuristic's list and their split-K copies
+  // (the engine times them all and keeps the fastest: CudaBackend::fp8_choice); otherwise the
+  // heuristic's first.
   const int n_algos = fast && sc != Fp8Scaling::Auto ? b.lt.fp8_algorithms(a, kWs) : 1;
   for (int algo = 0; algo < n_algos; ++algo) {
     a.algo = n_algos > 1 ? algo : -1;
-    b.report(sh, rows, n_algos > 1 ? name + " #" + std::to_string(algo) : name,
+    b.report(sh, rows,
+             n_algos > 1 ? name + " #" + std::to_string(algo) + " (" + b.lt.fp8_algorithm_name(a, kWs) + ")" : name,
              double(w.bytes_fp8) + double(rows * sh.k) * 2 + double(rows * sh.m) * 2, [&](int i) {
                Fp8GemmArgs ai = a;
                ai.wq = w.fp8[size_t(i) % w.fp8.size()].q;
