@@ -14,20 +14,21 @@ LtGemm::LtGemm(bool split_k) : split_k_(split_k) { TF_CUBLAS_CHECK(cublasLtCreat
 
 namespace {
 
+// An algorithm's attribute read with cuBLASLt's getter `get` (zero when it has none).
+template <typename T, typename Attr>
+T attribute(cublasStatus_t (*get)(const cublasLtMatmulAlgo_t*, Attr, void*, size_t, size_t*),
+            const cublasLtMatmulAlgo_t& algo, Attr attr) {
+  T v{};
+  size_t written = 0;
+  return get(&algo, attr, &v, sizeof(v), &written) == CUBLAS_STATUS_SUCCESS ? v : T{};
+}
 template <typename T>
 T config_of(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  T v{};
-  size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return T{};
-  return v;
+  return attribute<T>(cublasLtMatmulAlgoConfigGetAttribute, algo, attr);
 }
-
 template <typename T>
 T cap_of(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
-  T v{};
-  size_t written = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return T{};
-  return v;
+  return attribute<T>(cublasLtMatmulAlgoCapGetAttribute, algo, attr);
 }
 
 }  // namespace
