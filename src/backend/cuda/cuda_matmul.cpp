@@ -67,9 +67,8 @@ const LtAlgo* CudaBackend::lt_pick(const GemmArgs& g) {
 // Auto mode, up to kLtMaxRows rows: cublasGemmEx, the GEMV (where it runs) and the first
 // kLtCandidates algorithms of cuBLASLt's heuristic with their split-K copies (unbiased
 // matmuls, LtGemm::candidates) are each timed (ColdTimer, kReps launches), and the fastest is
-// kept. A
-// shape first seen while a graph is being recorded (never, when the model runs a key eagerly
-// before recording it) gets cublasGemmEx. Timing writes g.out.
+// kept. A shape first seen while a graph is being recorded (never, when the model runs a key
+// eagerly before recording it) gets cublasGemmEx. Timing writes g.out.
 const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
   constexpr int64_t kLtMaxRows = 64;
   constexpr int kLtCandidates = 8, kReps = 5;
@@ -81,18 +80,17 @@ const CudaBackend::GemvChoice* CudaBackend::tuned(const GemmArgs& g) {
   if (capturing_) return nullptr;
   GemvChoice c;
   ColdTimer timer(stream_);
-  auto time_us = [&](const std::function<void()>& launch, int reps) { return timer.us(launch, reps); };
-  c.cublas_us = time_us([&] { launch_gemm(cublas_, g, stream_); }, kReps);
+  c.cublas_us = timer.us([&] { launch_gemm(cublas_, g, stream_); }, kReps);
   double best = c.cublas_us;
   if (gemv_ok) {
-    c.custom_us = time_us([&] { launch_gemv(g, stream_); }, kReps);
+    c.custom_us = timer.us([&] { launch_gemv(g, stream_); }, kReps);
     c.custom = c.custom_us < best;
     best = std::min(best, c.custom_us);
   }
   if (lt_ok) {
     if (!lt_) lt_ = std::make_unique<LtGemm>(opt_.lt_split_k);
     for (const LtAlgo& a : lt_->candidates(g, kLtCandidates, kCublasWorkspaceBytes)) {
-      const double us = time_us([&] { lt_->run(g, a, cublas_workspace_, stream_); }, kReps);
+      const double us = timer.us([&] { lt_->run(g, a, cublas_workspace_, stream_); }, kReps);
       ++c.lt_tried;
       if (c.lt_us < 0 || us < c.lt_us) c.lt_us = us;
       if (us < best) {

@@ -29,24 +29,14 @@ using test::Rng;
 
 constexpr size_t kWorkspace = 32u << 20;
 
-// Device scratch owned by the test (the LtGemm calls run on the default stream).
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(p); }
-};
+// Device scratch from the CUDA backend; the LtGemm calls run on the default stream, with a
+// device synchronization before the results are read.
+void* scratch(Backend& cuda, size_t bytes) { return cuda.alloc(DType::U8, {int64_t(bytes)}).data; }
 
-std::vector<float> download_bf16(const void* p, int64_t n) {
-  std::vector<uint16_t> h(static_cast<size_t>(n));
-  EXPECT_EQ(cudaMemcpy(h.data(), p, h.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<float> out(h.size());
-  for (size_t i = 0; i < h.size(); ++i) out[i] = bf16_to_f32(h[i]);
-  return out;
-}
-
+// Candidates that split k (lt_algo_name ends in "split-K N").
 size_t split_copies(const std::vector<std::string>& names) {
   size_t n = 0;
-  for (const std::string& s : names) n += s.find("split-K 1") == std::string::npos;
+  for (const std::string& s : names) n += !s.ends_with(" split-K 1");
   return n;
 }
 
@@ -63,9 +53,9 @@ TEST(CudaLtGemm, EveryBf16CandidateMatchesRef) {
     const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
 
     const TensorView xd = test::to_cuda_bf16(*be.cuda, x, rows, k), wd = test::to_cuda_bf16(*be.cuda, w, m, k);
-    DeviceBuffer out(size_t(rows * m) * 2), ws(kWorkspace);
-    const cuda::GemmArgs g{.x = static_cast<const __nv_bfloat16*>(xd.data),
-                           .w = static_cast<const __nv_bfloat16*>(wd.data), .out = out.p, .rows = rows, .k = k, .m = m};
+    void* ws = scratch(*be.cuda, kWorkspace);
+    cuda::GemmArgs g{.x = static_cast<const __nv_bfloat16*>(xd.data), .w = static_cast<const __nv_bfloat16*>(wd.data),
+                     .rows = rows, .k = k, .m = m};
     cuda::LtGemm lt;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<cuda::LtAlgo> algos = lt.candidates(g, 8, kWorkspace);
@@ -73,10 +63,11 @@ TEST(CudaLtGemm, EveryBf16CandidateMatchesRef) {
     for (const cuda::LtAlgo& a : algos) {
       names.push_back(cuda::lt_algo_name(a));
       SCOPED_TRACE(names.back());
-      ASSERT_EQ(cudaMemset(out.p, 0xff, size_t(rows * m) * 2), cudaSuccess);  // NaNs where nothing is written
-      lt.run(g, a, ws.p, nullptr);
+      test::GuardedBf16 out(*be.cuda, rows, m);  // NaNs where nothing is written
+      g.out = out.view().data;
+      lt.run(g, a, ws, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      test::expect_close("cublasLt bf16 " + names.back(), download_bf16(out.p, rows * m), want, 5e-3, true);
+      test::expect_close("cublasLt bf16 " + names.back(), out.values(), want, 5e-3, out.guard_intact());
     }
     std::printf("  bf16 rows=%lld k=%lld m=%lld: %zu candidates, %zu split-K copies\n", (long long)rows,
                 (long long)k, (long long)m, algos.size(), split_copies(names));
@@ -105,16 +96,16 @@ TEST(CudaLtGemm, EveryFp8CandidateMatchesRef) {
     const std::vector<float> want = test::to_host_f32(*be.ref, out_ref);
 
     const TensorView xd = test::to_cuda_bf16(*be.cuda, x, rows, k), wd = be.cuda->upload(w.view(), w.dtype);
-    DeviceBuffer q(size_t(rows * k)), qs(size_t(rows) * 4), out(size_t(rows * m) * 2), acc(size_t(rows * m) * 4),
-        ws(kWorkspace);
+    auto* q = static_cast<uint8_t*>(scratch(*be.cuda, size_t(rows * k)));
+    auto* qs = static_cast<float*>(scratch(*be.cuda, size_t(rows) * 4));
+    auto* acc = static_cast<float*>(scratch(*be.cuda, size_t(rows * m) * 4));
+    void* ws = scratch(*be.cuda, kWorkspace);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cuda::launch_quantize_rows_fp8(static_cast<const __nv_bfloat16*>(xd.data), rows, k, static_cast<uint8_t*>(q.p),
-                                   static_cast<float*>(qs.p), nullptr);
+    cuda::launch_quantize_rows_fp8(static_cast<const __nv_bfloat16*>(xd.data), rows, k, q, qs, nullptr);
     cuda::LtGemm lt;
     for (cuda::Fp8Scaling s : {cuda::Fp8Scaling::OuterVectors, cuda::Fp8Scaling::Epilogue}) {
-      cuda::Fp8GemmArgs a{.xq = static_cast<const uint8_t*>(q.p), .x_scale = static_cast<const float*>(qs.p),
-                          .wq = static_cast<const uint8_t*>(wd.data), .w_scale = static_cast<const float*>(wd.scales),
-                          .out = out.p, .rows = rows, .k = k, .m = m, .scaling = s};
+      cuda::Fp8GemmArgs a{.xq = q, .x_scale = qs, .wq = static_cast<const uint8_t*>(wd.data),
+                          .w_scale = static_cast<const float*>(wd.scales), .rows = rows, .k = k, .m = m, .scaling = s};
       if (!lt.fp8_available(a, kWorkspace)) continue;
       const int n = lt.fp8_algorithms(a, kWorkspace);
       std::vector<std::string> names;
@@ -122,11 +113,12 @@ TEST(CudaLtGemm, EveryFp8CandidateMatchesRef) {
         a.algo = i;
         names.push_back(lt.fp8_algorithm_name(a, kWorkspace));
         SCOPED_TRACE(std::string(cuda::fp8_scaling_name(s)) + " #" + std::to_string(i) + " " + names.back());
-        ASSERT_EQ(cudaMemset(out.p, 0xff, size_t(rows * m) * 2), cudaSuccess);
-        lt.run_fp8(a, ws.p, kWorkspace, static_cast<float*>(acc.p), nullptr);
+        test::GuardedBf16 out(*be.cuda, rows, m);  // NaNs where nothing is written
+        a.out = out.view().data;
+        lt.run_fp8(a, ws, kWorkspace, acc, nullptr);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         test::expect_close(std::string("cublasLt fp8 ") + cuda::fp8_scaling_name(s) + " " + names.back(),
-                           download_bf16(out.p, rows * m), want, 5e-3, true);
+                           out.values(), want, 5e-3, out.guard_intact());
       }
       std::printf("  fp8 %s rows=%lld k=%lld m=%lld: %d candidates, %zu split-K copies\n", cuda::fp8_scaling_name(s),
                   (long long)rows, (long long)k, (long long)m, n, split_copies(names));
