@@ -162,7 +162,7 @@ void add_kv_plan(CLI::App& app, Runner& run) {
   c->add_option("-m,--model", a->dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->add_option("--gpu-mem", a->gpu_mem_gb, "Device memory in GB")->capture_default_str();
   c->add_option("--mem-util", a->mem_util, "Fraction of memory the engine may use")->capture_default_str();
-  c->add_option("--kv-dtype", a->kv_dtype, "KV element type: int8, bf16, f16, f32")->capture_default_str();
+  c->add_option("--kv-dtype", a->kv_dtype, "KV element type: f32, bf16, f16, int8, fp8 (E4M3)")->capture_default_str();
   c->add_option("--weight-dtype", a->weight_dtype, "Weight type on the device: bf16, f16, f32")->capture_default_str();
   c->add_option("--ctx", a->ctx, "Tokens per sequence (default: the model's context)");
   c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();

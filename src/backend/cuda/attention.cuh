@@ -34,7 +34,7 @@ struct PagedAttentionArgs {
   // them.
   int32_t n_splits = 1;
   float* workspace = nullptr;
-  bool decode_mma = true;  // BF16 pools: the tensor-core decode kernel where it applies
+  bool decode_mma = true;  // BF16, INT8, FP8 pools: the tensor-core decode kernel where it applies
 };
 
 // out[t, h] = softmax over keys kp in [first, positions[t]] of scale * q[t, h] . K[kp] applied
@@ -53,8 +53,8 @@ bool decode_supported(int64_t head_dim, int64_t group);
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // launch_decode_attention's tensor-core kernel (decode_attention_mma.cu), taken when
-// a.decode_mma is set and decode_mma_supported(): BF16 pools, head_dim 64, 128 or 256, groups
-// up to 8. Same splits and workspace format (the combine kernel is shared).
+// a.decode_mma is set and decode_mma_supported(): BF16, INT8 and FP8 pools, head_dim 64, 128
+// or 256, groups up to 8. Same splits and workspace format (the combine kernel is shared).
 bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 

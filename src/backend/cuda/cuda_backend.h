@@ -171,8 +171,8 @@ class CudaBackend final : public Backend {
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV
-  // cache tells (BF16, head_dim 64 or 128; the group is checked at launch), and the key count
-  // a split is a multiple of (its tile: 64; the CUDA-core kernel: 32).
+  // cache tells (BF16, INT8 or FP8, head_dim 64, 128 or 256; the group is checked at launch),
+  // and the key count a split is a multiple of (its tile: 64; the CUDA-core kernel: 32).
   bool decode_on_tensor_cores() const;
   int32_t decode_split_quantum() const;
 

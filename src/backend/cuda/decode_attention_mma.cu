@@ -1,17 +1,22 @@
-// Paged decode attention on tensor cores, for BF16 KV pools (head_dim 64, 128 or 256, up to 8
-// query heads per kv head): the same contract and split/workspace format as the CUDA-core
-// kernel of decode_attention.cu, which serves the other pools and groups.
+// Paged decode attention on tensor cores (head_dim 64, 128 or 256, up to 8 query heads per kv
+// head) for BF16 pools and for the scaled INT8 and FP8 pools (one F32 scale per row): the same
+// contract and split/workspace format as the CUDA-core kernel of decode_attention.cu, which
+// serves the other pools and groups.
 //
 // Why: the CUDA-core kernel scores one key at a time per lane group (a shuffle reduction and
 // two exponentials per key and head); at batch 32 it ran at ~11% of the DRAM bandwidth (ncu:
-// 35 us per layer for 10 MB of K/V). Here the query heads of one kv head are the rows of an
-// m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest zero), so a key tile
-// costs a handful of mma instructions and the kernel streams K/V.
+// 35 us per layer for 10 MB of K/V), and with FP8 pools at batch 256 it took twice the time of
+// this kernel on BF16 pools of twice the bytes. Here the query heads of one kv head are the
+// rows of an m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest zero), so a
+// key tile costs a handful of mma instructions and the kernel streams K/V.
 //
 // Grid (decode item, kv head, split), 4 warps. The split's keys go through shared memory
 // in tiles of kTileKeys = 64 (cp.async, 16-byte copies, double-buffered: tile j + 1 loads
-// while tile j is used); warp w owns keys 16w..16w+15 of every tile and keeps its own online
-// softmax state (m, l, O for the 16 rows) in registers:
+// while tile j is used). A scaled pool's tile arrives as its 8-bit codes and row scales and
+// is converted to BF16 codes in shared memory before use (exact: every INT8 and E4M3 value is
+// a BF16 value); the scales enter as factors: a key's score is ks * (q . k_codes), and its
+// weight for V is p * vs, so V's codes are multiplied as stored. Warp w owns keys 16w..16w+15
+// of every tile and keeps its own online softmax state (m, l, O for the 16 rows) in registers:
 //   S = Q K^T (scores of its 16 keys, FP32), masked keys -inf, scaled by scale * log2(e);
 //   m' = max(m, rowmax S), p = 2^(S - m'), l' = l 2^(m - m') + rowsum p, O = O 2^(m - m') + P V
 // with P rounded to BF16 for the product (l sums the FP32 p, as FlashAttention does). At the
@@ -22,14 +27,16 @@
 //
 // Invariants: a row whose keys are all masked so far keeps m = -inf, l = 0, O = 0 (the
 // exponent's base is 0 while m' = -inf, so no NaN); masked or missing keys (past the split,
-// block-table entry -1) are zero-filled in shared memory and score -inf. Padding rows
-// (>= group) have zero queries and are never written.
+// block-table entry -1) are zero-filled in shared memory (codes and scales) and score -inf.
+// Padding rows (>= group) have zero queries and are never written.
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_split.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
+
+#include <type_traits>
 
 namespace tf::cuda {
 namespace {
@@ -39,14 +46,23 @@ constexpr int32_t kStagedBlocks = kDecodeStagedBlocks;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 static_assert(kWarpKeys == 16, "a warp's keys are one k16 step of the P V product");
 
-template <int kD>
+// Element types of the pools this kernel reads; kScaled: 8-bit codes with a row scale.
+template <typename KvT>
+constexpr bool kScaled = !std::is_same_v<KvT, bf16>;
+
+template <int kD, bool kQuant>
 struct DecodeSmem {
   static constexpr int kLd = kD + 8;  // BF16 row stride: 8 consecutive rows start in distinct banks
-  bf16 q[16 * kLd];
+  static constexpr int kBf16Bufs = kQuant ? 1 : 2;  // BF16 pools: the cp.async targets themselves
+  static constexpr int kRawBytes = kQuant ? kTileKeys * kD : 16;
+  alignas(16) bf16 q[16 * kLd];
   union {
     struct {
-      bf16 k[2][kTileKeys * kLd];
-      bf16 v[2][kTileKeys * kLd];
+      alignas(16) bf16 k[kBf16Bufs][kTileKeys * kLd];
+      alignas(16) bf16 v[kBf16Bufs][kTileKeys * kLd];
+      alignas(16) uint8_t k_raw[2][kRawBytes];  // scaled pools: the codes as copied
+      alignas(16) uint8_t v_raw[2][kRawBytes];
+      float k_scale[2][kTileKeys], v_scale[2][kTileKeys];
     } tiles;
     float o[kWarps][8][kD];  // the warps' O rows for the merge (after the last tile)
   };
@@ -55,11 +71,40 @@ struct DecodeSmem {
   uint8_t valid[2][kTileKeys];
 };
 
-template <int kD>
+// Eight 8-bit codes (two words) as eight BF16 values (four words), exactly.
+__device__ __forceinline__ void codes_to_bf16(int8_t, uint2 in, uint4& out) {
+  const uint32_t w[2] = {in.x, in.y};
+  uint32_t r[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = w[i / 2] >> (16 * (i % 2));
+    const float lo = float(int8_t(word & 0xffu)), hi = float(int8_t((word >> 8) & 0xffu));
+    r[i] = pack_bf16(lo, hi);
+  }
+  out = uint4{r[0], r[1], r[2], r[3]};
+}
+__device__ __forceinline__ void codes_to_bf16(fp8_e4m3, uint2 in, uint4& out) {
+  const uint32_t w[2] = {in.x, in.y};
+  uint32_t r[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t pair = (w[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), __NV_E4M3);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    r[i] = pack_bf16(f.x, f.y);
+  }
+  out = uint4{r[0], r[1], r[2], r[3]};
+}
+
+template <typename KvT, int kD>
 __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(PagedAttentionArgs a) {
+  constexpr bool kQuant = kScaled<KvT>;
+  using Smem = DecodeSmem<kD, kQuant>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  DecodeSmem<kD>& sm = *reinterpret_cast<DecodeSmem<kD>*>(smem_raw);
-  constexpr int kLd = DecodeSmem<kD>::kLd, kChunks = kD / 8;
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  constexpr int kLd = Smem::kLd, kChunks = kD / 8;
+  // 16-byte copies per K/V row: BF16 8 values each, 8-bit codes 16
+  constexpr int kCopies = kQuant ? kD / 16 : kChunks;
 
   pdl_begin();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -74,8 +119,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
     return;
   }
   const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
-  const bf16* k_pool = static_cast<const bf16*>(a.k_pool);
-  const bf16* v_pool = static_cast<const bf16*>(a.v_pool);
+  const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
+  const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
   const int32_t bs = int32_t(a.block_size);
 
   // ---- Q rows (the group's heads; zero padding rows) and the split's block ids
@@ -92,19 +137,28 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
     for (int32_t i = tid; i <= b_last - b_first; i += kWarps * 32) sm.blocks[i] = table[b_first + i];
   __syncthreads();
 
-  // Tile `t` of the split into buffer `buf`: thread tid copies chunk tid % kChunks of keys
-  // tid / kChunks + j * (threads / kChunks).
+  // Tile `t` of the split into buffer `buf`: thread tid copies 16-byte piece tid % kCopies of
+  // keys tid / kCopies + j * (threads / kCopies), and a scaled pool's row scales.
   auto issue = [&](int32_t t, int buf) {
-    constexpr int kKeyStep = kWarps * 32 / kChunks;
-    const int c = tid % kChunks;
-    for (int j = tid / kChunks; j < kTileKeys; j += kKeyStep) {
+    constexpr int kKeyStep = kWarps * 32 / kCopies;
+    const int c = tid % kCopies;
+    for (int j = tid / kCopies; j < kTileKeys; j += kKeyStep) {
       const int32_t kp = k_begin + t * kTileKeys + j;
       int32_t block = -1;
       if (kp < k_end) block = staged ? sm.blocks[kp / bs - b_first] : table[kp / bs];
       const bool ok = block >= 0;
       const int64_t row = ok ? (int64_t(block) * a.n_kv_heads + kvh) * bs + kp % bs : 0;
-      cp_async_16(smem_addr(sm.tiles.k[buf] + j * kLd + c * 8), k_pool + row * kD + c * 8, ok);
-      cp_async_16(smem_addr(sm.tiles.v[buf] + j * kLd + c * 8), v_pool + row * kD + c * 8, ok);
+      if constexpr (kQuant) {
+        cp_async_16(smem_addr(sm.tiles.k_raw[buf] + j * kD + c * 16), k_pool + row * kD + c * 16, ok);
+        cp_async_16(smem_addr(sm.tiles.v_raw[buf] + j * kD + c * 16), v_pool + row * kD + c * 16, ok);
+        if (c == 0) {
+          cp_async_4(smem_addr(&sm.tiles.k_scale[buf][j]), a.k_scale + row, ok);
+          cp_async_4(smem_addr(&sm.tiles.v_scale[buf][j]), a.v_scale + row, ok);
+        }
+      } else {
+        cp_async_16(smem_addr(sm.tiles.k[buf] + j * kLd + c * 8), k_pool + row * kD + c * 8, ok);
+        cp_async_16(smem_addr(sm.tiles.v[buf] + j * kLd + c * 8), v_pool + row * kD + c * 8, ok);
+      }
       if (c == 0) sm.valid[buf][j] = ok;
     }
     cp_async_commit();
@@ -135,8 +189,19 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       cp_async_wait<0>();
     }
     __syncthreads();
-    const bf16* kt = sm.tiles.k[buf];
-    const bf16* vt = sm.tiles.v[buf];
+    if constexpr (kQuant) {  // codes -> BF16 tile, 8 values a step
+      for (int i = tid; i < kTileKeys * kChunks; i += kWarps * 32) {
+        const int j = i / kChunks, c = i % kChunks;
+        uint4 kb, vb;
+        codes_to_bf16(KvT{}, *reinterpret_cast<const uint2*>(sm.tiles.k_raw[buf] + j * kD + c * 8), kb);
+        codes_to_bf16(KvT{}, *reinterpret_cast<const uint2*>(sm.tiles.v_raw[buf] + j * kD + c * 8), vb);
+        *reinterpret_cast<uint4*>(sm.tiles.k[0] + j * kLd + c * 8) = kb;
+        *reinterpret_cast<uint4*>(sm.tiles.v[0] + j * kLd + c * 8) = vb;
+      }
+      __syncthreads();
+    }
+    const bf16* kt = sm.tiles.k[kQuant ? 0 : buf];
+    const bf16* vt = sm.tiles.v[kQuant ? 0 : buf];
 
     // S = Q K^T for keys key0..key0+15: two n8 tiles (ldmatrix: matrix m holds keys
     // (m / 2) * 8.., dims (m % 2) * 8..).
@@ -156,11 +221,13 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const bool ok = sm.valid[buf][key0 + n * 8 + 2 * (lane % 4) + e];
+        const int key = key0 + n * 8 + 2 * (lane % 4) + e;
+        const bool ok = sm.valid[buf][key];
+        const float ks = kQuant ? scale2 * sm.tiles.k_scale[buf][key] : scale2;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float& x = sc[n][2 * r + e];
-          x = ok ? x * scale2 : -INFINITY;
+          x = ok ? x * ks : -INFINITY;
           mx[r] = fmaxf(mx[r], x);
         }
       }
@@ -185,6 +252,16 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       l_run[r] = l_run[r] * corr[r] + sum;
       m_run[r] = m_new;
+    }
+    if constexpr (kQuant) {  // V's row scales weigh the probabilities (after l took them)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float vs = sm.tiles.v_scale[buf][key0 + n * 8 + 2 * (lane % 4) + e];
+          sc[n][e] *= vs;
+          sc[n][2 + e] *= vs;
+        }
     }
 
     // O = O * corr + P V: P (16 rows x these 16 keys) is one A fragment; V B fragments via
@@ -241,32 +318,42 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   }
 }
 
-template <int kD>
+template <typename KvT, int kD>
 void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
-  const size_t smem = sizeof(DecodeSmem<kD>);
+  const size_t smem = sizeof(DecodeSmem<kD, kScaled<KvT>>);
   static std::atomic<uint64_t> configured{0};
   once_per_device(configured, [smem] {
-    TF_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_mma_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(smem)));
+    TF_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_mma_kernel<KvT, kD>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   });
   const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
-  launch_pdl(decode_attention_mma_kernel<kD>, grid, dim3(kWarps * 32), smem, stream, a);
+  launch_pdl(decode_attention_mma_kernel<KvT, kD>, grid, dim3(kWarps * 32), smem, stream, a);
+}
+
+template <typename KvT>
+void launch_dims(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (a.head_dim == 64)
+    launch_typed<KvT, 64>(a, stream);
+  else if (a.head_dim == 128)
+    launch_typed<KvT, 128>(a, stream);
+  else
+    launch_typed<KvT, 256>(a, stream);
 }
 
 }  // namespace
 
 bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group) {
-  return kv_dtype == DType::BF16 && (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 &&
+  const bool pool = kv_dtype == DType::BF16 || kv_dtype == DType::I8 || kv_dtype == DType::FP8;
+  return pool && (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 &&
          group <= 8;
 }
 
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
-  if (a.head_dim == 64)
-    launch_typed<64>(a, stream);
-  else if (a.head_dim == 128)
-    launch_typed<128>(a, stream);
-  else
-    launch_typed<256>(a, stream);
+  switch (a.kv_dtype) {
+    case DType::I8: launch_dims<int8_t>(a, stream); break;
+    case DType::FP8: launch_dims<fp8_e4m3>(a, stream); break;
+    default: launch_dims<bf16>(a, stream); break;
+  }
   TF_CUDA_CHECK_LAUNCH("decode_attention_mma_kernel");
 }
 

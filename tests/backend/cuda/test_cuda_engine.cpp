@@ -186,7 +186,7 @@ TEST(CudaEngineGguf, Q4_0HeldAsW4MatchesTheCpuDequantized) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "bf16-eager"),
+INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "fp8", "bf16-eager"),
                          test::ParamName());
 
 }  // namespace

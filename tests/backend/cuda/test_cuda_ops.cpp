@@ -641,7 +641,7 @@ struct AttnCase {
   DType kv_dtype = DType::BF16;
   int layer = 0;
   std::string attention = "auto";  // prefill chunks: plain or tiled (flash) kernel
-  bool decode_mma = true;          // decodes: tensor-core kernel (BF16 pools) or the CUDA-core one
+  bool decode_mma = true;          // decodes: tensor-core kernel (BF16, INT8, FP8 pools) or the CUDA-core one
   int decode_splits = 0;           // key splits per decoded sequence (0: the backend's choice)
   std::string str() const {
     return std::string(steps == &kLongSteps ? "long " : steps == &kShortChunkSteps ? "short chunks " : "") +
@@ -666,8 +666,9 @@ struct AttnCase {
 //     <= 322 keys (~1e-6 relative) and one BF16 rounding of the output: tol 5e-3. A wrong key
 //     range, GQA mapping or block lookup averages other keys: errors of 1e-2 or more.
 //     The tiled (flash) kernel also rounds the softmax weights, and F16/F32/INT8/FP8 pool values,
-//     to BF16 for its tensor-core products: ~2^-9 relative per term, averaging over the keys,
-//     so it is held to the same tolerance.
+//     to BF16 for its tensor-core products, and the tensor-core decode kernel rounds the weights
+//     (times V's row scale for INT8/FP8 pools): ~2^-9 relative per term, averaging over the
+//     keys, so they are held to the same tolerance.
 constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
 
 ::testing::AssertionResult pools_match(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
@@ -821,6 +822,9 @@ void run_attn_case(const AttnCase& c) {
   }
 }
 
+// Pools the tensor-core decode kernel reads (the others take the CUDA-core kernel only).
+bool has_decode_mma(DType kv_dtype) { return kv_dtype != DType::F16; }
+
 using HeadsParam = std::pair<int64_t, int64_t>;
 class CudaAttention : public ::testing::TestWithParam<std::tuple<DType, HeadsParam>> {};
 
@@ -831,10 +835,10 @@ TEST_P(CudaAttention, MatchesRef) {
     for (int32_t block_size : {1, 16}) {
       for (int64_t head_dim : {64, 128, 256}) {  // 256: Gemma 3
         for (int64_t window : {0, 5}) {
-          // BF16 pools: decodes on the tensor-core kernel, and (with the plain prefill) on the
-          // CUDA-core kernel as well; the other pools always take the CUDA-core kernel.
+          // BF16, INT8 and FP8 pools: decodes on the tensor-core kernel, and (with the plain
+          // prefill) on the CUDA-core kernel as well; F16 pools always take the CUDA-core kernel.
           for (bool mma : {true, false}) {
-            if (!mma && (kv_dtype != DType::BF16 || std::string(attention) != "plain")) continue;
+            if (!mma && (!has_decode_mma(kv_dtype) || std::string(attention) != "plain")) continue;
             run_attn_case(AttnCase{.block_size = block_size, .n_heads = heads.first, .n_kv_heads = heads.second,
                                    .head_dim = head_dim, .sliding_window = window, .kv_dtype = kv_dtype,
                                    .layer = int((block_size + head_dim / 64 + window) % 2), .attention = attention,
@@ -855,7 +859,7 @@ TEST_P(CudaAttention, MatchesRefLongContext) {
     for (int64_t head_dim : {128, 256}) {
       for (int64_t window : {0, 100}) {
         for (bool mma : {true, false}) {
-          if (!mma && (kv_dtype != DType::BF16 || std::string(attention) != "plain")) continue;
+          if (!mma && (!has_decode_mma(kv_dtype) || std::string(attention) != "plain")) continue;
           run_attn_case(AttnCase{.steps = &kLongSteps, .block_size = 16, .n_heads = heads.first,
                                  .n_kv_heads = heads.second, .head_dim = head_dim, .sliding_window = window,
                                  .kv_dtype = kv_dtype, .layer = int(window / 100), .attention = attention,
@@ -882,7 +886,7 @@ TEST_P(CudaAttention, MatchesRefShortChunks) {
   for (int64_t head_dim : {64, 128, 256}) {
     for (int64_t window : {0, 5}) {
       for (bool mma : {true, false}) {
-        if (!mma && kv_dtype != DType::BF16) continue;
+        if (!mma && !has_decode_mma(kv_dtype)) continue;
         for (int splits : {0, 3}) {
           run_attn_case(AttnCase{.steps = &kShortChunkSteps, .block_size = 16, .n_heads = heads.first,
                                  .n_kv_heads = heads.second, .head_dim = head_dim, .sliding_window = window,
