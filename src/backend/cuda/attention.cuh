@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/batch_args.h"
 #include "core/dtype.h"
@@ -36,6 +37,18 @@ struct PagedAttentionArgs {
   float* workspace = nullptr;
   bool decode_mma = true;  // BF16, INT8, FP8 pools: the tensor-core decode kernel where it applies
 };
+
+// Calls f(std::integral_constant<int, D>{}) for the kernels' head_dim D: 64, 128, else 256 (the
+// callers' *_supported() checks have ruled out the rest).
+template <typename F>
+void with_head_dim(int64_t head_dim, F&& f) {
+  if (head_dim == 64)
+    f(std::integral_constant<int, 64>{});
+  else if (head_dim == 128)
+    f(std::integral_constant<int, 128>{});
+  else
+    f(std::integral_constant<int, 256>{});
+}
 
 // out[t, h] = softmax over keys kp in [first, positions[t]] of scale * q[t, h] . K[kp] applied
 // to V[kp], where first = max(0, positions[t] - window + 1) with a window, else 0; K/V of key

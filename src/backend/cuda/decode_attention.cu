@@ -242,12 +242,7 @@ void launch_group(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
 
 template <typename KvT>
 void launch_kv(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
-  if (a.head_dim == 64)
-    launch_group<KvT, 64>(a, grid, stream);
-  else if (a.head_dim == 128)
-    launch_group<KvT, 128>(a, grid, stream);
-  else
-    launch_group<KvT, 256>(a, grid, stream);
+  with_head_dim(a.head_dim, [&](auto d) { launch_group<KvT, decltype(d)::value>(a, grid, stream); });
 }
 
 }  // namespace

@@ -224,12 +224,7 @@ void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
 
 template <typename KvT>
 void launch_kv(const PagedAttentionArgs& a, cudaStream_t stream) {
-  if (a.head_dim == 64)
-    launch_typed<KvT, 64>(a, stream);
-  else if (a.head_dim == 128)
-    launch_typed<KvT, 128>(a, stream);
-  else
-    launch_typed<KvT, 256>(a, stream);
+  with_head_dim(a.head_dim, [&](auto d) { launch_typed<KvT, decltype(d)::value>(a, stream); });
 }
 
 }  // namespace
