@@ -5,8 +5,8 @@
 //
 // Why: the CUDA-core kernel scores one key at a time per lane group (a shuffle reduction and
 // two exponentials per key and head); at batch 32 it ran at ~11% of the DRAM bandwidth (ncu:
-// 35 us per layer for 10 MB of K/V), and with FP8 pools at batch 256 it took twice the time of
-// this kernel on BF16 pools of twice the bytes. Here the query heads of one kv head are the
+// 35 us per layer for 10 MB of K/V), and with FP8 pools at batch 64 and 256 it took twice the
+// time of this kernel on BF16 pools of twice the bytes. Here the query heads of one kv head are the
 // rows of an m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest zero), so a
 // key tile costs a handful of mma instructions and the kernel streams K/V.
 //
