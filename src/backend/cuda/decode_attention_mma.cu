@@ -6,9 +6,9 @@
 // Why: the CUDA-core kernel scores one key at a time per lane group (a shuffle reduction and
 // two exponentials per key and head); at batch 32 it ran at ~11% of the DRAM bandwidth (ncu:
 // 35 us per layer for 10 MB of K/V), and with FP8 pools at batch 64 and 256 it took twice the
-// time of this kernel on BF16 pools of twice the bytes. Here the query heads of one kv head are the
-// rows of an m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest zero), so a
-// key tile costs a handful of mma instructions and the kernel streams K/V.
+// time of this kernel on BF16 pools of twice the bytes. Here the query heads of one kv head
+// are the rows of an m16n8k16 tile (GQA packing: rows 0..group-1 are the heads, the rest
+// zero), so a key tile costs a handful of mma instructions and the kernel streams K/V.
 //
 // Grid (decode item, kv head, split), 4 warps. The split's keys go through shared memory
 // in tiles of kTileKeys = 64 (cp.async, 16-byte copies, double-buffered: tile j + 1 loads
@@ -339,8 +339,7 @@ void launch_dims(const PagedAttentionArgs& a, cudaStream_t stream) {
 
 bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group) {
   const bool pool = kv_dtype == DType::BF16 || kv_dtype == DType::I8 || kv_dtype == DType::FP8;
-  return pool && (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 &&
-         group <= 8;
+  return pool && decode_supported(head_dim, group);
 }
 
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
