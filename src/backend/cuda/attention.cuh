@@ -72,9 +72,9 @@ bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
 void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
-// head_dim 64, 128 or 256, any KV dtype (read into shared memory as BF16). A BF16 pool at
-// head_dim 64 or 128 takes launch_flash_attention_bf16 (flash_attention_bf16.cu:
-// FlashAttention-2 with scores and output in registers); the other dtypes, and every dtype at
+// head_dim 64, 128 or 256, any KV dtype (read into shared memory as BF16). BF16, INT8 and FP8
+// pools at head_dim 64 or 128 take launch_flash_attention_bf16 (flash_attention_bf16.cu:
+// FlashAttention-2 with scores and output in registers); F16 and F32 pools, and every dtype at
 // head_dim 256, a WMMA kernel that converts while loading and keeps the output in shared memory.
 bool flash_supported(int64_t head_dim);
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream);

@@ -12,9 +12,11 @@
 //
 // Grid (decode item, kv head, split), 4 warps. The split's keys go through shared memory
 // in tiles of kTileKeys = 64 (cp.async, 16-byte copies, double-buffered: tile j + 1 loads
-// while tile j is used). A scaled pool's tile arrives as its 8-bit codes and row scales and
-// is converted to BF16 codes in shared memory before use (exact: every INT8 and E4M3 value is
-// a BF16 value); the scales enter as factors: a key's score is ks * (q . k_codes), and its
+// while tile j is used). A scaled pool's tile stays in shared memory as its 8-bit codes and
+// row scales; ldmatrix reads the codes as 16-bit words and each lane converts its fragment's
+// codes to BF16 codes in registers (exact: every INT8 and E4M3 value is a BF16 value), with
+// the dims of each k16 step of Q K^T and the dims of O permuted to the order the codes arrive
+// in. The scales enter as factors: a key's score is ks * (q . k_codes), and its
 // weight for V is p * vs, so V's codes are multiplied as stored. Warp w owns keys 16w..16w+15
 // of every tile and keeps its own online softmax state (m, l, O for the 16 rows) in registers:
 //   S = Q K^T (scores of its 16 keys, FP32), masked keys -inf, scaled by scale * log2(e);
@@ -50,20 +52,28 @@ static_assert(kWarpKeys == 16, "a warp's keys are one k16 step of the P V produc
 template <typename KvT>
 constexpr bool kScaled = !std::is_same_v<KvT, bf16>;
 
+// The tiles of one buffer pair: BF16 rows (kLd elements apart) or 8-bit codes (kRawLd bytes
+// apart, so 8 consecutive rows start in distinct banks for ldmatrix) with their row scales.
+template <int kD, bool kQuant>
+struct DecodeTiles {
+  static constexpr int kLd = kD + 8;
+  alignas(16) bf16 k[2][kTileKeys * kLd];
+  alignas(16) bf16 v[2][kTileKeys * kLd];
+};
+template <int kD>
+struct DecodeTiles<kD, true> {
+  static constexpr int kRawLd = kD + 16;
+  alignas(16) uint8_t k[2][kTileKeys * kRawLd];
+  alignas(16) uint8_t v[2][kTileKeys * kRawLd];
+  float k_scale[2][kTileKeys], v_scale[2][kTileKeys];
+};
+
 template <int kD, bool kQuant>
 struct DecodeSmem {
   static constexpr int kLd = kD + 8;  // BF16 row stride: 8 consecutive rows start in distinct banks
-  static constexpr int kBf16Bufs = kQuant ? 1 : 2;  // BF16 pools: the cp.async targets themselves
-  static constexpr int kRawBytes = kQuant ? kTileKeys * kD : 16;
   alignas(16) bf16 q[16 * kLd];
   union {
-    struct {
-      alignas(16) bf16 k[kBf16Bufs][kTileKeys * kLd];
-      alignas(16) bf16 v[kBf16Bufs][kTileKeys * kLd];
-      alignas(16) uint8_t k_raw[2][kRawBytes];  // scaled pools: the codes as copied
-      alignas(16) uint8_t v_raw[2][kRawBytes];
-      float k_scale[2][kTileKeys], v_scale[2][kTileKeys];
-    } tiles;
+    DecodeTiles<kD, kQuant> tiles;
     float o[kWarps][8][kD];  // the warps' O rows for the merge (after the last tile)
   };
   float m[kWarps][8], l[kWarps][8];
@@ -71,30 +81,29 @@ struct DecodeSmem {
   uint8_t valid[2][kTileKeys];
 };
 
-// Eight 8-bit codes (two words) as eight BF16 values (four words), exactly.
-__device__ __forceinline__ void codes_to_bf16(int8_t, uint2 in, uint4& out) {
-  const uint32_t w[2] = {in.x, in.y};
-  uint32_t r[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t word = w[i / 2] >> (16 * (i % 2));
-    const float lo = float(int8_t(word & 0xffu)), hi = float(int8_t((word >> 8) & 0xffu));
-    r[i] = pack_bf16(lo, hi);
-  }
-  out = uint4{r[0], r[1], r[2], r[3]};
+// 8-bit codes to BF16 pairs in registers. An INT8 pair is bytes 0 and 2 of a word, an E4M3
+// pair the low 16 bits, so a word of four codes c0 c1 c2 c3 gives
+//   INT8: (c0, c2) and (c1, c3);   E4M3: (c0, c1) and (c2, c3).
+// K fragments take the pairs as they come and Q's fragments are ordered to match (kk below);
+// V fragments need (c0, c2) and (c1, c3), so E4M3 words are reordered first.
+__device__ __forceinline__ void code_pairs(int8_t, uint32_t w, uint32_t& first, uint32_t& second) {
+  first = int8_pair(w);
+  second = int8_pair(w >> 8);
 }
-__device__ __forceinline__ void codes_to_bf16(fp8_e4m3, uint2 in, uint4& out) {
-  const uint32_t w[2] = {in.x, in.y};
-  uint32_t r[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t pair = (w[i / 2] >> (16 * (i % 2))) & 0xffffu;
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair), __NV_E4M3);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-    r[i] = pack_bf16(f.x, f.y);
-  }
-  out = uint4{r[0], r[1], r[2], r[3]};
+__device__ __forceinline__ void code_pairs(fp8_e4m3, uint32_t w, uint32_t& first, uint32_t& second) {
+  first = e4m3_pair(w);
+  second = e4m3_pair(w >> 16);
 }
+__device__ __forceinline__ void code_pairs_02_13(int8_t, uint32_t w, uint32_t& first, uint32_t& second) {
+  code_pairs(int8_t{}, w, first, second);
+}
+__device__ __forceinline__ void code_pairs_02_13(fp8_e4m3, uint32_t w, uint32_t& first, uint32_t& second) {
+  code_pairs(fp8_e4m3{}, prmt(w, 0, 0x3120), first, second);
+}
+
+// The dimension held by column `col` (0..7) of O's n8 tile `n` for a scaled pool: n = 4j + 2h
+// + p covers dims 32j + 16h + 2 col + p (the V fragments' order, see the P V product).
+__device__ __forceinline__ int scaled_o_dim(int n, int col) { return 32 * (n / 4) + 16 * ((n / 2) % 2) + 2 * col + n % 2; }
 
 template <typename KvT, int kD>
 __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(PagedAttentionArgs a) {
@@ -149,8 +158,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       const bool ok = block >= 0;
       const int64_t row = ok ? (int64_t(block) * a.n_kv_heads + kvh) * bs + kp % bs : 0;
       if constexpr (kQuant) {
-        cp_async_16(smem_addr(sm.tiles.k_raw[buf] + j * kD + c * 16), k_pool + row * kD + c * 16, ok);
-        cp_async_16(smem_addr(sm.tiles.v_raw[buf] + j * kD + c * 16), v_pool + row * kD + c * 16, ok);
+        constexpr int kRawLd = DecodeTiles<kD, true>::kRawLd;
+        cp_async_16(smem_addr(sm.tiles.k[buf] + j * kRawLd + c * 16), k_pool + row * kD + c * 16, ok);
+        cp_async_16(smem_addr(sm.tiles.v[buf] + j * kRawLd + c * 16), v_pool + row * kD + c * 16, ok);
         if (c == 0) {
           cp_async_4(smem_addr(&sm.tiles.k_scale[buf][j]), a.k_scale + row, ok);
           cp_async_4(smem_addr(&sm.tiles.v_scale[buf][j]), a.v_scale + row, ok);
@@ -166,12 +176,27 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   const int32_t n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
   issue(0, 0);
 
-  // Q as A fragments (ldmatrix: matrix m holds rows (m % 2) * 8.., dims (m / 2) * 8..).
+  // Q as A fragments. BF16 pools: ldmatrix (matrix m holds rows (m % 2) * 8.., dims (m / 2) *
+  // 8..). Scaled pools: the k16 step kk's slots 2q, 2q+1 | 2q+8, 2q+9 (q = lane % 4) hold the
+  // dims whose K codes code_pairs gives a lane: 16 kk + 4q + {0, 1 | 2, 3} for E4M3 and
+  // 16 kk + 4q + {0, 2 | 1, 3} for INT8 (a dot product may take its terms in any order).
   const int mi = lane / 8, mr = lane % 8;
   uint32_t qa[kD / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk)
-    ldsm_x4(qa[kk], smem_addr(sm.q + ((mi % 2) * 8 + mr) * kLd + kk * 16 + (mi / 2) * 8));
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    if constexpr (kQuant) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // rows lane / 4 and lane / 4 + 8
+        const bf16* qr = sm.q + (lane / 4 + 8 * h) * kLd + kk * 16 + 4 * (lane % 4);
+        const uint32_t lo = *reinterpret_cast<const uint32_t*>(qr), hi = *reinterpret_cast<const uint32_t*>(qr + 2);
+        const bool int8 = std::is_same_v<KvT, int8_t>;
+        qa[kk][h] = int8 ? prmt(lo, hi, 0x5410) : lo;
+        qa[kk][2 + h] = int8 ? prmt(lo, hi, 0x7632) : hi;
+      }
+    } else {
+      ldsm_x4(qa[kk], smem_addr(sm.q + ((mi % 2) * 8 + mr) * kLd + kk * 16 + (mi / 2) * 8));
+    }
+  }
 
   const float scale2 = a.scale * kLog2e;
   float o[kD / 8][4];
@@ -189,29 +214,36 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       cp_async_wait<0>();
     }
     __syncthreads();
-    if constexpr (kQuant) {  // codes -> BF16 tile, 8 values a step
-      for (int i = tid; i < kTileKeys * kChunks; i += kWarps * 32) {
-        const int j = i / kChunks, c = i % kChunks;
-        uint4 kb, vb;
-        codes_to_bf16(KvT{}, *reinterpret_cast<const uint2*>(sm.tiles.k_raw[buf] + j * kD + c * 8), kb);
-        codes_to_bf16(KvT{}, *reinterpret_cast<const uint2*>(sm.tiles.v_raw[buf] + j * kD + c * 8), vb);
-        *reinterpret_cast<uint4*>(sm.tiles.k[0] + j * kLd + c * 8) = kb;
-        *reinterpret_cast<uint4*>(sm.tiles.v[0] + j * kLd + c * 8) = vb;
-      }
-      __syncthreads();
-    }
-    const bf16* kt = sm.tiles.k[kQuant ? 0 : buf];
-    const bf16* vt = sm.tiles.v[kQuant ? 0 : buf];
 
-    // S = Q K^T for keys key0..key0+15: two n8 tiles (ldmatrix: matrix m holds keys
-    // (m / 2) * 8.., dims (m % 2) * 8..).
+    // S = Q K^T for keys key0..key0+15: two n8 tiles.
     float sc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    if constexpr (kQuant) {
+      // ldmatrix on the codes (16 per matrix row): matrix m holds keys (m % 2) * 8.., bytes
+      // 32 j + (m / 2) * 16..; lane (g, q) gets codes 4q..4q+3 of key g, i.e. the B pairs of
+      // k16 step 2j + m / 2 for n tile m % 2.
+      constexpr int kRawLd = DecodeTiles<kD, true>::kRawLd;
+      const uint8_t* kt = sm.tiles.k[buf] + (key0 + (mi % 2) * 8 + mr) * kRawLd + (mi / 2) * 16;
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t b[4];
-      ldsm_x4(b, smem_addr(kt + (key0 + (mi / 2) * 8 + mr) * kLd + kk * 16 + (mi % 2) * 8));
-      mma_bf16(sc[0], qa[kk], b[0], b[1]);
-      mma_bf16(sc[1], qa[kk], b[2], b[3]);
+      for (int j = 0; j < kD / 32; ++j) {
+        uint32_t r[4];
+        ldsm_x4(r, smem_addr(kt + 32 * j));
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          uint32_t b0, b1;
+          code_pairs(KvT{}, r[m], b0, b1);
+          mma_bf16(sc[m % 2], qa[2 * j + m / 2], b0, b1);
+        }
+      }
+    } else {
+      // ldmatrix: matrix m holds keys (m / 2) * 8.., dims (m % 2) * 8..
+      const bf16* kt = sm.tiles.k[buf];
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        uint32_t b[4];
+        ldsm_x4(b, smem_addr(kt + (key0 + (mi / 2) * 8 + mr) * kLd + kk * 16 + (mi % 2) * 8));
+        mma_bf16(sc[0], qa[kk], b[0], b[1]);
+        mma_bf16(sc[1], qa[kk], b[2], b[3]);
+      }
     }
 
     // Online softmax of this warp's 16 keys; lane holds keys key0 + n * 8 + 2 (lane % 4) + e
@@ -223,7 +255,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       for (int e = 0; e < 2; ++e) {
         const int key = key0 + n * 8 + 2 * (lane % 4) + e;
         const bool ok = sm.valid[buf][key];
-        const float ks = kQuant ? scale2 * sm.tiles.k_scale[buf][key] : scale2;
+        float ks = scale2;
+        if constexpr (kQuant) ks *= sm.tiles.k_scale[buf][key];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float& x = sc[n][2 * r + e];
@@ -264,8 +297,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
         }
     }
 
-    // O = O * corr + P V: P (16 rows x these 16 keys) is one A fragment; V B fragments via
-    // transposed ldmatrix (matrix m holds keys (m % 2) * 8.., dims (m / 2) * 8..).
+    // O = O * corr + P V: P (16 rows x these 16 keys) is one A fragment (slot i = key key0 + i).
     const uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]),
                             pack_bf16(sc[1][0], sc[1][1]), pack_bf16(sc[1][2], sc[1][3])};
 #pragma unroll
@@ -275,12 +307,36 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       o[n][2] *= corr[1];
       o[n][3] *= corr[1];
     }
+    if constexpr (kQuant) {
+      // Transposed ldmatrix on the codes: matrix m holds keys (m % 2) * 8.., bytes 32 j +
+      // (m / 2) * 16..; lane (g, q) gets keys 2q, 2q+1 at codes 2g, 2g+1 (one 16-bit word
+      // each), so code_pairs_02_13 gives the B pair of keys 2q, 2q+1 (m even: b0; odd: b1) at
+      // dim 2g (n tile 4j + 2 (m / 2)) and at dim 2g + 1 (the next n tile): scaled_o_dim.
+      constexpr int kRawLd = DecodeTiles<kD, true>::kRawLd;
+      const uint8_t* vt = sm.tiles.v[buf] + (key0 + (mi % 2) * 8 + mr) * kRawLd + (mi / 2) * 16;
 #pragma unroll
-    for (int n = 0; n < kD / 16; ++n) {
-      uint32_t b[4];
-      ldsm_x4_trans(b, smem_addr(vt + (key0 + (mi % 2) * 8 + mr) * kLd + n * 16 + (mi / 2) * 8));
-      mma_bf16(o[2 * n], pa, b[0], b[1]);
-      mma_bf16(o[2 * n + 1], pa, b[2], b[3]);
+      for (int j = 0; j < kD / 32; ++j) {
+        uint32_t r[4];
+        ldsm_x4_trans(r, smem_addr(vt + 32 * j));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          uint32_t even0, odd0, even1, odd1;
+          code_pairs_02_13(KvT{}, r[2 * h], even0, odd0);
+          code_pairs_02_13(KvT{}, r[2 * h + 1], even1, odd1);
+          mma_bf16(o[4 * j + 2 * h], pa, even0, even1);
+          mma_bf16(o[4 * j + 2 * h + 1], pa, odd0, odd1);
+        }
+      }
+    } else {
+      // V B fragments via transposed ldmatrix (matrix m holds keys (m % 2) * 8.., dims (m / 2) * 8..)
+      const bf16* vt = sm.tiles.v[buf];
+#pragma unroll
+      for (int n = 0; n < kD / 16; ++n) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, smem_addr(vt + (key0 + (mi % 2) * 8 + mr) * kLd + n * 16 + (mi / 2) * 8));
+        mma_bf16(o[2 * n], pa, b[0], b[1]);
+        mma_bf16(o[2 * n + 1], pa, b[2], b[3]);
+      }
     }
     __syncthreads();  // the buffer is refilled by the next iteration's issue
   }
@@ -293,10 +349,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       sm.l[warp][row] = l_run[0];
     }
 #pragma unroll
-    for (int n = 0; n < kD / 8; ++n) {
-      sm.o[warp][row][n * 8 + 2 * (lane % 4)] = o[n][0];
-      sm.o[warp][row][n * 8 + 2 * (lane % 4) + 1] = o[n][1];
-    }
+    for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 2 * (lane % 4) + e;
+        sm.o[warp][row][kQuant ? scaled_o_dim(n, col) : n * 8 + col] = o[n][e];
+      }
   }
   __syncthreads();
   for (int i = tid; i < group * kD; i += kWarps * 32) {

@@ -1,9 +1,9 @@
 // Paged prefill attention on tensor cores, FlashAttention-style (online softmax over key
 // tiles, never materialising the score matrix), for the prefill chunks of a batch.
-// launch_flash_attention sends BF16 pools at head_dim 64 and 128 to the register-resident
-// FlashAttention-2 kernel of flash_attention_bf16.cu; this file's WMMA kernel serves the F16,
-// F32, INT8 and FP8 pools, whose values must be converted to BF16 on the way into shared
-// memory anyway, and every pool at head_dim 256.
+// launch_flash_attention sends BF16, INT8 and FP8 pools at head_dim 64 and 128 to the
+// register-resident FlashAttention-2 kernel of flash_attention_bf16.cu; this file's WMMA
+// kernel serves the F16 and F32 pools, whose values it converts to BF16 on the way into shared
+// memory, and every pool at head_dim 256.
 //
 // Work item: a tile of up to kRows = 64 consecutive query rows of one sequence (set_batch
 // lists them as (sequence, first row, rows)) and one query head; grid (tiles, heads), four
@@ -233,13 +233,14 @@ bool flash_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 12
 
 void launch_flash_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.batch.n_flash == 0) return;
+  const bool fa2 = a.kv_dtype == DType::BF16 || a.kv_dtype == DType::I8 || a.kv_dtype == DType::FP8;
+  if (fa2 && a.head_dim <= 128) {
+    launch_flash_attention_bf16(a, stream);
+    TF_CUDA_CHECK_LAUNCH("flash_bf16_kernel");
+    return;
+  }
   switch (a.kv_dtype) {
-    case DType::BF16:
-      if (a.head_dim <= 128)
-        launch_flash_attention_bf16(a, stream);
-      else
-        launch_kv<bf16>(a, stream);
-      break;
+    case DType::BF16: launch_kv<bf16>(a, stream); break;
     case DType::F16: launch_kv<__half>(a, stream); break;
     case DType::I8: launch_kv<int8_t>(a, stream); break;
     case DType::FP8: launch_kv<fp8_e4m3>(a, stream); break;

@@ -1,6 +1,7 @@
-// Paged prefill attention for a BF16 KV pool: FlashAttention-2's forward pass on mma.sync
-// tensor cores, with scores, probabilities and the output kept in registers (the path of
-// launch_flash_attention for kv_dtype BF16; flash_attention.cu serves the other dtypes).
+// Paged prefill attention for BF16, INT8 and FP8 KV pools: FlashAttention-2's forward pass on
+// mma.sync tensor cores, with scores, probabilities and the output kept in registers (the
+// path of launch_flash_attention for these pools at head_dim 64 and 128; flash_attention.cu
+// serves the other pools and head_dim 256).
 //
 // Work item: a tile of up to kRows = 64 query rows of one sequence (batch.flash_tiles) and
 // one query head; four warps, each owning 16 rows. The grid is (tiles, heads), read in
@@ -16,7 +17,12 @@
 //     (the load issued at the top of an iteration, the row stored at its end, so its latency
 //     hides behind the compute). Shared tiles are unpadded [row][head_dim] with 16-byte
 //     chunk c of row r stored at c ^ (r % 8): the 8 rows of every ldmatrix matrix hit 8
-//     distinct bank groups.
+//     distinct bank groups. INT8 and FP8 pools: the two buffers hold the tiles' 8-bit codes
+//     (unswizzled) and row scales; once a tile has arrived the block converts it into one
+//     BF16 K and one BF16 V tile of the same swizzled layout, each value code * scale rounded
+//     once to BF16 (as the WMMA kernel does), so the products below are the same for every
+//     pool. The conversion costs a pass through shared memory and a barrier per tile; each
+//     code is converted once, where converting in registers would repeat it in all four warps.
 //   - S = Q K^T per warp (16 x 64, FP32 in registers), K as B fragments via ldmatrix (K rows
 //     are [key][d], i.e. B column-major). Causal / window masking only on key tiles not
 //     fully visible to every row.
@@ -43,6 +49,8 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
 
+#include <type_traits>
+
 namespace tf::cuda {
 namespace {
 
@@ -61,22 +69,61 @@ template <int kD>
 constexpr int kMinBlocks = kD == 128 ? 2 : 3;
 
 template <int kD>
+constexpr int kTileBytes = kKeys * kD * 2;  // one BF16 K, V or Q tile (kRows == kKeys)
+// Shared memory: the K and V tiles (BF16 pools: buffers 0 and 1 of each; scaled pools: one
+// BF16 buffer each, then the 8-bit codes of K and V in buffers 0 and 1), then the pool rows of
+// the keys of two tiles (rows[buf][j]: K/V row of key j of the tile in buffer buf, -1 =
+// zero-fill), then a scaled pool's row scales of both buffers.
+template <typename KvT, int kD>
+constexpr int kSmemBytes = 128 + 4 * kTileBytes<kD> + 2 * kKeys * int(sizeof(int32_t)) +
+                           (std::is_same_v<KvT, bf16> ? 0 : 4 * kKeys * int(sizeof(float)));
+
+// 16 codes with their row scale as 16 BF16 values (code * scale rounded once).
+__device__ __forceinline__ void dequant16(int8_t, uint4 in, float scale, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t r[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t word = w[i / 2] >> (16 * (i % 2));
+    r[i] = pack_bf16(float(int8_t(word & 0xffu)) * scale, float(int8_t((word >> 8) & 0xffu)) * scale);
+  }
+  lo = uint4{r[0], r[1], r[2], r[3]};
+  hi = uint4{r[4], r[5], r[6], r[7]};
+}
+__device__ __forceinline__ void dequant16(fp8_e4m3, uint4 in, float scale, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t r[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t((w[i / 2] >> (16 * (i % 2))) & 0xffffu), __NV_E4M3);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    r[i] = pack_bf16(f.x * scale, f.y * scale);
+  }
+  lo = uint4{r[0], r[1], r[2], r[3]};
+  hi = uint4{r[4], r[5], r[6], r[7]};
+}
+
+template <typename KvT, int kD>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(PagedAttentionArgs a) {
-  constexpr int kTileBytes = kKeys * kD * 2;          // one K, V or Q tile (kRows == kKeys)
-  constexpr int kChunks = kD / 8;                     // 16-byte chunks per row
+  constexpr bool kQuant = !std::is_same_v<KvT, bf16>;
+  constexpr int kTileBytes = tf::cuda::kTileBytes<kD>;
+  constexpr int kChunks = kD / 8;                     // 16-byte chunks per BF16 row
   constexpr int kRowsPerPass = kThreads / kChunks;    // rows one copy instruction covers
   constexpr int kPasses = kKeys / kRowsPerPass;
   static_assert(kRows == kKeys && kRowsPerPass % 8 == 0 && kThreads == 2 * kKeys, "tile shapes");
-  // Shared memory: K buffers 0 and 1, V buffers 0 and 1, then the pool rows of the keys of
-  // two tiles (rows[buf][j]: K/V row of key j of the tile in buffer buf, -1 = zero-fill). Q is
-  // staged in K buffer 1, which the first prefetch overwrites only after every warp holds its
-  // Q fragments.
+  // Q is staged in the second K tile (BF16 pools: K buffer 1, which the first prefetch
+  // overwrites only after every warp holds its Q fragments; scaled pools: the BF16 V tile,
+  // first written by the conversion of tile 0 after the loop's first barrier).
   // The tiles start 128-byte aligned (the swizzle arithmetic below relies on it).
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t pad = (128 - smem_addr(smem_raw) % 128) % 128;
   unsigned char* smem = smem_raw + pad;
-  const uint32_t sK = smem_addr(smem), sV = sK + 2 * kTileBytes, sQ = sK + kTileBytes;
+  const uint32_t sK = smem_addr(smem), sV = sK + (kQuant ? 1 : 2) * kTileBytes, sQ = sK + kTileBytes;
+  // scaled pools: the codes of K and V of buffer b at raw + b * kTileBytes (K) and + kTileBytes / 2 (V)
+  unsigned char* raw = smem + 2 * kTileBytes;
   int32_t* rows = reinterpret_cast<int32_t*>(smem + 4 * kTileBytes);
+  float* scales = reinterpret_cast<float*>(rows + 2 * kKeys);  // [buf][K 0..63, V 64..127]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int64_t lin = blockIdx.x + int64_t(blockIdx.y) * gridDim.x;
@@ -109,16 +156,57 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
   // This thread's copy slots: chunk c of rows lr + p * kRowsPerPass (same swizzle for all p).
   const int c = tid % kChunks, lr = tid / kChunks;
   const uint32_t dst0 = uint32_t(swz<kD>(lr, c)) * 2;
-  const bf16* k_pool = static_cast<const bf16*>(a.k_pool) + c * 8;
-  const bf16* v_pool = static_cast<const bf16*>(a.v_pool) + c * 8;
   auto load_kv = [&](int buf) {
+    if constexpr (kQuant) {
+      // 16-byte piece rc of key rr + p * kRawRows (unswizzled [key][kD] codes), and the row
+      // scales of the tile's keys (threads 0..63: K, 64..127: V).
+      constexpr int kRawChunks = kD / 16, kRawRows = kThreads / kRawChunks;
+      const int rc = tid % kRawChunks, rr = tid / kRawChunks;
+      const uint8_t* k_pool = static_cast<const uint8_t*>(a.k_pool) + rc * 16;
+      const uint8_t* v_pool = static_cast<const uint8_t*>(a.v_pool) + rc * 16;
+      unsigned char* kb = raw + buf * kTileBytes;
 #pragma unroll
-    for (int p = 0; p < kPasses; ++p) {
-      const int32_t row = rows[buf * kKeys + lr + p * kRowsPerPass];
-      const int64_t elem = row >= 0 ? int64_t(row) * kD : 0;
-      const uint32_t dst = dst0 + buf * kTileBytes + p * kRowsPerPass * kD * 2;
-      cp_async_16(sK + dst, k_pool + elem, row >= 0);
-      cp_async_16(sV + dst, v_pool + elem, row >= 0);
+      for (int p = 0; p < kKeys / kRawRows; ++p) {
+        const int j = rr + p * kRawRows;
+        const int32_t row = rows[buf * kKeys + j];
+        const int64_t off = row >= 0 ? int64_t(row) * kD : 0;
+        cp_async_16(smem_addr(kb + j * kD + rc * 16), k_pool + off, row >= 0);
+        cp_async_16(smem_addr(kb + kTileBytes / 2 + j * kD + rc * 16), v_pool + off, row >= 0);
+      }
+      const int32_t row = rows[buf * kKeys + tid % kKeys];
+      const float* sc = tid < kKeys ? a.k_scale : a.v_scale;
+      cp_async_4(smem_addr(scales + buf * 2 * kKeys + tid), sc + (row >= 0 ? row : 0), row >= 0);
+    } else {
+      const bf16* k_pool = static_cast<const bf16*>(a.k_pool) + c * 8;
+      const bf16* v_pool = static_cast<const bf16*>(a.v_pool) + c * 8;
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) {
+        const int32_t row = rows[buf * kKeys + lr + p * kRowsPerPass];
+        const int64_t elem = row >= 0 ? int64_t(row) * kD : 0;
+        const uint32_t dst = dst0 + buf * kTileBytes + p * kRowsPerPass * kD * 2;
+        cp_async_16(sK + dst, k_pool + elem, row >= 0);
+        cp_async_16(sV + dst, v_pool + elem, row >= 0);
+      }
+    }
+  };
+  // Scaled pools: the codes of buffer buf as the BF16 K and V tiles (swizzled as the BF16
+  // pools' tiles), each 16 codes times their row scale.
+  auto convert = [&](int buf) {
+    if constexpr (kQuant) {
+      constexpr int kRawChunks = kD / 16;
+      const unsigned char* kb = raw + buf * kTileBytes;
+      const float* sc = scales + buf * 2 * kKeys;
+#pragma unroll
+      for (int p = 0; p < 2 * kKeys * kRawChunks / kThreads; ++p) {
+        const int i = tid + p * kThreads, v = i / (kKeys * kRawChunks);  // v: 0 = K, 1 = V
+        const int j = (i / kRawChunks) % kKeys, rc = i % kRawChunks;
+        const uint4 codes = *reinterpret_cast<const uint4*>(kb + v * (kTileBytes / 2) + j * kD + rc * 16);
+        uint4 lo, hi;
+        dequant16(KvT{}, codes, sc[v * kKeys + j], lo, hi);
+        unsigned char* dst = smem + v * kTileBytes;
+        *reinterpret_cast<uint4*>(dst + swz<kD>(j, 2 * rc) * 2) = lo;
+        *reinterpret_cast<uint4*>(dst + swz<kD>(j, 2 * rc + 1) * 2) = hi;
+      }
     }
   };
 
@@ -165,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
   float o[kD / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int it = 0; it < n_tiles; ++it) {
-    const int buf = it & 1;
+    const int buf = it & 1, tb = kQuant ? 0 : buf;  // tb: the BF16 tiles read below
     __syncthreads();  // every warp is done with buffer buf ^ 1 (tile it - 1, or Q) and rows[buf]
     if (it + 1 < n_tiles) load_kv(buf ^ 1);
     cp_async_commit();  // possibly empty: the wait below always leaves just the newest group
@@ -174,10 +262,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
     const int32_t next_kp = kt(it + 2) + tid, next_block = look ? lookup(next_kp) : -1;
     cp_async_wait<1>();
     __syncthreads();  // tile it is in shared memory for every thread
+    if constexpr (kQuant) {
+      convert(buf);
+      __syncthreads();
+    }
 
     // ---- S = Q K^T (16 x 64 per warp)
     float sc[kKeys / 8][4] = {};
-    const uint32_t kb = sK + buf * kTileBytes + k_off;
+    const uint32_t kb = sK + tb * kTileBytes + k_off;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
 #pragma unroll
@@ -233,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
     }
 
     // ---- O += P V
-    const uint32_t vb = sV + buf * kTileBytes + v_off;
+    const uint32_t vb = sV + tb * kTileBytes + v_off;
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
 #pragma unroll
@@ -262,26 +354,36 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
   }
 }
 
-template <int kD>
+template <typename KvT, int kD>
 void launch_d(const PagedAttentionArgs& a, cudaStream_t stream) {
-  constexpr int smem = 128 + 4 * kKeys * kD * int(sizeof(bf16)) + 2 * kKeys * int(sizeof(int32_t));
+  constexpr int smem = kSmemBytes<KvT, kD>;
   static std::atomic<uint64_t> configured{0};
   once_per_device(configured, [] {
-    TF_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    TF_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    TF_CUDA_CHECK(
+        cudaFuncSetAttribute(flash_bf16_kernel<KvT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    TF_CUDA_CHECK(cudaFuncSetAttribute(flash_bf16_kernel<KvT, kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        int(cudaSharedmemCarveoutMaxShared)));
   });
   const dim3 grid(unsigned(a.batch.n_flash), unsigned(a.n_heads));
-  flash_bf16_kernel<kD><<<grid, kThreads, smem, stream>>>(a);
+  flash_bf16_kernel<KvT, kD><<<grid, kThreads, smem, stream>>>(a);
+}
+
+template <typename KvT>
+void launch_kv(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (a.head_dim == 64)
+    launch_d<KvT, 64>(a, stream);
+  else
+    launch_d<KvT, 128>(a, stream);
 }
 
 }  // namespace
 
 void launch_flash_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
-  if (a.head_dim == 64)
-    launch_d<64>(a, stream);
-  else
-    launch_d<128>(a, stream);
+  switch (a.kv_dtype) {
+    case DType::I8: launch_kv<int8_t>(a, stream); break;
+    case DType::FP8: launch_kv<fp8_e4m3>(a, stream); break;
+    default: launch_kv<bf16>(a, stream); break;
+  }
 }
 
 }  // namespace tf::cuda

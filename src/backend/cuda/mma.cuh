@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -71,6 +72,39 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int n>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory");
+}
+
+// ---- BF16 pair arithmetic and exact 8-bit code -> BF16 pair conversions ----------------------
+
+constexpr uint32_t kBf16Pair128 = 0x43004300u;  // the BF16 pair (128, 128)
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+__device__ __forceinline__ uint32_t bf16x2_sub(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+// Bytes 0 and 2 of t (two INT8 codes) as a BF16 pair, byte 0 in the low half: 128 + (c & 127)
+// minus 128 + (c & 128) is exact in BF16.
+__device__ __forceinline__ uint32_t int8_pair(uint32_t t) {
+  return bf16x2_sub((t & 0x007F007Fu) | kBf16Pair128, (t & 0x00800080u) | kBf16Pair128);
+}
+// The low 16 bits of t (two E4M3 codes, low byte first) as a BF16 pair: the hardware's
+// e4m3x2 -> f16x2, whose exponent and mantissa bits are moved into BF16's fields (an F16 value
+// v becomes v * 2^-112 in BF16) and multiplied back by 2^112. Exact for every E4M3 value.
+__device__ __forceinline__ uint32_t e4m3_pair(uint32_t t) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(t & 0xffffu), __NV_E4M3);
+  const uint32_t u = uint32_t(h.x) | uint32_t(h.y) << 16;
+  return bf16x2_mul(((u & 0x7FFF7FFFu) >> 3) | (u & 0x80008000u), 0x77807780u);
 }
 
 }  // namespace tf::cuda

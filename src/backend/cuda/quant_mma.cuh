@@ -66,23 +66,6 @@
 
 namespace tf::cuda::qmma {
 
-constexpr uint32_t kBf16Pair128 = 0x43004300u;  // the BF16 pair (128, 128)
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-__device__ __forceinline__ uint32_t bf16x2_sub(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
 // Word i of a 16-byte chunk (i a compile-time constant after unrolling).
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
@@ -115,12 +98,9 @@ struct W8 {
   static constexpr int kElems = 16;
   static constexpr bool kRowScale = true;
   __device__ static int64_t row_bytes(int64_t k) { return k; }
-  __device__ static uint32_t int8_pair(uint32_t t) {  // bytes 0 and 2 of t
-    return bf16x2_sub((t & 0x007F007Fu) | kBf16Pair128, (t & 0x00800080u) | kBf16Pair128);
-  }
   __device__ static void a_pairs(const uint4& w, int s, uint32_t, uint32_t& first, uint32_t& second) {
     const uint32_t wd = word(w, s);
-    first = int8_pair(wd);        // elements 4s, 4s + 2
+    first = int8_pair(wd);        // elements 4s, 4s + 2 (bytes 0 and 2)
     second = int8_pair(wd >> 8);  // 4s + 1, 4s + 3
   }
   __device__ static void b_pairs(const uint4& xp, int s, uint32_t& first, uint32_t& second) {
@@ -135,11 +115,6 @@ struct Fp8 {
   static constexpr int kElems = 16;
   static constexpr bool kRowScale = true;
   __device__ static int64_t row_bytes(int64_t k) { return k; }
-  __device__ static uint32_t e4m3_pair(uint32_t two) {  // the low 16 bits: two E4M3, low byte first
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
-    const uint32_t u = uint32_t(h.x) | uint32_t(h.y) << 16;
-    return bf16x2_mul(((u & 0x7FFF7FFFu) >> 3) | (u & 0x80008000u), 0x77807780u);  // x 2^112
-  }
   __device__ static void a_pairs(const uint4& w, int s, uint32_t, uint32_t& first, uint32_t& second) {
     const uint32_t wd = word(w, s);
     first = e4m3_pair(wd);         // elements 4s, 4s + 1
