@@ -204,6 +204,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   for (int n = 0; n < kD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8
   const int key0 = warp * kWarpKeys;
+  // Scaled pools: the byte of a code tile where this lane's ldmatrix row starts (K and V alike).
+  [[maybe_unused]] const int code_lane =
+      (key0 + (mi % 2) * 8 + mr) * DecodeTiles<kD, true>::kRawLd + (mi / 2) * 16;
 
   for (int32_t t = 0; t < n_tiles; ++t) {
     const int buf = t & 1;
@@ -221,8 +224,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       // ldmatrix on the codes (16 per matrix row): matrix m holds keys (m % 2) * 8.., bytes
       // 32 j + (m / 2) * 16..; lane (g, q) gets codes 4q..4q+3 of key g, i.e. the B pairs of
       // k16 step 2j + m / 2 for n tile m % 2.
-      constexpr int kRawLd = DecodeTiles<kD, true>::kRawLd;
-      const uint8_t* kt = sm.tiles.k[buf] + (key0 + (mi % 2) * 8 + mr) * kRawLd + (mi / 2) * 16;
+      const uint8_t* kt = sm.tiles.k[buf] + code_lane;
 #pragma unroll
       for (int j = 0; j < kD / 32; ++j) {
         uint32_t r[4];
@@ -312,8 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       // (m / 2) * 16..; lane (g, q) gets keys 2q, 2q+1 at codes 2g, 2g+1 (one 16-bit word
       // each), so code_pairs_02_13 gives the B pair of keys 2q, 2q+1 (m even: b0; odd: b1) at
       // dim 2g (n tile 4j + 2 (m / 2)) and at dim 2g + 1 (the next n tile): scaled_o_dim.
-      constexpr int kRawLd = DecodeTiles<kD, true>::kRawLd;
-      const uint8_t* vt = sm.tiles.v[buf] + (key0 + (mi % 2) * 8 + mr) * kRawLd + (mi / 2) * 16;
+      const uint8_t* vt = sm.tiles.v[buf] + code_lane;
 #pragma unroll
       for (int j = 0; j < kD / 32; ++j) {
         uint32_t r[4];

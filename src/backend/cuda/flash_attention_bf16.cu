@@ -79,27 +79,12 @@ constexpr int kSmemBytes = 128 + 4 * kTileBytes<kD> + 2 * kKeys * int(sizeof(int
                            (std::is_same_v<KvT, bf16> ? 0 : 4 * kKeys * int(sizeof(float)));
 
 // 16 codes with their row scale as 16 BF16 values (code * scale rounded once).
-__device__ __forceinline__ void dequant16(int8_t, uint4 in, float scale, uint4& lo, uint4& hi) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+template <typename KvT>
+__device__ __forceinline__ void dequant16(uint4 in, float scale, uint4& lo, uint4& hi) {
+  const KvT* c = reinterpret_cast<const KvT*>(&in);
   uint32_t r[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const uint32_t word = w[i / 2] >> (16 * (i % 2));
-    r[i] = pack_bf16(float(int8_t(word & 0xffu)) * scale, float(int8_t((word >> 8) & 0xffu)) * scale);
-  }
-  lo = uint4{r[0], r[1], r[2], r[3]};
-  hi = uint4{r[4], r[5], r[6], r[7]};
-}
-__device__ __forceinline__ void dequant16(fp8_e4m3, uint4 in, float scale, uint4& lo, uint4& hi) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  uint32_t r[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t((w[i / 2] >> (16 * (i % 2))) & 0xffffu), __NV_E4M3);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-    r[i] = pack_bf16(f.x * scale, f.y * scale);
-  }
+  for (int i = 0; i < 8; ++i) r[i] = pack_bf16(to_float(c[2 * i]) * scale, to_float(c[2 * i + 1]) * scale);
   lo = uint4{r[0], r[1], r[2], r[3]};
   hi = uint4{r[4], r[5], r[6], r[7]};
 }
@@ -202,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kD>) flash_bf16_kernel(Pa
         const int j = (i / kRawChunks) % kKeys, rc = i % kRawChunks;
         const uint4 codes = *reinterpret_cast<const uint4*>(kb + v * (kTileBytes / 2) + j * kD + rc * 16);
         uint4 lo, hi;
-        dequant16(KvT{}, codes, sc[v * kKeys + j], lo, hi);
+        dequant16<KvT>(codes, sc[v * kKeys + j], lo, hi);
         unsigned char* dst = smem + v * kTileBytes;
         *reinterpret_cast<uint4*>(dst + swz<kD>(j, 2 * rc) * 2) = lo;
         *reinterpret_cast<uint4*>(dst + swz<kD>(j, 2 * rc + 1) * 2) = hi;
