@@ -23,8 +23,9 @@
 //
 // usage: bench_cpu_forward [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,...]
 //                          [-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json]
-//                          [--int8-activations]
+//                          [--int8-activations] [--bf16-activations]
 // --int8-activations: the integer kernels' 8-bit activations instead of the default 16 bits.
+// --bf16-activations: BF16-weight prefill GEMMs with BF16 activations on AMX tiles, where present.
 // TF_CPU_ISA picks the kernels' ISA level as for twofold.
 #include <algorithm>
 #include <chrono>
@@ -258,7 +259,7 @@ int run(int argc, char** argv) {
   std::string dtypes = "bf16,f16,w8,w4,q8_0,q4_0", shape_name = "tiny";
   int threads = 0, reps = 5;
   int32_t prompt = 128, gen = 128;
-  bool membw = true, json = false, int8_acts = false;
+  bool membw = true, json = false, int8_acts = false, bf16_acts = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&]() -> std::string {
@@ -285,9 +286,11 @@ int run(int argc, char** argv) {
     else if (a == "--no-membw") membw = false;
     else if (a == "--json") json = true;
     else if (a == "--int8-activations") int8_acts = true;
+    else if (a == "--bf16-activations") bf16_acts = true;
     else {
       std::fprintf(stderr, "usage: %s [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,f32,w8,w4,q8_0,q4_0,q4_k] "
-                   "[-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json] [--int8-activations]\n", argv[0]);
+                   "[-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json] [--int8-activations] "
+                   "[--bf16-activations]\n", argv[0]);
       return a == "-h" || a == "--help" ? 0 : 1;
     }
   }
@@ -320,6 +323,7 @@ int run(int argc, char** argv) {
     CpuBackend be;
     BackendOptions opts;
     opts.int8_activations = int8_acts;
+    opts.bf16_activations = bf16_acts;
     be.set_options(opts);
     // Through upload, as the engine's loader does: the backend keeps its repacked copy of
     // 4-bit weights (quant_pack.h) beside the canonical bytes, and its kernels read that.

@@ -93,9 +93,10 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "flash-attention") k.attention_kernel = "flash";
   else if (name == "profile") k.profile = true;
   else if (name == "int8-acts") k.int8_activations = true;
+  else if (name == "bf16-acts") k.bf16_activations = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-pdl, pdl-resident, pdl-decode, no-cublaslt, no-lt-split-k, no-decode-mma, "
-         "no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts; or a precision: stored, bf16, int8, int4, "
+         "no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
 }

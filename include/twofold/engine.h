@@ -42,6 +42,7 @@ struct KernelOptions {
   bool moe_mma = true;                    // mixture-of-experts GEMMs on tensor cores
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
   bool int8_activations = false;          // CPU integer kernels: 8-bit activations instead of 16 (faster, coarser)
+  bool bf16_activations = false;          // CPU BF16-weight prefill on AMX tiles, activations rounded to BF16
 };
 
 // Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores

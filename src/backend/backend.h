@@ -128,6 +128,9 @@ struct BackendOptions {
   // CPU integer kernels: activations rounded to 8 bits per block of 32 (llama.cpp's scheme,
   // faster) instead of 16 (cpu/kernels/kernels.h, QuantizedActs).
   bool int8_activations = false;
+  // CPU float GEMMs on BF16 weights (prefill): activations rounded to BF16 so the products run
+  // on AMX tiles where the CPU has them (cpu/kernels/gemm_amx.cpp); off: F32 activations.
+  bool bf16_activations = false;
 };
 
 // What Backend::matmul_fused does around the product y = in @ w^T (+ bias), rounded to the

@@ -1,7 +1,9 @@
 // matmul of the CPU backend against the reference, over a sweep of shapes that covers the
 // GEMM's tails: n (tokens) around the 3- or 4-token tile, k around the vector width and the
 // k chunks, m (output features) around the 4- or 6-row weight block; weights F32/BF16/F16,
-// bias absent/F32/BF16; at every ISA level (isa_test_main.cpp).
+// bias absent/F32/BF16; at every ISA level (isa_test_main.cpp). BF16 weights also with
+// bf16_activations, where the CPU has AMX (the GEMM on tiles: token tiles of 16, blocks of 32
+// weight rows; n 16 / 33 / 48, m 64 / 96).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include <tuple>
 
 #include "attention_history.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/kernels/kernels.h"
 #include "core/batch.h"
 #include "op_test_util.h"
 
@@ -33,9 +37,18 @@ void PrintTo(BiasKind b, std::ostream* os) {
 // from reading the weights as stored to widening them once per chunk); k below one vector
 // (1, 3), around the vector width (8 or 16 lanes), and past one (576) and two (1100: two
 // chunks, a partial third, a scalar tail) of the 512-element chunks the tiles walk k in.
-constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
+constexpr int64_t kRowsN[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 48};
 constexpr int64_t kInK[] = {1, 3, 16, 17, 64, 100, 256, 576, 1100};
-constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 130};
+constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 96, 130};
+
+// Whether a CPU backend with bf16_activations takes the GEMM on AMX tiles for this call
+// (CpuBackend::gemm_amx), which rounds the activations to BF16 first: the reference then gets
+// them rounded the same way, so the products are again identical and only the order of the
+// sums differs.
+bool amx_gemm(DType w_dtype, int64_t n, int64_t k, int64_t m) {
+  return cpu::kernels().gemm_amx_blocks && cpu::amx_tiles_permitted() && w_dtype == DType::BF16 && n >= 16 &&
+         k % 32 == 0 && m % 32 == 0;
+}
 
 // Metric and tolerance: both backends multiply the same F32 activations by the same weights
 // (BF16/F16 widen to F32 exactly), so each product x_i * w_i is identical; they differ only
@@ -56,12 +69,19 @@ class MatmulSweep : public ::testing::TestWithParam<std::tuple<DType, BiasKind>>
 TEST_P(MatmulSweep, CpuMatchesRef) {
   const auto [w_dtype, bias_kind] = GetParam();
   double worst = 0;
+  int amx_shapes = 0;
+  for (const bool bf16_acts : {false, true}) {
+  if (bf16_acts && w_dtype != DType::BF16) continue;
   for (int64_t n : kRowsN) {
     for (int64_t k : kInK) {
       for (int64_t m : kOutM) {
         SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
         Rng rng(test::seed_of({n, k, m, int64_t(w_dtype), int64_t(bias_kind)}));
-        const std::vector<float> x = test::randn(rng, n * k);
+        std::vector<float> x = test::randn(rng, n * k);
+        const bool amx = bf16_acts && amx_gemm(w_dtype, n, k, m);
+        amx_shapes += amx;
+        if (amx)
+          for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
         const HostTensor w = test::make_host(test::randn(rng, m * k), w_dtype, {m, k});
         HostTensor bias;
         if (bias_kind != BiasKind::None)
@@ -69,6 +89,7 @@ TEST_P(MatmulSweep, CpuMatchesRef) {
                                  {m});
 
         BackendPair be;
+        be.cpu = make_backend(BackendKind::Cpu, BackendOptions{.bf16_activations = bf16_acts});
         std::vector<float> outs[2];
         int i = 0;
         for (Backend* b : {be.ref.get(), be.cpu.get()}) {
@@ -88,7 +109,12 @@ TEST_P(MatmulSweep, CpuMatchesRef) {
       }
     }
   }
-  std::printf("worst scaled L2 error over the sweep: %.3g (tolerance %.0e)\n", worst, kTol);
+  }
+  std::printf("worst scaled L2 error over the sweep: %.3g (tolerance %.0e); shapes on AMX tiles: %d\n", worst, kTol,
+              amx_shapes);
+  if (w_dtype == DType::BF16 && cpu::kernels().gemm_amx_blocks && cpu::amx_tiles_permitted()) {
+    EXPECT_GT(amx_shapes, 0);
+  }
 }
 
 // An independent check of the reference's matmul semantics (out = x @ w^T + bias, w stored

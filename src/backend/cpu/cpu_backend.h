@@ -18,9 +18,13 @@ namespace tf {
 class CpuBackend : public HostBackend {
  public:
   // Resolves the ISA level now, so a bad TF_CPU_ISA fails at startup. Of the options it reads
-  // int8_activations (the precision of the integer kernels' activations).
+  // int8_activations (the precision of the integer kernels' activations) and bf16_activations
+  // (the BF16-weight GEMM on AMX tiles).
   explicit CpuBackend(const BackendOptions& opt = {});
-  void set_options(const BackendOptions& opt) override { int8_activations_ = opt.int8_activations; }
+  void set_options(const BackendOptions& opt) override {
+    int8_activations_ = opt.int8_activations;
+    bf16_activations_ = opt.bf16_activations;
+  }
   std::string name() const override { return "cpu"; }
   // As HostBackend's, and a 4-bit weight (Q4_0, Q4_1, W4, Q4_K) also gets a repacked copy for the
   // integer kernels (quant_pack.h), found again by its data pointer and dropped by
@@ -67,6 +71,9 @@ class CpuBackend : public HostBackend {
   const float* bias_f32(const TensorView& bias);
   // The repacked copy of an uploaded weight of w's shape, or null.
   const void* packed_weight(const TensorView& w) const;
+  // The BF16 prefill GEMM on AMX tiles where bf16_activations asks for it and it applies
+  // (matmul.cpp); false: not taken.
+  bool gemm_amx(const cpu::MatmulArgs& a);
 
   struct PackedWeight {
     DType dtype = DType::Q4_0;
@@ -78,8 +85,10 @@ class CpuBackend : public HostBackend {
   std::vector<std::vector<float>> scratch_;
   std::vector<float> bias_buf_;
   std::vector<float> xt_;       // activations in token tiles (the prefill GEMM)
+  std::vector<uint16_t> xv_;    // ... rounded to BF16 in pairs of k (the GEMM on AMX tiles)
   std::vector<std::optional<cpu::AttendScratch>> attend_scratch_;  // per pool thread
   bool int8_activations_ = false;
+  bool bf16_activations_ = false;
   std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast (both planes when 16-bit)
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
   std::vector<uint8_t> act_tiles_;  // the same in token tiles, for the integer GEMM (prefill)

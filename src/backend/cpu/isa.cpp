@@ -18,6 +18,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "backend/cpu/kernels/kernels.h"
 #include "core/error.h"
@@ -46,6 +50,18 @@ bool cpuid_ecx_bit(unsigned leaf, unsigned bit) {
   return __get_cpuid(leaf, &a, &b, &c, &d) && (c >> bit & 1u);
 }
 bool has_f16c() { return cpuid_ecx_bit(1, 29); }
+
+// AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), AVX512-BF16 (7.1 EAX bit 5), and the
+// OS saving the tile state (XCR0 bits 17 and 18).
+bool has_amx_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1u) || !(d >> 22 & 1u)) return false;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a >> 5 & 1u)) return false;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1u)) return false;  // OSXSAVE
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo >> 17 & 3u) == 3u;
+}
 
 // The x86-64-v3 and v4 micro-architecture levels (as -march=x86-64-v3/v4 assume them),
 // feature by feature; __builtin_cpu_supports checks that the OS saves the AVX and AVX-512
@@ -172,6 +188,7 @@ std::string isa_report() {
   add("avx512f/bw/dq/vl", has_x86_64_v4());
   add("avx512_vnni", __builtin_cpu_supports("avx512vnni"));
   add("avx512_bf16", __builtin_cpu_supports("avx512bf16"));
+  add("amx_bf16", has_amx_bf16());
   s += "; CPU: " + (cpu.empty() ? std::string("sse2") : cpu);
 #endif
   return s;
@@ -195,5 +212,18 @@ const KernelTable& kernels_for(Isa isa) {
 }
 
 const KernelTable& kernels() { return kernels_for(active_isa()); }
+
+bool amx_tiles_permitted() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool ok = [] {
+    if (!has_amx_bf16()) return false;
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the tile data state
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
 
 }  // namespace tf::cpu

@@ -35,5 +35,8 @@ void set_active_isa(Isa isa);
 // CPU's relevant features, e.g. "avx512_vnni (best of baseline, avx2, avx512, avx512_vnni;
 // CPU: avx2 fma f16c avx512f/bw/dq/vl avx512_vnni avx512_bf16)".
 std::string isa_report();
+// Whether this process may use AMX tiles: the CPU has AMX-BF16 and AVX512-BF16, the OS saves
+// the tile state, and Linux granted it (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
+bool amx_tiles_permitted();
 
 }  // namespace tf::cpu

@@ -15,7 +15,10 @@ namespace tf {
 // that claiming it (one atomic) and the fork/join of the op stay small beside it.
 constexpr int64_t kMinChunkBytes = 16 * 1024;
 
-CpuBackend::CpuBackend(const BackendOptions& opt) : int8_activations_(opt.int8_activations) { (void)cpu::active_isa(); }
+CpuBackend::CpuBackend(const BackendOptions& opt)
+    : int8_activations_(opt.int8_activations), bf16_activations_(opt.bf16_activations) {
+  (void)cpu::active_isa();
+}
 
 ThreadPool& CpuBackend::pool() {
   const int n = host_threads();
@@ -37,6 +40,32 @@ const float* CpuBackend::bias_f32(const TensorView& bias) {
   return bias_buf_.data();
 }
 
+// Prefill on AMX tiles (kernels/gemm_amx.cpp) with bf16_activations where the level has the
+// kernel and the process may use the tiles: BF16 weights, k and m multiples of 32, a full
+// tile of tokens or more. The activations rounded to BF16 into tiles (split across the
+// threads), then the blocks of 32 weight rows.
+bool CpuBackend::gemm_amx(const cpu::MatmulArgs& a) {
+  constexpr int64_t kTileTokens = 16, kBlockRows = 32;
+  const cpu::KernelTable& kt = cpu::kernels();
+  if (!bf16_activations_ || !kt.gemm_amx_blocks || a.w_dtype != DType::BF16 || a.n < kTileTokens || a.k % 32 != 0 || a.m % 32 != 0 ||
+      !cpu::amx_tiles_permitted())
+    return false;
+  ThreadPool& tp = pool();
+  const int64_t n_tiles = (a.n + kTileTokens - 1) / kTileTokens, tile_elems = kt.gemm_amx_tile_elems(a.k);
+  xv_.resize(size_t(n_tiles * tile_elems));
+  const int64_t parts = std::min<int64_t>(n_tiles, tp.size());
+  tp.parallel_for(parts, [&](int64_t c, int) {
+    kt.gemm_amx_pack_x(a.x, a.n, a.k, c * n_tiles / parts, (c + 1) * n_tiles / parts, xv_.data());
+  });
+  const int64_t n_blocks = a.m / kBlockRows;
+  const int64_t n_chunks =
+      tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / (kBlockRows * a.k * int64_t(sizeof(uint16_t)))));
+  tp.parallel_for(n_chunks, [&](int64_t c, int) {
+    kt.gemm_amx_blocks(a, xv_.data(), c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks);
+  });
+  return true;
+}
+
 void CpuBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias,
                         const TensorView& out) {
   if (dtype_is_quantized(w.dtype)) {
@@ -50,6 +79,7 @@ void CpuBackend::matmul(const TensorView& x, const TensorView& w, const TensorVi
   const cpu::MatmulArgs a{.x = x.as<float>(), .w = w.data, .w_dtype = w.dtype, .bias = bias_f32(bias),
                           .out = out.as<float>(), .n = x.shape[0], .k = x.shape[1], .m = w.shape[0]};
   ThreadPool& tp = pool();
+  if (gemm_amx(a)) return;
   const bool gemm = a.n >= kt.gemm_tile_tokens;
   const int64_t block_rows = gemm ? kt.gemm_block_rows : kt.matmul_block_rows;
   const int64_t n_blocks = (a.m + block_rows - 1) / block_rows;

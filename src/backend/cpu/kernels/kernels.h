@@ -123,6 +123,13 @@ struct KernelTable {
   int64_t (*gemm_scratch_floats)(int64_t n) = nullptr;
   void (*gemm_pack_x)(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt) = nullptr;
   void (*gemm_blocks)(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) = nullptr;
+  // BF16-weight GEMM on AMX tiles (kernels/gemm_amx.cpp; null below AVX-512 VNNI; callable
+  // only where amx_tiles_permitted()): x rounded to BF16 into tiles of 16 tokens
+  // (gemm_amx_pack_x writes tiles [tile0, tile1), gemm_amx_tile_elems(k) uint16 each), then
+  // blocks [b0, b1) of 32 weight rows against all tokens. k and m multiples of 32.
+  int64_t (*gemm_amx_tile_elems)(int64_t k) = nullptr;
+  void (*gemm_amx_pack_x)(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, uint16_t* xv) = nullptr;
+  void (*gemm_amx_blocks)(const MatmulArgs& a, const uint16_t* xv, int64_t b0, int64_t b1) = nullptr;
 
   // Quantized matmul: activations quantized row by row (x [k], k % 32 == 0), then weight row
   // blocks [b0, b1) of qmatmul_block_rows rows against all tokens; null where a format has
