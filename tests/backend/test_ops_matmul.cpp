@@ -46,8 +46,8 @@ constexpr int64_t kOutM[] = {1, 3, 4, 5, 64, 96, 130};
 // them rounded the same way, so the products are again identical and only the order of the
 // sums differs.
 bool amx_gemm(DType w_dtype, int64_t n, int64_t k, int64_t m) {
-  return cpu::kernels().gemm_amx_blocks && cpu::amx_tiles_permitted() && w_dtype == DType::BF16 && n >= 16 &&
-         k % 32 == 0 && m % 32 == 0;
+  return cpu::kernels().gemm_amx_blocks && cpu::amx_tiles_permitted() && w_dtype == DType::BF16 &&
+         cpu::amx_gemm_shape(n, k, m);
 }
 
 // Metric and tolerance: both backends multiply the same F32 activations by the same weights

@@ -45,21 +45,21 @@ const float* CpuBackend::bias_f32(const TensorView& bias) {
 // tile of tokens or more. The activations rounded to BF16 into tiles (split across the
 // threads), then the blocks of 32 weight rows.
 bool CpuBackend::gemm_amx(const cpu::MatmulArgs& a) {
-  constexpr int64_t kTileTokens = 16, kBlockRows = 32;
+  using cpu::kAmxBlockRows, cpu::kAmxTileTokens;
   const cpu::KernelTable& kt = cpu::kernels();
-  if (!bf16_activations_ || !kt.gemm_amx_blocks || a.w_dtype != DType::BF16 || a.n < kTileTokens || a.k % 32 != 0 || a.m % 32 != 0 ||
+  if (!bf16_activations_ || !kt.gemm_amx_blocks || a.w_dtype != DType::BF16 || !cpu::amx_gemm_shape(a.n, a.k, a.m) ||
       !cpu::amx_tiles_permitted())
     return false;
   ThreadPool& tp = pool();
-  const int64_t n_tiles = (a.n + kTileTokens - 1) / kTileTokens, tile_elems = kt.gemm_amx_tile_elems(a.k);
-  xv_.resize(size_t(n_tiles * tile_elems));
+  const int64_t n_tiles = (a.n + kAmxTileTokens - 1) / kAmxTileTokens;
+  xv_.resize(size_t(n_tiles * a.k * kAmxTileTokens));
   const int64_t parts = std::min<int64_t>(n_tiles, tp.size());
   tp.parallel_for(parts, [&](int64_t c, int) {
     kt.gemm_amx_pack_x(a.x, a.n, a.k, c * n_tiles / parts, (c + 1) * n_tiles / parts, xv_.data());
   });
-  const int64_t n_blocks = a.m / kBlockRows;
+  const int64_t n_blocks = a.m / kAmxBlockRows;
   const int64_t n_chunks =
-      tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / (kBlockRows * a.k * int64_t(sizeof(uint16_t)))));
+      tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / (kAmxBlockRows * a.k * int64_t(sizeof(uint16_t)))));
   tp.parallel_for(n_chunks, [&](int64_t c, int) {
     kt.gemm_amx_blocks(a, xv_.data(), c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks);
   });

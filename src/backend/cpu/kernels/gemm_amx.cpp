@@ -26,9 +26,10 @@
 namespace tf::cpu::TF_CPU_ISA_NS {
 namespace {
 
-constexpr int64_t kTok = 16;    // tokens of a B tile
-constexpr int64_t kRows = 32;   // weight rows of a block (two A tiles)
-constexpr int64_t kKStep = 32;  // k elements of one tile product
+constexpr int64_t kTok = kAmxTileTokens;  // tokens of a B tile
+constexpr int64_t kRows = kAmxBlockRows;   // weight rows of a block (two A tiles)
+constexpr int64_t kKStep = kAmxKStep;      // k elements of one tile product
+static_assert(kTok == 16 && kRows == 32 && kKStep == 32, "the tile shapes of the configuration below");
 
 // Palette 1, every tile 16 rows of 64 bytes: 0-3 C (F32), 4-5 A (weights), 6-7 B (tokens).
 struct alignas(64) TileConfig {
@@ -65,12 +66,10 @@ void store_tile(const float (&c)[16][16], const MatmulArgs& a, int64_t f0, int64
 
 }  // namespace
 
-int64_t gemm_amx_tile_elems(int64_t k) { return k * kTok; }
-
 TF_AMX_TARGET void gemm_amx_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, uint16_t* xv) {
   const int64_t pairs = k / 2;
   for (int64_t t = tile0; t < tile1; ++t) {
-    uint32_t* dst = reinterpret_cast<uint32_t*>(xv + t * gemm_amx_tile_elems(k));
+    uint32_t* dst = reinterpret_cast<uint32_t*>(xv + t * k * kTok);
     for (int64_t j = 0; j < kTok; ++j) {
       const int64_t tok = t * kTok + j;
       if (tok >= n) {
@@ -90,7 +89,7 @@ TF_AMX_TARGET void gemm_amx_pack_x(const float* x, int64_t n, int64_t k, int64_t
 
 TF_AMX_TARGET void gemm_amx_blocks(const MatmulArgs& a, const uint16_t* xv, int64_t b0, int64_t b1) {
   const auto* w = static_cast<const uint16_t*>(a.w);
-  const int64_t n_tiles = (a.n + kTok - 1) / kTok, tile_elems = gemm_amx_tile_elems(a.k);
+  const int64_t n_tiles = (a.n + kTok - 1) / kTok, tile_elems = a.k * kTok;
   const int64_t w_stride = a.k * 2, b_stride = kTok * 4;  // bytes between tile rows
   alignas(64) float c[4][16][16];
   _tile_loadconfig(&tile_config());

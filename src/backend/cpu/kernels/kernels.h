@@ -28,6 +28,13 @@ struct MatmulArgs {
   int64_t n = 0, k = 0, m = 0;
 };
 
+// The BF16 GEMM on AMX tiles (kernels/gemm_amx.cpp): tiles of 16 tokens, blocks of 32 weight
+// rows, k walked in steps of 32 (so k and m must be multiples of 32 and n at least one tile).
+constexpr int64_t kAmxTileTokens = 16, kAmxBlockRows = 32, kAmxKStep = 32;
+inline bool amx_gemm_shape(int64_t n, int64_t k, int64_t m) {
+  return n >= kAmxTileTokens && k % kAmxKStep == 0 && m % kAmxBlockRows == 0;
+}
+
 // ---- quantized matmul (kernels/qmatmul.h has the formats' block math) ------------------------
 // Activations quantized for integer dot products: each row of x cut into blocks of 32 and
 // rounded to integers Q of a per-block step d, in one of two precisions:
@@ -124,10 +131,10 @@ struct KernelTable {
   void (*gemm_pack_x)(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt) = nullptr;
   void (*gemm_blocks)(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) = nullptr;
   // BF16-weight GEMM on AMX tiles (kernels/gemm_amx.cpp; null below AVX-512 VNNI; callable
-  // only where amx_tiles_permitted()): x rounded to BF16 into tiles of 16 tokens
-  // (gemm_amx_pack_x writes tiles [tile0, tile1), gemm_amx_tile_elems(k) uint16 each), then
-  // blocks [b0, b1) of 32 weight rows against all tokens. k and m multiples of 32.
-  int64_t (*gemm_amx_tile_elems)(int64_t k) = nullptr;
+  // only where amx_tiles_permitted(), on shapes amx_gemm_shape takes): x rounded to BF16 into
+  // tiles of kAmxTileTokens tokens (gemm_amx_pack_x writes tiles [tile0, tile1), k *
+  // kAmxTileTokens uint16 each), then blocks [b0, b1) of kAmxBlockRows weight rows against all
+  // tokens.
   void (*gemm_amx_pack_x)(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, uint16_t* xv) = nullptr;
   void (*gemm_amx_blocks)(const MatmulArgs& a, const uint16_t* xv, int64_t b0, int64_t b1) = nullptr;
 

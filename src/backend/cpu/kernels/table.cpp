@@ -11,7 +11,6 @@ int64_t gemm_block_rows();
 int64_t gemm_scratch_floats(int64_t n);
 void gemm_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt);
 void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch);
-int64_t gemm_amx_tile_elems(int64_t k);
 void gemm_amx_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, uint16_t* xv);
 void gemm_amx_blocks(const MatmulArgs& a, const uint16_t* xv, int64_t b0, int64_t b1);
 int64_t qmatmul_block_rows();
@@ -51,7 +50,6 @@ KernelTable make_table() {
   t.gemm_pack_x = gemm_pack_x;
   t.gemm_blocks = gemm_blocks;
 #if defined(__AVX512VNNI__)
-  t.gemm_amx_tile_elems = gemm_amx_tile_elems;
   t.gemm_amx_pack_x = gemm_amx_pack_x;
   t.gemm_amx_blocks = gemm_amx_blocks;
 #endif
