@@ -140,15 +140,17 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
 }
 
 // Where the FP8 GEMM's timed choice is its unit-scale algorithms (or those are within a small
-// kernel of the outer-vector ones), the add / gated activation joins their scale kernel; else
-// cuBLASLt scales into y and the add / activation kernel runs after it. A shape first seen
-// while recording a graph runs as cuBLASLt's heuristic orders it, with the kernel after.
+// kernel of the outer-vector ones), the add / gated activation joins their scale kernel, and
+// the RoPE/KV kernel reads their sums itself (RopeKvArgs::acc); else cuBLASLt scales into y
+// (qkv) and the add / activation / RoPE kernel runs after it. A shape first seen while
+// recording a graph runs as cuBLASLt's heuristic orders it, with the kernel after.
 bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const MatmulFusion& f,
                                    const TensorView& out) {
   using Epi = MatmulFusion::Epilogue;
   if (!opt_.fusion || !opt_.fp8_fusion || !runs_w8a8(g)) return false;
   const bool then = f.epilogue == Epi::AddTo || f.epilogue == Epi::Swiglu || f.epilogue == Epi::Geglu;
-  if (!f.norm_w.data && !then) return false;
+  const bool rope = f.epilogue == Epi::RopeKv;
+  if (!f.norm_w.data && !then && !rope) return false;
   OpScope scope(prof(),
                 profiler_ ? fmt::format("matmul fp8{}{} (W8A8) rows={} k={} m={}", f.norm_w.data ? " +norm" : "",
                                         epilogue_name(f.epilogue), g.rows, g.k, g.m)
@@ -170,12 +172,21 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
                 .bias = g.bias, .out = then ? f.y.data : out.data, .rows = g.rows, .k = g.k, .m = g.m};
   auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
   const Fp8Choice c = fp8_choice(a, acc);
-  if (then && c.epilogue_us >= 0 &&
+  if ((then || rope) && c.epilogue_us >= 0 &&
       (c.scaling == Fp8Scaling::Epilogue || c.epilogue_us <= c.outer_us + kSmallKernelUs)) {
     a.scaling = Fp8Scaling::Epilogue;
     a.algo = c.epilogue_algo;
     a.acc_only = true;
     lt_->run_fp8(a, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_);
+    if (rope) {
+      RopeKvArgs r = rope_args(f.rope_layer, out, f.rope, f.attn);
+      r.acc = acc;
+      r.acc_x_scale = xs;
+      r.acc_w_scale = a.w_scale;
+      r.acc_bias = g.bias;
+      launch_rope_kv_write(r, stream_);
+      return true;
+    }
     const Fp8Then t = f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
     launch_fp8_scale_then(t, acc, xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
     return true;

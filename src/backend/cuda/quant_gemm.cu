@@ -160,7 +160,7 @@ __global__ void fp8_scale_then_kernel(const float* acc, const float* xs, const f
   if (i4 >= rows * n_out / 4) return;
   const int64_t r = i4 * 4 / n_out, j = i4 * 4 % n_out;
   auto y = [&](int64_t col, float a) {
-    return to_float(from_float<bf16>(a * xs[r] * ws[col] + (bias ? to_float(bias[col]) : 0.0f)));
+    return to_float(from_float<bf16>(fp8_scaled(a, xs[r], ws[col], bias, col)));
   };
   const float4 a4 = *reinterpret_cast<const float4*>(acc + r * m + j);
   const float a[4] = {a4.x, a4.y, a4.z, a4.w};
@@ -191,7 +191,7 @@ __global__ void fp8_scale_kernel(const float* acc, const float* xs, const float*
   const float av[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
   for (int e = 0; e < 4; ++e)
-    out[i4 * 4 + e] = from_float<OutT>(av[e] * xs[r] * ws[j + e] + (bias ? to_float(bias[j + e]) : 0.0f));
+    out[i4 * 4 + e] = from_float<OutT>(fp8_scaled(av[e], xs[r], ws[j + e], bias, j + e));
 }
 
 // Eight consecutive outputs per thread (m % 8 == 0), in place.

@@ -4,6 +4,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/rope_device.cuh"
 #include "backend/cuda/rope_kv.cuh"
+#include "backend/cuda/row_device.cuh"
 
 #include <type_traits>
 
@@ -12,6 +13,20 @@ namespace {
 
 constexpr int kHeadsPerBlock = 4;                   // one warp each
 constexpr int kMaxPairs = kAttnMaxHeadDim / 2 / 32;  // pairs (i, i + head_dim / 2) a lane holds
+
+// Lane `lane`'s pairs (dims i and i + half, i = lane, lane + 32, ...) stored to row r.
+template <typename T>
+__device__ __forceinline__ void store_pairs(T* r, const float (&y0)[kMaxPairs], const float (&y1)[kMaxPairs], int lane,
+                                            int64_t half) {
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int64_t i = lane + 32 * j;
+    if (i < half) {
+      r[i] = from_float<T>(y0[j]);
+      r[i + half] = from_float<T>(y1[j]);
+    }
+  }
+}
 
 // Grid (n_tokens, heads / kHeadsPerBlock rounded up), the heads being q heads, then k heads,
 // then v heads as laid out in a qkv row: one warp per (token, head). Lane l holds the pairs
@@ -33,11 +48,26 @@ __global__ void __launch_bounds__(32 * kHeadsPerBlock) rope_kv_write_kernel(Rope
   if (kRotate ? is_v && !kWrite : is_q) return;
   bf16* r = a.qkv + it * n_heads * hd + head * hd;
   float y0[kMaxPairs], y1[kMaxPairs];
+  if (a.acc) {  // uniform over the grid
+    const float* s = a.acc + (it * n_heads + head) * hd;
+    const float xs = a.acc_x_scale[it];
+    auto y = [&](int64_t i) {
+      const int64_t col = head * hd + i;
+      return to_float(from_float<bf16>(fp8_scaled(s[i], xs, a.acc_w_scale[col], a.acc_bias, col)));
+    };
 #pragma unroll
-  for (int j = 0; j < kMaxPairs; ++j) {
-    const int64_t i = lane + 32 * j;
-    y0[j] = i < half ? to_float(r[i]) : 0.0f;
-    y1[j] = i < half ? to_float(r[i + half]) : 0.0f;
+    for (int j = 0; j < kMaxPairs; ++j) {
+      const int64_t i = lane + 32 * j;
+      y0[j] = i < half ? y(i) : 0.0f;
+      y1[j] = i < half ? y(i + half) : 0.0f;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j) {
+      const int64_t i = lane + 32 * j;
+      y0[j] = i < half ? to_float(r[i]) : 0.0f;
+      y1[j] = i < half ? to_float(r[i + half]) : 0.0f;
+    }
   }
   if (kRotate && !is_v) {  // uniform over the warp
     const bf16* norm = is_q ? a.q_norm : a.k_norm;
@@ -83,14 +113,9 @@ __global__ void __launch_bounds__(32 * kHeadsPerBlock) rope_kv_write_kernel(Rope
         if (i < half) y0[j] = h[i], y1[j] = h[i + half];
       }
     }
-#pragma unroll
-    for (int j = 0; j < kMaxPairs; ++j) {
-      const int64_t i = lane + 32 * j;
-      if (i < half) {
-        r[i] = from_float<bf16>(y0[j]);
-        r[i + half] = from_float<bf16>(y1[j]);
-      }
-    }
+    store_pairs(r, y0, y1, lane, half);
+  } else if (a.acc) {  // v rows: stored as the scale kernel would have
+    store_pairs(r, y0, y1, lane, half);
   }
   if (!kWrite || is_q) return;
 
@@ -123,14 +148,7 @@ __global__ void __launch_bounds__(32 * kHeadsPerBlock) rope_kv_write_kernel(Rope
     }
     if (lane == 0) (is_v ? a.v_scale : a.k_scale)[row] = scale;
   } else {
-#pragma unroll
-    for (int j = 0; j < kMaxPairs; ++j) {
-      const int64_t i = lane + 32 * j;
-      if (i < half) {
-        dst[i] = from_float<KvT>(y0[j]);
-        dst[i + half] = from_float<KvT>(y1[j]);
-      }
-    }
+    store_pairs(dst, y0, y1, lane, half);
   }
 }
 
@@ -149,6 +167,8 @@ void launch_kv(const RopeKvArgs& a, dim3 grid, cudaStream_t stream) {
 
 void launch_rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   if (a.batch.n_tokens == 0) return;
+  if (a.acc && !a.fused)
+    throw_cuda_error(cudaErrorInvalidValue, "launch_rope_kv_write: FP8 sums need the fused kernel", __FILE__, __LINE__);
   const int64_t heads = a.n_heads + 2 * a.n_kv_heads;
   const dim3 grid(unsigned(a.batch.n_tokens), unsigned((heads + kHeadsPerBlock - 1) / kHeadsPerBlock));
   switch (a.kv_dtype) {

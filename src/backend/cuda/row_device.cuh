@@ -34,6 +34,13 @@ __device__ __forceinline__ float fp8_row_scale(float amax, bool finite, float* s
   return isinf(amax) ? NAN : amax / 448.0f;
 }
 
+// An FP8 GEMM's output from its unit-scale sum: acc * x_scale * w_scale (+ the column's bias),
+// before the rounding to the output type (the scale kernels and rope_kv_write's FP8 input).
+__device__ __forceinline__ float fp8_scaled(float acc, float x_scale, float w_scale, const __nv_bfloat16* bias,
+                                            int64_t col) {
+  return acc * x_scale * w_scale + (bias ? to_float(bias[col]) : 0.0f);
+}
+
 __device__ __forceinline__ uint2 fp8_pack8(const float (&v)[8], float s, bool zero) {
   uint32_t w[2] = {0, 0};
   if (!zero)

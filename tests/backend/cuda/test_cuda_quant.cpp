@@ -38,6 +38,7 @@
 #include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/quant_gemm.cuh"
+#include "backend/cuda/rope_kv.cuh"
 #include "cuda_test_report.h"
 #include "cuda_test_util.h"
 #include "op_test_util.h"
@@ -820,6 +821,111 @@ TEST(CudaQuant, Fp8W8A8FusedMatchesRefAndItsOpsApart) {
       test::expect_close("fp8 w8a8 fused " + std::string(kind.name), outs[0], want, 6e-2, true);
       test::expect_close("fp8 w8a8 apart " + std::string(kind.name), outs[1], want, 6e-2, true);
       test::expect_close("fp8 w8a8 fused vs apart " + std::string(kind.name), outs[0], outs[1], 1e-2, true);
+    }
+  }
+}
+
+// rope_kv_write reading an FP8 GEMM's unit-scale sums (RopeKvArgs::acc, the fused QKV path
+// of matmul_fp8_fused) against the scale kernel into qkv, then rope_kv_write on qkv: the same
+// qkv rows, pool rows and pool scales, bit for bit, for every pool dtype, with and without q/k
+// norms, bias and partial rotation.
+TEST(CudaQuant, RopeKvOnFp8SumsEqualsScaleThenRopeKv) {
+  TF_REQUIRE_CUDA_DEVICE();
+  test::Backends be;
+  Backend& b = *be.cuda;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(b).stream();
+  constexpr int64_t kBlockSize = 16, kBlocks = 8, nh = 4, nkv = 2;
+  for (DType kv : {DType::BF16, DType::I8, DType::FP8}) {
+    for (const int64_t hd : {64, 128}) {
+      for (const int64_t tokens : {3, 40}) {
+        for (const bool extras : {false, true}) {  // q/k norms, bias, half the dims rotated
+          SCOPED_TRACE(std::string(dtype_name(kv)) + " head_dim=" + std::to_string(hd) + " tokens=" +
+                       std::to_string(tokens) + (extras ? " norms+bias+partial" : ""));
+          Rng rng(test::seed_of({48, int64_t(kv), hd, tokens, extras}));
+          const int64_t m = (nh + 2 * nkv) * hd, rows = kBlocks * nkv * kBlockSize;
+          auto f32 = [&](const std::vector<float>& v) {
+            TensorView t = b.alloc(DType::F32, {int64_t(v.size())});
+            b.copy_from_host(v.data(), t);
+            return t;
+          };
+          auto i32 = [&](const std::vector<int32_t>& v) {
+            TensorView t = b.alloc(DType::I32, {int64_t(v.size())});
+            b.copy_from_host(v.data(), t);
+            return t;
+          };
+          std::vector<float> xs = test::randn(rng, tokens, 0.01), ws = test::randn(rng, m, 0.01);
+          for (float& v : xs) v = std::abs(v) + 1e-3f;
+          for (float& v : ws) v = std::abs(v) + 1e-3f;
+          const TensorView acc = f32(test::randn(rng, tokens * m, 300.0)), xsd = f32(xs), wsd = f32(ws);
+          const TensorView bias = test::to_cuda_bf16(b, test::randn(rng, m, 0.5), 1, m);
+          const TensorView qn = test::to_cuda_bf16(b, test::randn(rng, hd, 1.0), 1, hd);
+          const TensorView kn = test::to_cuda_bf16(b, test::randn(rng, hd, 1.0), 1, hd);
+          const int64_t n_rot = extras ? hd / 2 : hd;
+          std::vector<float> freq(static_cast<size_t>(n_rot / 2));
+          for (size_t i = 0; i < freq.size(); ++i) freq[i] = float(std::pow(10000.0, -2.0 * double(i) / double(n_rot)));
+          std::vector<int32_t> pos(static_cast<size_t>(tokens)), slots(static_cast<size_t>(tokens));
+          for (int64_t t = 0; t < tokens; ++t) {
+            pos[size_t(t)] = int32_t(rng.uniform_int(0, 4000));
+            slots[size_t(t)] = int32_t((t * 37) % (kBlocks * kBlockSize));  // distinct: tokens <= 128
+          }
+          const TensorView freqd = f32(freq), posd = i32(pos), slotd = i32(slots);
+          struct Out {
+            TensorView qkv, k, v, ks, vs;
+          };
+          auto make_out = [&] {
+            Out o{b.alloc(DType::BF16, {tokens, m}), b.alloc(kv, {rows, hd}), b.alloc(kv, {rows, hd}),
+                  b.alloc(DType::F32, {rows}), b.alloc(DType::F32, {rows})};
+            for (const TensorView& t : {o.qkv, o.k, o.v, o.ks, o.vs}) {
+              const std::vector<uint8_t> zero(t.nbytes(), 0);
+              b.copy_from_host(zero.data(), t);
+            }
+            return o;
+          };
+          auto args = [&](const Out& o) {
+            cuda::RopeKvArgs a{.qkv = static_cast<__nv_bfloat16*>(o.qkv.data),
+                               .inv_freq = static_cast<const float*>(freqd.data),
+                               .n_rot = n_rot,
+                               .q_norm = extras ? cuda::detail::bf(qn) : nullptr,
+                               .k_norm = extras ? cuda::detail::bf(kn) : nullptr,
+                               .eps = 1e-6f,
+                               .k_pool = o.k.data,
+                               .v_pool = o.v.data,
+                               .kv_dtype = kv,
+                               .k_scale = kv == DType::BF16 ? nullptr : static_cast<float*>(o.ks.data),
+                               .v_scale = kv == DType::BF16 ? nullptr : static_cast<float*>(o.vs.data),
+                               .n_heads = nh,
+                               .n_kv_heads = nkv,
+                               .head_dim = hd,
+                               .block_size = kBlockSize};
+            a.batch.positions = static_cast<const int32_t*>(posd.data);
+            a.batch.slot_mapping = static_cast<const int32_t*>(slotd.data);
+            a.batch.n_tokens = int32_t(tokens);
+            return a;
+          };
+          const __nv_bfloat16* bp = extras ? cuda::detail::bf(bias) : nullptr;
+          const Out want = make_out(), got = make_out();
+          cuda::launch_fp8_scale_epilogue(static_cast<const float*>(acc.data), static_cast<const float*>(xsd.data),
+                                          static_cast<const float*>(wsd.data), bp, tokens, m, want.qkv.data, false,
+                                          stream);
+          cuda::launch_rope_kv_write(args(want), stream);
+          cuda::RopeKvArgs a = args(got);
+          a.acc = static_cast<const float*>(acc.data);
+          a.acc_x_scale = static_cast<const float*>(xsd.data);
+          a.acc_w_scale = static_cast<const float*>(wsd.data);
+          a.acc_bias = bp;
+          cuda::launch_rope_kv_write(a, stream);
+          auto bytes = [&](const TensorView& t) {
+            std::vector<uint8_t> h(t.nbytes());
+            b.copy_to_host(t, h.data());
+            return h;
+          };
+          EXPECT_TRUE(test::bitwise_equal(test::from_cuda(b, got.qkv), test::from_cuda(b, want.qkv))) << "qkv";
+          EXPECT_EQ(bytes(got.k), bytes(want.k)) << "K pool";
+          EXPECT_EQ(bytes(got.v), bytes(want.v)) << "V pool";
+          EXPECT_EQ(bytes(got.ks), bytes(want.ks)) << "K scales";
+          EXPECT_EQ(bytes(got.vs), bytes(want.vs)) << "V scales";
+        }
+      }
     }
   }
 }
