@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -212,6 +213,9 @@ class CudaBackend final : public Backend {
   // How an FP8 W8A8 GEMM of a's shape applies its scales and which cuBLASLt algorithm runs it,
   // timed on first sight (cuda_quant.cpp).
   Fp8Choice fp8_choice(const Fp8GemmArgs& a, float* acc);
+  std::optional<Fp8Choice> fp8_inherited(const Fp8Choice& from, const Fp8GemmArgs& a);
+  // FP8 W8A8 shapes of up to this many rows are timed each; above, one per power-of-two bucket
+  static constexpr int64_t kFp8TimedRows = 256;
   // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out, split GEMVs allowed
   using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool, bool>;
   struct QuantGemvChoice {

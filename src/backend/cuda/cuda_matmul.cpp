@@ -145,10 +145,12 @@ std::vector<std::string> CudaBackend::tuning_report() const {
   }
   for (const auto& [key, c] : fp8_) {
     const auto& [rows, k, m, f32, bias] = key;
+    if (rows < 0) continue;  // a bucket's entry (fp8_choice), also listed under its shape
     lines.push_back(fmt::format(
         "fp8 w8a8 rows={} k={} m={}{}{}: outer vectors {:.1f} us (best of {}), epilogue {:.1f} us (best of {}) -> {} #{} ({})",
         rows, k, m, f32 ? " f32-out" : "", bias ? " bias" : "", c.outer_us, c.outer_tried, c.epilogue_us,
-        c.epilogue_tried, fp8_scaling_name(c.scaling), c.algo, c.config));
+        c.epilogue_tried, fp8_scaling_name(c.scaling), c.algo, c.config) +
+                    (c.outer_tried + c.epilogue_tried == 0 ? " (times of the first shape of its bucket)" : ""));
   }
   for (std::string& line : quant_gemv_report()) lines.push_back(std::move(line));
   return lines;

@@ -12,7 +12,9 @@
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
+#include <bit>
 #include <functional>
+#include <optional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -76,12 +78,20 @@ void* CudaBackend::scratch(Scratch slot, size_t bytes) {
 // neither the scalings nor, for skinny products, its own algorithms by speed (the H200: its
 // first algorithm takes 43 us for 64 rows of 4096 x 14336, whose weights stream in 14). A
 // shape first seen while recording takes the heuristic's order (Auto, its first algorithm).
-// Timing writes a.out.
+// Above kFp8TimedRows rows (prefill and mixed steps, whose token counts take any value up to
+// the step's budget, so timing each would stall a server on every new count) only the first
+// shape of each power-of-two bucket of rows is timed; the others of the bucket take its
+// scaling with the heuristic's first algorithm for it (fp8_inherited). Timing writes a.out.
 CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc) {
   constexpr int kReps = 5;
   const GemvKey key{a.rows, a.k, a.m, a.out_f32, a.bias != nullptr};
   if (auto it = fp8_.find(key); it != fp8_.end()) return it->second;
   if (capturing_) return Fp8Choice{.scaling = Fp8Scaling::Auto};
+  const bool bucketed = a.rows > kFp8TimedRows;
+  const GemvKey bucket{-int64_t(std::bit_ceil(uint64_t(a.rows))), a.k, a.m, a.out_f32, a.bias != nullptr};
+  if (bucketed)
+    if (auto it = fp8_.find(bucket); it != fp8_.end())
+      if (std::optional<Fp8Choice> c = fp8_inherited(it->second, a)) return fp8_[key] = *c;
   Fp8Choice c{.scaling = lt_->fp8_scaling(a, kCublasWorkspaceBytes)};
   ColdTimer timer(stream_);
   double best = -1;
@@ -106,7 +116,31 @@ CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc)
     t.algo = c.algo;
     c.config = lt_->fp8_algorithm_name(t, kCublasWorkspaceBytes);
   }
+  if (bucketed) fp8_[bucket] = c;
   return fp8_[key] = c;
+}
+
+// The timed choice `from` of another shape of a's bucket, applied to a: its scaling and its
+// times (which matmul_fp8_fused compares), the heuristic's first algorithm of each scaling
+// for a's own shape. None where a's shape lacks the chosen scaling.
+std::optional<CudaBackend::Fp8Choice> CudaBackend::fp8_inherited(const Fp8Choice& from, const Fp8GemmArgs& a) {
+  Fp8Choice c = from;
+  c.outer_tried = c.epilogue_tried = 0;
+  for (Fp8Scaling s : {Fp8Scaling::OuterVectors, Fp8Scaling::Epilogue}) {
+    Fp8GemmArgs t = a;
+    t.scaling = s;
+    const bool ok = lt_->fp8_available(t, kCublasWorkspaceBytes) && lt_->fp8_algorithms(t, kCublasWorkspaceBytes) > 0;
+    double& us = s == Fp8Scaling::OuterVectors ? c.outer_us : c.epilogue_us;
+    int& algo = s == Fp8Scaling::OuterVectors ? c.outer_algo : c.epilogue_algo;
+    if (!ok && s == c.scaling) return std::nullopt;
+    if (!ok) us = -1, algo = -1;
+    else if (us >= 0) algo = 0;
+  }
+  c.algo = 0;
+  Fp8GemmArgs t = a;
+  t.scaling = c.scaling;
+  c.config = lt_->fp8_algorithm_name(t, kCublasWorkspaceBytes);
+  return c;
 }
 
 namespace {
