@@ -31,6 +31,7 @@ struct KernelOptions {
   std::string gemv = "auto";              // small-batch matmul: auto (faster per shape) | cublas | custom
   bool fusion = true;                     // off: fused ops run as separate kernels
   bool fp8_fusion = true;                 // FP8 W8A8 matmuls: activation quantization in the norm, add / GLU in the scale kernel
+  bool fp8_handoff = true;                // FP8 W8A8: the epilogue quantizes its output for the next FP8 matmul
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool pdl_resident = false;              // PDL also for kernels whose grid is what fits on the GPU at once
   bool pdl_decode = false;                // PDL also in decode steps (one new token per sequence)

@@ -110,6 +110,9 @@ struct BackendOptions {
   // FP8 W8A8 matmuls (with fusion on): the activations' quantization in the RMSNorm kernel
   // before, the residual add or gated activation in the scale kernel after
   bool fp8_fusion = true;
+  // FP8 W8A8 (with fp8_fusion on): the epilogue also quantizes its output for the next FP8
+  // matmul (MatmulFusion::feeds_next), which then skips its own quantization (or norm + quantization)
+  bool fp8_handoff = true;
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
   // PDL also for the kernels whose grid is sized to the blocks resident at once (persistent and
   // k-split GEMVs). Off (measured faster, docs/PERF.md) they start on an idle GPU and spread
@@ -153,6 +156,13 @@ struct MatmulFusion {
   int rope_layer = -1;   // RopeKv: the layer whose KV slots are written
   QkRope rope;           // RopeKv: norms and rotation of q and k
   AttentionParams attn;  // RopeKv: the head layout of the qkv rows
+  // What the caller runs next, which a backend may prepare here (the CUDA backend's FP8 W8A8
+  // path quantizes `out` for it in the epilogue): with feeds_next set, the next backend call
+  // is matmul_fused on `out` as written here, with norm_w = next_norm_w (eps = next_eps; no
+  // norm where next_norm_w is empty), and nothing writes `out` in between.
+  bool feeds_next = false;
+  TensorView next_norm_w;
+  float next_eps = 0.0f;
 };
 
 // What graph_begin() asks the caller to do.

@@ -57,6 +57,7 @@ class LtGemm;
 struct LtAlgo;
 struct Fp8GemmArgs;
 enum class Fp8Scaling : uint8_t;
+enum class Fp8Then : uint8_t;
 
 class CudaBackend final : public Backend {
  public:
@@ -118,6 +119,8 @@ class CudaBackend final : public Backend {
   const TensorView& v_scale(int layer) const { return v_scale_[size_t(layer)]; }
   cudaStream_t stream() const { return stream_; }
   int64_t n_graphs() const;  // recordings held (tests)
+  // FP8 W8A8 products that read the codes an epilogue before them wrote (handoff_; tests).
+  int64_t fp8_handoffs_taken() const { return fp8_handoffs_taken_; }
 
  private:
   // What the per-shape timing found (auto mode): cublasGemmEx, the GEMV (custom_us < 0 where
@@ -154,21 +157,42 @@ class CudaBackend final : public Backend {
   // Whether matmul_quant runs g as an FP8 W8A8 product (per-token FP8 activations, then
   // cuBLASLt's FP8 GEMM): FP8 weights at more rows than the GEMV and tensor-core kernels take.
   bool runs_w8a8(const struct GemmArgs& g) const;
+  // The FP8 codes and row scales an FP8 W8A8 epilogue wrote for the next matmul_fused
+  // (MatmulFusion::feeds_next): of the BF16 rows at x [rows, k] as they were written there,
+  // normalized first with norm_w (eps) where that is set, in the Fp8Handoff slot pair `slot`.
+  // Producers alternate the slots, so a product that reads one writes the other.
+  struct Fp8Handoff {
+    const void* x = nullptr;
+    int64_t rows = 0, k = 0;
+    const void* norm_w = nullptr;
+    float eps = 0.0f;
+    int slot = 0;
+  };
   // matmul_fused on an FP8 W8A8 product (cuda_fused.cpp): the norm and the activations'
   // quantization in one kernel, and the add or gated activation in the GEMM's scale kernel
   // where its timed choice allows; false (nothing run) where there is nothing to fuse.
-  bool matmul_fp8_fused(const TensorView& x, const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out);
+  // `in`: what the call before left for this product (matmul_fused took it from handoff_).
+  bool matmul_fp8_fused(const TensorView& x, const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out,
+                        const Fp8Handoff& in);
+  bool fp8_scale_then_hand_off(Fp8Then t, const float* acc, const float* xs, const float* w_scale,
+                               const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out);
   // The quantized decode GEMV (g.rows <= kGemvMaxRows, gemv_supported(g, f)) on the kernel
   // timed fastest for its shape and fusion on first sight: a decode tile of the tensor-core
   // kernel or the CUDA-core GEMV (cuda_quant.cpp).
   void launch_quant_gemv(const struct GemmArgs& g, const struct GemvFusion& f);
   std::vector<std::string> quant_gemv_report() const;
   // A scratch buffer of at least `bytes` that only grows (never while recording),
-  // zero-filled when (re)allocated, one per slot: the quantized matmul's FP8 activations,
-  // their scales, its F32 / BF16 intermediates and the tensor-core kernel's split-K partials
+  // zero-filled when (re)allocated, one per slot: the quantized matmul's FP8 activations and
+  // their scales (its own, and the two pairs of handoff_), its F32 / BF16 intermediates and the tensor-core kernel's split-K partials
   // and counters; moe_experts' assignment lists, activations and expert outputs.
-  enum class Scratch : int { Fp8Act, Fp8Scale, QuantTmp, QuantMma, MoeIndex, MoeAct, MoeOut, Count };
+  enum class Scratch : int {
+    Fp8Act, Fp8Scale, Fp8Handoff0, Fp8Handoff1, Fp8HandoffScale0, Fp8HandoffScale1,
+    QuantTmp, QuantMma, MoeIndex, MoeAct, MoeOut, Count
+  };
   void* scratch(Scratch slot, size_t bytes);
+  Fp8Handoff handoff_;  // x null: none; every matmul, matmul_fused, add and rms_norm takes it
+  int handoff_slot_ = 0;  // the slot the next producer writes
+  int64_t fp8_handoffs_taken_ = 0;
   // Decode splits per (sequence, kv head) that keep about four thread blocks per SM busy.
   int64_t decode_want_splits(int64_t n_decode) const;
   // Whether decodes take the tensor-core kernel (decode_attention_mma.cu) as far as the KV

@@ -3,6 +3,8 @@
 // (gemv.cu), otherwise the plain kernels in turn, with cuBLAS adding into the residual itself.
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/elementwise.cuh"
@@ -38,6 +40,7 @@ const char* epilogue_name(MatmulFusion::Epilogue e) {
 
 void CudaBackend::add(const TensorView& residual, const TensorView& delta) {
   OpScope scope(prof(), "add", stream_);
+  handoff_ = {};
   check_dev(residual, DType::BF16, "add residual");
   check_dev(delta, DType::BF16, "add delta");
   TF_ASSERT(residual.numel() == delta.numel(), "add: residual {} vs delta {}", residual.shape_str(),
@@ -62,6 +65,7 @@ bool CudaBackend::fused_gemv_pays(const GemmArgs& plain, const GemvFusion& f) {
 void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const TensorView& bias,
                                const TensorView& out, const MatmulFusion& f) {
   using Epi = MatmulFusion::Epilogue;
+  const Fp8Handoff handoff = std::exchange(handoff_, {});
   check_dev(x, DType::BF16, "matmul_fused x");
   const bool quantized = dtype_is_quantized(w.dtype);
   check_dev(w, quantized ? w.dtype : DType::BF16, "matmul_fused w");
@@ -113,7 +117,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
       launch_gemv(g, stream_, gf);
     return;
   }
-  if (quantized && matmul_fp8_fused(x, plain, f, out)) return;
+  if (quantized && matmul_fp8_fused(x, plain, f, out, handoff)) return;
   // Apart: the plain ops in turn (Backend::matmul_fused), except that on the cuBLAS path a
   // residual add is cuBLAS summing into the residual (beta = 1).
   TensorView in = x;
@@ -145,7 +149,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
 // (qkv) and the add / activation / RoPE kernel runs after it. A shape first seen while
 // recording a graph runs as cuBLASLt's heuristic orders it, with the kernel after.
 bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const MatmulFusion& f,
-                                   const TensorView& out) {
+                                   const TensorView& out, const Fp8Handoff& in) {
   using Epi = MatmulFusion::Epilogue;
   if (!opt_.fusion || !opt_.fp8_fusion || !runs_w8a8(g)) return false;
   const bool then = f.epilogue == Epi::AddTo || f.epilogue == Epi::Swiglu || f.epilogue == Epi::Geglu;
@@ -156,10 +160,16 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
                                         epilogue_name(f.epilogue), g.rows, g.k, g.m)
                           : "",
                 stream_);
-  auto* xq = static_cast<uint8_t*>(scratch(Scratch::Fp8Act, size_t(g.rows * g.k)));
-  auto* xs = static_cast<float*>(scratch(Scratch::Fp8Scale, size_t(g.rows) * 4));
-  if (!f.norm_w.data ||
-      !launch_rms_norm_quantize_rows_fp8(g.x, bf(f.norm_w), f.eps, g.rows, g.k, xq, xs, stream_)) {
+  uint8_t* xq = nullptr;
+  float* xs = nullptr;
+  if (in.x == g.x && in.rows == g.rows && in.k == g.k && in.norm_w == f.norm_w.data &&
+      (!in.norm_w || in.eps == f.eps)) {
+    xq = static_cast<uint8_t*>(scratch_[int(Scratch::Fp8Handoff0) + in.slot].p);
+    xs = static_cast<float*>(scratch_[int(Scratch::Fp8HandoffScale0) + in.slot].p);
+    ++fp8_handoffs_taken_;
+  } else if (xq = static_cast<uint8_t*>(scratch(Scratch::Fp8Act, size_t(g.rows * g.k))),
+             xs = static_cast<float*>(scratch(Scratch::Fp8Scale, size_t(g.rows) * 4));
+             !f.norm_w.data || !launch_rms_norm_quantize_rows_fp8(g.x, bf(f.norm_w), f.eps, g.rows, g.k, xq, xs, stream_)) {
     const TensorView* in = &x;
     if (f.norm_w.data) {
       rms_norm(x, f.norm_w, f.eps, f.h);
@@ -188,7 +198,8 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
       return true;
     }
     const Fp8Then t = f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
-    launch_fp8_scale_then(t, acc, xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
+    if (!fp8_scale_then_hand_off(t, acc, xs, a.w_scale, g, f, out))
+      launch_fp8_scale_then(t, acc, xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
     return true;
   }
   a.scaling = c.scaling;
@@ -201,6 +212,28 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
     case Epi::Geglu: geglu(f.y, out); break;
     case Epi::RopeKv: rope_kv_write(f.rope_layer, out, f.rope, f.attn); break;
   }
+  return true;
+}
+
+// The scale kernel that also quantizes `out` for the next product (MatmulFusion::feeds_next)
+// into the handoff slot not read by this one; false (nothing launched) where the kernel does
+// not take the shape, or its buffers would have to grow while a graph is being recorded.
+bool CudaBackend::fp8_scale_then_hand_off(Fp8Then t, const float* acc, const float* xs, const float* w_scale,
+                                          const GemmArgs& g, const MatmulFusion& f, const TensorView& out) {
+  if (!f.feeds_next || !opt_.fp8_handoff || (t == Fp8Then::AddTo) != (f.next_norm_w.data != nullptr)) return false;
+  const int64_t k_next = t == Fp8Then::AddTo ? g.m : g.m / 2;
+  const Scratch qslot = Scratch(int(Scratch::Fp8Handoff0) + handoff_slot_);
+  const Scratch sslot = Scratch(int(Scratch::Fp8HandoffScale0) + handoff_slot_);
+  const size_t q_bytes = size_t(g.rows * k_next), s_bytes = size_t(g.rows) * 4;
+  if (capturing_ && (scratch_[int(qslot)].bytes < q_bytes || scratch_[int(sslot)].bytes < s_bytes)) return false;
+  auto* q = static_cast<uint8_t*>(scratch(qslot, q_bytes));
+  auto* qs = static_cast<float*>(scratch(sslot, s_bytes));
+  if (!launch_fp8_scale_then_quantize(t, acc, xs, w_scale, g.bias, g.rows, g.m, bf_mut(out),
+                                      f.next_norm_w.data ? bf(f.next_norm_w) : nullptr, f.next_eps, q, qs, stream_))
+    return false;
+  handoff_ = {.x = out.data, .rows = g.rows, .k = k_next, .norm_w = f.next_norm_w.data, .eps = f.next_eps,
+              .slot = handoff_slot_};
+  handoff_slot_ ^= 1;
   return true;
 }
 

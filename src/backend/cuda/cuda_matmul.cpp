@@ -20,6 +20,7 @@ namespace tf::cuda {
 using namespace detail;
 
 void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out) {
+  handoff_ = {};
   check_matmul(x, w, bias, out);
   check_dev(x, DType::BF16, "matmul x");
   const bool quantized = w.dtype == DType::W8 || w.dtype == DType::W4 || w.dtype == DType::FP8;

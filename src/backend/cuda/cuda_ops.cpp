@@ -41,6 +41,7 @@ void CudaBackend::embedding(const TensorView& table, const TensorView& out) {
 
 void CudaBackend::rms_norm(const TensorView& x, const TensorView& w, float eps, const TensorView& out) {
   OpScope scope(prof(), "rms_norm", stream_);
+  handoff_ = {};
   check_dev(x, DType::BF16, "rms_norm x");
   check_dev(w, DType::BF16, "rms_norm w");
   check_dev(out, DType::BF16, "rms_norm out");

@@ -87,6 +87,19 @@ void launch_fp8_scale_then(Fp8Then then, const float* acc, const float* x_scale,
                            const __nv_bfloat16* bias, int64_t rows, int64_t m, __nv_bfloat16* out,
                            cudaStream_t stream);
 
+// launch_fp8_scale_then that also quantizes its result for the next FP8 W8A8 GEMM
+// (fp8_handoff.cu), the codes and scales of the kernels apart bit for bit:
+//   AddTo:          q, q_scale = launch_rms_norm_quantize_rows_fp8 of the updated residual
+//                   `out` with norm_w (eps); m at most 8192
+//   Swiglu / Geglu: q, q_scale = launch_quantize_rows_fp8 of `out` [rows, m / 2] (norm_w null);
+//                   m / 2 at most 32768
+// q holds [rows, m] or [rows, m / 2] codes. False (nothing launched) where the shape does not
+// suit it: m not a multiple of 16, too long a row, a pointer not 16-byte aligned.
+bool launch_fp8_scale_then_quantize(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
+                                    const __nv_bfloat16* bias, int64_t rows, int64_t m, __nv_bfloat16* out,
+                                    const __nv_bfloat16* norm_w, float eps, uint8_t* q, float* q_scale,
+                                    cudaStream_t stream);
+
 // out[r, j] = acc[r, j] * x_scale[r] * w_scale[j] (+ bias[j]), rounded once to BF16 or kept
 // F32: the scales of an FP8 GEMM that ran with unit scales into acc [rows, m] F32. m must be
 // a multiple of 4.

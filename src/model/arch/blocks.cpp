@@ -18,9 +18,11 @@ AttentionParams layer_attention_params(const ModelConfig& cfg, const TpShard& sh
 }
 
 void project_add(const BlockContext& ctx, const Activations& a, const TensorView& y, const TensorView& w,
-                 const TensorView& b, const TensorView& post_norm) {
+                 const TensorView& b, const TensorView& post_norm, const TensorView& next_norm) {
   if (!ctx.comm && !post_norm.data)
-    return ctx.be.matmul_fused(y, w, b, a.x, MatmulFusion{.epilogue = Epi::AddTo, .y = a.delta});
+    return ctx.be.matmul_fused(y, w, b, a.x,
+                               MatmulFusion{.epilogue = Epi::AddTo, .y = a.delta, .feeds_next = next_norm.data != nullptr,
+                                            .next_norm_w = next_norm, .next_eps = ctx.eps});
   ctx.be.matmul(y, w, b, a.delta);
   if (ctx.comm) ctx.comm->all_reduce_sum(a.delta);  // row-parallel projection: sum the ranks' partial outputs
   if (post_norm.data) ctx.be.rms_norm(a.delta, post_norm, ctx.eps, a.delta);
@@ -28,7 +30,7 @@ void project_add(const BlockContext& ctx, const Activations& a, const TensorView
 }
 
 void attention_block(const BlockContext& ctx, const Activations& a, const AttentionWeights& w,
-                     const AttentionLayer& layer) {
+                     const AttentionLayer& layer, const TensorView& next_norm) {
   QkRope rope = layer.rope;
   rope.q_norm = w.q_norm;
   rope.k_norm = w.k_norm;
@@ -37,15 +39,17 @@ void attention_block(const BlockContext& ctx, const Activations& a, const Attent
                       MatmulFusion{.norm_w = w.norm, .eps = ctx.eps, .h = a.h, .epilogue = Epi::RopeKv,
                                    .rope_layer = layer.layer, .rope = rope, .attn = layer.params});
   ctx.be.attention(layer.layer, a.qkv, layer.params, a.attn);
-  project_add(ctx, a, a.attn, w.wo, w.bo, w.post_norm);
+  project_add(ctx, a, a.attn, w.wo, w.bo, w.post_norm, next_norm);
 }
 
-void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w) {
+void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w,
+                     const TensorView& next_norm) {
+  // The down projection is the next call on act where project_add fuses it.
   ctx.be.matmul_fused(a.x, w.wgate_up, TensorView{}, a.act,
                       MatmulFusion{.norm_w = w.norm, .eps = ctx.eps, .h = a.h,
                                    .epilogue = w.act == MlpActivation::GeluTanh ? Epi::Geglu : Epi::Swiglu,
-                                   .y = a.gate_up});
-  project_add(ctx, a, a.act, w.wdown, w.bdown, w.post_norm);
+                                   .y = a.gate_up, .feeds_next = !ctx.comm && !w.post_norm.data});
+  project_add(ctx, a, a.act, w.wdown, w.bdown, w.post_norm, next_norm);
 }
 
 void moe_block(const BlockContext& ctx, const Activations& a, const MoeWeights& w, const MoeParams& p) {

@@ -53,9 +53,11 @@ AttentionParams layer_attention_params(const ModelConfig& cfg, const TpShard& sh
 // x += post_norm(y @ w^T (+ b)): the residual add fused into the matmul, or the product in
 // `delta` first when the ranks' partial products are summed (tensor parallel: one
 // all-reduce) or a norm follows (Gemma's post-attention and post-feed-forward norms).
+// next_norm: the norm of the matmul_fused that the caller runs next on x (MatmulFusion::
+// feeds_next), or empty.
 //   y [n, k], w [d_model, k] (this rank's columns), b [d_model] or empty, post_norm [d_model] or empty
 void project_add(const BlockContext& ctx, const Activations& a, const TensorView& y, const TensorView& w,
-                 const TensorView& b, const TensorView& post_norm = {});
+                 const TensorView& b, const TensorView& post_norm = {}, const TensorView& next_norm = {});
 
 struct AttentionWeights {
   TensorView norm;       // [d_model]
@@ -70,8 +72,10 @@ struct AttentionWeights {
 // Pre-norm self-attention with rotary positions, into the residual stream:
 //   qkv = rms_norm(x) @ Wqkv^T (+ bqkv); q/k norms, RoPE on q, k; k, v -> the layer's KV slots
 //   attn = paged causal attention;  x += post_norm(attn @ Wo^T (+ bo))
+// next_norm: the pre-norm of the block that follows when it starts with a fused matmul on x
+// (the gated MLP's), or empty.
 void attention_block(const BlockContext& ctx, const Activations& a, const AttentionWeights& w,
-                     const AttentionLayer& layer);
+                     const AttentionLayer& layer, const TensorView& next_norm = {});
 
 struct MlpWeights {
   TensorView norm;       // [d_model]
@@ -83,7 +87,9 @@ struct MlpWeights {
 };
 // Pre-norm gated MLP: x += post_norm(down(act(gate(h)) * up(h)) (+ bdown)), h = rms_norm(x);
 // gate|up one matmul; act silu (SwiGLU) or gelu_tanh (GeGLU).
-void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w);
+// next_norm as attention_block's (the next layer's attention norm).
+void gated_mlp_block(const BlockContext& ctx, const Activations& a, const MlpWeights& w,
+                     const TensorView& next_norm = {});
 
 struct MoeWeights {
   TensorView norm;       // [d_model]

@@ -90,11 +90,13 @@ class StandardDecoder final : public DecoderModel {
     for (size_t il = 0; il < layers.size(); ++il) {
       const LayerWeights& l = layers[il];
       const Activations la = layer_activations(a, int64_t(il));
-      attention_block(ctx, la, l.attn, attn_[il]);
+      // Each block is told the norm of the fused matmul that follows it on the residual (the
+      // MoE block and the LM head normalize apart).
+      attention_block(ctx, la, l.attn, attn_[il], l.moe ? TensorView{} : l.mlp.norm);
       if (l.moe)
         moe_block(ctx, la, l.experts, moe_);
       else
-        gated_mlp_block(ctx, la, l.mlp);
+        gated_mlp_block(ctx, la, l.mlp, il + 1 < layers.size() ? layers[il + 1].attn.norm : TensorView{});
     }
     if (n_out > 0) lm_head_block(ctx, a, final_norm_, lm_head_[size_t(copy())]);
   }

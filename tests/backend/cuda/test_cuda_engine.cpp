@@ -25,6 +25,7 @@
 #include <map>
 
 #include "batched_vs_alone.h"
+#include "op_test_util.h"
 #include "param_name.h"
 #include "cuda_test_report.h"
 #include "engine/golden_util.h"
@@ -184,6 +185,31 @@ TEST(CudaEngineGguf, Q4_0HeldAsW4MatchesTheCpuDequantized) {
     EXPECT_LE(err, kLogitTol) << "last-position logits";
     test::record("engine: gguf Q4_0 as W4, last logits", "rel L2", err, kLogitTol, err <= kLogitTol);
   }
+}
+
+// tiny-main with FP8 weights (round-to-nearest at load) scoring the golden prompts joined into
+// one prompt, so that the prefill runs the W8A8 path (per-token FP8 activations, cuBLASLt):
+// every position's logits with the epilogues quantizing for the next product (the default)
+// equal those of the engine that quantizes each product's input itself, bit for bit.
+TEST(CudaEngineFp8, HandoffLeavesTheLogitsUnchanged) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::golden_model_dir("tiny-main");
+  std::vector<int32_t> prompt;
+  for (const test::GoldenPrompt& g : test::load_golden("tiny-main"))
+    prompt.insert(prompt.end(), g.input_ids.begin(), g.input_ids.end());
+  ASSERT_GT(prompt.size(), 64u);
+  std::vector<std::vector<float>> logits;
+  for (const bool handoff : {true, false}) {
+    Engine engine(EngineOptions{.model_dir = dir, .backend = "cuda", .weights = {.quantization = "fp8"},
+                                .kv_dtype = "bf16", .max_seqs = 4,
+                                .kernels = {.fp8_handoff = handoff}});
+    engine.score(prompt, /*all_positions=*/true);  // the FP8 GEMMs' choices are timed on first sight
+    logits.push_back(engine.score(prompt, /*all_positions=*/true));
+  }
+  ASSERT_EQ(logits[0].size(), prompt.size() * size_t(8192));
+  const auto ok = test::bitwise_equal(logits[0], logits[1]);
+  EXPECT_TRUE(ok);
+  test::record("engine: fp8 weights, handoff vs none", "bit-exact", ok ? 0 : 1, 0, bool(ok));
 }
 
 INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "fp8", "bf16-eager"),

@@ -781,6 +781,177 @@ TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
   }
 }
 
+// The scale kernel that also quantizes for the next FP8 product (fp8_handoff.cu) against the
+// kernels it replaces in turn: launch_fp8_scale_then, then launch_rms_norm_quantize_rows_fp8
+// (AddTo, with the next norm) or launch_quantize_rows_fp8 (gated). The BF16 output, codes and
+// scales bit for bit, with a zero and a non-finite row, with and without a bias, at both
+// register depths of the gated kernel; the shapes it declines launch nothing.
+TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
+  TF_REQUIRE_CUDA_DEVICE();
+  using cuda::Fp8Then;
+  test::Backends be;
+  Backend& b = *be.cuda;
+  cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(b).stream();
+  auto f32 = [&](const std::vector<float>& v) {
+    TensorView t = b.alloc(DType::F32, {int64_t(v.size())});
+    b.copy_from_host(v.data(), t);
+    return t;
+  };
+  auto bytes = [&](const TensorView& t) {
+    std::vector<uint8_t> h(t.nbytes());
+    b.copy_to_host(t, h.data());
+    return h;
+  };
+  const float eps = 1e-5f;
+  // m: AddTo up to 8192 columns; gated n_out 14336 (4 chunks a thread) and 20000 (8 chunks)
+  const std::pair<Fp8Then, int64_t> cases[] = {{Fp8Then::AddTo, 16},     {Fp8Then::AddTo, 4096},
+                                               {Fp8Then::AddTo, 8192},   {Fp8Then::Swiglu, 32},
+                                               {Fp8Then::Swiglu, 28672}, {Fp8Then::Swiglu, 40000},
+                                               {Fp8Then::Geglu, 1040}};
+  for (const auto& [then, m] : cases) {
+    for (const int64_t rows : {1, 5}) {
+      for (const bool with_bias : {false, true}) {
+        const int64_t n_out = then == Fp8Then::AddTo ? m : m / 2;
+        SCOPED_TRACE("then " + std::to_string(int(then)) + " rows=" + std::to_string(rows) + " m=" +
+                     std::to_string(m) + (with_bias ? " bias" : ""));
+        Rng rng(test::seed_of({49, int64_t(then), rows, m, with_bias}));
+        std::vector<float> acc = test::randn(rng, rows * m, 300.0);
+        if (rows > 2) {
+          for (int64_t j = 0; j < m; ++j) acc[size_t(m + j)] = 0.0f;  // a zero row (without the bias)
+          acc[size_t(2 * m + 3)] = INFINITY;                           // a non-finite row
+        }
+        std::vector<float> xs = test::randn(rng, rows, 0.01), ws = test::randn(rng, m, 0.01);
+        for (float& v : xs) v = std::abs(v) + 1e-3f;
+        for (float& v : ws) v = std::abs(v) + 1e-3f;
+        std::vector<float> nw = test::randn(rng, n_out, 0.1);
+        for (float& v : nw) v += 1.0f;
+        const TensorView accd = f32(acc), xsd = f32(xs), wsd = f32(ws);
+        const TensorView bd = test::to_cuda_bf16(b, test::randn(rng, m, 0.5), 1, m);
+        const TensorView nwd = test::to_cuda_bf16(b, nw, 1, n_out);
+        const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * n_out, 2.0));
+        const __nv_bfloat16* bp = with_bias ? cuda::detail::bf(bd) : nullptr;
+        const __nv_bfloat16* norm = then == Fp8Then::AddTo ? cuda::detail::bf(nwd) : nullptr;
+        struct Out {
+          TensorView y, q, s;
+        };
+        auto make_out = [&] {
+          return Out{test::to_cuda_bf16(b, resid, rows, n_out), b.alloc(DType::U8, {rows, n_out}),
+                     b.alloc(DType::F32, {rows})};
+        };
+        const Out want = make_out(), got = make_out();
+        auto* acc_p = static_cast<const float*>(accd.data);
+        auto* xs_p = static_cast<const float*>(xsd.data);
+        auto* ws_p = static_cast<const float*>(wsd.data);
+        cuda::launch_fp8_scale_then(then, acc_p, xs_p, ws_p, bp, rows, m, static_cast<__nv_bfloat16*>(want.y.data),
+                                    stream);
+        if (then == Fp8Then::AddTo)
+          ASSERT_TRUE(cuda::launch_rms_norm_quantize_rows_fp8(cuda::detail::bf(want.y), norm, eps, rows, m,
+                                                              static_cast<uint8_t*>(want.q.data),
+                                                              static_cast<float*>(want.s.data), stream));
+        else
+          cuda::launch_quantize_rows_fp8(cuda::detail::bf(want.y), rows, n_out, static_cast<uint8_t*>(want.q.data),
+                                         static_cast<float*>(want.s.data), stream);
+        ASSERT_TRUE(cuda::launch_fp8_scale_then_quantize(then, acc_p, xs_p, ws_p, bp, rows, m,
+                                                         static_cast<__nv_bfloat16*>(got.y.data), norm, eps,
+                                                         static_cast<uint8_t*>(got.q.data),
+                                                         static_cast<float*>(got.s.data), stream));
+        const bool ok = bytes(got.y) == bytes(want.y) && bytes(got.q) == bytes(want.q) && bytes(got.s) == bytes(want.s);
+        EXPECT_TRUE(bytes(got.y) == bytes(want.y)) << "output";
+        EXPECT_TRUE(bytes(got.q) == bytes(want.q)) << "codes";
+        EXPECT_TRUE(bytes(got.s) == bytes(want.s)) << "scales";
+        if (rows > 2) {
+          const std::vector<float> sc = test::from_cuda(b, got.s);
+          // AddTo adds the zero row's sums to a residual, so only the gated rows are zero
+          if (then != Fp8Then::AddTo && !with_bias) {
+            EXPECT_EQ(sc[1], 0.0f) << "zero row";
+          }
+          EXPECT_TRUE(std::isnan(sc[2])) << "non-finite row";
+        }
+        test::record("fp8 scale+then+quantize " + std::to_string(int(then)) + " m=" + std::to_string(m),
+                     "bit-exact", ok ? 0 : 1, 0, ok);
+      }
+    }
+  }
+  // Declined, nothing launched: AddTo without the next norm or past 8192 columns; a gated row
+  // past 32768 outputs, or with a norm; m not a multiple of 16.
+  const TensorView big = b.alloc(DType::F32, {2 * 32784}), bigw = b.alloc(DType::F32, {2 * 32784});
+  const TensorView y = b.alloc(DType::BF16, {32784}), q = b.alloc(DType::U8, {32784}), sc = b.alloc(DType::F32, {1});
+  const TensorView nw = b.alloc(DType::BF16, {8208});
+  auto declines = [&](Fp8Then then, int64_t m, bool norm) {
+    return !cuda::launch_fp8_scale_then_quantize(
+        then, static_cast<const float*>(big.data), static_cast<const float*>(sc.data),
+        static_cast<const float*>(bigw.data), nullptr, 1, m, static_cast<__nv_bfloat16*>(y.data),
+        norm ? cuda::detail::bf(nw) : nullptr, eps, static_cast<uint8_t*>(q.data), static_cast<float*>(sc.data),
+        stream);
+  };
+  EXPECT_TRUE(declines(Fp8Then::AddTo, 4096, false));
+  EXPECT_TRUE(declines(Fp8Then::AddTo, 8208, true));
+  EXPECT_TRUE(declines(Fp8Then::Swiglu, 2 * 32784, false));
+  EXPECT_TRUE(declines(Fp8Then::Swiglu, 4096, true));
+  EXPECT_TRUE(declines(Fp8Then::Geglu, 4104, false));
+}
+
+// Three FP8 W8A8 products chained as a decoder layer runs them: the output projection's add
+// feeding the MLP's norm, gate/up + SwiGLU feeding the down projection, the down projection's
+// add (MatmulFusion::feeds_next). With the handoff (the default) each epilogue quantizes for
+// the next product, which skips its own quantization; the residual and the activation equal
+// those of a backend without it bit for bit, and the products did read the handoffs.
+TEST(CudaQuant, Fp8HandoffChainEqualsQuantizingAgain) {
+  TF_REQUIRE_CUDA_DEVICE();
+  using Epi = MatmulFusion::Epilogue;
+  test::Backends be;
+  BackendOptions off_opt;
+  off_opt.fp8_handoff = false;
+  const std::unique_ptr<Backend> off = make_backend(BackendKind::Cuda, off_opt);
+  auto& on = dynamic_cast<cuda::CudaBackend&>(*be.cuda);
+  const QuantSpec fp8{.format = DType::FP8};
+  const int64_t d = 256, ff = 512;
+  const float eps = 1e-5f;
+  const int64_t taken_before = on.fp8_handoffs_taken();
+  for (const int64_t rows : {64, 300}) {
+    SCOPED_TRACE("rows=" + std::to_string(rows));
+    Rng rng(test::seed_of({50, rows}));
+    const QuantizedWeight wo = test::random_quantized(rng, d, d, fp8);
+    const QuantizedWeight wgu = test::random_quantized(rng, 2 * ff, d, fp8);
+    const QuantizedWeight wd = test::random_quantized(rng, d, ff, fp8);
+    const std::vector<float> attn = test::round_bf16(test::randn(rng, rows * d, 2.0));
+    const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * d, 2.0));
+    std::vector<float> nwv = test::randn(rng, d, 0.1);
+    for (float& v : nwv) v += 1.0f;
+    const test::HostTensor nw = test::make_host(nwv, DType::BF16, {d});
+    std::vector<std::vector<float>> xs, acts;
+    for (Backend* b : {static_cast<Backend*>(&on), off.get()}) {
+      const TensorView wod = b->upload(wo.view(), wo.dtype), wgud = b->upload(wgu.view(), wgu.dtype);
+      const TensorView wdd = b->upload(wd.view(), wd.dtype), nwd = b->upload(nw.view(), DType::BF16);
+      const TensorView attn_d = test::to_cuda_bf16(*b, attn, rows, d);
+      const TensorView delta = b->alloc(DType::BF16, {rows, d}), h = b->alloc(DType::BF16, {rows, d});
+      const TensorView gate_up = b->alloc(DType::BF16, {rows, 2 * ff}), act = b->alloc(DType::BF16, {rows, ff});
+      TensorView x;
+      // twice: the first run times the FP8 GEMMs' choices on first sight
+      for (int rep = 0; rep < 2; ++rep) {
+        x = test::to_cuda_bf16(*b, resid, rows, d);
+        b->matmul_fused(attn_d, wod, TensorView{}, x,
+                        MatmulFusion{.epilogue = Epi::AddTo, .y = delta, .feeds_next = true, .next_norm_w = nwd,
+                                     .next_eps = eps});
+        b->matmul_fused(x, wgud, TensorView{}, act,
+                        MatmulFusion{.norm_w = nwd, .eps = eps, .h = h, .epilogue = Epi::Swiglu, .y = gate_up,
+                                     .feeds_next = true});
+        b->matmul_fused(act, wdd, TensorView{}, x, MatmulFusion{.epilogue = Epi::AddTo, .y = delta});
+      }
+      xs.push_back(test::from_cuda(*b, x));
+      acts.push_back(test::from_cuda(*b, act));
+    }
+    EXPECT_TRUE(test::bitwise_equal(acts[0], acts[1])) << "activation";
+    const auto ok = test::bitwise_equal(xs[0], xs[1]);
+    EXPECT_TRUE(ok) << "residual";
+    test::record("fp8 handoff chain rows=" + std::to_string(rows), "bit-exact", ok ? 0 : 1, 0, bool(ok));
+  }
+  // Each chain hands off twice where the timed choice takes the unit-scale epilogue (on these
+  // small shapes it is within a few microseconds of the other, so it does).
+  EXPECT_GT(on.fp8_handoffs_taken(), taken_before);
+  EXPECT_EQ(dynamic_cast<cuda::CudaBackend&>(*off).fp8_handoffs_taken(), 0);
+}
+
 // matmul_fused on FP8 weights at the row counts of the W8A8 path (per-token FP8 activations
 // and cuBLASLt): the fused kernels (norm + quantization, scale + add / gated activation)
 // against the reference's ops in turn, and against the same backend with the FP8 fusion off
