@@ -62,32 +62,10 @@ __global__ void __launch_bounds__(kNormThreads)
     rr[i] = pack8(v[c]);
   }
   ss = block_sum(ss, scratch);
-  const float inv = 1.0f / sqrtf(ss / float(m) + eps);
   float amax = 0.0f;
   bool finite = true;
-#pragma unroll
-  for (int c = 0; c < kNormChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kNormThreads;
-    if (i >= n8) break;
-    float wv[8];
-    unpack8(reinterpret_cast<const uint4*>(norm_w)[i], wv);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      v[c][e] = round_bf16(v[c][e] * inv * wv[e]);
-      finite &= isfinite(v[c][e]);
-      amax = fmaxf(amax, fabsf(v[c][e]));
-    }
-  }
-  const float s = fp8_row_scale(amax, finite, scratch);
-  const bool zero = !(s > 0.0f);
-  uint2* qr = reinterpret_cast<uint2*>(q + r * m);
-#pragma unroll
-  for (int c = 0; c < kNormChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kNormThreads;
-    if (i >= n8) break;
-    qr[i] = fp8_pack8(v[c], s, zero);
-  }
-  if (threadIdx.x == 0) qscale[r] = s;
+  norm_chunks<kNormThreads>(v, n8, ss, m, eps, norm_w, amax, finite);
+  store_fp8_row<kNormThreads>(v, n8, amax, finite, q + r * m, qscale + r, scratch);
 }
 
 // out[r] = act(scale(gate)) * scale(up) (rounded as fp8_scale_then_kernel<Swiglu / Geglu>),
@@ -124,16 +102,7 @@ __global__ void __launch_bounds__(kGatedThreads)
     }
     orow[i] = pack8(v[c]);
   }
-  const float s = fp8_row_scale(amax, finite, scratch);
-  const bool zero = !(s > 0.0f);
-  uint2* qr = reinterpret_cast<uint2*>(q + r * n_out);
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kGatedThreads;
-    if (i >= n8) break;
-    qr[i] = fp8_pack8(v[c], s, zero);
-  }
-  if (threadIdx.x == 0) qscale[r] = s;
+  store_fp8_row<kGatedThreads>(v, n8, amax, finite, q + r * n_out, qscale + r, scratch);
 }
 
 template <Fp8Then kThen>

@@ -116,34 +116,12 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(cons
   pdl_begin();
   const int64_t n8 = k / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * k);
-  uint2* qr = reinterpret_cast<uint2*>(q + int64_t(blockIdx.x) * k);
   float v[kNormChunks][8];
   const float ss = block_sum(load_chunks_sum_squares<kRowThreads>(xr, n8, v), scratch);
-  const float inv = 1.0f / sqrtf(ss / float(k) + eps);
   float amax = 0.0f;
   bool finite = true;
-#pragma unroll
-  for (int c = 0; c < kNormChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
-    if (i >= n8) break;
-    float wv[8];
-    unpack8(reinterpret_cast<const uint4*>(w)[i], wv);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      v[c][e] = to_float(from_float<bf16>(v[c][e] * inv * wv[e]));
-      finite &= isfinite(v[c][e]);
-      amax = fmaxf(amax, fabsf(v[c][e]));
-    }
-  }
-  const float s = fp8_row_scale(amax, finite, scratch);
-  const bool zero = !(s > 0.0f);
-#pragma unroll
-  for (int c = 0; c < kNormChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kRowThreads;
-    if (i >= n8) break;
-    qr[i] = fp8_pack8(v[c], s, zero);
-  }
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  norm_chunks<kRowThreads>(v, n8, ss, k, eps, w, amax, finite);
+  store_fp8_row<kRowThreads>(v, n8, amax, finite, q + int64_t(blockIdx.x) * k, scale + blockIdx.x, scratch);
 }
 
 // The scale kernel of an FP8 GEMM fused with what follows the product (Fp8Then): y[r, j] =

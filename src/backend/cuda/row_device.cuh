@@ -1,7 +1,8 @@
 // Device steps shared by the one-block-per-row kernels: the RMS norm's chunked load with its
-// sum of squares (norm.cu, and the norm fused with FP8 quantization in quant_gemm.cu), and
-// the per-token FP8 (E4M3) scale and packing (quant_gemm.cu's quantization kernels). Both
-// kernels of a pair call the same steps, so the fused kernel's output equals the two apart.
+// sum of squares (norm.cu, and the norm fused with FP8 quantization in quant_gemm.cu), the
+// norm applied to a row held in registers and its per-token FP8 (E4M3) scale and codes
+// (quant_gemm.cu's quantization kernels, fp8_handoff.cu's epilogues). The kernels of a fused /
+// apart pair call the same steps, so the fused kernel's output equals the two apart.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -47,6 +48,45 @@ __device__ __forceinline__ uint2 fp8_pack8(const float (&v)[8], float s, bool ze
 #pragma unroll
     for (int e = 0; e < 8; ++e) w[e / 4] |= uint32_t(__nv_fp8_e4m3(v[e] / s).__x) << (8 * (e % 4));
   return make_uint2(w[0], w[1]);
+}
+
+// Thread t's chunks of a row (chunk i = t + c * kThreads, fewer than n8) after the RMSNorm's
+// sum of squares `ss` over k elements: v = BF16(v / rms * w), the rounding of rms_norm_vec_kernel
+// (norm.cu); `amax` and `finite` take the rounded values in.
+template <int kThreads, int kChunks>
+__device__ __forceinline__ void norm_chunks(float (&v)[kChunks][8], int64_t n8, float ss, int64_t k, float eps,
+                                            const __nv_bfloat16* w, float& amax, bool& finite) {
+  const float inv = 1.0f / sqrtf(ss / float(k) + eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kThreads;
+    if (i >= n8) break;
+    float wv[8];
+    unpack8(reinterpret_cast<const uint4*>(w)[i], wv);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      v[c][e] = to_float(from_float<__nv_bfloat16>(v[c][e] * inv * wv[e]));
+      finite &= isfinite(v[c][e]);
+      amax = fmaxf(amax, fabsf(v[c][e]));
+    }
+  }
+}
+
+// A row held in registers as thread t's chunks (as norm_chunks) written as per-token FP8: the
+// codes to q_row, the scale (fp8_row_scale of the block's amax and finiteness) to *scale.
+template <int kThreads, int kChunks>
+__device__ __forceinline__ void store_fp8_row(const float (&v)[kChunks][8], int64_t n8, float amax, bool finite,
+                                              uint8_t* q_row, float* scale, float* scratch) {
+  const float s = fp8_row_scale(amax, finite, scratch);
+  const bool zero = !(s > 0.0f);
+  uint2* qr = reinterpret_cast<uint2*>(q_row);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kThreads;
+    if (i >= n8) break;
+    qr[i] = fp8_pack8(v[c], s, zero);
+  }
+  if (threadIdx.x == 0) *scale = s;
 }
 
 }  // namespace tf::cuda
