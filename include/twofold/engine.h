@@ -32,6 +32,7 @@ struct KernelOptions {
   bool fusion = true;                     // off: fused ops run as separate kernels
   bool fp8_fusion = true;                 // FP8 W8A8 matmuls: activation quantization in the norm, add / GLU in the scale kernel
   bool fp8_handoff = true;                // FP8 W8A8: the epilogue quantizes its output for the next FP8 matmul
+  bool fp8_sums_f32 = false;              // FP8 W8A8: unit-scale sums before the scale kernel as F32, not BF16
   bool pdl = true;                        // programmatic dependent launch (overlap of consecutive kernels)
   bool pdl_resident = false;              // PDL also for kernels whose grid is what fits on the GPU at once
   bool pdl_decode = false;                // PDL also in decode steps (one new token per sequence)

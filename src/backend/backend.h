@@ -113,6 +113,9 @@ struct BackendOptions {
   // FP8 W8A8 (with fp8_fusion on): the epilogue also quantizes its output for the next FP8
   // matmul (MatmulFusion::feeds_next), which then skips its own quantization (or norm + quantization)
   bool fp8_handoff = true;
+  // FP8 W8A8 with the epilogue scaling: cuBLASLt's unit-scale sums kept as F32 for the scale
+  // kernel instead of BF16 (twice the bytes written and read back)
+  bool fp8_sums_f32 = false;
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
   // PDL also for the kernels whose grid is sized to the blocks resident at once (persistent and
   // k-split GEMVs). Off (measured faster, docs/PERF.md) they start on an idle GPU and spread

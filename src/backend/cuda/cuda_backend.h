@@ -174,7 +174,7 @@ class CudaBackend final : public Backend {
   // `in`: what the call before left for this product (matmul_fused took it from handoff_).
   bool matmul_fp8_fused(const TensorView& x, const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out,
                         const Fp8Handoff& in);
-  bool fp8_scale_then_hand_off(Fp8Then t, const float* acc, const float* xs, const float* w_scale,
+  bool fp8_scale_then_hand_off(Fp8Then t, const void* acc, bool acc_f32, const float* xs, const float* w_scale,
                                const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out);
   // The quantized decode GEMV (g.rows <= kGemvMaxRows, gemv_supported(g, f)) on the kernel
   // timed fastest for its shape and fusion on first sight: a decode tile of the tensor-core
@@ -236,7 +236,7 @@ class CudaBackend final : public Backend {
   std::map<GemvKey, Fp8Choice> fp8_;  // rows, k, m, f32 out, bias
   // How an FP8 W8A8 GEMM of a's shape applies its scales and which cuBLASLt algorithm runs it,
   // timed on first sight (cuda_quant.cpp).
-  Fp8Choice fp8_choice(const Fp8GemmArgs& a, float* acc);
+  Fp8Choice fp8_choice(const Fp8GemmArgs& a, void* acc);
   std::optional<Fp8Choice> fp8_inherited(const Fp8Choice& from, const Fp8GemmArgs& a);
   // FP8 W8A8 shapes of up to this many rows are timed each; above, one per power-of-two bucket
   static constexpr int64_t kFp8TimedRows = 256;

@@ -179,8 +179,9 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
   }
   if (!lt_) lt_ = std::make_unique<LtGemm>(opt_.lt_split_k);
   Fp8GemmArgs a{.xq = xq, .x_scale = xs, .wq = g.wq.q, .w_scale = static_cast<const float*>(g.wq.scales),
-                .bias = g.bias, .out = then ? f.y.data : out.data, .rows = g.rows, .k = g.k, .m = g.m};
-  auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
+                .bias = g.bias, .out = then ? f.y.data : out.data, .rows = g.rows, .k = g.k, .m = g.m,
+                .acc_f32 = opt_.fp8_sums_f32};
+  void* acc = scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * (a.sums_f32() ? 4 : 2));
   const Fp8Choice c = fp8_choice(a, acc);
   if ((then || rope) && c.epilogue_us >= 0 &&
       (c.scaling == Fp8Scaling::Epilogue || c.epilogue_us <= c.outer_us + kSmallKernelUs)) {
@@ -191,6 +192,7 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
     if (rope) {
       RopeKvArgs r = rope_args(f.rope_layer, out, f.rope, f.attn);
       r.acc = acc;
+      r.acc_f32 = a.sums_f32();
       r.acc_x_scale = xs;
       r.acc_w_scale = a.w_scale;
       r.acc_bias = g.bias;
@@ -198,8 +200,8 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
       return true;
     }
     const Fp8Then t = f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
-    if (!fp8_scale_then_hand_off(t, acc, xs, a.w_scale, g, f, out))
-      launch_fp8_scale_then(t, acc, xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
+    if (!fp8_scale_then_hand_off(t, acc, a.sums_f32(), xs, a.w_scale, g, f, out))
+      launch_fp8_scale_then(t, acc, a.sums_f32(), xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
     return true;
   }
   a.scaling = c.scaling;
@@ -218,7 +220,8 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
 // The scale kernel that also quantizes `out` for the next product (MatmulFusion::feeds_next)
 // into the handoff slot not read by this one; false (nothing launched) where the kernel does
 // not take the shape, or its buffers would have to grow while a graph is being recorded.
-bool CudaBackend::fp8_scale_then_hand_off(Fp8Then t, const float* acc, const float* xs, const float* w_scale,
+bool CudaBackend::fp8_scale_then_hand_off(Fp8Then t, const void* acc, bool acc_f32, const float* xs,
+                                          const float* w_scale,
                                           const GemmArgs& g, const MatmulFusion& f, const TensorView& out) {
   if (!f.feeds_next || !opt_.fp8_handoff || (t == Fp8Then::AddTo) != (f.next_norm_w.data != nullptr)) return false;
   const int64_t k_next = t == Fp8Then::AddTo ? g.m : g.m / 2;
@@ -228,7 +231,7 @@ bool CudaBackend::fp8_scale_then_hand_off(Fp8Then t, const float* acc, const flo
   if (capturing_ && (scratch_[int(qslot)].bytes < q_bytes || scratch_[int(sslot)].bytes < s_bytes)) return false;
   auto* q = static_cast<uint8_t*>(scratch(qslot, q_bytes));
   auto* qs = static_cast<float*>(scratch(sslot, s_bytes));
-  if (!launch_fp8_scale_then_quantize(t, acc, xs, w_scale, g.bias, g.rows, g.m, bf_mut(out),
+  if (!launch_fp8_scale_then_quantize(t, acc, acc_f32, xs, w_scale, g.bias, g.rows, g.m, bf_mut(out),
                                       f.next_norm_w.data ? bf(f.next_norm_w) : nullptr, f.next_eps, q, qs, stream_))
     return false;
   handoff_ = {.x = out.data, .rows = g.rows, .k = k_next, .norm_w = f.next_norm_w.data, .eps = f.next_eps,

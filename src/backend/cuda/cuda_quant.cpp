@@ -82,7 +82,7 @@ void* CudaBackend::scratch(Scratch slot, size_t bytes) {
 // the step's budget, so timing each would stall a server on every new count) only the first
 // shape of each power-of-two bucket of rows is timed; the others of the bucket take its
 // scaling with the heuristic's first algorithm for it (fp8_inherited). Timing writes a.out.
-CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, float* acc) {
+CudaBackend::Fp8Choice CudaBackend::fp8_choice(const Fp8GemmArgs& a, void* acc) {
   constexpr int kReps = 5;
   const GemvKey key{a.rows, a.k, a.m, a.out_f32, a.bias != nullptr};
   if (auto it = fp8_.find(key); it != fp8_.end()) return it->second;
@@ -247,7 +247,7 @@ void CudaBackend::matmul_quant(const GemmArgs& g) {
     return;
   }
   Fp8GemmArgs a{.wq = g.wq.q, .w_scale = static_cast<const float*>(g.wq.scales), .bias = g.bias, .out = g.out,
-                .out_f32 = g.out_f32, .rows = g.rows, .k = g.k, .m = g.m};
+                .out_f32 = g.out_f32, .rows = g.rows, .k = g.k, .m = g.m, .acc_f32 = opt_.fp8_sums_f32};
   const bool w8a8 = g.wq.dtype == DType::FP8 && LtGemm::fp8_supported(a);
   if (quant_mma_supported(g) && g.rows <= (g.wq.dtype == DType::FP8 && w8a8 ? kFp8MmaMaxRows : kQuantMmaMaxRows)) {
     const size_t ws = quant_mma_workspace_bytes(g);
@@ -262,7 +262,7 @@ void CudaBackend::matmul_quant(const GemmArgs& g) {
     a.xq = xq;
     a.x_scale = xs;
     if (!lt_) lt_ = std::make_unique<LtGemm>(opt_.lt_split_k);
-    auto* acc = static_cast<float*>(scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * 4));
+    void* acc = scratch(Scratch::QuantTmp, size_t(g.rows * g.m) * (a.sums_f32() ? 4 : 2));
     const Fp8Choice choice = fp8_choice(a, acc);
     a.scaling = choice.scaling;
     a.algo = choice.algo;

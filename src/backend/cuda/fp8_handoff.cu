@@ -25,23 +25,19 @@ constexpr int kNormChunks = 4;
 // The gated kernel: 8 outputs a chunk, up to kChunks chunks a thread.
 constexpr int kGatedThreads = 512;
 
-__device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
-  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-
 __device__ __forceinline__ float round_bf16(float v) { return to_float(from_float<bf16>(v)); }
 
 // resid[r] += scale(acc[r]) (rounded as fp8_scale_then_kernel<AddTo>), then q[r], qscale[r] =
 // per-token FP8 of rms_norm(resid[r]) * norm_w as rms_norm_quantize_fp8_kernel computes them.
+template <typename AccT>
 __global__ void __launch_bounds__(kNormThreads)
-    fp8_scale_add_norm_quantize_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias, int64_t m,
+    fp8_scale_add_norm_quantize_kernel(const AccT* acc, const float* xs, const float* ws, const bf16* bias, int64_t m,
                                        bf16* resid, const bf16* norm_w, float eps, uint8_t* q, float* qscale) {
   __shared__ float scratch[32];
   pdl_begin();
   const int64_t r = blockIdx.x, n8 = m / 8;
   const float x_scale = xs[r];
-  const float* ar = acc + r * m;
+  const AccT* ar = acc + r * m;
   uint4* rr = reinterpret_cast<uint4*>(resid + r * m);
   float v[kNormChunks][8];
   float ss = 0;
@@ -50,8 +46,8 @@ __global__ void __launch_bounds__(kNormThreads)
     const int64_t i = threadIdx.x + int64_t(c) * kNormThreads;
     if (i >= n8) break;
     float a[8], w[8];
-    load8(ar + 8 * i, a);
-    load8(ws + 8 * i, w);
+    load_acc8(ar + 8 * i, a);
+    load_acc8(ws + 8 * i, w);
     unpack8(rr[i], v[c]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -70,15 +66,15 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // out[r] = act(scale(gate)) * scale(up) (rounded as fp8_scale_then_kernel<Swiglu / Geglu>),
 // then q[r], qscale[r] = per-token FP8 of out[r] as quantize_rows_fp8_kernel computes them.
-template <Fp8Then kThen, int kChunks>
+template <Fp8Then kThen, int kChunks, typename AccT>
 __global__ void __launch_bounds__(kGatedThreads)
-    fp8_scale_gated_quantize_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias, int64_t m,
+    fp8_scale_gated_quantize_kernel(const AccT* acc, const float* xs, const float* ws, const bf16* bias, int64_t m,
                                     bf16* out, uint8_t* q, float* qscale) {
   __shared__ float scratch[32];
   pdl_begin();
   const int64_t r = blockIdx.x, n_out = m / 2, n8 = n_out / 8;
   const float x_scale = xs[r];
-  const float* ar = acc + r * m;
+  const AccT* ar = acc + r * m;
   uint4* orow = reinterpret_cast<uint4*>(out + r * n_out);
   float v[kChunks][8];
   float amax = 0.0f;
@@ -88,10 +84,10 @@ __global__ void __launch_bounds__(kGatedThreads)
     const int64_t i = threadIdx.x + int64_t(c) * kGatedThreads;
     if (i >= n8) break;
     float ga[8], ua[8], gw[8], uw[8];
-    load8(ar + 8 * i, ga);
-    load8(ar + n_out + 8 * i, ua);
-    load8(ws + 8 * i, gw);
-    load8(ws + n_out + 8 * i, uw);
+    load_acc8(ar + 8 * i, ga);
+    load_acc8(ar + n_out + 8 * i, ua);
+    load_acc8(ws + 8 * i, gw);
+    load_acc8(ws + n_out + 8 * i, uw);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const float g = round_bf16(fp8_scaled(ga[e], x_scale, gw[e], bias, 8 * i + e));
@@ -105,43 +101,55 @@ __global__ void __launch_bounds__(kGatedThreads)
   store_fp8_row<kGatedThreads>(v, n8, amax, finite, q + r * n_out, qscale + r, scratch);
 }
 
-template <Fp8Then kThen>
-bool launch_gated(const float* acc, const float* xs, const float* ws, const bf16* bias, int64_t rows, int64_t m,
+template <Fp8Then kThen, typename AccT>
+bool launch_gated(const AccT* acc, const float* xs, const float* ws, const bf16* bias, int64_t rows, int64_t m,
                   bf16* out, uint8_t* q, float* qscale, cudaStream_t stream) {
   const int64_t n8 = m / 16;
   if (n8 <= int64_t(kGatedThreads) * 4)
-    launch_pdl(fp8_scale_gated_quantize_kernel<kThen, 4>, dim3(unsigned(rows)), dim3(kGatedThreads), 0, stream, acc,
-               xs, ws, bias, m, out, q, qscale);
+    launch_pdl(fp8_scale_gated_quantize_kernel<kThen, 4, AccT>, dim3(unsigned(rows)), dim3(kGatedThreads), 0, stream,
+               acc, xs, ws, bias, m, out, q, qscale);
   else if (n8 <= int64_t(kGatedThreads) * 8)
-    launch_pdl(fp8_scale_gated_quantize_kernel<kThen, 8>, dim3(unsigned(rows)), dim3(kGatedThreads), 0, stream, acc,
-               xs, ws, bias, m, out, q, qscale);
+    launch_pdl(fp8_scale_gated_quantize_kernel<kThen, 8, AccT>, dim3(unsigned(rows)), dim3(kGatedThreads), 0, stream,
+               acc, xs, ws, bias, m, out, q, qscale);
   else
     return false;
   TF_CUDA_CHECK_LAUNCH("fp8_scale_gated_quantize_kernel");
   return true;
 }
 
-}  // namespace
-
-bool launch_fp8_scale_then_quantize(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
-                                    const bf16* bias, int64_t rows, int64_t m, bf16* out, const bf16* norm_w,
-                                    float eps, uint8_t* q, float* q_scale, cudaStream_t stream) {
-  const uintptr_t addresses = reinterpret_cast<uintptr_t>(acc) | reinterpret_cast<uintptr_t>(w_scale) |
-                              reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(norm_w) |
-                              reinterpret_cast<uintptr_t>(q);
-  if (m % 16 != 0 || addresses % 16 != 0) return false;
+template <typename AccT>
+bool scale_then_quantize(Fp8Then then, const AccT* acc, const float* x_scale, const float* w_scale, const bf16* bias,
+                         int64_t rows, int64_t m, bf16* out, const bf16* norm_w, float eps, uint8_t* q,
+                         float* q_scale, cudaStream_t stream) {
   if (then == Fp8Then::AddTo) {
     if (!norm_w || m > int64_t(8) * kNormThreads * kNormChunks) return false;
     if (rows == 0) return true;
-    launch_pdl(fp8_scale_add_norm_quantize_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, acc, x_scale,
-               w_scale, bias, m, out, norm_w, eps, q, q_scale);
+    launch_pdl(fp8_scale_add_norm_quantize_kernel<AccT>, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, acc,
+               x_scale, w_scale, bias, m, out, norm_w, eps, q, q_scale);
     TF_CUDA_CHECK_LAUNCH("fp8_scale_add_norm_quantize_kernel");
     return true;
   }
   if (norm_w) return false;
   if (rows == 0) return m / 16 <= int64_t(kGatedThreads) * 8;
-  return then == Fp8Then::Swiglu ? launch_gated<Fp8Then::Swiglu>(acc, x_scale, w_scale, bias, rows, m, out, q, q_scale, stream)
-                                 : launch_gated<Fp8Then::Geglu>(acc, x_scale, w_scale, bias, rows, m, out, q, q_scale, stream);
+  return then == Fp8Then::Swiglu
+             ? launch_gated<Fp8Then::Swiglu>(acc, x_scale, w_scale, bias, rows, m, out, q, q_scale, stream)
+             : launch_gated<Fp8Then::Geglu>(acc, x_scale, w_scale, bias, rows, m, out, q, q_scale, stream);
+}
+
+}  // namespace
+
+bool launch_fp8_scale_then_quantize(Fp8Then then, const void* acc, bool acc_f32, const float* x_scale,
+                                    const float* w_scale, const bf16* bias, int64_t rows, int64_t m, bf16* out,
+                                    const bf16* norm_w, float eps, uint8_t* q, float* q_scale, cudaStream_t stream) {
+  const uintptr_t addresses = reinterpret_cast<uintptr_t>(acc) | reinterpret_cast<uintptr_t>(w_scale) |
+                              reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(norm_w) |
+                              reinterpret_cast<uintptr_t>(q);
+  if (m % 16 != 0 || addresses % 16 != 0) return false;
+  if (acc_f32)
+    return scale_then_quantize(then, static_cast<const float*>(acc), x_scale, w_scale, bias, rows, m, out, norm_w, eps,
+                               q, q_scale, stream);
+  return scale_then_quantize(then, static_cast<const bf16*>(acc), x_scale, w_scale, bias, rows, m, out, norm_w, eps, q,
+                             q_scale, stream);
 }
 
 }  // namespace tf::cuda

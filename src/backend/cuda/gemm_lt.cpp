@@ -149,7 +149,8 @@ const char* fp8_scaling_name(Fp8Scaling s) {
 // columns the tokens: the outer-vector scales are w_scale (A) and x_scale (B), and the alpha
 // vector (one entry per row of D) is w_scale.
 const LtGemm::Fp8Plan& LtGemm::fp8_plan(const Fp8GemmArgs& a, Fp8Scaling scaling, size_t max_workspace) {
-  const auto key = std::make_tuple(a.rows, a.k, a.m, a.out_f32, a.bias != nullptr, scaling, a.fast_accum);
+  const auto key =
+      std::make_tuple(a.rows, a.k, a.m, a.out_f32, a.bias != nullptr, scaling, a.fast_accum, a.sums_f32());
   if (auto it = fp8_.find(key); it != fp8_.end()) return it->second;
   Fp8Plan p;
   p.scaling = scaling;
@@ -172,7 +173,8 @@ const LtGemm::Fp8Plan& LtGemm::fp8_plan(const Fp8GemmArgs& a, Fp8Scaling scaling
     const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
     TF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.d.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
   }
-  const bool f32_out = a.out_f32 || scaling == Fp8Scaling::Epilogue || scaling == Fp8Scaling::Unscaled;
+  const bool f32_out =
+      a.out_f32 || scaling == Fp8Scaling::Unscaled || (scaling == Fp8Scaling::Epilogue && a.sums_f32());
   const cudaDataType_t out_type = f32_out ? CUDA_R_32F : CUDA_R_16BF;
   TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.a, CUDA_R_8F_E4M3, uint64_t(a.k), uint64_t(a.m), a.k));
   TF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d.b, CUDA_R_8F_E4M3, uint64_t(a.k), uint64_t(a.rows), a.k));
@@ -233,7 +235,7 @@ std::string LtGemm::fp8_probe(const Fp8GemmArgs& a, size_t max_workspace) {
   return out;
 }
 
-void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream) {
+void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, void* acc, cudaStream_t stream) {
   if (a.rows == 0 || a.m == 0) return;
   const Fp8Plan& p = fp8_resolved(a, max_workspace);
   TF_ASSERT(p.ok, "run_fp8: cuBLASLt has no {} FP8 GEMM for rows={} k={} m={}", fp8_scaling_name(p.scaling), a.rows,
@@ -259,11 +261,12 @@ void LtGemm::run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace
                                      p.d.c, &algo.algo, workspace, algo.workspace, stream));
       return;
     default:
-      TF_ASSERT(acc, "run_fp8: unit-scale plan without an F32 buffer");
+      TF_ASSERT(acc, "run_fp8: unit-scale plan without a buffer for its sums");
       TF_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &one, a.wq, p.d.a, a.xq, p.d.b, &zero, acc, p.d.c, acc, p.d.c,
                                      &algo.algo, workspace, algo.workspace, stream));
       if (!a.acc_only)
-        launch_fp8_scale_epilogue(acc, a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32, stream);
+        launch_fp8_scale_epilogue(acc, a.sums_f32(), a.x_scale, a.w_scale, a.bias, a.rows, a.m, a.out, a.out_f32,
+                                  stream);
       return;
   }
 }

@@ -30,7 +30,8 @@ std::string lt_algo_name(const LtAlgo& a);
 //   OuterVectors  cuBLASLt's outer-vector scale mode applies both in its epilogue (no bias)
 //   AlphaVector   cuBLASLt's per-row alpha vector applies the weight's, then a small kernel
 //                 the per-token ones and the bias, in place (a second BF16 rounding)
-//   Epilogue      unit scales into an F32 buffer, then a small kernel applies both and the bias
+//   Epilogue      unit scales into a buffer of BF16 sums (F32 for an F32 output, or with
+//                 acc_f32), then a small kernel applies both and the bias
 // Auto: the first of these cuBLASLt offers an algorithm for, in this order. Unscaled: the bare
 // GEMM into `out` as F32, no scales nor bias (the benchmark's FP8 peak).
 enum class Fp8Scaling : uint8_t { Auto, OuterVectors, AlphaVector, Epilogue, Unscaled };
@@ -60,6 +61,10 @@ struct Fp8GemmArgs {
   // Epilogue scaling: only the unit-scale GEMM into `acc`; the caller scales (for instance
   // with the add or gated activation that follows: launch_fp8_scale_then).
   bool acc_only = false;
+  // Epilogue scaling: the unit-scale sums as F32 (4 bytes each written and read again) rather
+  // than BF16 (2; rounded once more before the scales). Implied by out_f32.
+  bool acc_f32 = false;
+  bool sums_f32() const { return acc_f32 || out_f32; }
 };
 
 class LtGemm {
@@ -93,8 +98,8 @@ class LtGemm {
   int fp8_algorithms(const Fp8GemmArgs& a, size_t max_workspace);
   // "id I tile T stages S split-K N" of the algorithm a.algo of a's shape and scaling.
   std::string fp8_algorithm_name(const Fp8GemmArgs& a, size_t max_workspace);
-  // Epilogue needs `acc` (F32 [rows, m]).
-  void run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, float* acc, cudaStream_t stream);
+  // Epilogue needs `acc`: [rows, m] of F32 where a.sums_f32(), else BF16.
+  void run_fp8(const Fp8GemmArgs& a, void* workspace, size_t max_workspace, void* acc, cudaStream_t stream);
   // The heuristic's status for each explicit scaling of a's shape, for the benchmark's log.
   std::string fp8_probe(const Fp8GemmArgs& a, size_t max_workspace);
 
@@ -130,7 +135,7 @@ class LtGemm {
   cublasLtHandle_t handle_ = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Descs> descs_;  // rows, k, m, F32 out
   // rows, k, m, F32 out, bias, scaling, fast accumulation
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, Fp8Scaling, bool>, Fp8Plan> fp8_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, Fp8Scaling, bool, bool>, Fp8Plan> fp8_;
 };
 
 }  // namespace tf::cuda

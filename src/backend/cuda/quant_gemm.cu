@@ -128,9 +128,9 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(cons
 // acc[r, j] * xs[r] * ws[j] (+ bias[j]) rounded to BF16 as fp8_scale_kernel does, then
 //   AddTo:          out[r, j] += y[r, j] (out [rows, m], rounded once, as add_kernel)
 //   Swiglu / Geglu: out[r, j] = act(y[r, j]) * y[r, m/2 + j] (out [rows, m/2], as gated_kernel)
-// Four consecutive outputs per thread (m % 16 == 0: 16-byte reads of acc on either half).
-template <Fp8Then kThen>
-__global__ void fp8_scale_then_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias,
+// Four consecutive outputs per thread (m % 16 == 0: aligned reads of acc on either half).
+template <Fp8Then kThen, typename AccT>
+__global__ void fp8_scale_then_kernel(const AccT* acc, const float* xs, const float* ws, const bf16* bias,
                                       int64_t rows, int64_t m, bf16* out) {
   pdl_begin();
   const int64_t n_out = kThen == Fp8Then::AddTo ? m : m / 2;
@@ -140,15 +140,15 @@ __global__ void fp8_scale_then_kernel(const float* acc, const float* xs, const f
   auto y = [&](int64_t col, float a) {
     return to_float(from_float<bf16>(fp8_scaled(a, xs[r], ws[col], bias, col)));
   };
-  const float4 a4 = *reinterpret_cast<const float4*>(acc + r * m + j);
-  const float a[4] = {a4.x, a4.y, a4.z, a4.w};
+  float a[4];
+  load_acc4(acc + r * m + j, a);
   bf16* o = out + r * n_out + j;
   if constexpr (kThen == Fp8Then::AddTo) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[e] = from_float<bf16>(to_float(o[e]) + y(j + e, a[e]));
   } else {
-    const float4 b4 = *reinterpret_cast<const float4*>(acc + r * m + n_out + j);
-    const float b[4] = {b4.x, b4.y, b4.z, b4.w};
+    float b[4];
+    load_acc4(acc + r * m + n_out + j, b);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float g = y(j + e, a[e]), u = y(n_out + j + e, b[e]);
@@ -158,15 +158,15 @@ __global__ void fp8_scale_then_kernel(const float* acc, const float* xs, const f
 }
 
 // Four consecutive outputs per thread (m % 4 == 0).
-template <typename OutT>
-__global__ void fp8_scale_kernel(const float* acc, const float* xs, const float* ws, const bf16* bias, int64_t rows,
+template <typename OutT, typename AccT>
+__global__ void fp8_scale_kernel(const AccT* acc, const float* xs, const float* ws, const bf16* bias, int64_t rows,
                                  int64_t m, OutT* out) {
   pdl_begin();
   const int64_t i4 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i4 >= rows * m / 4) return;
   const int64_t r = i4 * 4 / m, j = i4 * 4 % m;
-  const float4 a = reinterpret_cast<const float4*>(acc)[i4];
-  const float av[4] = {a.x, a.y, a.z, a.w};
+  float av[4];
+  load_acc4(acc + i4 * 4, av);
 #pragma unroll
   for (int e = 0; e < 4; ++e)
     out[i4 * 4 + e] = from_float<OutT>(fp8_scaled(av[e], xs[r], ws[j + e], bias, j + e));
@@ -380,40 +380,58 @@ bool launch_rms_norm_quantize_rows_fp8(const bf16* x, const bf16* w, float eps, 
   return true;
 }
 
-void launch_fp8_scale_then(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
-                           const bf16* bias, int64_t rows, int64_t m, bf16* out, cudaStream_t stream) {
-  if (rows == 0 || m == 0) return;
-  require(m % 16 == 0, "launch_fp8_scale_then: m not a multiple of 16", __LINE__);
+namespace {
+
+template <typename AccT>
+void launch_scale_then(Fp8Then then, const AccT* acc, const float* x_scale, const float* w_scale, const bf16* bias,
+                       int64_t rows, int64_t m, bf16* out, cudaStream_t stream) {
   const int64_t n_out = then == Fp8Then::AddTo ? m : m / 2;
   const dim3 grid(blocks_for(rows * n_out / 4, 256)), block(256);
   switch (then) {
     case Fp8Then::AddTo:
-      launch_pdl(fp8_scale_then_kernel<Fp8Then::AddTo>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
-                 out);
+      launch_pdl(fp8_scale_then_kernel<Fp8Then::AddTo, AccT>, grid, block, 0, stream, acc, x_scale, w_scale, bias,
+                 rows, m, out);
       break;
     case Fp8Then::Swiglu:
-      launch_pdl(fp8_scale_then_kernel<Fp8Then::Swiglu>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
-                 out);
+      launch_pdl(fp8_scale_then_kernel<Fp8Then::Swiglu, AccT>, grid, block, 0, stream, acc, x_scale, w_scale, bias,
+                 rows, m, out);
       break;
     case Fp8Then::Geglu:
-      launch_pdl(fp8_scale_then_kernel<Fp8Then::Geglu>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
-                 out);
+      launch_pdl(fp8_scale_then_kernel<Fp8Then::Geglu, AccT>, grid, block, 0, stream, acc, x_scale, w_scale, bias,
+                 rows, m, out);
       break;
   }
+}
+
+}  // namespace
+
+void launch_fp8_scale_then(Fp8Then then, const void* acc, bool acc_f32, const float* x_scale, const float* w_scale,
+                           const bf16* bias, int64_t rows, int64_t m, bf16* out, cudaStream_t stream) {
+  if (rows == 0 || m == 0) return;
+  require(m % 16 == 0, "launch_fp8_scale_then: m not a multiple of 16", __LINE__);
+  if (acc_f32)
+    launch_scale_then(then, static_cast<const float*>(acc), x_scale, w_scale, bias, rows, m, out, stream);
+  else
+    launch_scale_then(then, static_cast<const bf16*>(acc), x_scale, w_scale, bias, rows, m, out, stream);
   TF_CUDA_CHECK_LAUNCH("fp8_scale_then_kernel");
 }
 
-void launch_fp8_scale_epilogue(const float* acc, const float* x_scale, const float* w_scale, const bf16* bias,
-                               int64_t rows, int64_t m, void* out, bool out_f32, cudaStream_t stream) {
+void launch_fp8_scale_epilogue(const void* acc, bool acc_f32, const float* x_scale, const float* w_scale,
+                               const bf16* bias, int64_t rows, int64_t m, void* out, bool out_f32,
+                               cudaStream_t stream) {
   if (rows == 0 || m == 0) return;
   require(m % 4 == 0, "launch_fp8_scale_epilogue: m not a multiple of 4", __LINE__);
+  require(acc_f32 || !out_f32, "launch_fp8_scale_epilogue: F32 output from BF16 sums", __LINE__);
   const dim3 grid(blocks_for(rows * m / 4, 256)), block(256);
   if (out_f32)
-    launch_pdl(fp8_scale_kernel<float>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
-               static_cast<float*>(out));
+    launch_pdl(fp8_scale_kernel<float, float>, grid, block, 0, stream, static_cast<const float*>(acc), x_scale,
+               w_scale, bias, rows, m, static_cast<float*>(out));
+  else if (acc_f32)
+    launch_pdl(fp8_scale_kernel<bf16, float>, grid, block, 0, stream, static_cast<const float*>(acc), x_scale,
+               w_scale, bias, rows, m, static_cast<bf16*>(out));
   else
-    launch_pdl(fp8_scale_kernel<bf16>, grid, block, 0, stream, acc, x_scale, w_scale, bias, rows, m,
-               static_cast<bf16*>(out));
+    launch_pdl(fp8_scale_kernel<bf16, bf16>, grid, block, 0, stream, static_cast<const bf16*>(acc), x_scale, w_scale,
+               bias, rows, m, static_cast<bf16*>(out));
   TF_CUDA_CHECK_LAUNCH("fp8_scale_kernel");
 }
 

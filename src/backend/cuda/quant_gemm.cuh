@@ -79,11 +79,12 @@ bool launch_rms_norm_quantize_rows_fp8(const __nv_bfloat16* x, const __nv_bfloat
 // What launch_fp8_scale_then does after scaling: add y into the residual `out` [rows, m], or
 // the gated activation of y's halves into `out` [rows, m / 2] (gate first, then up).
 enum class Fp8Then : uint8_t { AddTo, Swiglu, Geglu };
-// The scales of an FP8 GEMM that ran with unit scales into acc [rows, m] F32 (y = acc *
-// x_scale[r] * w_scale[j] (+ bias[j]), rounded to BF16 as launch_fp8_scale_epilogue), then
-// `then` on y: the same BF16 values as the scale kernel followed by the add or gated kernel
-// (elementwise.cuh), in one kernel. m must be a multiple of 16.
-void launch_fp8_scale_then(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
+// The scales of an FP8 GEMM that ran with unit scales into acc [rows, m], F32 or (acc_f32
+// false) BF16 (y = acc * x_scale[r] * w_scale[j] (+ bias[j]), rounded to BF16 as
+// launch_fp8_scale_epilogue), then `then` on y: the same BF16 values as the scale kernel
+// followed by the add or gated kernel (elementwise.cuh), in one kernel. m must be a multiple
+// of 16.
+void launch_fp8_scale_then(Fp8Then then, const void* acc, bool acc_f32, const float* x_scale, const float* w_scale,
                            const __nv_bfloat16* bias, int64_t rows, int64_t m, __nv_bfloat16* out,
                            cudaStream_t stream);
 
@@ -95,15 +96,15 @@ void launch_fp8_scale_then(Fp8Then then, const float* acc, const float* x_scale,
 //                   m / 2 at most 32768
 // q holds [rows, m] or [rows, m / 2] codes. False (nothing launched) where the shape does not
 // suit it: m not a multiple of 16, too long a row, a pointer not 16-byte aligned.
-bool launch_fp8_scale_then_quantize(Fp8Then then, const float* acc, const float* x_scale, const float* w_scale,
-                                    const __nv_bfloat16* bias, int64_t rows, int64_t m, __nv_bfloat16* out,
-                                    const __nv_bfloat16* norm_w, float eps, uint8_t* q, float* q_scale,
-                                    cudaStream_t stream);
+bool launch_fp8_scale_then_quantize(Fp8Then then, const void* acc, bool acc_f32, const float* x_scale,
+                                    const float* w_scale, const __nv_bfloat16* bias, int64_t rows, int64_t m,
+                                    __nv_bfloat16* out, const __nv_bfloat16* norm_w, float eps, uint8_t* q,
+                                    float* q_scale, cudaStream_t stream);
 
 // out[r, j] = acc[r, j] * x_scale[r] * w_scale[j] (+ bias[j]), rounded once to BF16 or kept
-// F32: the scales of an FP8 GEMM that ran with unit scales into acc [rows, m] F32. m must be
-// a multiple of 4.
-void launch_fp8_scale_epilogue(const float* acc, const float* x_scale, const float* w_scale,
+// F32: the scales of an FP8 GEMM that ran with unit scales into acc [rows, m], F32 or (acc_f32
+// false) BF16; F32 output needs F32 sums. m must be a multiple of 4.
+void launch_fp8_scale_epilogue(const void* acc, bool acc_f32, const float* x_scale, const float* w_scale,
                                const __nv_bfloat16* bias, int64_t rows, int64_t m, void* out, bool out_f32,
                                cudaStream_t stream);
 // In place: out[r, j] = out[r, j] * x_scale[r] (+ bias[j]), BF16 or F32: the per-token scales

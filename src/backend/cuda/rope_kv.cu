@@ -49,11 +49,13 @@ __global__ void __launch_bounds__(32 * kHeadsPerBlock) rope_kv_write_kernel(Rope
   bf16* r = a.qkv + it * n_heads * hd + head * hd;
   float y0[kMaxPairs], y1[kMaxPairs];
   if (a.acc) {  // uniform over the grid
-    const float* s = a.acc + (it * n_heads + head) * hd;
+    const int64_t at = (it * n_heads + head) * hd;
     const float xs = a.acc_x_scale[it];
     auto y = [&](int64_t i) {
       const int64_t col = head * hd + i;
-      return to_float(from_float<bf16>(fp8_scaled(s[i], xs, a.acc_w_scale[col], a.acc_bias, col)));
+      const float s =
+          a.acc_f32 ? static_cast<const float*>(a.acc)[at + i] : to_float(static_cast<const bf16*>(a.acc)[at + i]);
+      return to_float(from_float<bf16>(fp8_scaled(s, xs, a.acc_w_scale[col], a.acc_bias, col)));
     };
 #pragma unroll
     for (int j = 0; j < kMaxPairs; ++j) {

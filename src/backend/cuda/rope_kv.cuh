@@ -30,10 +30,12 @@ struct RopeKvArgs {
   BatchArgs batch;                   // positions, slot_mapping (of the layer's KV group), n_tokens
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
   bool fused = true;                 // false: rotate in one kernel, write the pool in another
-  // Or null: the qkv rows are an FP8 GEMM's unit-scale sums, [n_tokens, qkv row] F32, read as
-  // acc * acc_x_scale[token] * acc_w_scale[column] (+ acc_bias[column]) rounded to BF16 (what
-  // fp8_scale_kernel writes); every head's values are also stored to qkv. Needs fused.
-  const float* acc = nullptr;
+  // Or null: the qkv rows are an FP8 GEMM's unit-scale sums, [n_tokens, qkv row] BF16 (F32
+  // with acc_f32), read as acc * acc_x_scale[token] * acc_w_scale[column] (+ acc_bias[column])
+  // rounded to BF16 (what fp8_scale_kernel writes); every head's values are also stored to
+  // qkv. Needs fused.
+  const void* acc = nullptr;
+  bool acc_f32 = false;
   const float* acc_x_scale = nullptr;
   const float* acc_w_scale = nullptr;
   const __nv_bfloat16* acc_bias = nullptr;

@@ -35,6 +35,26 @@ __device__ __forceinline__ float fp8_row_scale(float amax, bool finite, float* s
   return isinf(amax) ? NAN : amax / 448.0f;
 }
 
+// An FP8 GEMM's unit-scale sums (the Epilogue scaling's buffer), F32 or BF16, as floats:
+// 4 or 8 consecutive ones from an address aligned to their size.
+__device__ __forceinline__ void load_acc4(const float* p, float (&v)[4]) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+}
+__device__ __forceinline__ void load_acc4(const __nv_bfloat16* p, float (&v)[4]) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&u.x);
+  const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&u.y);
+  v[0] = __low2float(a), v[1] = __high2float(a), v[2] = __low2float(b), v[3] = __high2float(b);
+}
+__device__ __forceinline__ void load_acc8(const float* p, float (&v)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void load_acc8(const __nv_bfloat16* p, float (&v)[8]) {
+  unpack8(*reinterpret_cast<const uint4*>(p), v);
+}
+
 // An FP8 GEMM's output from its unit-scale sum: acc * x_scale * w_scale (+ the column's bias),
 // before the rounding to the output type (the scale kernels and rope_kv_write's FP8 input).
 __device__ __forceinline__ float fp8_scaled(float acc, float x_scale, float w_scale, const __nv_bfloat16* bias,

@@ -246,7 +246,7 @@ void report_w8a8(Bench& b, const Shape& sh, int64_t rows, const Weights& w, cons
                ai.wq = w.fp8[size_t(i) % w.fp8.size()].q;
                launch_quantize_rows_fp8(x, rows, sh.k, static_cast<uint8_t*>(buf.xq), static_cast<float*>(buf.xs),
                                         b.s);
-               b.lt.run_fp8(ai, b.ws, kWs, static_cast<float*>(buf.acc), b.s);
+               b.lt.run_fp8(ai, b.ws, kWs, buf.acc, b.s);
              });
   }
 }

@@ -103,24 +103,28 @@ TEST(CudaLtGemm, EveryFp8CandidateMatchesRef) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cuda::launch_quantize_rows_fp8(static_cast<const __nv_bfloat16*>(xd.data), rows, k, q, qs, nullptr);
     cuda::LtGemm lt;
-    for (cuda::Fp8Scaling s : {cuda::Fp8Scaling::OuterVectors, cuda::Fp8Scaling::Epilogue}) {
+    // the epilogue scaling with its sums in BF16 (the default) and in F32
+    for (auto [s, sums_f32] : {std::pair{cuda::Fp8Scaling::OuterVectors, false}, {cuda::Fp8Scaling::Epilogue, false},
+                               {cuda::Fp8Scaling::Epilogue, true}}) {
       cuda::Fp8GemmArgs a{.xq = q, .x_scale = qs, .wq = static_cast<const uint8_t*>(wd.data),
-                          .w_scale = static_cast<const float*>(wd.scales), .rows = rows, .k = k, .m = m, .scaling = s};
+                          .w_scale = static_cast<const float*>(wd.scales), .rows = rows, .k = k, .m = m, .scaling = s,
+                          .acc_f32 = sums_f32};
+      const std::string label = std::string(cuda::fp8_scaling_name(s)) + (sums_f32 ? " (F32 sums)" : "");
       if (!lt.fp8_available(a, kWorkspace)) continue;
       const int n = lt.fp8_algorithms(a, kWorkspace);
       std::vector<std::string> names;
       for (int i = 0; i < n; ++i) {
         a.algo = i;
         names.push_back(lt.fp8_algorithm_name(a, kWorkspace));
-        SCOPED_TRACE(std::string(cuda::fp8_scaling_name(s)) + " #" + std::to_string(i) + " " + names.back());
+        SCOPED_TRACE(label + " #" + std::to_string(i) + " " + names.back());
         test::GuardedBf16 out(*be.cuda, rows, m);  // NaNs where nothing is written
         a.out = out.view().data;
         lt.run_fp8(a, ws, kWorkspace, acc, nullptr);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        test::expect_close(std::string("cublasLt fp8 ") + cuda::fp8_scaling_name(s) + " " + names.back(),
+        test::expect_close("cublasLt fp8 " + label + " " + names.back(),
                            out.values(), want, 5e-3, out.guard_intact());
       }
-      std::printf("  fp8 %s rows=%lld k=%lld m=%lld: %d candidates, %zu split-K copies\n", cuda::fp8_scaling_name(s),
+      std::printf("  fp8 %s rows=%lld k=%lld m=%lld: %d candidates, %zu split-K copies\n", label.c_str(),
                   (long long)rows, (long long)k, (long long)m, n, split_copies(names));
       EXPECT_GT(n, 0);
     }

@@ -726,17 +726,17 @@ TEST(CudaQuant, NormQuantizeFp8EqualsNormThenQuantizeBitForBit) {
 
 // The FP8 scale kernel fused with the residual add or the gated activation gives the BF16
 // values of the scale kernel followed by launch_add / launch_swiglu / launch_geglu, bit for
-// bit, with and without a bias.
+// bit, with and without a bias, from BF16 and from F32 sums.
 TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
   cudaStream_t stream = dynamic_cast<cuda::CudaBackend&>(*be.cuda).stream();
   for (const cuda::Fp8Then then : {cuda::Fp8Then::AddTo, cuda::Fp8Then::Swiglu, cuda::Fp8Then::Geglu}) {
     for (const auto& [rows, m] : {std::pair<int64_t, int64_t>{1, 16}, {7, 96}, {64, 1024}}) {
-      for (bool with_bias : {false, true}) {
+      for (const auto& [with_bias, sums_f32] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
         const int64_t n_out = then == cuda::Fp8Then::AddTo ? m : m / 2;
         SCOPED_TRACE("then " + std::to_string(int(then)) + " rows=" + std::to_string(rows) + " m=" +
-                     std::to_string(m) + (with_bias ? " bias" : ""));
+                     std::to_string(m) + (with_bias ? " bias" : "") + (sums_f32 ? " f32 sums" : " bf16 sums"));
         Rng rng(test::seed_of({46, int64_t(then), rows, m, with_bias}));
         const std::vector<float> acc = test::randn(rng, rows * m, 300.0);
         std::vector<float> xs = test::randn(rng, rows, 0.01), ws = test::randn(rng, m, 0.01);
@@ -749,14 +749,15 @@ TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
           be.cuda->copy_from_host(v.data(), t);
           return t;
         };
-        const TensorView accd = f32(acc), xsd = f32(xs), wsd = f32(ws);
+        const TensorView accd = sums_f32 ? f32(acc) : test::to_cuda_bf16(*be.cuda, acc, rows, m);
+        const TensorView xsd = f32(xs), wsd = f32(ws);
         const TensorView bd = test::to_cuda_bf16(*be.cuda, bias, 1, m);
         const __nv_bfloat16* b = with_bias ? cuda::detail::bf(bd) : nullptr;
         // apart: the scale kernel into y, then the add / gated kernel
         TensorView y = be.cuda->alloc(DType::BF16, {rows, m});
         TensorView want = then == cuda::Fp8Then::AddTo ? test::to_cuda_bf16(*be.cuda, resid, rows, n_out)
                                                         : be.cuda->alloc(DType::BF16, {rows, n_out});
-        cuda::launch_fp8_scale_epilogue(static_cast<const float*>(accd.data), static_cast<const float*>(xsd.data),
+        cuda::launch_fp8_scale_epilogue(accd.data, sums_f32, static_cast<const float*>(xsd.data),
                                         static_cast<const float*>(wsd.data), b, rows, m, y.data, false, stream);
         auto* wp = static_cast<__nv_bfloat16*>(want.data);
         if (then == cuda::Fp8Then::AddTo) cuda::launch_add(wp, cuda::detail::bf(y), rows * m, stream);
@@ -768,7 +769,7 @@ TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
           for (size_t i = 0; i < hr.size(); ++i) hr[i] = f32_to_bf16(resid[i]);
           be.cuda->copy_from_host(hr.data(), got.view());
         }
-        cuda::launch_fp8_scale_then(then, static_cast<const float*>(accd.data), static_cast<const float*>(xsd.data),
+        cuda::launch_fp8_scale_then(then, accd.data, sums_f32, static_cast<const float*>(xsd.data),
                                     static_cast<const float*>(wsd.data), b, rows, m,
                                     static_cast<__nv_bfloat16*>(got.view().data), stream);
         const auto ok = test::bitwise_equal(got.values(), test::from_cuda(*be.cuda, want));
@@ -784,8 +785,9 @@ TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
 // The scale kernel that also quantizes for the next FP8 product (fp8_handoff.cu) against the
 // kernels it replaces in turn: launch_fp8_scale_then, then launch_rms_norm_quantize_rows_fp8
 // (AddTo, with the next norm) or launch_quantize_rows_fp8 (gated). The BF16 output, codes and
-// scales bit for bit, with a zero and a non-finite row, with and without a bias, at both
-// register depths of the gated kernel; the shapes it declines launch nothing.
+// scales bit for bit, with a zero and a non-finite row, with and without a bias, from BF16 and
+// from F32 sums, at both register depths of the gated kernel; the shapes it declines launch
+// nothing.
 TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
   TF_REQUIRE_CUDA_DEVICE();
   using cuda::Fp8Then;
@@ -810,10 +812,10 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
                                                {Fp8Then::Geglu, 1040}};
   for (const auto& [then, m] : cases) {
     for (const int64_t rows : {1, 5}) {
-      for (const bool with_bias : {false, true}) {
+      for (const auto& [with_bias, sums_f32] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
         const int64_t n_out = then == Fp8Then::AddTo ? m : m / 2;
         SCOPED_TRACE("then " + std::to_string(int(then)) + " rows=" + std::to_string(rows) + " m=" +
-                     std::to_string(m) + (with_bias ? " bias" : ""));
+                     std::to_string(m) + (with_bias ? " bias" : "") + (sums_f32 ? " f32 sums" : " bf16 sums"));
         Rng rng(test::seed_of({49, int64_t(then), rows, m, with_bias}));
         std::vector<float> acc = test::randn(rng, rows * m, 300.0);
         if (rows > 2) {
@@ -825,7 +827,8 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
         for (float& v : ws) v = std::abs(v) + 1e-3f;
         std::vector<float> nw = test::randn(rng, n_out, 0.1);
         for (float& v : nw) v += 1.0f;
-        const TensorView accd = f32(acc), xsd = f32(xs), wsd = f32(ws);
+        const TensorView accd = sums_f32 ? f32(acc) : test::to_cuda_bf16(b, acc, rows, m);
+        const TensorView xsd = f32(xs), wsd = f32(ws);
         const TensorView bd = test::to_cuda_bf16(b, test::randn(rng, m, 0.5), 1, m);
         const TensorView nwd = test::to_cuda_bf16(b, nw, 1, n_out);
         const std::vector<float> resid = test::round_bf16(test::randn(rng, rows * n_out, 2.0));
@@ -839,11 +842,11 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
                      b.alloc(DType::F32, {rows})};
         };
         const Out want = make_out(), got = make_out();
-        auto* acc_p = static_cast<const float*>(accd.data);
+        const void* acc_p = accd.data;
         auto* xs_p = static_cast<const float*>(xsd.data);
         auto* ws_p = static_cast<const float*>(wsd.data);
-        cuda::launch_fp8_scale_then(then, acc_p, xs_p, ws_p, bp, rows, m, static_cast<__nv_bfloat16*>(want.y.data),
-                                    stream);
+        cuda::launch_fp8_scale_then(then, acc_p, sums_f32, xs_p, ws_p, bp, rows, m,
+                                    static_cast<__nv_bfloat16*>(want.y.data), stream);
         if (then == Fp8Then::AddTo)
           ASSERT_TRUE(cuda::launch_rms_norm_quantize_rows_fp8(cuda::detail::bf(want.y), norm, eps, rows, m,
                                                               static_cast<uint8_t*>(want.q.data),
@@ -851,7 +854,7 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
         else
           cuda::launch_quantize_rows_fp8(cuda::detail::bf(want.y), rows, n_out, static_cast<uint8_t*>(want.q.data),
                                          static_cast<float*>(want.s.data), stream);
-        ASSERT_TRUE(cuda::launch_fp8_scale_then_quantize(then, acc_p, xs_p, ws_p, bp, rows, m,
+        ASSERT_TRUE(cuda::launch_fp8_scale_then_quantize(then, acc_p, sums_f32, xs_p, ws_p, bp, rows, m,
                                                          static_cast<__nv_bfloat16*>(got.y.data), norm, eps,
                                                          static_cast<uint8_t*>(got.q.data),
                                                          static_cast<float*>(got.s.data), stream));
@@ -879,7 +882,7 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
   const TensorView nw = b.alloc(DType::BF16, {8208});
   auto declines = [&](Fp8Then then, int64_t m, bool norm) {
     return !cuda::launch_fp8_scale_then_quantize(
-        then, static_cast<const float*>(big.data), static_cast<const float*>(sc.data),
+        then, big.data, /*acc_f32=*/true, static_cast<const float*>(sc.data),
         static_cast<const float*>(bigw.data), nullptr, 1, m, static_cast<__nv_bfloat16*>(y.data),
         norm ? cuda::detail::bf(nw) : nullptr, eps, static_cast<uint8_t*>(q.data), static_cast<float*>(sc.data),
         stream);
@@ -1008,7 +1011,7 @@ TEST(CudaQuant, Fp8W8A8FusedMatchesRefAndItsOpsApart) {
 // rope_kv_write reading an FP8 GEMM's unit-scale sums (RopeKvArgs::acc, the fused QKV path
 // of matmul_fp8_fused) against the scale kernel into qkv, then rope_kv_write on qkv: the same
 // qkv rows, pool rows and pool scales, bit for bit, for every pool dtype, with and without q/k
-// norms, bias and partial rotation.
+// norms, bias and partial rotation, from BF16 sums and (with norms) from F32 sums.
 TEST(CudaQuant, RopeKvOnFp8SumsEqualsScaleThenRopeKv) {
   TF_REQUIRE_CUDA_DEVICE();
   test::Backends be;
@@ -1036,7 +1039,10 @@ TEST(CudaQuant, RopeKvOnFp8SumsEqualsScaleThenRopeKv) {
           std::vector<float> xs = test::randn(rng, tokens, 0.01), ws = test::randn(rng, m, 0.01);
           for (float& v : xs) v = std::abs(v) + 1e-3f;
           for (float& v : ws) v = std::abs(v) + 1e-3f;
-          const TensorView acc = f32(test::randn(rng, tokens * m, 300.0)), xsd = f32(xs), wsd = f32(ws);
+          const bool sums_f32 = extras;
+          const std::vector<float> sums = test::randn(rng, tokens * m, 300.0);
+          const TensorView acc = sums_f32 ? f32(sums) : test::to_cuda_bf16(b, sums, tokens, m);
+          const TensorView xsd = f32(xs), wsd = f32(ws);
           const TensorView bias = test::to_cuda_bf16(b, test::randn(rng, m, 0.5), 1, m);
           const TensorView qn = test::to_cuda_bf16(b, test::randn(rng, hd, 1.0), 1, hd);
           const TensorView kn = test::to_cuda_bf16(b, test::randn(rng, hd, 1.0), 1, hd);
@@ -1084,12 +1090,13 @@ TEST(CudaQuant, RopeKvOnFp8SumsEqualsScaleThenRopeKv) {
           };
           const __nv_bfloat16* bp = extras ? cuda::detail::bf(bias) : nullptr;
           const Out want = make_out(), got = make_out();
-          cuda::launch_fp8_scale_epilogue(static_cast<const float*>(acc.data), static_cast<const float*>(xsd.data),
+          cuda::launch_fp8_scale_epilogue(acc.data, sums_f32, static_cast<const float*>(xsd.data),
                                           static_cast<const float*>(wsd.data), bp, tokens, m, want.qkv.data, false,
                                           stream);
           cuda::launch_rope_kv_write(args(want), stream);
           cuda::RopeKvArgs a = args(got);
-          a.acc = static_cast<const float*>(acc.data);
+          a.acc = acc.data;
+          a.acc_f32 = sums_f32;
           a.acc_x_scale = static_cast<const float*>(xsd.data);
           a.acc_w_scale = static_cast<const float*>(wsd.data);
           a.acc_bias = bp;
