@@ -18,10 +18,6 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// The add + RMSNorm kernel's block and chunks: those of rms_norm_quantize_fp8_kernel
-// (quant_gemm.cu), whose per-thread order of the sum of squares it repeats.
-constexpr int kNormThreads = 256;
-constexpr int kNormChunks = 4;
 // The gated kernel: 8 outputs a chunk, up to kChunks chunks a thread.
 constexpr int kGatedThreads = 512;
 
@@ -30,7 +26,7 @@ __device__ __forceinline__ float round_bf16(float v) { return to_float(from_floa
 // resid[r] += scale(acc[r]) (rounded as fp8_scale_then_kernel<AddTo>), then q[r], qscale[r] =
 // per-token FP8 of rms_norm(resid[r]) * norm_w as rms_norm_quantize_fp8_kernel computes them.
 template <typename AccT>
-__global__ void __launch_bounds__(kNormThreads)
+__global__ void __launch_bounds__(kFp8NormThreads)
     fp8_scale_add_norm_quantize_kernel(const AccT* acc, const float* xs, const float* ws, const bf16* bias, int64_t m,
                                        bf16* resid, const bf16* norm_w, float eps, uint8_t* q, float* qscale) {
   __shared__ float scratch[32];
@@ -39,11 +35,11 @@ __global__ void __launch_bounds__(kNormThreads)
   const float x_scale = xs[r];
   const AccT* ar = acc + r * m;
   uint4* rr = reinterpret_cast<uint4*>(resid + r * m);
-  float v[kNormChunks][8];
+  float v[kFp8NormChunks][8];
   float ss = 0;
 #pragma unroll
-  for (int c = 0; c < kNormChunks; ++c) {
-    const int64_t i = threadIdx.x + int64_t(c) * kNormThreads;
+  for (int c = 0; c < kFp8NormChunks; ++c) {
+    const int64_t i = threadIdx.x + int64_t(c) * kFp8NormThreads;
     if (i >= n8) break;
     float a[8], w[8];
     load_acc8(ar + 8 * i, a);
@@ -60,8 +56,8 @@ __global__ void __launch_bounds__(kNormThreads)
   ss = block_sum(ss, scratch);
   float amax = 0.0f;
   bool finite = true;
-  norm_chunks<kNormThreads>(v, n8, ss, m, eps, norm_w, amax, finite);
-  store_fp8_row<kNormThreads>(v, n8, amax, finite, q + r * m, qscale + r, scratch);
+  norm_chunks<kFp8NormThreads>(v, n8, ss, m, eps, norm_w, amax, finite);
+  store_fp8_row<kFp8NormThreads>(v, n8, amax, finite, q + r * m, qscale + r, scratch);
 }
 
 // out[r] = act(scale(gate)) * scale(up) (rounded as fp8_scale_then_kernel<Swiglu / Geglu>),
@@ -122,9 +118,9 @@ bool scale_then_quantize(Fp8Then then, const AccT* acc, const float* x_scale, co
                          int64_t rows, int64_t m, bf16* out, const bf16* norm_w, float eps, uint8_t* q,
                          float* q_scale, cudaStream_t stream) {
   if (then == Fp8Then::AddTo) {
-    if (!norm_w || m > int64_t(8) * kNormThreads * kNormChunks) return false;
+    if (!norm_w || m > kFp8NormMaxK) return false;
     if (rows == 0) return true;
-    launch_pdl(fp8_scale_add_norm_quantize_kernel<AccT>, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, acc,
+    launch_pdl(fp8_scale_add_norm_quantize_kernel<AccT>, dim3(unsigned(rows)), dim3(kFp8NormThreads), 0, stream, acc,
                x_scale, w_scale, bias, m, out, norm_w, eps, q, q_scale);
     TF_CUDA_CHECK_LAUNCH("fp8_scale_add_norm_quantize_kernel");
     return true;

@@ -104,24 +104,22 @@ __global__ void __launch_bounds__(kRowThreads) quantize_rows_fp8_kernel(const bf
 
 // RMSNorm, then per-token FP8 of its output, in one kernel (the norm before an FP8 W8A8
 // matmul): one block per row, the row's 8-element chunks kept in registers (k a multiple of
-// 8, at most 8 * kRowThreads * kNormChunks). The steps are those of rms_norm_vec_kernel
-// (norm.cu) and quantize_rows_fp8_kernel (row_device.cuh), the normalized values rounded to
-// BF16 before their maximum is taken: the codes and scales are those of the two kernels
-// apart, bit for bit.
-constexpr int kNormChunks = 4;
-
-__global__ void __launch_bounds__(kRowThreads) rms_norm_quantize_fp8_kernel(const bf16* x, const bf16* w, float eps,
-                                                                            int64_t k, uint8_t* q, float* scale) {
+// 8, at most kFp8NormMaxK). The steps are those of rms_norm_vec_kernel (norm.cu) and
+// quantize_rows_fp8_kernel (row_device.cuh), the normalized values rounded to BF16 before
+// their maximum is taken: the codes and scales are those of the two kernels apart, bit for
+// bit.
+__global__ void __launch_bounds__(kFp8NormThreads)
+    rms_norm_quantize_fp8_kernel(const bf16* x, const bf16* w, float eps, int64_t k, uint8_t* q, float* scale) {
   __shared__ float scratch[32];
   pdl_begin();
   const int64_t n8 = k / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * k);
-  float v[kNormChunks][8];
-  const float ss = block_sum(load_chunks_sum_squares<kRowThreads>(xr, n8, v), scratch);
+  float v[kFp8NormChunks][8];
+  const float ss = block_sum(load_chunks_sum_squares<kFp8NormThreads>(xr, n8, v), scratch);
   float amax = 0.0f;
   bool finite = true;
-  norm_chunks<kRowThreads>(v, n8, ss, k, eps, w, amax, finite);
-  store_fp8_row<kRowThreads>(v, n8, amax, finite, q + int64_t(blockIdx.x) * k, scale + blockIdx.x, scratch);
+  norm_chunks<kFp8NormThreads>(v, n8, ss, k, eps, w, amax, finite);
+  store_fp8_row<kFp8NormThreads>(v, n8, amax, finite, q + int64_t(blockIdx.x) * k, scale + blockIdx.x, scratch);
 }
 
 // The scale kernel of an FP8 GEMM fused with what follows the product (Fp8Then): y[r, j] =
@@ -373,9 +371,10 @@ void launch_quantize_rows_fp8(const bf16* x, int64_t rows, int64_t k, uint8_t* q
 bool launch_rms_norm_quantize_rows_fp8(const bf16* x, const bf16* w, float eps, int64_t rows, int64_t k, uint8_t* q,
                                        float* scale, cudaStream_t stream) {
   const uintptr_t addresses = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
-  if (k % 8 != 0 || k > 8 * kRowThreads * kNormChunks || addresses % 16 != 0) return false;
+  if (k % 8 != 0 || k > kFp8NormMaxK || addresses % 16 != 0) return false;
   if (rows == 0) return true;
-  launch_pdl(rms_norm_quantize_fp8_kernel, dim3(unsigned(rows)), dim3(kRowThreads), 0, stream, x, w, eps, k, q, scale);
+  launch_pdl(rms_norm_quantize_fp8_kernel, dim3(unsigned(rows)), dim3(kFp8NormThreads), 0, stream, x, w, eps, k, q,
+             scale);
   TF_CUDA_CHECK_LAUNCH("rms_norm_quantize_fp8_kernel");
   return true;
 }

@@ -11,6 +11,13 @@
 
 namespace tf::cuda {
 
+// The block and register depth of the one-block-per-row RMSNorm + FP8 kernels (quant_gemm.cu's
+// rms_norm_quantize_fp8_kernel, fp8_handoff.cu's add + norm + quantize): one pair for both, so
+// they sum a row's squares in the same per-thread order and their codes agree bit for bit.
+// Rows of at most kFp8NormMaxK elements.
+constexpr int kFp8NormThreads = 256, kFp8NormChunks = 4;
+constexpr int64_t kFp8NormMaxK = int64_t(8) * kFp8NormThreads * kFp8NormChunks;
+
 // Thread t loads the 8-element chunks t, t + kThreads, ... (fewer than n8) of a row into `v`
 // and returns the sum of their squares (this thread's share; block_sum gives the row's).
 template <int kThreads, int kChunks>

@@ -903,9 +903,7 @@ TEST(CudaQuant, Fp8HandoffChainEqualsQuantizingAgain) {
   TF_REQUIRE_CUDA_DEVICE();
   using Epi = MatmulFusion::Epilogue;
   test::Backends be;
-  BackendOptions off_opt;
-  off_opt.fp8_handoff = false;
-  const std::unique_ptr<Backend> off = make_backend(BackendKind::Cuda, off_opt);
+  const std::unique_ptr<Backend> off = make_backend(BackendKind::Cuda, BackendOptions{.fp8_handoff = false});
   auto& on = dynamic_cast<cuda::CudaBackend&>(*be.cuda);
   const QuantSpec fp8{.format = DType::FP8};
   const int64_t d = 256, ff = 512;
@@ -964,9 +962,7 @@ TEST(CudaQuant, Fp8W8A8FusedMatchesRefAndItsOpsApart) {
   TF_REQUIRE_CUDA_DEVICE();
   using Epi = MatmulFusion::Epilogue;
   test::Backends be;
-  BackendOptions apart_opt;
-  apart_opt.fp8_fusion = false;
-  const std::unique_ptr<Backend> apart = make_backend(BackendKind::Cuda, apart_opt);
+  const std::unique_ptr<Backend> apart = make_backend(BackendKind::Cuda, BackendOptions{.fp8_fusion = false});
   struct Kind {
     const char* name;
     bool norm;
