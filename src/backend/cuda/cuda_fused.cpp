@@ -207,6 +207,14 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
   a.scaling = c.scaling;
   a.algo = c.algo;
   lt_->run_fp8(a, cublas_workspace_, kCublasWorkspaceBytes, acc, stream_);
+  // cuBLASLt applied the scales into y: the handoff kernel with unit scales adds / gates and
+  // quantizes for the next product in one kernel
+  if (then && !g.bias) {
+    const Fp8Then t = f.epilogue == Epi::AddTo    ? Fp8Then::AddTo
+                      : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu
+                                                  : Fp8Then::Geglu;
+    if (fp8_scale_then_hand_off(t, f.y.data, /*acc_f32=*/false, nullptr, nullptr, g, f, out)) return true;
+  }
   switch (f.epilogue) {
     case Epi::Store: break;
     case Epi::AddTo: add(out, f.y); break;

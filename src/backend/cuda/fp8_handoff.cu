@@ -23,6 +23,17 @@ constexpr int kGatedThreads = 512;
 
 __device__ __forceinline__ float round_bf16(float v) { return to_float(from_float<bf16>(v)); }
 
+// Eight per-feature scales from column j on, or ones where there are none (unit scales: the
+// sums are the product's output already, as an outer-vector GEMM writes it).
+__device__ __forceinline__ void load_scales8(const float* ws, int64_t j, float (&w)[8]) {
+  if (ws) {
+    load_acc8(ws + j, w);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) w[e] = 1.0f;
+  }
+}
+
 // resid[r] += scale(acc[r]) (rounded as fp8_scale_then_kernel<AddTo>), then q[r], qscale[r] =
 // per-token FP8 of rms_norm(resid[r]) * norm_w as rms_norm_quantize_fp8_kernel computes them.
 template <typename AccT>
@@ -32,7 +43,7 @@ __global__ void __launch_bounds__(kFp8NormThreads)
   __shared__ float scratch[32];
   pdl_begin();
   const int64_t r = blockIdx.x, n8 = m / 8;
-  const float x_scale = xs[r];
+  const float x_scale = xs ? xs[r] : 1.0f;
   const AccT* ar = acc + r * m;
   uint4* rr = reinterpret_cast<uint4*>(resid + r * m);
   float v[kFp8NormChunks][8];
@@ -43,7 +54,7 @@ __global__ void __launch_bounds__(kFp8NormThreads)
     if (i >= n8) break;
     float a[8], w[8];
     load_acc8(ar + 8 * i, a);
-    load_acc8(ws + 8 * i, w);
+    load_scales8(ws, 8 * i, w);
     unpack8(rr[i], v[c]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -69,7 +80,7 @@ __global__ void __launch_bounds__(kGatedThreads)
   __shared__ float scratch[32];
   pdl_begin();
   const int64_t r = blockIdx.x, n_out = m / 2, n8 = n_out / 8;
-  const float x_scale = xs[r];
+  const float x_scale = xs ? xs[r] : 1.0f;
   const AccT* ar = acc + r * m;
   uint4* orow = reinterpret_cast<uint4*>(out + r * n_out);
   float v[kChunks][8];
@@ -82,8 +93,8 @@ __global__ void __launch_bounds__(kGatedThreads)
     float ga[8], ua[8], gw[8], uw[8];
     load_acc8(ar + 8 * i, ga);
     load_acc8(ar + n_out + 8 * i, ua);
-    load_acc8(ws + 8 * i, gw);
-    load_acc8(ws + n_out + 8 * i, uw);
+    load_scales8(ws, 8 * i, gw);
+    load_scales8(ws, n_out + 8 * i, uw);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const float g = round_bf16(fp8_scaled(ga[e], x_scale, gw[e], bias, 8 * i + e));
@@ -140,7 +151,7 @@ bool launch_fp8_scale_then_quantize(Fp8Then then, const void* acc, bool acc_f32,
   const uintptr_t addresses = reinterpret_cast<uintptr_t>(acc) | reinterpret_cast<uintptr_t>(w_scale) |
                               reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(norm_w) |
                               reinterpret_cast<uintptr_t>(q);
-  if (m % 16 != 0 || addresses % 16 != 0) return false;
+  if (m % 16 != 0 || addresses % 16 != 0 || (x_scale == nullptr) != (w_scale == nullptr)) return false;
   if (acc_f32)
     return scale_then_quantize(then, static_cast<const float*>(acc), x_scale, w_scale, bias, rows, m, out, norm_w, eps,
                                q, q_scale, stream);

@@ -94,8 +94,10 @@ void launch_fp8_scale_then(Fp8Then then, const void* acc, bool acc_f32, const fl
 //                   `out` with norm_w (eps); m at most 8192
 //   Swiglu / Geglu: q, q_scale = launch_quantize_rows_fp8 of `out` [rows, m / 2] (norm_w null);
 //                   m / 2 at most 32768
-// q holds [rows, m] or [rows, m / 2] codes. False (nothing launched) where the shape does not
-// suit it: m not a multiple of 16, too long a row, a pointer not 16-byte aligned.
+// q holds [rows, m] or [rows, m / 2] codes. x_scale and w_scale may both be null: acc is then
+// the product's BF16 output itself (an outer-vector GEMM's; y = acc exactly). False (nothing
+// launched) where the shape does not suit it: m not a multiple of 16, too long a row, a
+// pointer not 16-byte aligned.
 bool launch_fp8_scale_then_quantize(Fp8Then then, const void* acc, bool acc_f32, const float* x_scale,
                                     const float* w_scale, const __nv_bfloat16* bias, int64_t rows, int64_t m,
                                     __nv_bfloat16* out, const __nv_bfloat16* norm_w, float eps, uint8_t* q,

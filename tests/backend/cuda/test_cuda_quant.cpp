@@ -786,8 +786,9 @@ TEST(CudaQuant, Fp8ScaleThenEqualsScaleThenAddOrGate) {
 // kernels it replaces in turn: launch_fp8_scale_then, then launch_rms_norm_quantize_rows_fp8
 // (AddTo, with the next norm) or launch_quantize_rows_fp8 (gated). The BF16 output, codes and
 // scales bit for bit, with a zero and a non-finite row, with and without a bias, from BF16 and
-// from F32 sums, at both register depths of the gated kernel; the shapes it declines launch
-// nothing.
+// from F32 sums, and with unit scales (null: the sums are an outer-vector GEMM's BF16 output,
+// against the kernels apart given scales of one), at both register depths of the gated
+// kernel; the shapes it declines launch nothing.
 TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
   TF_REQUIRE_CUDA_DEVICE();
   using cuda::Fp8Then;
@@ -812,10 +813,16 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
                                                {Fp8Then::Geglu, 1040}};
   for (const auto& [then, m] : cases) {
     for (const int64_t rows : {1, 5}) {
-      for (const auto& [with_bias, sums_f32] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+      struct Variant {
+        bool with_bias, sums_f32, unit;
+      };
+      for (const auto& [with_bias, sums_f32, unit] : {Variant{false, false, false}, Variant{true, false, false},
+                                                      Variant{false, true, false}, Variant{true, true, false},
+                                                      Variant{false, false, true}}) {
         const int64_t n_out = then == Fp8Then::AddTo ? m : m / 2;
         SCOPED_TRACE("then " + std::to_string(int(then)) + " rows=" + std::to_string(rows) + " m=" +
-                     std::to_string(m) + (with_bias ? " bias" : "") + (sums_f32 ? " f32 sums" : " bf16 sums"));
+                     std::to_string(m) + (with_bias ? " bias" : "") + (sums_f32 ? " f32 sums" : " bf16 sums") +
+                     (unit ? " unit scales" : ""));
         Rng rng(test::seed_of({49, int64_t(then), rows, m, with_bias}));
         std::vector<float> acc = test::randn(rng, rows * m, 300.0);
         if (rows > 2) {
@@ -823,8 +830,8 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
           acc[size_t(2 * m + 3)] = INFINITY;                           // a non-finite row
         }
         std::vector<float> xs = test::randn(rng, rows, 0.01), ws = test::randn(rng, m, 0.01);
-        for (float& v : xs) v = std::abs(v) + 1e-3f;
-        for (float& v : ws) v = std::abs(v) + 1e-3f;
+        for (float& v : xs) v = unit ? 1.0f : std::abs(v) + 1e-3f;
+        for (float& v : ws) v = unit ? 1.0f : std::abs(v) + 1e-3f;
         std::vector<float> nw = test::randn(rng, n_out, 0.1);
         for (float& v : nw) v += 1.0f;
         const TensorView accd = sums_f32 ? f32(acc) : test::to_cuda_bf16(b, acc, rows, m);
@@ -854,7 +861,8 @@ TEST(CudaQuant, Fp8ScaleThenQuantizeEqualsTheKernelsApart) {
         else
           cuda::launch_quantize_rows_fp8(cuda::detail::bf(want.y), rows, n_out, static_cast<uint8_t*>(want.q.data),
                                          static_cast<float*>(want.s.data), stream);
-        ASSERT_TRUE(cuda::launch_fp8_scale_then_quantize(then, acc_p, sums_f32, xs_p, ws_p, bp, rows, m,
+        ASSERT_TRUE(cuda::launch_fp8_scale_then_quantize(then, acc_p, sums_f32, unit ? nullptr : xs_p,
+                                                         unit ? nullptr : ws_p, bp, rows, m,
                                                          static_cast<__nv_bfloat16*>(got.y.data), norm, eps,
                                                          static_cast<uint8_t*>(got.q.data),
                                                          static_cast<float*>(got.s.data), stream));
