@@ -322,7 +322,8 @@ TEST_P(QuantMatmulSweep, CpuMatchesRefOverDequantizedWeights) {
                           bias_view, make_view(y.data(), DType::F32, {n, m}));
               return y;
             };
-            const std::vector<float> xq = quantize_dequantize(x, wide);
+            // Prefill where the level dequantizes the weights instead: the activations exact.
+            const std::vector<float> xq = cpu.prefill_dequantizes(w.view(), n) ? x : quantize_dequantize(x, wide);
             const std::vector<double> scale_q = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
             EXPECT_TRUE(test::close_scaled_l2(got, ref_matmul(xq), scale_q, kExactTol));
             worst_exact = std::max(worst_exact, test::scaled_l2(got, ref_matmul(xq), scale_q));
@@ -365,11 +366,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, QuantMatmulSweep,
 // weights, AVX2 and up; below that level the few-token kernels take them): tokens around
 // its token tiles (8 with AVX-512, 4 with AVX2), output rows around its strips (16 rows with
 // AVX-512, 8 with AVX2) and their 4-row groups, k of one and of several blocks; both
-// activation precisions, against the reference over the activations as quantized.
+// activation precisions, against the reference over the activations as quantized. Below
+// VNNI, 16-bit activations from a float GEMM tile of tokens (16 with AVX2, 32 with AVX-512)
+// take the float GEMM over the dequantized weights instead (exact activations).
 TEST_P(QuantMatmulSweep, PrefillGemmMatchesRef) {
   const Format f = GetParam();
   const int64_t unit = dtype_block_elems(f.dtype) == 256 ? 256 : f.dtype == DType::W4 ? std::max<int64_t>(32, f.group) : 32;
-  constexpr int64_t kTokensN[] = {16, 21, 40};
+  constexpr int64_t kTokensN[] = {7, 12, 16, 21, 40};
   constexpr int64_t kOutM[] = {1, 7, 16, 17, 40};
   auto ref = make_backend(BackendKind::Ref);
   CpuBackend cpu16, cpu8(BackendOptions{.int8_activations = true});
@@ -392,7 +395,8 @@ TEST_P(QuantMatmulSweep, PrefillGemmMatchesRef) {
           std::vector<float> x_copy = x;
           ASSERT_TRUE(cpu.matmul_quant_fast(make_view(x_copy.data(), DType::F32, {n, k}), up, bias_view, out.view()));
           EXPECT_TRUE(out.guard_intact()) << "wrote past its output";
-          std::vector<float> xq = quantize_dequantize(x, wide), wf = w.dequant, want(size_t(n * m));
+          std::vector<float> xq = cpu.prefill_dequantizes(up, n) ? x : quantize_dequantize(x, wide), wf = w.dequant,
+                             want(size_t(n * m));
           ref->matmul(make_view(xq.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), bias_view,
                       make_view(want.data(), DType::F32, {n, m}));
           const std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, bias, n, k, m);
@@ -404,6 +408,56 @@ TEST_P(QuantMatmulSweep, PrefillGemmMatchesRef) {
     }
   }
   std::printf("worst scaled L2 error: %.3g (tolerance %.0e)\n", worst, kExactTol);
+}
+
+// The float GEMM over quantized weights dequantized chunk by chunk (KernelTable::gemm_blocks
+// with MatmulArgs::wq; kernels/dequant.h), called directly so that every level runs it,
+// whether or not its prefill takes it: the covered formats (W4 with groups of 32, 64 and
+// 128), tokens around the token tile, output rows around the block (a tail block), k of one
+// block, several, and past the 512-element chunk (a partial last chunk); with and without
+// bias. Against the reference over the exact activations and the test's dequantized weights:
+// the same products summed in another order (Q4_1's d * q + m may round once, not twice).
+TEST(OpsMatmulQuantFast, DequantGemmKernelMatchesRef) {
+  const cpu::KernelTable& kt = cpu::kernels();
+  const int64_t tile = kt.gemm_tile_tokens, rows = kt.gemm_block_rows;
+  auto ref = make_backend(BackendKind::Ref);
+  double worst = 0;
+  for (const Format f : {Format{DType::W8, 0}, Format{DType::W4, 32}, Format{DType::W4, 64}, Format{DType::W4, 128},
+                         Format{DType::Q8_0, 0}, Format{DType::Q4_0, 0}, Format{DType::Q4_1, 0}}) {
+    for (const int64_t n : {tile, tile + 5, 2 * tile + 3}) {
+      for (const int64_t k : {int64_t(128), int64_t(384), int64_t(640), int64_t(1152)}) {
+        for (const int64_t m : {int64_t(1), rows - 1, rows, 2 * rows + 1}) {
+          if (m < 1) continue;
+          const bool with_bias = (n + m) % 2 == 1;
+          SCOPED_TRACE(std::string(dtype_name(f.dtype)) + " G" + std::to_string(f.group) + " n=" + std::to_string(n) +
+                       " k=" + std::to_string(k) + " m=" + std::to_string(m));
+          Rng rng(test::seed_of({n, k, m, int64_t(f.dtype), f.group, 29}));
+          const std::vector<float> x = test::randn(rng, n * k);
+          QWeight w = make_weight(rng, f.dtype, m, k, f.group);
+          const std::vector<float> bias = with_bias ? test::randn(rng, m) : std::vector<float>{};
+          const TensorView wv = w.view();
+          const int64_t n_tiles = (n + tile - 1) / tile, n_blocks = (m + rows - 1) / rows;
+          std::vector<float> xt(size_t(n_tiles * k * tile)), scratch(size_t(kt.gemm_scratch_floats(n)));
+          kt.gemm_pack_x(x.data(), n, k, 0, n_tiles, xt.data());
+          std::vector<float> got(size_t(n * m + 16), 7.0f);
+          const cpu::MatmulArgs a{.x = x.data(), .w = wv.data, .w_dtype = f.dtype, .wq = &wv,
+                                  .bias = with_bias ? bias.data() : nullptr, .out = got.data(), .n = n, .k = k, .m = m};
+          kt.gemm_blocks(a, xt.data(), 0, n_blocks, scratch.data());
+          for (size_t i = size_t(n * m); i < got.size(); ++i) EXPECT_EQ(got[i], 7.0f) << "wrote past its output";
+          got.resize(size_t(n * m));
+          std::vector<float> xs = x, wf = w.dequant, want(size_t(n * m)), bs = bias;
+          ref->matmul(make_view(xs.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}),
+                      with_bias ? make_view(bs.data(), DType::F32, {m}) : TensorView{},
+                      make_view(want.data(), DType::F32, {n, m}));
+          const std::vector<double> scale = test::matmul_output_scale(x, w.dequant, bias, n, k, m);
+          EXPECT_TRUE(test::close_scaled_l2(got, want, scale, kExactTol));
+          worst = std::max(worst, test::scaled_l2(got, want, scale));
+        }
+      }
+    }
+  }
+  std::printf("%s: worst scaled L2 error %.3g (tolerance %.0e)\n", std::string(cpu::isa_name(kt.isa)).c_str(), worst,
+              kExactTol);
 }
 
 // The largest integer sums the kernels form: every weight code at its maximum (bytes 0xFF:
@@ -420,8 +474,9 @@ TEST_P(QuantMatmulSweep, ExtremeCodesAndActivationsJoinExactly) {
   const int64_t m = 5, k = 2 * unit;
   auto ref = make_backend(BackendKind::Ref);
   CpuBackend cpu;
-  // n = 3: the few-token kernels also once uploaded; n = 19: the prefill GEMM once uploaded.
-  for (const int64_t n : {int64_t(3), int64_t(19)}) {
+  // n = 3: the few-token kernels also once uploaded; n = 12 and 19: the prefill GEMM once
+  // uploaded (19: the float GEMM over dequantized weights with AVX2, exact activations).
+  for (const int64_t n : {int64_t(3), int64_t(12), int64_t(19)}) {
     for (const int fill : {0xFF, 0x80}) {
       SCOPED_TRACE("n " + std::to_string(n) + " fill " + std::to_string(fill));
       Rng rng(test::seed_of({int64_t(f.dtype), f.group, fill}));
@@ -429,12 +484,23 @@ TEST_P(QuantMatmulSweep, ExtremeCodesAndActivationsJoinExactly) {
       std::vector<float> x(size_t(n * k));
       for (int64_t t = 0; t < n; ++t)
         for (int64_t j = 0; j < k; ++j) x[size_t(t * k + j)] = (t % 2 ? -1.0f : 1.0f) * float(1 + t);
-      const std::vector<float> xq = quantize_dequantize(x, true);
+      const bool dequant = cpu.prefill_dequantizes(w.view(), n);
+      const std::vector<float> xq = dequant ? x : quantize_dequantize(x, true);
       std::vector<float> wf = w.dequant, want(size_t(n * m));
       std::vector<float> xr = xq;
       ref->matmul(make_view(xr.data(), DType::F32, {n, k}), make_view(wf.data(), DType::F32, {m, k}), {},
                   make_view(want.data(), DType::F32, {n, m}));
-      const std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, {}, n, k, m);
+      std::vector<double> scale = test::matmul_output_scale(xq, w.dequant, {}, n, k, m);
+      if (dequant) {
+        // F32 sums of k terms of one sign (no integer join here): their rounding grows with
+        // the sum of the terms' magnitudes, not with their root-sum-square.
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t j = 0; j < m; ++j) {
+            double sum = 0;
+            for (int64_t i = 0; i < k; ++i) sum += std::fabs(double(x[size_t(t * k + i)]) * w.dequant[size_t(j * k + i)]);
+            scale[size_t(t * m + j)] = sum;
+          }
+      }
       for (const bool uploaded : {false, true}) {
         SCOPED_TRACE(uploaded ? "uploaded" : "as given");
         const TensorView wv = uploaded ? cpu.upload(w.view(), f.dtype) : w.view();

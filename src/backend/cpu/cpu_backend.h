@@ -50,11 +50,16 @@ class CpuBackend : public HostBackend {
   // matmul() on a quantized w takes matmul_quant_fast where it covers w, else matmul_dequant.
   //   x [rows, k] F32, w [m, k], bias [m] or empty, out [rows, m] F32
   //
-  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_1, Q4_K) on the integer
-  // kernels (activations quantized per block of 32 to 16 bits, or 8 with int8_activations;
-  // matmul_quant_fast.cpp). Returns
+  // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) on
+  // the integer kernels (activations quantized per block of 32 to 16 bits, or 8 with
+  // int8_activations; matmul_quant_fast.cpp), or for prefill with 16-bit activations where
+  // KernelTable::prefill_dequant_8bit / _4bit say so, on the float GEMM over the weights
+  // dequantized in chunks (W8, W4, Q8_0, Q4_0, Q4_1). Returns
   // false, touching nothing, for a dtype, shape or ISA level those kernels do not cover.
   bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
+  // Whether matmul_quant_fast runs n tokens of w on the float GEMM over the dequantized
+  // weights (F32 activations, exact) rather than the integer kernels.
+  bool prefill_dequantizes(const TensorView& w, int64_t n) const;
   // out = x @ dequant(w)^T (+ bias) for w W8, W4 or FP8 with F32 activations, the weights
   // dequantized in slices into scratch (matmul_quant.cpp): the values and products of the
   // reference backend, summed in another order.
@@ -74,6 +79,9 @@ class CpuBackend : public HostBackend {
   // The BF16 prefill GEMM on AMX tiles where bf16_activations asks for it and it applies
   // (matmul.cpp); false: not taken.
   bool gemm_amx(const cpu::MatmulArgs& a);
+  // The float prefill GEMM (kernels/gemm.cpp) of a.n >= gemm_tile_tokens tokens over weight
+  // rows of row_bytes, a.wq's dequantized when set.
+  void gemm_float(const cpu::MatmulArgs& a, int64_t row_bytes);
 
   struct PackedWeight {
     DType dtype = DType::Q4_0;

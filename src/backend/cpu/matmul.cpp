@@ -78,27 +78,32 @@ void CpuBackend::matmul(const TensorView& x, const TensorView& w, const TensorVi
   const cpu::KernelTable& kt = cpu::kernels();
   const cpu::MatmulArgs a{.x = x.as<float>(), .w = w.data, .w_dtype = w.dtype, .bias = bias_f32(bias),
                           .out = out.as<float>(), .n = x.shape[0], .k = x.shape[1], .m = w.shape[0]};
-  ThreadPool& tp = pool();
   if (gemm_amx(a)) return;
-  const bool gemm = a.n >= kt.gemm_tile_tokens;
-  const int64_t block_rows = gemm ? kt.gemm_block_rows : kt.matmul_block_rows;
-  const int64_t n_blocks = (a.m + block_rows - 1) / block_rows;
-  const int64_t block_bytes = block_rows * a.k * int64_t(dtype_size(w.dtype));
-  const int64_t n_chunks = tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, block_bytes)));
-  const size_t scratch_floats = size_t(gemm ? kt.gemm_scratch_floats(a.n) : kt.matmul_scratch_floats(a.n, a.k));
-  for (int t = 0; t < tp.size(); ++t) scratch(t, scratch_floats);
-  if (!gemm) {
-    tp.parallel_for(n_chunks, [&](int64_t c, int t) {
-      kt.matmul_blocks(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks, scratch_[size_t(t)].data());
-    });
-    return;
-  }
-  // Prefill: the activations transposed into token tiles once (the tiles split across the
-  // threads), then the weight row blocks.
+  const int64_t row_bytes = a.k * int64_t(dtype_size(w.dtype));
+  if (a.n >= kt.gemm_tile_tokens) return gemm_float(a, row_bytes);
+  ThreadPool& tp = pool();
+  const int64_t n_blocks = (a.m + kt.matmul_block_rows - 1) / kt.matmul_block_rows;
+  const int64_t n_chunks =
+      tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, kt.matmul_block_rows * row_bytes)));
+  for (int t = 0; t < tp.size(); ++t) scratch(t, size_t(kt.matmul_scratch_floats(a.n, a.k)));
+  tp.parallel_for(n_chunks, [&](int64_t c, int t) {
+    kt.matmul_blocks(a, c * n_blocks / n_chunks, (c + 1) * n_blocks / n_chunks, scratch_[size_t(t)].data());
+  });
+}
+
+// Prefill: the activations transposed into token tiles once (the tiles split across the
+// threads), then the weight row blocks.
+void CpuBackend::gemm_float(const cpu::MatmulArgs& a, int64_t row_bytes) {
+  const cpu::KernelTable& kt = cpu::kernels();
+  ThreadPool& tp = pool();
+  const int64_t n_blocks = (a.m + kt.gemm_block_rows - 1) / kt.gemm_block_rows;
+  const int64_t n_chunks =
+      tp.chunks_for(n_blocks, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, kt.gemm_block_rows * row_bytes)));
+  for (int t = 0; t < tp.size(); ++t) scratch(t, size_t(kt.gemm_scratch_floats(a.n)));
   const int64_t n_tiles = (a.n + kt.gemm_tile_tokens - 1) / kt.gemm_tile_tokens;
   xt_.resize(size_t(n_tiles * a.k * kt.gemm_tile_tokens));
-  tp.parallel_for(std::min<int64_t>(n_tiles, tp.size()), [&](int64_t c, int) {
-    const int64_t parts = std::min<int64_t>(n_tiles, tp.size());
+  const int64_t parts = std::min<int64_t>(n_tiles, tp.size());
+  tp.parallel_for(parts, [&](int64_t c, int) {
     kt.gemm_pack_x(a.x, a.n, a.k, c * n_tiles / parts, (c + 1) * n_tiles / parts, xt_.data());
   });
   tp.parallel_for(n_chunks, [&](int64_t c, int t) {

@@ -4,7 +4,10 @@
 // split across the pool's threads as for float weights (matmul.cpp), so each weight byte
 // is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K) and 8-bit ones (Q8_0, W8) uploaded
 // through this backend also have a repacked copy (quant_pack.h: U4x4, U8x4), which the kernels
-// of AVX2 and above read instead.
+// of AVX2 and above read instead. Prefill with 16-bit activations where the level says so
+// (KernelTable::prefill_dequant_8bit / _4bit: below VNNI) runs the float GEMM over the
+// weights dequantized in chunks instead: there the integer GEMM's two byte products a block
+// cost more than the F32 multiply-adds.
 #include <cstring>
 #include <algorithm>
 
@@ -45,6 +48,16 @@ cpu::QFormat qformat_of(const TensorView& w) {
 
 }  // namespace
 
+bool CpuBackend::prefill_dequantizes(const TensorView& w, int64_t n) const {
+  const cpu::QFormat fmt = qformat_of(w);
+  const cpu::KernelTable& kt = cpu::kernels();
+  const bool level_takes = fmt == cpu::QFormat::W8 || fmt == cpu::QFormat::Q8_0 ? kt.prefill_dequant_8bit
+                           : fmt == cpu::QFormat::W4 || fmt == cpu::QFormat::Q4_0 || fmt == cpu::QFormat::Q4_1
+                               ? kt.prefill_dequant_4bit
+                               : false;  // kernels/dequant.h covers these five
+  return level_takes && !int8_activations_ && n >= kt.gemm_tile_tokens;
+}
+
 bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias,
                                    const TensorView& out) {
   if (x.n_dims != 2 || w.n_dims != 2 || x.dtype != DType::F32 || out.dtype != DType::F32) return false;
@@ -53,11 +66,17 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   if (fmt == cpu::QFormat::kCount || !kt.qmatmul_blocks[size_t(fmt)]) return false;
   check_matmul(x, w, bias, out);
   const int64_t n = x.shape[0], k = x.shape[1], m = w.shape[0], k4 = k / 4;
+  const bool wide = !int8_activations_;
+  if (prefill_dequantizes(w, n)) {
+    gemm_float({.x = x.as<float>(), .w = w.data, .w_dtype = w.dtype, .wq = &w, .bias = bias_f32(bias), .out = out.as<float>(),
+                .n = n, .k = k, .m = m},
+               int64_t(dtype_row_bytes(w.dtype, k)));
+    return true;
+  }
   ThreadPool& tp = pool();
 
   // ---- quantize the activations, rows split across the threads
   const int64_t nb = k / 32;
-  const bool wide = !int8_activations_;
   act_q_.resize(size_t((wide ? 2 : 1) * n * k));
   int8_t* q2 = wide ? act_q_.data() + n * k : nullptr;
   act_ds_.resize(size_t(n * (2 * k4 + 2 * nb)));

@@ -11,9 +11,12 @@
 // accumulators in scratch between chunks. Nothing is reduced horizontally (a lane is one
 // token's output), and k needs no tail: the transposed tiles cover every k element.
 // A tail block of fewer rows points its missing rows at its last row (results discarded);
-// padded tokens' outputs are not written.
+// padded tokens' outputs are not written. Quantized weights (MatmulArgs::wq) are dequantized
+// into the chunk instead of widened (dequant.h), at about one operation a weight shared by
+// all tokens.
 #include <algorithm>
 
+#include "backend/cpu/kernels/dequant.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/simd.h"
 #include "core/error.h"
@@ -61,9 +64,20 @@ inline void tile(const float* xt, const float* const* wc, int64_t len, float* pa
   }
 }
 
+// The storage type of quantized weights (a.wq): rows of row_bytes, chunks dequantized.
+struct Quant {};
+
 template <typename W>
 void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) {
-  const W* w = static_cast<const W*>(a.w);
+  constexpr bool kQuant = std::is_same_v<W, Quant>;
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  // Bytes of a row and of the elements before c0 (chunks start at multiples of kChunk, a
+  // multiple of every block size).
+  const int64_t row_bytes = kQuant ? int64_t(dtype_row_bytes(a.wq->dtype, a.k)) : a.k * int64_t(sizeof(W));
+  const auto offset = [&](int64_t c0) {
+    return kQuant ? int64_t(dtype_row_bytes(a.wq->dtype, c0)) : c0 * int64_t(sizeof(W));
+  };
+  const int64_t chunk_bytes = offset(std::min(kChunk, a.k));
   const int64_t n_tiles = (a.n + kTileTokens - 1) / kTileTokens;
   float* wbuf = scratch;                       // [kRowsG, kChunk]
   float* partial = scratch + kRowsG * kChunk;  // [n_tiles, kRowsG, kTv, kLanes]
@@ -74,17 +88,22 @@ void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, flo
       const int64_t len = std::min(kChunk, a.k - c0);
       const float* wc[kRowsG];
       for (int r = 0; r < kRowsG; ++r) {
-        const W* src = w + (r0 + std::min(r, n_rows - 1)) * a.k + c0;
+        const int64_t row = r0 + std::min(r, n_rows - 1);
+        const uint8_t* src_bytes = w + row * row_bytes + offset(c0);
         // The next chunk of this row (or the next block's), fetched while the tiles run
         // over this one: the weights come from memory once per call.
-        const int64_t next_row = r0 + std::min(r, n_rows - 1) + (c0 + kChunk < a.k ? 0 : kRowsG);
+        const int64_t next_row = row + (c0 + kChunk < a.k ? 0 : kRowsG);
         if (next_row < a.m) {
-          const W* next = w + next_row * a.k + (c0 + kChunk < a.k ? c0 + kChunk : 0);
-          for (int64_t i = 0; i < kChunk; i += 64 / int64_t(sizeof(W))) __builtin_prefetch(next + i);
+          const uint8_t* next = w + next_row * row_bytes + (c0 + kChunk < a.k ? offset(c0 + kChunk) : 0);
+          for (int64_t i = 0; i < chunk_bytes; i += 64) __builtin_prefetch(next + i);
         }
         if constexpr (std::is_same_v<W, float>) {
-          wc[r] = src;
+          wc[r] = reinterpret_cast<const float*>(src_bytes);
+        } else if constexpr (kQuant) {
+          dequant_slice(*a.wq, row, c0, len, wbuf + r * kChunk);
+          wc[r] = wbuf + r * kChunk;
         } else {
+          const W* src = reinterpret_cast<const W*>(src_bytes);
           float* dst = wbuf + r * kChunk;
           int64_t i = 0;
           for (; i + kLanes <= len; i += kLanes) store(dst + i, load_w(src + i));
@@ -131,6 +150,11 @@ void gemm_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t ti
 }
 
 void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) {
+  if (a.wq) {
+    TF_ASSERT(dequant_slice_covers(a.wq->dtype) && a.k % 32 == 0, "gemm: quantized weight dtype {} with k {} unsupported",
+              dtype_name(a.wq->dtype), a.k);
+    return blocks_of<Quant>(a, xt, b0, b1, scratch);
+  }
   switch (a.w_dtype) {
     case DType::F32: return blocks_of<float>(a, xt, b0, b1, scratch);
     case DType::BF16: return blocks_of<Bf16>(a, xt, b0, b1, scratch);

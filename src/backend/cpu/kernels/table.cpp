@@ -49,6 +49,12 @@ KernelTable make_table() {
   t.gemm_scratch_floats = gemm_scratch_floats;
   t.gemm_pack_x = gemm_pack_x;
   t.gemm_blocks = gemm_blocks;
+#if !defined(__AVX512VNNI__)
+  t.prefill_dequant_8bit = true;
+#endif
+#if !defined(__AVX512BW__)
+  t.prefill_dequant_4bit = true;
+#endif
 #if defined(__AVX512VNNI__)
   t.gemm_amx_pack_x = gemm_amx_pack_x;
   t.gemm_amx_blocks = gemm_amx_blocks;
