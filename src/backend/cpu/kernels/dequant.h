@@ -22,44 +22,6 @@ inline bool dequant_slice_covers(DType t) {
 
 namespace dequant_detail {
 
-// A half's value (F16C's vcvtph2ps where the level has it: GCC 12 converts _Float16 in
-// software).
-inline float half(uint16_t h) {
-#if defined(__F16C__)
-  return _cvtsh_ss(h);
-#else
-  return f16_to_f32(h);
-#endif
-}
-
-// kLanes signed bytes as floats (intrinsics: GCC 12 converts byte vectors lane by lane).
-inline VecF from_i8(const int8_t* p) {
-#if defined(__AVX512F__)
-  const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#elif defined(__AVX2__)
-  const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-#else
-  VecF f;
-  for (int l = 0; l < kLanes; ++l) f[l] = float(p[l]);
-#endif
-  VecF v;
-  std::memcpy(&v, &f, sizeof(v));
-  return v;
-}
-// kLanes bytes as 32-bit lanes.
-inline VecI widen_u8(const uint8_t* p) {
-#if defined(__AVX512F__)
-  const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-#elif defined(__AVX2__)
-  const __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-#else
-  VecI u;
-  for (int l = 0; l < kLanes; ++l) u[l] = p[l];
-#endif
-  VecI v;
-  std::memcpy(&v, &u, sizeof(v));
-  return v;
-}
 // The low and high nibbles of kLanes bytes as floats, minus z.
 inline void nibbles(const uint8_t* p, float z, VecF& lo, VecF& hi) {
   const VecI b = widen_u8(p);
@@ -74,7 +36,7 @@ inline void q4_block(const uint8_t* blk, float* out) {
   uint16_t dh, mh = 0;
   std::memcpy(&dh, blk, 2);
   if constexpr (kMin) std::memcpy(&mh, blk + 2, 2);
-  const float d = half(dh), m = kMin ? half(mh) : 0.0f;
+  const float d = half_to_f32(dh), m = kMin ? half_to_f32(mh) : 0.0f;
   const uint8_t* q = blk + (kMin ? 4 : 2);
   for (int j = 0; j < 16; j += kLanes) {
     VecF lo, hi;
@@ -100,7 +62,7 @@ inline void dequant_slice(const TensorView& w, int64_t row, int64_t k0, int64_t 
     case DType::W8: {
       const int8_t* q = static_cast<const int8_t*>(w.data) + row * k + k0;
       const float s = static_cast<const float*>(w.scales)[row];
-      for (int64_t j = 0; j < len; j += kLanes) store(out + j, from_i8(q + j) * s);
+      for (int64_t j = 0; j < len; j += kLanes) store(out + j, widen_i8(q + j) * s);
       return;
     }
     case DType::Q8_0: {
@@ -108,8 +70,8 @@ inline void dequant_slice(const TensorView& w, int64_t row, int64_t k0, int64_t 
       for (int64_t b = 0; b < len / 32; ++b, blk += 34, out += 32) {
         uint16_t dh;
         std::memcpy(&dh, blk, 2);
-        const float d = half(dh);
-        for (int j = 0; j < 32; j += kLanes) store(out + j, from_i8(reinterpret_cast<const int8_t*>(blk + 2 + j)) * d);
+        const float d = half_to_f32(dh);
+        for (int j = 0; j < 32; j += kLanes) store(out + j, widen_i8(reinterpret_cast<const int8_t*>(blk + 2 + j)) * d);
       }
       return;
     }
@@ -132,7 +94,7 @@ inline void dequant_slice(const TensorView& w, int64_t row, int64_t k0, int64_t 
       const uint8_t* zp = static_cast<const uint8_t*>(w.zeros) + row * n_groups;
       for (int64_t j0 = k0; j0 < k0 + len; j0 += 32) {  // 32 divides the group
         const int64_t grp = j0 / g;
-        const VecF s = splat(half(sc[grp])), z = splat(float(zp[grp]));
+        const VecF s = splat(half_to_f32(sc[grp])), z = splat(float(zp[grp]));
         float* o = out + (j0 - k0);
 #if defined(__AVX2__)
         const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + j0 / 2));

@@ -54,7 +54,7 @@ constexpr int64_t kPrefetch = 512;
 inline float half(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
+  return half_to_f32(h);
 }
 
 // ggml's 6-bit scale and min of sub-block j of a Q4_K super-block (scales[12]).

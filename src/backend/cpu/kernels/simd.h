@@ -167,6 +167,45 @@ inline VecF widen_f16(const uint16_t* p) {
 #endif
 }
 
+// One half's value: F16C's vcvtph2ps where the level has it (GCC 12 converts a scalar
+// _Float16 through a library call), else core/dtype.h's conversion. Exact either way.
+inline float half_to_f32(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
+// kLanes signed / unsigned bytes widened to floats / 32-bit lanes (intrinsics where the level
+// has them: GCC 12 converts byte vectors lane by lane).
+inline VecF widen_i8(const int8_t* p) {
+#if defined(__AVX512F__)
+  const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif defined(__AVX2__)
+  const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+  VecF f;
+  for (int l = 0; l < kLanes; ++l) f[l] = float(p[l]);
+#endif
+  VecF v;
+  std::memcpy(&v, &f, sizeof(v));
+  return v;
+}
+inline VecI widen_u8(const uint8_t* p) {
+#if defined(__AVX512F__)
+  const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#elif defined(__AVX2__)
+  const __m256i u = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+#else
+  VecI u;
+  for (int l = 0; l < kLanes; ++l) u[l] = p[l];
+#endif
+  VecI v;
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
 // Weight storage types: float, or the bits of a BF16 / F16.
 struct Bf16 {
   uint16_t bits;
