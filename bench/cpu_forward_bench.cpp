@@ -1,5 +1,5 @@
 // A Llama forward on the CPU backend in every weight format its kernels take (F32/BF16/F16
-// and the quantized W8, W4, Q8_0, Q4_0, Q4_K), without loading a model: random weights of a
+// and the quantized W8, W4, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), without loading a model: random weights of a
 // shape (all layers allocated, so decode streams them from memory as a model does), and the
 // backend ops a Llama layer runs (model/arch/llama.cpp), in the same order: rms_norm,
 // matmul(qkv), rope_kv_write, attention, matmul(o), add, rms_norm, matmul(gate_up),
@@ -18,7 +18,7 @@
 // the run closest to the machine's capability; the median is printed beside it, and "per
 // cpu-s" divides the tokens by the process's CPU time per thread instead (what the threads
 // achieve while they hold a core; on a busy machine the wall clock also counts the waits). A matrix
-// whose k the format's blocks do not divide (Q4_K's 256 in tiny-main's d_ff of 576) is kept
+// whose k the format's blocks do not divide (the K types' 256 in tiny-main's d_ff of 576) is kept
 // in BF16 and its bytes counted as such, as llama.cpp's quantizer falls back.
 //
 // usage: bench_cpu_forward [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,...]
@@ -114,11 +114,13 @@ Weight make_weight(DType dtype, int64_t m, int64_t k) {
     }
     case DType::Q8_0:
     case DType::Q4_0:
-    case DType::Q4_K: {  // the block scales (and Q4_K's dmin) at the start of each block
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {  // the block scales (and Q4_K's / Q5_K's dmin) at their places in each block
       const int64_t elems = dtype_block_elems(dtype), bytes = int64_t(dtype_row_bytes(dtype, elems));
       for (int64_t b = 0; b < m * (k / elems); ++b) {
-        put_scale(w.data.data() + b * bytes);
-        if (dtype == DType::Q4_K) put_scale(w.data.data() + b * bytes + 2);
+        put_scale(w.data.data() + b * bytes + (dtype == DType::Q6_K ? 208 : 0));
+        if (dtype == DType::Q4_K || dtype == DType::Q5_K) put_scale(w.data.data() + b * bytes + 2);
       }
       break;
     }
@@ -230,7 +232,8 @@ void set_batch(CpuBackend& be, const std::vector<int32_t>& blocks, int32_t block
 
 bool parse_dtype(std::string name, DType* out) {
   for (char& c : name) c = char(std::toupper(c));
-  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::W8, DType::W4, DType::Q8_0, DType::Q4_0, DType::Q4_K})
+  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::W8, DType::W4, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K})
     if (dtype_name(t) == name) return *out = t, true;
   return false;
 }
@@ -288,7 +291,7 @@ int run(int argc, char** argv) {
     else if (a == "--int8-activations") int8_acts = true;
     else if (a == "--bf16-activations") bf16_acts = true;
     else {
-      std::fprintf(stderr, "usage: %s [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,f32,w8,w4,q8_0,q4_0,q4_k] "
+      std::fprintf(stderr, "usage: %s [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,f32,w8,w4,q8_0,q4_0,q4_k,q5_k,q6_k] "
                    "[-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json] [--int8-activations] "
                    "[--bf16-activations]\n", argv[0]);
       return a == "-h" || a == "--help" ? 0 : 1;

@@ -412,20 +412,23 @@ TEST_P(QuantMatmulSweep, PrefillGemmMatchesRef) {
 
 // The float GEMM over quantized weights dequantized chunk by chunk (KernelTable::gemm_blocks
 // with MatmulArgs::wq; kernels/dequant.h), called directly so that every level runs it,
-// whether or not its prefill takes it: the covered formats (W4 with groups of 32, 64 and
-// 128), tokens around the token tile, output rows around the block (a tail block), k of one
-// block, several, and past the 512-element chunk (a partial last chunk); with and without
-// bias. Against the reference over the exact activations and the test's dequantized weights:
-// the same products summed in another order (Q4_1's d * q + m may round once, not twice).
+// whether or not its prefill takes it: every format with integer kernels (W4 with groups of
+// 32, 64 and 128), tokens around the token tile, output rows around the block (a tail block),
+// k of one block (super-block), several, and past the 512-element chunk (a partial last
+// chunk); with and without bias. Against the reference over the exact activations and the
+// test's dequantized weights: the same products summed in another order (Q4_1's and the K
+// types' multiply-add may round once, not twice).
 TEST(OpsMatmulQuantFast, DequantGemmKernelMatchesRef) {
   const cpu::KernelTable& kt = cpu::kernels();
   const int64_t tile = kt.gemm_tile_tokens, rows = kt.gemm_block_rows;
   auto ref = make_backend(BackendKind::Ref);
   double worst = 0;
   for (const Format f : {Format{DType::W8, 0}, Format{DType::W4, 32}, Format{DType::W4, 64}, Format{DType::W4, 128},
-                         Format{DType::Q8_0, 0}, Format{DType::Q4_0, 0}, Format{DType::Q4_1, 0}}) {
+                         Format{DType::Q8_0, 0}, Format{DType::Q4_0, 0}, Format{DType::Q4_1, 0}, Format{DType::Q4_K, 0},
+                         Format{DType::Q5_K, 0}, Format{DType::Q6_K, 0}}) {
+    const bool k_type = dtype_block_elems(f.dtype) == 256;  // rows of whole super-blocks
     for (const int64_t n : {tile, tile + 5, 2 * tile + 3}) {
-      for (const int64_t k : {int64_t(128), int64_t(384), int64_t(640), int64_t(1152)}) {
+      for (const int64_t k : k_type ? std::vector<int64_t>{256, 768, 1280} : std::vector<int64_t>{128, 384, 640, 1152}) {
         for (const int64_t m : {int64_t(1), rows - 1, rows, 2 * rows + 1}) {
           if (m < 1) continue;
           const bool with_bias = (n + m) % 2 == 1;

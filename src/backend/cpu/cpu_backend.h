@@ -53,8 +53,8 @@ class CpuBackend : public HostBackend {
   // out = x @ w^T (+ bias) for a quantized w (W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) on
   // the integer kernels (activations quantized per block of 32 to 16 bits, or 8 with
   // int8_activations; matmul_quant_fast.cpp), or for prefill with 16-bit activations where
-  // KernelTable::prefill_dequant_8bit / _4bit say so, on the float GEMM over the weights
-  // dequantized in chunks (W8, W4, Q8_0, Q4_0, Q4_1). Returns
+  // prefill_dequantizes says so, on the float GEMM over the weights dequantized in chunks.
+  // Returns
   // false, touching nothing, for a dtype, shape or ISA level those kernels do not cover.
   bool matmul_quant_fast(const TensorView& x, const TensorView& w, const TensorView& bias, const TensorView& out);
   // Whether matmul_quant_fast runs n tokens of w on the float GEMM over the dequantized

@@ -176,9 +176,11 @@ std::string isa_report() {
   s += ")";
   // The prefill path of quantized weights with 16-bit activations (kernels.h).
   const KernelTable& kt = kernels_for(active);
-  s += kt.prefill_dequant_8bit && kt.prefill_dequant_4bit ? "; quantized prefill (16-bit activations): F32 GEMM on dequantized weights"
-       : kt.prefill_dequant_8bit ? "; quantized prefill (16-bit activations): F32 GEMM on dequantized 8-bit weights, integer GEMM on 4-bit"
-                                 : "; quantized prefill (16-bit activations): integer GEMM";
+  s += kt.prefill_dequant_8bit && kt.prefill_dequant_4bit
+           ? "; quantized prefill (16-bit activations): F32 GEMM on dequantized weights"
+       : kt.prefill_dequant_8bit
+           ? "; quantized prefill (16-bit activations): F32 GEMM on dequantized 8-bit, Q5_K and Q6_K weights, integer GEMM on 4-bit"
+           : "; quantized prefill (16-bit activations): integer GEMM, F32 GEMM on dequantized Q5_K and Q6_K";
 #if defined(__x86_64__)
   __builtin_cpu_init();
   std::string cpu;

@@ -51,10 +51,20 @@ cpu::QFormat qformat_of(const TensorView& w) {
 bool CpuBackend::prefill_dequantizes(const TensorView& w, int64_t n) const {
   const cpu::QFormat fmt = qformat_of(w);
   const cpu::KernelTable& kt = cpu::kernels();
-  const bool level_takes = fmt == cpu::QFormat::W8 || fmt == cpu::QFormat::Q8_0 ? kt.prefill_dequant_8bit
-                           : fmt == cpu::QFormat::W4 || fmt == cpu::QFormat::Q4_0 || fmt == cpu::QFormat::Q4_1
-                               ? kt.prefill_dequant_4bit
-                               : false;  // kernels/dequant.h covers these five
+  bool level_takes = false;
+  switch (fmt) {  // kernels/dequant.h covers every format with integer kernels
+    case cpu::QFormat::W8:
+    case cpu::QFormat::Q8_0: level_takes = kt.prefill_dequant_8bit; break;
+    // Their integer kernels unpack the 5- and 6-bit values at each step and have no GEMM:
+    // the float GEMM wins at every level (1B shape: 2.1-2.9x, docs/PERF.md).
+    case cpu::QFormat::Q5_K:
+    case cpu::QFormat::Q6_K: level_takes = true; break;
+    case cpu::QFormat::W4:
+    case cpu::QFormat::Q4_0:
+    case cpu::QFormat::Q4_1:
+    case cpu::QFormat::Q4_K: level_takes = kt.prefill_dequant_4bit; break;
+    default: break;
+  }
   return level_takes && !int8_activations_ && n >= kt.gemm_tile_tokens;
 }
 

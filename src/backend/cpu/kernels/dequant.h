@@ -1,9 +1,9 @@
 // Quantized weight rows dequantized to F32 a slice at a time, for the float prefill GEMM
 // (gemm.cpp) on levels where the integer GEMM pays twice for 16-bit activations (kernels.h,
 // KernelTable::prefill_dequant_8bit / _4bit). Formats (quant/formats.h, quant/gguf_dequant.h): W8, W4,
-// Q8_0, Q4_0, Q4_1. Each value is the reference's product of the stored scale and the code
-// (Q4_1's d * q + m may round once, as one fused multiply-add, where the reference rounds
-// twice).
+// Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. Each value is the reference's product of the stored
+// scale and the code (Q4_1's d * q + m and the K types' (d * sc) * q - dmin * mn may round
+// once, as one fused multiply-add, where the reference rounds twice).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,8 @@ namespace tf::cpu::TF_CPU_ISA_NS {
 
 // Whether dequant_slice takes weights of dtype t.
 inline bool dequant_slice_covers(DType t) {
-  return t == DType::W8 || t == DType::W4 || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1;
+  return t == DType::W8 || t == DType::W4 || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 ||
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 namespace dequant_detail {
@@ -51,10 +52,61 @@ inline void q4_block(const uint8_t* blk, float* out) {
   }
 }
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block (12 bytes at s).
+inline void k_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q4_K / Q5_K super-block (256 elements, 8 sub-blocks of 32; sub-block 2i the low nibbles of
+// bytes 32i..32i+31, 2i+1 their high nibbles; Q5_K's fifth bit of element l of sub-block j is
+// bit j of qh[l]): w = (d * sc) * q - dmin * mn.
+template <bool kFifth>
+inline void k4_block(const uint8_t* blk, float* out) {
+  uint16_t dh, mh;
+  std::memcpy(&dh, blk, 2);
+  std::memcpy(&mh, blk + 2, 2);
+  const float d = half_to_f32(dh), dmin = half_to_f32(mh);
+  const uint8_t* qh = blk + 16;
+  const uint8_t* qs = blk + (kFifth ? 48 : 16);
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    k_scale_min(j, blk + 4, &sc, &mn);
+    const float dl = d * float(sc), ml = dmin * float(mn);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; l += kLanes) {
+      VecI v = (widen_u8(qs + 32 * (j / 2) + l) >> shift) & 15;
+      if constexpr (kFifth) v |= ((widen_u8(qh + l) >> j) & 1) << 4;
+      store(out + 32 * j + l, __builtin_convertvector(v, VecF) * dl - ml);
+    }
+  }
+}
+
+// Q6_K super-block: element e = 128 h + r has its low nibble in byte 64 h + r % 64 (the high
+// nibble when r >= 64), its two high bits in byte 128 + 32 h + r % 32 at bit 2 (r / 32), and
+// the int8 scale e / 16 at byte 192; d at byte 208: w = (d * scale) * (q - 32).
+inline void q6k_block(const uint8_t* blk, float* out) {
+  uint16_t dh;
+  std::memcpy(&dh, blk + 208, 2);
+  const float d = half_to_f32(dh);
+  const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
+  for (int e = 0; e < 256; e += kLanes) {  // kLanes divides 16: one scale per vector
+    const int h = e / 128, r = e % 128;
+    const VecI lo = (widen_u8(blk + 64 * h + r % 64) >> (4 * (r / 64))) & 15;
+    const VecI hi = (widen_u8(blk + 128 + 32 * h + r % 32) >> (2 * (r / 32))) & 3;
+    store(out + e, __builtin_convertvector(VecI((lo | (hi << 4)) - 32), VecF) * (d * float(scales[e / 16])));
+  }
+}
+
 }  // namespace dequant_detail
 
-// Elements [k0, k0 + len) of row `row` of w into out[len]; k0 and len multiples of 32 (and
-// within one W4 group's multiples where they cross groups: any multiple of 32 works).
+// Elements [k0, k0 + len) of row `row` of w into out[len]; k0 and len multiples of 32 (256
+// for the K types, whose rows hold whole super-blocks).
 inline void dequant_slice(const TensorView& w, int64_t row, int64_t k0, int64_t len, float* out) {
   using namespace dequant_detail;
   const int64_t k = w.shape[1];
@@ -82,6 +134,18 @@ inline void dequant_slice(const TensorView& w, int64_t row, int64_t k0, int64_t 
       for (int64_t b = 0; b < len / 32; ++b, blk += bytes, out += 32) {
         if (w.dtype == DType::Q4_0) q4_block<false>(blk, out);
         else q4_block<true>(blk, out);
+      }
+      return;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
+      const int64_t bytes = int64_t(dtype_row_bytes(w.dtype, 256));
+      const uint8_t* blk = static_cast<const uint8_t*>(w.data) + dtype_row_bytes(w.dtype, k) * row + k0 / 256 * bytes;
+      for (int64_t b = 0; b < len / 256; ++b, blk += bytes, out += 256) {
+        if (w.dtype == DType::Q4_K) k4_block<false>(blk, out);
+        else if (w.dtype == DType::Q5_K) k4_block<true>(blk, out);
+        else q6k_block(blk, out);
       }
       return;
     }

@@ -151,8 +151,8 @@ void gemm_pack_x(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t ti
 
 void gemm_blocks(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) {
   if (a.wq) {
-    TF_ASSERT(dequant_slice_covers(a.wq->dtype) && a.k % 32 == 0, "gemm: quantized weight dtype {} with k {} unsupported",
-              dtype_name(a.wq->dtype), a.k);
+    TF_ASSERT(dequant_slice_covers(a.wq->dtype) && a.k % 32 == 0 && a.k % dtype_block_elems(a.wq->dtype) == 0,
+              "gemm: quantized weight dtype {} with k {} unsupported", dtype_name(a.wq->dtype), a.k);
     return blocks_of<Quant>(a, xt, b0, b1, scratch);
   }
   switch (a.w_dtype) {

@@ -23,8 +23,8 @@ struct MatmulArgs {
   const float* x = nullptr;     // [n, k]
   const void* w = nullptr;      // [m, k] of w_dtype: F32, BF16 or F16
   DType w_dtype = DType::F32;
-  // gemm_blocks only: a quantized weight (W8, W4, Q8_0, Q4_0, Q4_1; k % 32 == 0) dequantized
-  // chunk by chunk; w is then wq->data.
+  // gemm_blocks only: a quantized weight (W8, W4, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; k a
+  // multiple of 32 and of the blocks) dequantized chunk by chunk; w is then wq->data.
   const TensorView* wq = nullptr;
   const float* bias = nullptr;  // [m] or null
   float* out = nullptr;         // [n, m]
@@ -133,12 +133,13 @@ struct KernelTable {
   int64_t (*gemm_scratch_floats)(int64_t n) = nullptr;
   void (*gemm_pack_x)(const float* x, int64_t n, int64_t k, int64_t tile0, int64_t tile1, float* xt) = nullptr;
   void (*gemm_blocks)(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) = nullptr;
-  // Whether prefill on 8-bit (W8, Q8_0) / 4-bit (W4, Q4_0, Q4_1) weights with 16-bit
+  // Whether prefill on 8-bit (W8, Q8_0) / 4-bit (W4, Q4_0, Q4_1, Q4_K) weights with 16-bit
   // activations runs this float GEMM on the weights dequantized chunk by chunk
   // (MatmulArgs::wq) rather than the integer GEMM, whose 16-bit activations take two byte
   // products a block: measured per level (docs/PERF.md, "Issue 17: prefill on dequantized
   // weights below VNNI"): the float GEMM wins for both widths below AVX-512 and for 8-bit
-  // weights on AVX-512 without VNNI; VNNI's byte products win for both.
+  // weights on AVX-512 without VNNI; VNNI's byte products win for both. (Q5_K and Q6_K
+  // prefill takes the float GEMM at every level: CpuBackend::prefill_dequantizes.)
   bool prefill_dequant_8bit = false, prefill_dequant_4bit = false;
   // BF16-weight GEMM on AMX tiles (kernels/gemm_amx.cpp; null below AVX-512 VNNI; callable
   // only where amx_tiles_permitted(), on shapes amx_gemm_shape takes): x rounded to BF16 into
