@@ -40,27 +40,14 @@ void q4_1(const uint8_t* b, float* y) {
   }
 }
 
-// The 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of a Q4_K/Q5_K block:
-// j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 in the nibbles of byte j + 4 with the
-// top two bits of bytes j - 4 (scale) and j (min).
-void scale_min_k4(int j, const uint8_t* s, uint8_t* sc, uint8_t* mn) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *mn = s[j + 4] & 63;
-  } else {
-    *sc = uint8_t((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-    *mn = uint8_t((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
-}
-
 // Q4_K and Q5_K: eight sub-blocks of 32 with 6-bit scales and mins; `qh` (Q5_K only, else
 // null) holds each element's fifth bit.
 void k4_or_k5(const uint8_t* b, const uint8_t* qh, const uint8_t* q, float* y) {
   const float d = half(b), dmin = half(b + 2);
   const uint8_t* scales = b + 4;
   for (int sb = 0; sb < 8; ++sb) {
-    uint8_t sc, mn;
-    scale_min_k4(sb, scales, &sc, &mn);
+    int sc, mn;
+    k4_scale_min(sb, scales, &sc, &mn);
     const float dl = d * float(sc), ml = dmin * float(mn);
     const uint8_t* qs = q + 32 * (sb / 2);
     const int shift = 4 * (sb % 2);

@@ -24,6 +24,19 @@
 
 namespace tf {
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block from its 12
+// packed bytes s: j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 in the nibbles of byte
+// j + 4 with the top two bits of bytes j - 4 (scale) and j (min).
+inline void k4_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
 // Whether dequantize_row handles t: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool can_dequantize(DType t);
 

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "quant/gguf_dequant.h"
+
 namespace tf::cpu {
 namespace {
 
@@ -47,17 +49,6 @@ void block_values(const TensorView& w, int64_t row, int64_t b, uint8_t* v) {
   }
 }
 
-// ggml's 6-bit scale and min of sub-block j of a Q4_K super-block (scales[12]).
-void q4k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 // Writes the header of segment s of row r (r < 4) of a group; `row` is its row in w.
 void put_header(const TensorView& w, int64_t row, int64_t r, int64_t s, uint8_t* h) {
   const int64_t k = w.shape[1];
@@ -80,7 +71,12 @@ void put_header(const TensorView& w, int64_t row, int64_t r, int64_t s, uint8_t*
       const uint8_t* p = data + (row * (k / 256) + s) * 144;
       std::memcpy(h + 2 * r, p, 2);          // d
       std::memcpy(h + 8 + 2 * r, p + 2, 2);  // dmin
-      for (int j = 0; j < 8; ++j) q4k_scale_min(j, p + 4, h + 16 + 4 * j + r, h + 48 + 4 * j + r);
+      for (int j = 0; j < 8; ++j) {
+        int sc, mn;
+        k4_scale_min(j, p + 4, &sc, &mn);
+        h[16 + 4 * j + r] = uint8_t(sc);
+        h[48 + 4 * j + r] = uint8_t(mn);
+      }
       return;
     }
     default: return;

@@ -155,6 +155,8 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
   const bool then = f.epilogue == Epi::AddTo || f.epilogue == Epi::Swiglu || f.epilogue == Epi::Geglu;
   const bool rope = f.epilogue == Epi::RopeKv;
   if (!f.norm_w.data && !then && !rope) return false;
+  const Fp8Then t =  // read only where `then`
+      f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
   OpScope scope(prof(),
                 profiler_ ? fmt::format("matmul fp8{}{} (W8A8) rows={} k={} m={}", f.norm_w.data ? " +norm" : "",
                                         epilogue_name(f.epilogue), g.rows, g.k, g.m)
@@ -199,7 +201,6 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
       launch_rope_kv_write(r, stream_);
       return true;
     }
-    const Fp8Then t = f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
     if (!fp8_scale_then_hand_off(t, acc, a.sums_f32(), xs, a.w_scale, g, f, out))
       launch_fp8_scale_then(t, acc, a.sums_f32(), xs, a.w_scale, g.bias, g.rows, g.m, bf_mut(out), stream_);
     return true;
@@ -210,9 +211,6 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
   // cuBLASLt applied the scales into y: the handoff kernel with unit scales adds / gates and
   // quantizes for the next product in one kernel
   if (then && !g.bias) {
-    const Fp8Then t = f.epilogue == Epi::AddTo    ? Fp8Then::AddTo
-                      : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu
-                                                  : Fp8Then::Geglu;
     if (fp8_scale_then_hand_off(t, f.y.data, /*acc_f32=*/false, nullptr, nullptr, g, f, out)) return true;
   }
   switch (f.epilogue) {

@@ -12,6 +12,7 @@
 #include "backend/cpu/kernels/simd.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "quant/gguf_dequant.h"
 
 namespace tf::cpu::TF_CPU_ISA_NS {
 
@@ -52,17 +53,6 @@ inline void q4_block(const uint8_t* blk, float* out) {
   }
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block (12 bytes at s).
-inline void k_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *mn = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 // Q4_K / Q5_K super-block (256 elements, 8 sub-blocks of 32; sub-block 2i the low nibbles of
 // bytes 32i..32i+31, 2i+1 their high nibbles; Q5_K's fifth bit of element l of sub-block j is
 // bit j of qh[l]): w = (d * sc) * q - dmin * mn.
@@ -76,7 +66,7 @@ inline void k4_block(const uint8_t* blk, float* out) {
   const uint8_t* qs = blk + (kFifth ? 48 : 16);
   for (int j = 0; j < 8; ++j) {
     int sc, mn;
-    k_scale_min(j, blk + 4, &sc, &mn);
+    k4_scale_min(j, blk + 4, &sc, &mn);
     const float dl = d * float(sc), ml = dmin * float(mn);
     const int shift = 4 * (j % 2);
     for (int l = 0; l < 32; l += kLanes) {

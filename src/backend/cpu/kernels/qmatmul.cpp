@@ -39,6 +39,7 @@
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/simd.h"
 #include "core/error.h"
+#include "quant/gguf_dequant.h"
 
 namespace tf::cpu::TF_CPU_ISA_NS {
 namespace {
@@ -55,17 +56,6 @@ inline float half(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return half_to_f32(h);
-}
-
-// ggml's 6-bit scale and min of sub-block j of a Q4_K super-block (scales[12]).
-inline void q4k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
 }
 
 #if defined(__AVX2__)
@@ -339,8 +329,8 @@ template <typename V>
 Step<V> k4_step(const uint8_t* p, int j, typename V::I q) {
   const float d = half(p), dmin = half(p + 2);
   int sc0, m0, sc1 = 0, m1 = 0;
-  q4k_scale_min(j, p + 4, &sc0, &m0);
-  if (V::kBlocks == 2) q4k_scale_min(j + 1, p + 4, &sc1, &m1);
+  k4_scale_min(j, p + 4, &sc0, &m0);
+  if (V::kBlocks == 2) k4_scale_min(j + 1, p + 4, &sc1, &m1);
   return {q, V::lanes(d * float(sc0), d * float(sc1)), V::lanes(dmin * float(m0), dmin * float(m1))};
 }
 
@@ -497,7 +487,7 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
       const uint8_t* p = data + row * (k / 256 * 144) + (b / 8) * 144;
       const int j = int(b % 8);
       int sc, mn;
-      q4k_scale_min(j, p + 4, &sc, &mn);
+      k4_scale_min(j, p + 4, &sc, &mn);
       for (int i = 0; i < 32; ++i) s.q[i] = int8_t(j % 2 ? p[16 + 32 * (j / 2) + i] >> 4 : p[16 + 32 * (j / 2) + i] & 0xF);
       c = half(p) * float(sc);
       m = half(p + 2) * float(mn);
@@ -507,7 +497,7 @@ ScalarBlock scalar_block(const TensorView& w, int64_t row, int64_t b) {
       const uint8_t* p = data + row * (k / 256 * 176) + (b / 8) * 176;
       const int j = int(b % 8);
       int sc, mn;
-      q4k_scale_min(j, p + 4, &sc, &mn);
+      k4_scale_min(j, p + 4, &sc, &mn);
       for (int i = 0; i < 32; ++i) {
         const uint8_t byte = p[48 + 32 * (j / 2) + i];
         s.q[i] = int8_t((j % 2 ? byte >> 4 : byte & 0xF) | (((p[16 + i] >> j) & 1) << 4));
