@@ -158,6 +158,7 @@ std::string quant_kernel_name(int tile) {
   if (tile == kSimtGemv) return "gemv";
   if (tile < 0) {
     const Half2Options& o = kHalf2Options[half2_index(tile)];
+    if (o.imma) return "gemv-imma";
     if (o.stages > 0)
       return fmt::format("gemv-ring{}{}{}", o.stages, o.split > 1 ? fmt::format("x{}", o.split) : "",
                          o.blocks_per_sm ? fmt::format("b{}", o.blocks_per_sm) : "");

@@ -26,22 +26,26 @@ constexpr int64_t kGemvHalf2MaxRows = 4;
 // (gemv_split.cu: one input row, held in registers), which ignores the other two: `split` 2
 // keeps a ring of weight rows in registers, 2 16-byte chunks a lane; `split` 1 with `stages`
 // 8 streams them through a shared-memory ring of 8 rows per warp, in at most `blocks_per_sm`
-// blocks an SM (0: as many as fit), so each warp streams more rows.
+// blocks an SM (0: as many as fit), so each warp streams more rows. `imma` takes the
+// integer tensor-core kernel instead (gemv_imma.cu: W4 in groups of 128, 1..4 input rows),
+// which ignores the others.
 struct Half2Options {
   int features_per_warp = 1;
   bool persistent = false;
   int split = 0;
   int stages = 0;
   int blocks_per_sm = 0;
+  bool imma = false;
 };
 
 // Every launch variant, in the order the backend times them and the tests run them: the
 // warp-per-feature kernel (features a warp, persistent), the register ring, the shared-memory
-// ring (chunks a lane, blocks an SM). Measured on the H200 (docs/PERF.md), each wins some
+// ring (chunks a lane, blocks an SM), the integer tensor-core kernel. Measured on the H200 (docs/PERF.md), each wins some
 // shape or fusion.
 constexpr Half2Options kHalf2AllOptions[] = {
     {1, false},          {2, false},          {1, true},           {2, true},          {1, false, 2},
-    {1, false, 1, 8},    {1, false, 1, 8, 2}, {1, false, 1, 8, 4}, {1, false, 2, 8, 4}, {1, false, 2, 8, 8}};
+    {1, false, 1, 8},    {1, false, 1, 8, 2}, {1, false, 1, 8, 4}, {1, false, 2, 8, 4}, {1, false, 2, 8, 8},
+    {1, false, 0, 0, 0, true}};
 
 // True when launch_gemv_half2 runs `g` with `f` and `o`: W4 or W8 weights, rows <=
 // kGemvHalf2MaxRows (1 with `split`), gemv_supported(g, f), the staged input rows fit in
@@ -54,5 +58,9 @@ void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion&
 bool gemv_split_supported(const GemmArgs& g, const GemvFusion& f, int split, int stages);
 void launch_gemv_split(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, int split, int stages,
                        int blocks_per_sm = 0);
+
+// The integer tensor-core kernel (gemv_imma.cu), which the two above route `imma` to.
+bool gemv_imma_supported(const GemmArgs& g, const GemvFusion& f);
+void launch_gemv_imma(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f);
 
 }  // namespace tf::cuda

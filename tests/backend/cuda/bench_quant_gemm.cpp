@@ -287,7 +287,8 @@ void run_shape(Bench& b, const Shape& sh, const std::vector<int64_t>& rows_list)
       for (const Half2Options& o : kHalf2AllOptions)
         if (gemv_half2_supported(gq(0), {}, o))
           b.report(sh, rows,
-                   n + (o.stages > 0  ? " ring" + std::to_string(o.stages) +
+                   n + (o.imma          ? std::string(" imma")
+                        : o.stages > 0  ? " ring" + std::to_string(o.stages) +
                                             (o.split > 1 ? "x" + std::to_string(o.split) : "") +
                                             (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "")
                         : o.split > 0 ? " split" + std::to_string(o.split)

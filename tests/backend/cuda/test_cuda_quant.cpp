@@ -192,6 +192,7 @@ TEST(CudaQuant, MatmulMatchesRef) {
 constexpr double kHalf2Tol = 5e-3;
 constexpr const auto& kHalf2Variants = cuda::kHalf2AllOptions;
 std::string half2_name(const cuda::Half2Options& o) {
+  if (o.imma) return " imma";
   if (o.stages > 0)
     return " ring " + std::to_string(o.stages) + (o.split > 1 ? " x" + std::to_string(o.split) : "") +
            (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "");
@@ -318,7 +319,8 @@ TEST(CudaQuant, Half2GemvScalesEachRow) {
                              .wq = cuda::detail::quant_args(wd)};
       cuda::GemmArgs one_row = g;
       one_row.rows = 1;
-      if (o.split > 0 && !cuda::gemv_half2_supported(one_row, {}, o)) continue;  // W4: the ring needs groups of 128
+      // W4: the ring and the integer tensor-core kernel need groups of 128.
+      if ((o.split > 0 || o.imma) && !cuda::gemv_half2_supported(one_row, {}, o)) continue;
       const int64_t launches = o.split > 0 ? rows : 1;  // the k-split kernel takes one row a launch
       for (int64_t r = 0; r < launches; ++r) {
         cuda::GemmArgs gr = g;
@@ -418,7 +420,7 @@ TEST(CudaQuant, SplitGemvCoversEveryWarpAndRow) {
       const std::vector<float> want = ref_matmul(*be.ref, xn, w, nullptr, 1);
       int launched = 0;
       for (const cuda::Half2Options& o : kHalf2Variants) {
-        if (o.split == 0) continue;
+        if (o.split == 0 && !o.imma) continue;
         SCOPED_TRACE(std::string(f.name) + (norm ? " norm" : "") + half2_name(o));
         test::GuardedBf16 got(*be.cuda, 1, m);
         const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = 1, .k = k, .m = m,
@@ -434,6 +436,7 @@ TEST(CudaQuant, SplitGemvCoversEveryWarpAndRow) {
       // inputs a chunk a lane: W4 14 or 7 warps, W8 only at 2 chunks a lane).
       int want_launched = 0;
       for (const cuda::Half2Options& o : kHalf2Variants) {
+        if (o.imma) want_launched += f.spec.format == DType::W4 && f.spec.group_size == 128;
         if (o.split == 0) continue;
         const int64_t per_warp = (f.spec.format == DType::W4 ? 1024 : 512) * o.split;
         const bool ring_format = f.spec.format == DType::W8 || f.spec.group_size == 128;
@@ -535,7 +538,8 @@ TEST(CudaQuant, Half2GemvRopeKvMatchesRef) {
                                    .rows = rows, .k = k, .m = m, .wq = cuda::detail::quant_args(wd)};
             const cuda::GemvFusion gf{.norm_w = norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
                                       .epilogue = cuda::GemvEpilogue::RopeKv, .rope = ra};
-            if (o.split > 0 && (rows > 1 || !cuda::gemv_half2_supported(g, gf, o))) continue;
+            if (o.split > 0 && rows > 1) continue;
+            if ((o.split > 0 || o.imma) && !cuda::gemv_half2_supported(g, gf, o)) continue;
             ASSERT_TRUE(cuda::gemv_half2_supported(g, gf, o));
             cuda::launch_gemv_half2(g, stream, gf, o);
             test::expect_close("quant half2 gemv rope/kv qkv", qkv.values(), want_qkv, 8e-3, qkv.guard_intact());
