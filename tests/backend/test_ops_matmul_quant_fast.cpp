@@ -641,17 +641,56 @@ TEST(OpsMatmulQuantFast, U8x4HoldsTheCanonicalCodesAndScales) {
   }
 }
 
+// U8x4's Q6_K segments (quant_pack.h) decoded from their definition: per group of 4 rows and
+// super-block, {F16 d[4], int8 sc[8 blocks][4 rows][2 halves], then per block int8 codes[4][32]};
+// d * sc of the code's 16 times the code is the weight the test's own ggml-order decoding of
+// the canonical bytes gives, bit for bit (the same float products); padding rows are zero.
+TEST(OpsMatmulQuantFast, U8x4HoldsQ6KCodesMinus32AndTheirScales) {
+  for (const int64_t m : {1, 4, 6}) {
+    for (const int64_t k : {256, 512}) {
+      SCOPED_TRACE("m=" + std::to_string(m) + " k=" + std::to_string(k));
+      Rng rng(test::seed_of({int64_t(DType::Q6_K), m, k}));
+      QWeight w = make_weight(rng, DType::Q6_K, m, k, 0);
+      const int64_t groups = (m + 3) / 4, n_seg = k / 256, seg_bytes = 72 + 8 * 128;
+      ASSERT_EQ(cpu::u8x4_bytes(w.view()), groups * n_seg * seg_bytes);
+      std::vector<uint8_t> packed(size_t(groups * n_seg * seg_bytes), 0xAB);
+      cpu::pack_u8x4(w.view(), packed.data());
+      int64_t mismatches = 0;
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t s = 0; s < n_seg; ++s) {
+          const uint8_t* seg = packed.data() + (g * n_seg + s) * seg_bytes;
+          for (int64_t r = 0; r < 4; ++r) {
+            const int64_t row = 4 * g + r;
+            const float d = get_half(seg + 2 * r);
+            for (int64_t i = 0; i < 8; ++i)
+              for (int64_t j = 0; j < 32; ++j) {
+                const int8_t sc = int8_t(seg[8 + 8 * i + 2 * r + j / 16]);
+                const int8_t code = int8_t(seg[72 + i * 128 + 32 * r + j]);
+                const float got = d * float(sc) * float(code);
+                if (row >= m) mismatches += d != 0.0f || sc != 0 || code != 0;
+                else mismatches += got != w.dequant[size_t(row * k + s * 256 + 32 * i + j)];
+              }
+          }
+        }
+      EXPECT_EQ(mismatches, 0);
+    }
+  }
+}
+
 // At the levels with the packed kernels (AVX2 and up), an uploaded weight runs on its packed
-// copy (U8x4 for Q8_0 and W8, U4x4 for Q4_0 and W4), through the few-token kernels (3 tokens)
-// and the prefill GEMM (12): with the uploaded canonical bytes (and the scales and zeros kept
-// beside them) zeroed afterwards, the output is still the matmul of the weights as uploaded.
-// Below AVX2 the kernels read the canonical bytes: zeroed, every output is 0.
+// copy (U8x4 for Q8_0, W8 and Q6_K, U4x4 for Q4_0 and W4), through the few-token kernels (3
+// tokens) and the prefill GEMM (12; Q6_K has none: its prefill dequantizes the canonical
+// bytes): with the uploaded canonical bytes (and the scales and zeros kept beside them)
+// zeroed afterwards, the output is still the matmul of the weights as uploaded. Below AVX2
+// the kernels read the canonical bytes: zeroed, every output is 0.
 TEST(OpsMatmulQuantFast, UploadedWeightsRunOnTheirPackedCopy) {
   const bool packed_kernels = cpu::kernels().qmatmul_u8x4 != nullptr;
-  const int64_t m = 7, k = 96;
+  const int64_t m = 7;
   auto ref = make_backend(BackendKind::Ref);
-  for (const DType dtype : {DType::Q8_0, DType::W8, DType::Q4_0, DType::W4}) {
+  for (const DType dtype : {DType::Q8_0, DType::W8, DType::Q4_0, DType::W4, DType::Q6_K}) {
+    const int64_t k = dtype == DType::Q6_K ? 256 : 96;
     for (const int64_t n : {int64_t(3), int64_t(12)}) {
+      if (dtype == DType::Q6_K && n > 3) continue;
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
       CpuBackend cpu;
       Rng rng(test::seed_of({int64_t(dtype), n, m, k}));

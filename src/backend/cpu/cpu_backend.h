@@ -26,7 +26,7 @@ class CpuBackend : public HostBackend {
     bf16_activations_ = opt.bf16_activations;
   }
   std::string name() const override { return "cpu"; }
-  // As HostBackend's, and a 4-bit weight (Q4_0, Q4_1, W4, Q4_K) also gets a repacked copy for the
+  // As HostBackend's, and a Q4_0, Q4_1, W4, Q4_K, Q8_0, W8 or Q6_K weight also gets a repacked copy for the
   // integer kernels (quant_pack.h), found again by its data pointer and dropped by
   // release(): memory holding an uploaded weight must not be freed while this backend lives
   // without releasing the view first.

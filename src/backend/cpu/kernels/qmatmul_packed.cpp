@@ -1,6 +1,6 @@
 // Integer matmul over weights repacked in groups of 4 rows (backend/cpu/quant_pack.h): 4-bit
-// ones as U4x4 (Q4_0, Q4_1, W4, Q4_K), 8-bit ones as U8x4 (Q8_0, W8), against activations
-// quantized per block of 32 (kernels.h).
+// ones as U4x4 (Q4_0, Q4_1, W4, Q4_K), 8-bit ones and Q6_K as U8x4 (Q8_0, W8, Q6_K), against
+// activations quantized per block of 32 (kernels.h).
 //
 // Per block, one 512-bit load holds the 4 rows' 16 bytes of nibbles (128-bit lane r = row
 // r; with 256-bit vectors, two registers of 2 rows): low nibbles are elements 0-15 of each
@@ -13,14 +13,16 @@
 // 254 * dot(w, q) + dot(w, q2). NT tokens share each block's unpacking and scales. Compared with the
 // canonical layouts (qmatmul.cpp) there is no per-row gathering of scales and nibbles.
 //
-// 8-bit weights repacked as U8x4 (Q8_0, W8): per block, the 4 rows' 32 int8 codes, one
-// 512-bit register of 2 rows (256-bit lane = row) or one 256-bit register a row. The
-// activation block is broadcast to every lane; signed codes go through the unsigned-by-signed
-// byte products as |w| . sign(x, w) (|w| once per block, the sign per token), 8 int32 lanes
-// a row; acc += float(dot) * c * dx_b (no offset), and row r's output is the sum of its 8
-// lanes. 16-bit activations join the planes as 254 hi + lo with shifts (a lane's |hi| reaches
-// 4 x 128 x 127). With 256-bit vectors a tile of more than one token takes the group's rows
-// in two passes of 2 (registers: NT x 4 accumulators and 4 blocks of codes do not fit 16).
+// 8-bit weights repacked as U8x4 (Q8_0, W8, and Q6_K's codes minus 32): per block, the 4
+// rows' 32 int8 codes, one 512-bit register of 2 rows (256-bit lane = row) or one 256-bit
+// register a row. The activation block is broadcast to every lane; signed codes go through
+// the unsigned-by-signed byte products as |w| . sign(x, w) (|w| once per block, the sign per
+// token), 8 int32 lanes a row; acc += float(dot) * c * dx_b (no offset), and row r's output
+// is the sum of its 8 lanes. 16-bit activations join the planes as 254 hi + lo with shifts
+// (a lane's |hi| reaches 4 x 128 x 127). Q6_K's c is per 16 codes: lanes 0-3 and 4-7 of a
+// row take their own (d * sc, computed as the canonical kernel does). With 256-bit vectors a
+// tile of more than one token takes the group's rows in two passes of 2 (registers: NT x 4
+// accumulators and 4 blocks of codes do not fit 16).
 // AVX2 and above; the baseline level reads the canonical layouts only.
 #include <algorithm>
 #include <cstring>
@@ -253,6 +255,16 @@ struct Rows8 {
                           : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v4));
   }
+  // Q6_K: d * sc of rows 2h and 2h + 1 per 16 codes (lanes 0-3 the first 16 of row 2h, 4-7
+  // its second, 8-15 row 2h + 1's), from the block's int8 [row][half] at sc and d4 = d[4].
+  static F spread_halves(const uint8_t* sc, __m128 d4, int h) {
+    int32_t four;
+    std::memcpy(&four, sc + 4 * h, 4);
+    const __m128 d = _mm_permutevar_ps(d4, h ? _mm_set_epi32(3, 3, 2, 2) : _mm_set_epi32(1, 1, 0, 0));
+    const __m128 c = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(four))), d);
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(c));
+  }
   static F zero() { return _mm512_setzero_ps(); }
   static F splat(float a) { return _mm512_set1_ps(a); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
@@ -290,6 +302,14 @@ struct Rows8 {
     return _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(hi, 8), _mm256_slli_epi32(hi, 1)), lo);
   }
   static F spread(__m128 v4, int h) { return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v4), _mm256_set1_epi32(h)); }
+  // Q6_K: row h's d * sc per 16 codes (lanes 0-3, 4-7), as Rows8's AVX-512 version.
+  static F spread_halves(const uint8_t* sc, __m128 d4, int h) {
+    int16_t two;
+    std::memcpy(&two, sc + 2 * h, 2);
+    const __m128 c = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(two))),
+                                _mm_permutevar_ps(d4, _mm_set1_epi32(h)));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(c), _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0));
+  }
   static F zero() { return _mm256_setzero_ps(); }
   static F splat(float a) { return _mm256_set1_ps(a); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
@@ -317,12 +337,16 @@ void group_tile8(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l
     for (int h = 0; h < NREG; ++h) acc[t][h] = R::zero();
   for (int64_t s = 0; s < nb / per_seg; ++s) {
     const uint8_t* hdr = group + s * seg_bytes;
-    const __m128 c4 = kFmt == DType::Q8_0 ? f16x4(hdr) : _mm_loadu_ps(reinterpret_cast<const float*>(hdr));
+    // Q8_0's c, W8's c, Q6_K's d.
+    const __m128 c4 = kFmt == DType::W8 ? _mm_loadu_ps(reinterpret_cast<const float*>(hdr)) : f16x4(hdr);
     typename R::F c[NREG];
-    for (int h = 0; h < NREG; ++h) c[h] = R::spread(c4, reg0 + h);
+    if constexpr (kFmt != DType::Q6_K)
+      for (int h = 0; h < NREG; ++h) c[h] = R::spread(c4, reg0 + h);
     for (int64_t i = 0; i < per_seg; ++i) {
       const int64_t b = s * per_seg + i;
       const uint8_t* p = hdr + l.header_bytes + i * kU8x4BlockBytes;
+      if constexpr (kFmt == DType::Q6_K)
+        for (int h = 0; h < NREG; ++h) c[h] = R::spread_halves(hdr + 8 + 8 * i, c4, reg0 + h);
       __builtin_prefetch(p + kPrefetch);
       __builtin_prefetch(p + kPrefetch + 64);
       typename R::W w[NREG];
@@ -397,6 +421,7 @@ void qmatmul_u8x4(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   switch (a.w->dtype) {
     case DType::Q8_0: return groups8_of<DType::Q8_0>(a, g0, g1);
     case DType::W8: return groups8_of<DType::W8>(a, g0, g1);
+    case DType::Q6_K: return groups8_of<DType::Q6_K>(a, g0, g1);
     default: TF_ASSERT(false, "U8x4 matmul: no packed layout for {}", dtype_name(a.w->dtype));
   }
 }
