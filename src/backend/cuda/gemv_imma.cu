@@ -61,19 +61,6 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The virtual row v's weight row (gemv_split.cu's mapping for SwiGLU and RoPE/KV pairs).
-template <GemvEpilogue kEpi>
-__device__ __forceinline__ int32_t weight_row(const GemmArgs& g, const GemvFusion& f, int32_t v) {
-  if constexpr (kEpi == GemvEpilogue::Swiglu) {
-    return (v & 1) ? int32_t(g.m / 2) + v / 2 : v / 2;
-  } else if constexpr (kEpi == GemvEpilogue::RopeKv) {
-    const int32_t hd = f.rope.head_dim, head = v / hd, w = v % hd;
-    return head * hd + (w & 1) * (hd / 2) + w / 2;
-  } else {
-    return v;
-  }
-}
-
 // Shared memory: the staged inputs [groups][8 R lanes][8 words], each group's integer sum and
 // power of two [groups][R], then the warps' row sums [warps][per_block][R].
 struct Layout {
@@ -175,7 +162,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_imma_kernel(GemmArgs g
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int vr = ld_tile * 16 + gq + 8 * h;
-      const int32_t row = weight_row<kEpi>(g, f, v0 + (vr < n ? vr : 0));
+      const int32_t row = gemv_detail::virtual_weight_row<kEpi>(g, f, v0 + (vr < n ? vr : 0));
       ld_ptr[h] = q_lane + uint64_t(uint32_t(row)) * row_bytes;
       ld_sz[h] = row * int32_t(groups) + grp0;
     }
@@ -286,7 +273,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_imma_kernel(GemmArgs g
   auto total = [&](int t, int r) {
     float y = 0.0f;
     for (int w = 0; w < n_warps; ++w) y += sums[(int64_t(w) * per_block + t) * R + r];
-    const int32_t row = weight_row<kEpi>(g, f, v0 + t);
+    const int32_t row = gemv_detail::virtual_weight_row<kEpi>(g, f, v0 + t);
     return y + (g.bias ? to_float(g.bias[row]) : 0.0f);
   };
   const int pairs = (n + 1) / 2;
@@ -350,27 +337,6 @@ struct ImmaLaunch {
   }
 };
 
-// launch.run<kNorm, kEpi>() for f's norm and epilogue (gemv_split.cu's with_fusion).
-template <typename Launch>
-void with_fusion(const GemvFusion& f, const Launch& launch) {
-  using E = GemvEpilogue;
-  if (f.norm_w) {
-    if (f.epilogue == E::Swiglu)
-      launch.template run<true, E::Swiglu>();
-    else if (f.epilogue == E::RopeKv)
-      launch.template run<true, E::RopeKv>();
-    else
-      launch.template run<true, E::Store>();
-    return;
-  }
-  switch (f.epilogue) {
-    case E::Store: launch.template run<false, E::Store>(); break;
-    case E::AddTo: launch.template run<false, E::AddTo>(); break;
-    case E::Swiglu: launch.template run<false, E::Swiglu>(); break;
-    case E::RopeKv: launch.template run<false, E::RopeKv>(); break;
-  }
-}
-
 }  // namespace
 
 bool gemv_imma_supported(const GemmArgs& g, const GemvFusion& f) {
@@ -387,10 +353,10 @@ void launch_gemv_imma(const GemmArgs& g, cudaStream_t stream, const GemvFusion& 
   if (!gemv_imma_supported(g, f))  // nvcc cannot compile fmt: no TF_ASSERT here
     throw_cuda_error(cudaErrorInvalidValue, "launch_gemv_imma: shape or options not supported", __FILE__, __LINE__);
   switch (g.rows) {
-    case 1: with_fusion(f, ImmaLaunch<1>{g, f, stream}); break;
-    case 2: with_fusion(f, ImmaLaunch<2>{g, f, stream}); break;
-    case 3: with_fusion(f, ImmaLaunch<3>{g, f, stream}); break;
-    default: with_fusion(f, ImmaLaunch<4>{g, f, stream}); break;
+    case 1: gemv_detail::with_fusion(f, ImmaLaunch<1>{g, f, stream}); break;
+    case 2: gemv_detail::with_fusion(f, ImmaLaunch<2>{g, f, stream}); break;
+    case 3: gemv_detail::with_fusion(f, ImmaLaunch<3>{g, f, stream}); break;
+    default: gemv_detail::with_fusion(f, ImmaLaunch<4>{g, f, stream}); break;
   }
 }
 

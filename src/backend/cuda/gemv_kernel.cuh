@@ -2,8 +2,9 @@
 // on the weight format so that BF16 (gemv.cu) and the quantized formats (gemv_quant.cu) share
 // the loop, the prologue and the epilogues. A format (WeightBf16 here, the others in
 // gemv_quant.cu) says how many elements a 16-byte chunk of a weight row holds and multiplies
-// one chunk into the accumulators; everything else is the same code. Internal to
-// src/backend/cuda (included by those two files only).
+// one chunk into the accumulators; everything else is the same code. Also the epilogues and
+// virtual rows the half2, k-split and integer tensor-core GEMVs share (gemv_half2.cu,
+// gemv_split.cu, gemv_imma.cu). Internal to src/backend/cuda.
 #pragma once
 
 #include "backend/cuda/common.cuh"
@@ -305,5 +306,43 @@ void launch_format(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream) 
 void launch_gemv_w8(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream);
 void launch_gemv_w4(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream);
 void launch_gemv_fp8(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream);
+
+// The weight row behind virtual row v of the kernels that give each block a range of rows
+// (gemv_split.cu, gemv_imma.cu): SwiGLU and RoPE/KV need two weight rows per output, so their
+// even/odd virtual rows are (gate j, up j) or (rotation pair i, i + head_dim / 2) of a head,
+// and every block's range is even, so a pair never straddles two blocks. m < 2^31.
+template <GemvEpilogue kEpi>
+__device__ __forceinline__ int32_t virtual_weight_row(const GemmArgs& g, const GemvFusion& f, int32_t v) {
+  if constexpr (kEpi == GemvEpilogue::Swiglu) {
+    return (v & 1) ? int32_t(g.m / 2) + v / 2 : v / 2;
+  } else if constexpr (kEpi == GemvEpilogue::RopeKv) {
+    const int32_t hd = f.rope.head_dim, head = v / hd, w = v % hd;
+    return head * hd + (w & 1) * (hd / 2) + w / 2;
+  } else {
+    return v;
+  }
+}
+
+// Calls launch.run<kNorm, kEpi>() for f's norm and epilogue (a norm goes with Store, SwiGLU or
+// RoPE/KV, as gemv_supported allows).
+template <typename Launch>
+void with_fusion(const GemvFusion& f, const Launch& launch) {
+  using E = GemvEpilogue;
+  if (f.norm_w) {
+    if (f.epilogue == E::Swiglu)
+      launch.template run<true, E::Swiglu>();
+    else if (f.epilogue == E::RopeKv)
+      launch.template run<true, E::RopeKv>();
+    else
+      launch.template run<true, E::Store>();
+    return;
+  }
+  switch (f.epilogue) {
+    case E::Store: launch.template run<false, E::Store>(); break;
+    case E::AddTo: launch.template run<false, E::AddTo>(); break;
+    case E::Swiglu: launch.template run<false, E::Swiglu>(); break;
+    case E::RopeKv: launch.template run<false, E::RopeKv>(); break;
+  }
+}
 
 }  // namespace tf::cuda::gemv_detail

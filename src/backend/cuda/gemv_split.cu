@@ -52,20 +52,6 @@ int64_t split_warps(int64_t k, int c) {
   return (n_chunks + 32 * c - 1) / (32 * c);
 }
 
-// The weight row behind virtual row v (see the header comment), in 32 bits (m < 2^31).
-template <GemvEpilogue kEpi>
-__device__ __forceinline__ int64_t weight_row(const GemmArgs& g, const GemvFusion& f, int64_t v64) {
-  const int32_t v = int32_t(v64);
-  if constexpr (kEpi == GemvEpilogue::Swiglu) {
-    return (v & 1) ? int32_t(g.m / 2) + v / 2 : v / 2;
-  } else if constexpr (kEpi == GemvEpilogue::RopeKv) {
-    const int32_t hd = f.rope.head_dim, head = v / hd, w = v % hd;
-    return head * hd + (w & 1) * (hd / 2) + w / 2;
-  } else {
-    return v;
-  }
-}
-
 // Transposed butterfly: on entry v[u] is this lane's share of row u (u < U); on return v[0]
 // is the whole warp's sum of row (lane >> (5 - log2 U)) % U. Step N (U, U / 2, ..., 2) swaps
 // half of the N values with the lane kOff apart and adds the other half.
@@ -156,7 +142,7 @@ __device__ void finish_rows(const GemmArgs& g, const GemvFusion& f, const float*
   auto total = [&](int64_t t) {
     float y = 0.0f;
     for (int w = 0; w < n_warps; ++w) y += sums[int64_t(w) * per_block + t];
-    const int64_t row = weight_row<kEpi>(g, f, v0 + t);
+    const int64_t row = gemv_detail::virtual_weight_row<kEpi>(g, f, int32_t(v0 + t));
     const float s = F::kRowScale ? static_cast<const float*>(g.wq.scales)[row] : 1.0f;
     return y * unscale * s + (g.bias ? to_float(g.bias[row]) : 0.0f);
   };
@@ -191,7 +177,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_split_kernel(GemmArgs 
   for (int c = 0; c < C; ++c) ci[c] = (int64_t(warp) * C + c) * 32 + lane, valid[c] = ci[c] < n_chunks;
   const typename F::Groups groups = F::groups(g);
   auto load_row = [&](int t, Chunk(&s)[C]) {
-    const int64_t row = weight_row<kEpi>(g, f, v0 + t);
+    const int64_t row = gemv_detail::virtual_weight_row<kEpi>(g, f, int32_t(v0 + t));
 #pragma unroll
     for (int c = 0; c < C; ++c)
       if (valid[c]) F::load(g, groups, row, ci[c], s[c]);
@@ -269,7 +255,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_stream_kernel(GemmArgs
   const uint8_t* z_warp = g.wq.zeros + warp * 8 * C;
   auto issue = [&](int t) {
     if (t < n) {
-      const uint32_t row = uint32_t(weight_row<kEpi>(g, f, v0 + t));
+      const uint32_t row = uint32_t(gemv_detail::virtual_weight_row<kEpi>(g, f, int32_t(v0 + t)));
       const uint32_t stage = ring_addr + uint32_t(t % S) * kStage;
       const unsigned char* q = q_lane + uint64_t(row) * row_bytes;
 #pragma unroll
@@ -392,28 +378,6 @@ struct StreamLaunch {
   }
 };
 
-// Calls launch.run<kNorm, kEpi>() for f's norm and epilogue (a norm goes with Store, SwiGLU or
-// RoPE/KV, as gemv_supported allows).
-template <typename Launch>
-void with_fusion(const GemvFusion& f, const Launch& launch) {
-  using E = GemvEpilogue;
-  if (f.norm_w) {
-    if (f.epilogue == E::Swiglu)
-      launch.template run<true, E::Swiglu>();
-    else if (f.epilogue == E::RopeKv)
-      launch.template run<true, E::RopeKv>();
-    else
-      launch.template run<true, E::Store>();
-    return;
-  }
-  switch (f.epilogue) {
-    case E::Store: launch.template run<false, E::Store>(); break;
-    case E::AddTo: launch.template run<false, E::AddTo>(); break;
-    case E::Swiglu: launch.template run<false, E::Swiglu>(); break;
-    case E::RopeKv: launch.template run<false, E::RopeKv>(); break;
-  }
-}
-
 // The variants the backend times (others measured slower everywhere, docs/PERF.md): the
 // register ring at 2 chunks a lane, the shared-memory ring of 8 rows at 1 or 2 chunks a lane.
 constexpr int kSplitChunks = 2;
@@ -449,18 +413,18 @@ void launch_gemv_split(const GemmArgs& g, cudaStream_t stream, const GemvFusion&
   if (stages != 0) {
     if (split == 2) {
       if (w8)
-        with_fusion(f, StreamLaunch<FormatW8, kRingRows, 2>{g, f, stream, blocks_per_sm});
+        gemv_detail::with_fusion(f, StreamLaunch<FormatW8, kRingRows, 2>{g, f, stream, blocks_per_sm});
       else
-        with_fusion(f, StreamLaunch<FormatW4, kRingRows, 2>{g, f, stream, blocks_per_sm});
+        gemv_detail::with_fusion(f, StreamLaunch<FormatW4, kRingRows, 2>{g, f, stream, blocks_per_sm});
     } else if (w8) {
-      with_fusion(f, StreamLaunch<FormatW8, kRingRows, 1>{g, f, stream, blocks_per_sm});
+      gemv_detail::with_fusion(f, StreamLaunch<FormatW8, kRingRows, 1>{g, f, stream, blocks_per_sm});
     } else {
-      with_fusion(f, StreamLaunch<FormatW4, kRingRows, 1>{g, f, stream, blocks_per_sm});
+      gemv_detail::with_fusion(f, StreamLaunch<FormatW4, kRingRows, 1>{g, f, stream, blocks_per_sm});
     }
   } else if (w8) {
-    with_fusion(f, SplitLaunch<FormatW8, kSplitChunks>{g, f, stream});
+    gemv_detail::with_fusion(f, SplitLaunch<FormatW8, kSplitChunks>{g, f, stream});
   } else {
-    with_fusion(f, SplitLaunch<FormatW4, kSplitChunks>{g, f, stream});
+    gemv_detail::with_fusion(f, SplitLaunch<FormatW4, kSplitChunks>{g, f, stream});
   }
 }
 
