@@ -64,16 +64,9 @@ void q5_k(const uint8_t* b, float* y) { k4_or_k5(b, b + 16, b + 48, y); }
 // Element e = 128 h + r (h: half of the block): low nibble from byte 64 h + r % 64 (high
 // nibble when r >= 64), two high bits from byte 32 h + r % 32 at bit 2 (r / 32); scale e / 16.
 void q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
   const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
   const float d = half(b + 208);
-  for (int e = 0; e < 256; ++e) {
-    const int h = e / 128, r = e % 128;
-    const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
-    const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
-    y[e] = (d * float(scales[e / 16])) * float((lo | (hi << 4)) - 32);
-  }
+  for (int e = 0; e < 256; ++e) y[e] = (d * float(scales[e / 16])) * float(q6k_value(b, e) - 32);
 }
 
 }  // namespace

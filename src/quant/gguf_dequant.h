@@ -37,6 +37,16 @@ inline void k4_scale_min(int j, const uint8_t* s, int* sc, int* mn) {
   }
 }
 
+// The 6-bit value (0..63) of element e (0..255) of a Q6_K super-block at blk: e = 128 h + r
+// has its low nibble in ql[64 h + r % 64] (the high nibble when r >= 64) and its two high bits
+// in qh[32 h + r % 32] at bit 2 (r / 32); ql at blk, qh at blk + 128.
+inline int q6k_value(const uint8_t* blk, int e) {
+  const int h = e / 128, r = e % 128;
+  const int lo = (blk[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
+  const int hi = (blk[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
+  return lo | (hi << 4);
+}
+
 // Whether dequantize_row handles t: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool can_dequantize(DType t);
 

@@ -172,19 +172,12 @@ void pack_u8x4(const TensorView& w, uint8_t* out) {
             const uint8_t* p = data + (row * nb + b) * 34;
             std::memcpy(seg + 2 * r, p, 2);
             std::memcpy(dst, p + 2, kBlock);
-          } else if (w.dtype == DType::Q6_K) {  // {ql[128], qh[64], int8 scales[16], f16 d}
-            // Element e = 128 h + j: low nibble in ql[64 h + j % 64] (high when j >= 64), two
-            // high bits in qh[32 h + j % 32] at bit 2 (j / 32); scale e / 16.
-            const uint8_t* p = data + row * (k / 256 * 210) + s * 210;
+          } else if (w.dtype == DType::Q6_K) {  // {ql[128], qh[64], int8 scales[16], f16 d}; scale e / 16
+            const uint8_t* p = data + row * int64_t(dtype_row_bytes(w.dtype, k)) + s * 210;
             std::memcpy(seg + 2 * r, p + 208, 2);
             seg[8 + 8 * i + 2 * r] = p[192 + 2 * i];
             seg[8 + 8 * i + 2 * r + 1] = p[192 + 2 * i + 1];
-            for (int64_t e = 32 * i; e < 32 * i + kBlock; ++e) {
-              const int64_t h = e / 128, j = e % 128;
-              const int lo = (p[64 * h + j % 64] >> (4 * (j / 64))) & 15;
-              const int hi = (p[128 + 32 * h + j % 32] >> (2 * (j / 32))) & 3;
-              dst[e - 32 * i] = uint8_t(int8_t((lo | hi << 4) - 32));
-            }
+            for (int j = 0; j < kBlock; ++j) dst[j] = uint8_t(int8_t(q6k_value(p, int(32 * i) + j) - 32));
           } else {  // W8: int8 [m, k], scales F32 [m]
             std::memcpy(dst, data + row * k + b * kBlock, kBlock);
           }

@@ -144,11 +144,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_imma_kernel(GemmArgs g
   const int n = int(std::min<int64_t>(per_block, g.m - v0));
   const int tiles = (n + 15) / 16;
   // This warp's groups: w, w + W, ... (a contiguous range per warp measured no faster).
-  const int32_t grp0 = warp, gstride = n_warps;
   const int my_groups = int((groups - warp + n_warps - 1) / n_warps);
   const int items = tiles * my_groups;
   const uint32_t row_bytes = uint32_t(g.k / 2);
-  const unsigned char* q_lane = g.wq.q + tq * 16 + int64_t(grp0) * 64;  // plus the row, plus 64 a group
+  const unsigned char* q_lane = g.wq.q + tq * 16 + int64_t(warp) * 64;  // plus the row, plus 64 a group
 
   // The load stream (the rows of its tile, its group index): per item the two rows' 16 bytes
   // of codes and, for the lanes that finish a token's sums (t < R), their scales and zeros.
@@ -164,10 +163,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_imma_kernel(GemmArgs g
       const int vr = ld_tile * 16 + gq + 8 * h;
       const int32_t row = gemv_detail::virtual_weight_row<kEpi>(g, f, v0 + (vr < n ? vr : 0));
       ld_ptr[h] = q_lane + uint64_t(uint32_t(row)) * row_bytes;
-      ld_sz[h] = row * int32_t(groups) + grp0;
+      ld_sz[h] = row * int32_t(groups) + warp;
     }
   };
-  const int64_t ld_step = int64_t(gstride) * 64;
+  const int64_t ld_step = int64_t(n_warps) * 64;
   auto load_next = [&](Slot& slot) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -177,7 +176,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_imma_kernel(GemmArgs g
         slot.z[h] = g.wq.zeros[ld_sz[h]];
       }
       ld_ptr[h] += ld_step;
-      ld_sz[h] += gstride;
+      ld_sz[h] += n_warps;
     }
     if (++ld_gi == my_groups) {
       ld_gi = 0;
@@ -219,7 +218,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_imma_kernel(GemmArgs g
   int tile = 0, gi = 0;
   float acc[2] = {0.0f, 0.0f};
   auto compute = [&](const Slot& slot) {
-    const int32_t grp = grp0 + gi * gstride;
+    const int32_t grp = warp + gi * n_warps;
     uint4 b[2] = {};
     if (lane < 8 * R) {
       const uint4* bp = reinterpret_cast<const uint4*>(b_smem + (int64_t(grp) * R * 8 + lane) * 32);
