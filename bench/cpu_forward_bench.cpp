@@ -23,9 +23,11 @@
 //
 // usage: bench_cpu_forward [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,...]
 //                          [-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json]
-//                          [--int8-activations] [--bf16-activations]
+//                          [--int8-activations] [--bf16-activations] [--no-huge-pages]
 // --int8-activations: the integer kernels' 8-bit activations instead of the default 16 bits.
 // --bf16-activations: BF16-weight prefill GEMMs with BF16 activations on AMX tiles, where present.
+// --no-huge-pages: weights without a repacked copy read where the bench made them (4 KiB pages),
+// not from the backend's copy on huge pages (BackendOptions::huge_pages).
 // TF_CPU_ISA picks the kernels' ISA level as for twofold.
 #include <algorithm>
 #include <chrono>
@@ -262,7 +264,7 @@ int run(int argc, char** argv) {
   std::string dtypes = "bf16,f16,w8,w4,q8_0,q4_0", shape_name = "tiny";
   int threads = 0, reps = 5;
   int32_t prompt = 128, gen = 128;
-  bool membw = true, json = false, int8_acts = false, bf16_acts = false;
+  bool membw = true, json = false, int8_acts = false, bf16_acts = false, huge_pages = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&]() -> std::string {
@@ -290,10 +292,11 @@ int run(int argc, char** argv) {
     else if (a == "--json") json = true;
     else if (a == "--int8-activations") int8_acts = true;
     else if (a == "--bf16-activations") bf16_acts = true;
+    else if (a == "--no-huge-pages") huge_pages = false;
     else {
       std::fprintf(stderr, "usage: %s [--shape tiny|1b|D,FF,H,KVH,HD,V,L] [--dtypes bf16,f16,f32,w8,w4,q8_0,q4_0,q4_k,q5_k,q6_k] "
                    "[-p PROMPT] [-n GEN] [-t THREADS] [--reps N] [--no-membw] [--json] [--int8-activations] "
-                   "[--bf16-activations]\n", argv[0]);
+                   "[--bf16-activations] [--no-huge-pages]\n", argv[0]);
       return a == "-h" || a == "--help" ? 0 : 1;
     }
   }
@@ -327,6 +330,7 @@ int run(int argc, char** argv) {
     BackendOptions opts;
     opts.int8_activations = int8_acts;
     opts.bf16_activations = bf16_acts;
+    opts.huge_pages = huge_pages;
     be.set_options(opts);
     // Through upload, as the engine's loader does: the backend keeps its repacked copy of
     // 4-bit weights (quant_pack.h) beside the canonical bytes, and its kernels read that.

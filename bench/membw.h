@@ -14,7 +14,7 @@ struct MemBwResult {
   int threads = 0;
 };
 
-// Copies a buffer of `bytes` (much larger than the last-level cache) with all threads,
+// Copies a buffer of `bytes` (much larger than the last-level cache; both on huge pages) with all threads,
 // `repeats` times, and keeps the best; then reads it as often.
 MemBwResult measure_copy_bandwidth(int64_t bytes = int64_t(1) << 30, int repeats = 5);
 

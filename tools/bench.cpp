@@ -18,6 +18,7 @@
 #include "tools/bench_spec.h"
 #include "core/error.h"
 #include "core/host_threads.h"
+#include "core/huge_pages.h"
 #include "core/split.h"
 #include "model/arch/model.h"
 #include "model/config.h"
@@ -212,7 +213,12 @@ int run_bench(const Args& a) {
     const std::string isa = cpu::isa_report();
     out["cpu_isa"] = isa;
     out["threads"] = host_threads();
-    if (!a.json) std::printf("cpu backend: %d threads, kernels %s\n", host_threads(), isa.c_str());
+    const std::string thp = transparent_huge_pages_mode();
+    const bool huge = a.model.kernels.huge_pages && thp != "never";
+    out["huge_pages"] = huge;
+    if (!a.json)
+      std::printf("cpu backend: %d threads, kernels %s; weights on %s (transparent huge pages '%s')\n", host_threads(),
+                  isa.c_str(), huge ? "huge pages" : "the checkpoint's pages", thp.c_str());
   }
   double bw = 0;
   if (a.membw) {

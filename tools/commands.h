@@ -28,7 +28,7 @@ struct ModelArgs {
   std::string kv_dtype = "f32";
   std::string load_format = "auto";
   WeightOptions weights;  // --quantization, --group-size, --quantize-lm-head, --weights-per-batch
-  KernelOptions kernels;  // --int8-activations, --bf16-activations
+  KernelOptions kernels;  // --int8-activations, --bf16-activations, --no-huge-pages
 };
 void add_model_args(CLI::App* app, ModelArgs& args);
 // The engine options the model flags give (folder, backend, load format, weights, KV dtype,

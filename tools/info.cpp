@@ -4,6 +4,7 @@
 
 #include "backend/cpu/isa.h"
 #include "core/host_threads.h"
+#include "core/huge_pages.h"
 #include "model/arch/registry.h"
 #include "model/gguf/gguf_file.h"
 #include "tools/commands.h"
@@ -120,6 +121,9 @@ void add_info(CLI::App& app, Runner& run) {
                   (long long)cfg.kv_bytes_per_token(1));
       std::printf("cpu backend:      %d threads (default %d: physical cores, at most %d), kernels %s\n",
                   host_threads(), default_host_threads(), kMaxDefaultHostThreads, cpu::isa_report().c_str());
+      std::printf("huge pages:       transparent huge pages '%s' (the CPU backend's weights %s)\n",
+                  transparent_huge_pages_mode().c_str(),
+                  transparent_huge_pages_mode() == "never" ? "stay on 4 KiB pages" : "on 2 MiB pages");
       return 0;
     };
   });

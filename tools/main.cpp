@@ -35,6 +35,9 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_flag("--bf16-activations", args.kernels.bf16_activations,
                 "CPU BF16 weights: round the activations of prefill GEMMs to BF16 and run them on AMX tiles where "
                 "the CPU has them (several times faster, coarser; README, CPU backend)");
+  app->add_flag("--no-huge-pages{false}", args.kernels.huge_pages,
+                "CPU: leave the weights read in place on the checkpoint's pages instead of copying them onto huge "
+                "pages at load (less resident memory, slower decode; README, CPU backend)");
   app->add_option("--weights-per-batch", args.weights.per_batch,
                   "Copies of the linear weights, each step using one by its number of tokens: names (stored, bf16, "
                   "int8, int4, fp8) with the fewest tokens each serves (int4:1,fp8:64), or without numbers to "

@@ -45,6 +45,7 @@ struct KernelOptions {
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)
   bool int8_activations = false;          // CPU integer kernels: 8-bit activations instead of 16 (faster, coarser)
   bool bf16_activations = false;          // CPU BF16-weight prefill on AMX tiles, activations rounded to BF16
+  bool huge_pages = true;                 // CPU: weights read in place copied onto huge pages (faster decode)
 };
 
 // Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores

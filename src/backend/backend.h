@@ -137,6 +137,11 @@ struct BackendOptions {
   // CPU float GEMMs on BF16 weights (prefill): activations rounded to BF16 so the products run
   // on AMX tiles where the CPU has them (cpu/kernels/gemm_amx.cpp); off: F32 activations.
   bool bf16_activations = false;
+  // CPU weights that would be read in place from the mapped checkpoint (16-bit, GGUF blocks
+  // without a repacked copy; not those with scale arrays, W8/W4/FP8) are copied at upload onto transparent huge pages, which a decode
+  // step streams faster (core/huge_pages.h); off: they stay on the file's pages (less resident
+  // memory). A copy is skipped when it would leave less than 1 GiB of memory available.
+  bool huge_pages = true;
 };
 
 // What Backend::matmul_fused does around the product y = in @ w^T (+ bias), rounded to the

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/huge_pages.h"
 
 namespace tf {
 
@@ -55,10 +56,7 @@ class HostBackend : public Backend {
   }
 
  private:
-  struct AlignedDelete {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers_;
+  std::vector<HugePageBuffer> buffers_;  // large ones on huge pages (core/huge_pages.h)
   KvCacheSpec kv_spec_;
   std::vector<TensorView> k_cache_, v_cache_;  // per layer
   std::vector<TensorView> k_scale_, v_scale_;  // per layer, data == nullptr unless I8/FP8

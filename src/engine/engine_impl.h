@@ -39,7 +39,8 @@ inline BackendOptions backend_options(const KernelOptions& k) {
                         .decode_mma = k.decode_mma, .decode_splits = k.decode_splits,
                         .split_gemv = k.split_gemv, .moe_mma = k.moe_mma,
                         .profile = k.profile,
-                        .int8_activations = k.int8_activations, .bf16_activations = k.bf16_activations};
+                        .int8_activations = k.int8_activations, .bf16_activations = k.bf16_activations,
+                        .huge_pages = k.huge_pages};
 }
 
 inline DType parse_kv_dtype(const std::string& s) {

@@ -42,6 +42,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/quant_pack.h"
+#include "core/huge_pages.h"
 #include "op_test_util.h"
 #include "quant/gguf_dequant.h"
 
@@ -714,6 +715,45 @@ TEST(OpsMatmulQuantFast, UploadedWeightsRunOnTheirPackedCopy) {
       }
       cpu.release(up);
     }
+  }
+}
+
+// CpuBackend::upload copies a weight it would keep in place (here BF16) onto huge pages when
+// it is at least one huge page large and BackendOptions::huge_pages is on: the copy holds the
+// same bytes, starts on a huge page, and the matmul over it gives the in-place weight's outputs
+// bit for bit. A smaller weight, and any weight with the option off, stays in place.
+TEST(OpsMatmulQuantFast, LargeInPlaceWeightsAreCopiedOntoHugePages) {
+  const int64_t m = 1024, k = 1024, n = 3;  // 2 MiB of BF16: the smallest weight copied
+  Rng rng(test::seed_of({m, k, n, 2}));
+  std::vector<uint16_t> wb(size_t(m * k)), small(size_t(64 * k));
+  for (uint16_t& v : wb) v = f32_to_bf16(float(rng.normal()));
+  for (uint16_t& v : small) v = f32_to_bf16(float(rng.normal()));
+  std::vector<float> x = test::randn(rng, n * k);
+  const TensorView host = make_view(wb.data(), DType::BF16, {m, k});
+  const TensorView host_small = make_view(small.data(), DType::BF16, {64, k});
+  const TensorView xv = make_view(x.data(), DType::F32, {n, k});
+  std::vector<float> in_place;
+  for (const bool huge : {false, true}) {
+    SCOPED_TRACE(huge ? "huge_pages on" : "huge_pages off");
+    BackendOptions opt;
+    opt.huge_pages = huge;
+    CpuBackend cpu(opt);
+    const TensorView up = cpu.upload(host, DType::BF16), up_small = cpu.upload(host_small, DType::BF16);
+    EXPECT_EQ(up_small.data, host_small.data);
+    if (huge) {
+      ASSERT_NE(up.data, host.data) << "not copied (less than 1 GiB + 2 MiB of memory available?)";
+      EXPECT_EQ(std::memcmp(up.data, host.data, host.nbytes()), 0);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(up.data) % HugePageBuffer::kHugePage, 0u);
+    } else {
+      EXPECT_EQ(up.data, host.data);
+    }
+    GuardedOut out(cpu, n, m);
+    cpu.matmul(xv, up, {}, out.view());
+    EXPECT_TRUE(out.guard_intact());
+    if (huge) EXPECT_EQ(out.values(), in_place);
+    else in_place = out.values();
+    cpu.release(up);
+    cpu.release(up_small);
   }
 }
 

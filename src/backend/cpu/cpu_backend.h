@@ -18,18 +18,21 @@ namespace tf {
 class CpuBackend : public HostBackend {
  public:
   // Resolves the ISA level now, so a bad TF_CPU_ISA fails at startup. Of the options it reads
-  // int8_activations (the precision of the integer kernels' activations) and bf16_activations
-  // (the BF16-weight GEMM on AMX tiles).
+  // int8_activations (the precision of the integer kernels' activations), bf16_activations
+  // (the BF16-weight GEMM on AMX tiles) and huge_pages (upload).
   explicit CpuBackend(const BackendOptions& opt = {});
   void set_options(const BackendOptions& opt) override {
     int8_activations_ = opt.int8_activations;
     bf16_activations_ = opt.bf16_activations;
+    huge_pages_ = opt.huge_pages;
   }
   std::string name() const override { return "cpu"; }
   // As HostBackend's, and a Q4_0, Q4_1, W4, Q4_K, Q8_0, W8 or Q6_K weight also gets a repacked copy for the
-  // integer kernels (quant_pack.h), found again by its data pointer and dropped by
+  // integer kernels (quant_pack.h, on huge pages), found again by its data pointer and dropped by
   // release(): memory holding an uploaded weight must not be freed while this backend lives
-  // without releasing the view first.
+  // without releasing the view first. With huge_pages, another weight of 2 MiB or more that
+  // HostBackend keeps in place, without scale arrays, is returned as a copy on huge pages
+  // (BackendOptions::huge_pages).
   TensorView upload(const TensorView& host, DType dtype) override;
   void release(const TensorView& buf) override;
   // Q8_0, Q4_0, Q4_1, Q4_K: the types with integer matmul kernels (matmul_quant_fast).
@@ -86,7 +89,7 @@ class CpuBackend : public HostBackend {
   struct PackedWeight {
     DType dtype = DType::Q4_0;
     int64_t m = 0, k = 0;
-    std::vector<uint8_t> bytes;
+    HugePageBuffer bytes;
   };
 
   std::unique_ptr<ThreadPool> pool_;
@@ -97,6 +100,8 @@ class CpuBackend : public HostBackend {
   std::vector<std::optional<cpu::AttendScratch>> attend_scratch_;  // per pool thread
   bool int8_activations_ = false;
   bool bf16_activations_ = false;
+  bool huge_pages_ = true;
+  bool huge_pages_skipped_ = false;  // a copy was left out for memory (reported once)
   std::vector<int8_t> act_q_;   // quantized activations of matmul_quant_fast (both planes when 16-bit)
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
   std::vector<uint8_t> act_tiles_;  // the same in token tiles, for the integer GEMM (prefill)

@@ -16,7 +16,7 @@ namespace tf {
 constexpr int64_t kMinChunkBytes = 16 * 1024;
 
 CpuBackend::CpuBackend(const BackendOptions& opt)
-    : int8_activations_(opt.int8_activations), bf16_activations_(opt.bf16_activations) {
+    : int8_activations_(opt.int8_activations), bf16_activations_(opt.bf16_activations), huge_pages_(opt.huge_pages) {
   (void)cpu::active_isa();
 }
 

@@ -8,6 +8,7 @@
 // (KernelTable::prefill_dequant_8bit / _4bit: below VNNI) runs the float GEMM over the
 // weights dequantized in chunks instead: there the integer GEMM's two byte products a block
 // cost more than the F32 multiply-adds.
+#include <cstdio>
 #include <cstring>
 #include <algorithm>
 
@@ -149,16 +150,32 @@ bool CpuBackend::reads_gguf_block(DType t) const {
 }
 
 TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
-  const TensorView v = HostBackend::upload(host, dtype);
+  TensorView v = HostBackend::upload(host, dtype);
   const int64_t bytes4 = cpu::u4x4_bytes(v), bytes8 = bytes4 > 0 ? 0 : cpu::u8x4_bytes(v);
   if (bytes4 > 0 || bytes8 > 0) {
     PackedWeight& p = packed_[v.data];
     p.dtype = v.dtype;
     p.m = v.shape[0];
     p.k = v.shape[1];
-    p.bytes.resize(size_t(bytes4 + bytes8));
+    p.bytes = HugePageBuffer(size_t(bytes4 + bytes8));
     if (bytes4 > 0) cpu::pack_u4x4(v, p.bytes.data());
     else cpu::pack_u8x4(v, p.bytes.data());
+  } else if (huge_pages_ && v.data == host.data && !v.scales && !v.zeros && v.nbytes() >= HugePageBuffer::kHugePage) {
+    // (A view with scale or zero arrays stays whole where it is: the loader keeps the memory of
+    // an upload kept in place, scales included, and frees it once the data is copied.)
+    constexpr int64_t kReserve = int64_t(1) << 30;
+    const int64_t available = available_memory_bytes();
+    if (available < 0 || available - int64_t(v.nbytes()) >= kReserve) {
+      const TensorView copy = alloc(DType::U8, {int64_t(v.nbytes())});
+      std::memcpy(copy.data, v.data, v.nbytes());
+      v.data = copy.data;
+    } else if (!huge_pages_skipped_) {
+      huge_pages_skipped_ = true;
+      std::fprintf(stderr,
+                   "cpu backend: %.1f GB of memory available, so weights stay on the checkpoint's pages from here "
+                   "(no copy onto huge pages; decode reads them more slowly)\n",
+                   double(available) / 1e9);
+    }
   }
   return v;
 }
