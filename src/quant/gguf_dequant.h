@@ -47,6 +47,14 @@ inline int q6k_value(const uint8_t* blk, int e) {
   return lo | (hi << 4);
 }
 
+// The 5-bit value (0..31) of element e (0..255) of a Q5_K super-block at blk ({f16 d, f16
+// dmin, scales[12], qh[32], qs[128]}): e = 32 j + l has its low nibble in qs[32 (j / 2) + l]
+// (the high nibble when j is odd) and its fifth bit in qh[l] at bit j.
+inline int q5k_value(const uint8_t* blk, int e) {
+  const int j = e / 32, l = e % 32;
+  return ((blk[48 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0f) | (((blk[16 + l] >> j) & 1) << 4);
+}
+
 // Whether dequantize_row handles t: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool can_dequantize(DType t);
 

@@ -6,7 +6,7 @@
 // counts: 3 and 5 blocks); with and without bias; at every ISA level (isa_test_main.cpp).
 //
 // Each weight runs as given and uploaded through the backend (CpuBackend::upload repacks
-// Q4_0, Q4_1, W4 and Q4_K as U4x4, Q8_0 and W8 as U8x4, for its AVX2/AVX-512 kernels:
+// Q4_0, Q4_1, W4 and Q4_K as U4x4, Q8_0, W8, Q6_K and Q5_K as U8x4, for its AVX2/AVX-512 kernels:
 // backend/cpu/quant_pack.h; uploaded, 4 tokens or more run on the prefill GEMM; the last
 // tests here check the U8x4 bytes and that the uploaded 8-bit weights run on them). Weights are random bytes in each layout
 // (every nibble and byte value, random scales, zeros, minimums and 6-bit sub-scales) and are
@@ -642,45 +642,81 @@ TEST(OpsMatmulQuantFast, U8x4HoldsTheCanonicalCodesAndScales) {
   }
 }
 
-// U8x4's Q6_K segments (quant_pack.h) decoded from their definition: per group of 4 rows and
-// super-block, {F16 d[4], int8 sc[8 blocks][4 rows][2 halves], then per block int8 codes[4][32]};
-// d * sc of the code's 16 times the code is the weight the test's own ggml-order decoding of
-// the canonical bytes gives, bit for bit (the same float products); padding rows are zero.
-TEST(OpsMatmulQuantFast, U8x4HoldsQ6KCodesMinus32AndTheirScales) {
+// Packs random m x k weights of a K type (m 1, 4, 6; k 256, 512) into U8x4 and counts, over
+// every segment (one super-block of 4 rows) and row r of it, mismatches(w, seg, r, row, s):
+// row is -1 for a padding row.
+template <typename Mismatches>
+void expect_u8x4_segments(DType dtype, int64_t header_bytes, Mismatches&& mismatches_of) {
   for (const int64_t m : {1, 4, 6}) {
     for (const int64_t k : {256, 512}) {
       SCOPED_TRACE("m=" + std::to_string(m) + " k=" + std::to_string(k));
-      Rng rng(test::seed_of({int64_t(DType::Q6_K), m, k}));
-      QWeight w = make_weight(rng, DType::Q6_K, m, k, 0);
-      const int64_t groups = (m + 3) / 4, n_seg = k / 256, seg_bytes = 72 + 8 * 128;
+      Rng rng(test::seed_of({int64_t(dtype), m, k}));
+      QWeight w = make_weight(rng, dtype, m, k, 0);
+      const int64_t groups = (m + 3) / 4, n_seg = k / 256, seg_bytes = header_bytes + 8 * 128;
       ASSERT_EQ(cpu::u8x4_bytes(w.view()), groups * n_seg * seg_bytes);
       std::vector<uint8_t> packed(size_t(groups * n_seg * seg_bytes), 0xAB);
       cpu::pack_u8x4(w.view(), packed.data());
       int64_t mismatches = 0;
       for (int64_t g = 0; g < groups; ++g)
-        for (int64_t s = 0; s < n_seg; ++s) {
-          const uint8_t* seg = packed.data() + (g * n_seg + s) * seg_bytes;
-          for (int64_t r = 0; r < 4; ++r) {
-            const int64_t row = 4 * g + r;
-            const float d = get_half(seg + 2 * r);
-            for (int64_t i = 0; i < 8; ++i)
-              for (int64_t j = 0; j < 32; ++j) {
-                const int8_t sc = int8_t(seg[8 + 8 * i + 2 * r + j / 16]);
-                const int8_t code = int8_t(seg[72 + i * 128 + 32 * r + j]);
-                const float got = d * float(sc) * float(code);
-                if (row >= m) mismatches += d != 0.0f || sc != 0 || code != 0;
-                else mismatches += got != w.dequant[size_t(row * k + s * 256 + 32 * i + j)];
-              }
-          }
-        }
+        for (int64_t s = 0; s < n_seg; ++s)
+          for (int64_t r = 0; r < 4; ++r)
+            mismatches += mismatches_of(w, packed.data() + (g * n_seg + s) * seg_bytes, r,
+                                        4 * g + r < m ? 4 * g + r : -1, s);
       EXPECT_EQ(mismatches, 0);
     }
   }
 }
 
+// U8x4's Q6_K segments (quant_pack.h) decoded from their definition: per group of 4 rows and
+// super-block, {F16 d[4], int8 sc[8 blocks][4 rows][2 halves], then per block int8 codes[4][32]};
+// d * sc of the code's 16 times the code is the weight the test's own ggml-order decoding of
+// the canonical bytes gives, bit for bit (the same float products); padding rows are zero.
+TEST(OpsMatmulQuantFast, U8x4HoldsQ6KCodesMinus32AndTheirScales) {
+  expect_u8x4_segments(DType::Q6_K, 72, [](const QWeight& w, const uint8_t* seg, int64_t r, int64_t row, int64_t s) {
+    const int64_t k = w.k;
+    int64_t bad = 0;
+    const float d = get_half(seg + 2 * r);
+    for (int64_t i = 0; i < 8; ++i)
+      for (int64_t j = 0; j < 32; ++j) {
+        const int8_t sc = int8_t(seg[8 + 8 * i + 2 * r + j / 16]);
+        const int8_t code = int8_t(seg[72 + i * 128 + 32 * r + j]);
+        if (row < 0) bad += d != 0.0f || sc != 0 || code != 0;
+        else bad += d * float(sc) * float(code) != w.dequant[size_t(row * k + s * 256 + 32 * i + j)];
+      }
+    return bad;
+  });
+}
+
+// Q5_K in U8x4: per segment d and dmin, the unpacked 6-bit scales and mins per block and row,
+// and codes q5 - 16, such that c * code + o with c = d * sc and o = 16 c - dmin * mn is each
+// weight as dequantized here from the canonical block (up to float rounding: 16 c is added
+// apart); padding rows all zero.
+TEST(OpsMatmulQuantFast, U8x4HoldsQ5KCodesMinus16AndTheirScalesAndMins) {
+  expect_u8x4_segments(DType::Q5_K, 80, [](const QWeight& w, const uint8_t* seg, int64_t r, int64_t row, int64_t s) {
+    const int64_t k = w.k;
+    int64_t bad = 0;
+    const float d = get_half(seg + 2 * r), dmin = get_half(seg + 8 + 2 * r);
+    for (int64_t i = 0; i < 8; ++i) {
+      const int sc = seg[16 + 4 * i + r], mn = seg[48 + 4 * i + r];
+      const float c = d * float(sc), o = 16.0f * c - dmin * float(mn);
+      for (int64_t j = 0; j < 32; ++j) {
+        const int8_t code = int8_t(seg[80 + i * 128 + 32 * r + j]);
+        if (row < 0) {
+          bad += d != 0.0f || dmin != 0.0f || sc != 0 || mn != 0 || code != 0;
+          continue;
+        }
+        const float want = w.dequant[size_t(row * k + s * 256 + 32 * i + j)];
+        bad += code < -16 || code > 15 || sc > 63 || mn > 63 ||
+               std::fabs(c * float(code) + o - want) > 1e-6f * (std::fabs(c) * 32 + std::fabs(dmin) * 64);
+      }
+    }
+    return bad;
+  });
+}
+
 // At the levels with the packed kernels (AVX2 and up), an uploaded weight runs on its packed
-// copy (U8x4 for Q8_0, W8 and Q6_K, U4x4 for Q4_0 and W4), through the few-token kernels (3
-// tokens) and the prefill GEMM (12; Q6_K has none: its prefill dequantizes the canonical
+// copy (U8x4 for Q8_0, W8, Q6_K and Q5_K, U4x4 for Q4_0 and W4), through the few-token kernels (3
+// tokens) and the prefill GEMM (12; Q6_K and Q5_K have none: their prefill dequantizes the canonical
 // bytes): with the uploaded canonical bytes (and the scales and zeros kept beside them)
 // zeroed afterwards, the output is still the matmul of the weights as uploaded. Below AVX2
 // the kernels read the canonical bytes: zeroed, every output is 0.
@@ -688,10 +724,11 @@ TEST(OpsMatmulQuantFast, UploadedWeightsRunOnTheirPackedCopy) {
   const bool packed_kernels = cpu::kernels().qmatmul_u8x4 != nullptr;
   const int64_t m = 7;
   auto ref = make_backend(BackendKind::Ref);
-  for (const DType dtype : {DType::Q8_0, DType::W8, DType::Q4_0, DType::W4, DType::Q6_K}) {
-    const int64_t k = dtype == DType::Q6_K ? 256 : 96;
+  for (const DType dtype : {DType::Q8_0, DType::W8, DType::Q4_0, DType::W4, DType::Q6_K, DType::Q5_K}) {
+    const bool k_type = dtype == DType::Q6_K || dtype == DType::Q5_K;
+    const int64_t k = k_type ? 512 : 96;
     for (const int64_t n : {int64_t(3), int64_t(12)}) {
-      if (dtype == DType::Q6_K && n > 3) continue;
+      if (k_type && n > 3) continue;
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
       CpuBackend cpu;
       Rng rng(test::seed_of({int64_t(dtype), n, m, k}));

@@ -27,7 +27,7 @@ class CpuBackend : public HostBackend {
     huge_pages_ = opt.huge_pages;
   }
   std::string name() const override { return "cpu"; }
-  // As HostBackend's, and a Q4_0, Q4_1, W4, Q4_K, Q8_0, W8 or Q6_K weight also gets a repacked copy for the
+  // As HostBackend's, and a Q4_0, Q4_1, W4, Q4_K, Q8_0, W8, Q6_K or Q5_K weight also gets a repacked copy for the
   // integer kernels (quant_pack.h, on huge pages), found again by its data pointer and dropped by
   // release(): memory holding an uploaded weight must not be freed while this backend lives
   // without releasing the view first. With huge_pages, another weight of 2 MiB or more that

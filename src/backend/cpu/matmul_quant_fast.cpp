@@ -2,7 +2,7 @@
 // of x is quantized per block of 32 once per call (16 bits as two int8 planes, or 8 bits with
 // BackendOptions::int8_activations), then the weight row blocks are
 // split across the pool's threads as for float weights (matmul.cpp), so each weight byte
-// is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K), 8-bit ones (Q8_0, W8) and Q6_K uploaded
+// is read once per call. 4-bit weights (Q4_0, Q4_1, W4, Q4_K), 8-bit ones (Q8_0, W8), Q6_K and Q5_K uploaded
 // through this backend also have a repacked copy (quant_pack.h: U4x4, U8x4), which the kernels
 // of AVX2 and above read instead. Prefill with 16-bit activations where the level says so
 // (KernelTable::prefill_dequant_8bit / _4bit: below VNNI) runs the float GEMM over the
@@ -56,8 +56,9 @@ bool CpuBackend::prefill_dequantizes(const TensorView& w, int64_t n) const {
   switch (fmt) {  // kernels/dequant.h covers every format with integer kernels
     case cpu::QFormat::W8:
     case cpu::QFormat::Q8_0: level_takes = kt.prefill_dequant_8bit; break;
-    // Their integer kernels unpack the 5- and 6-bit values at each step and have no GEMM:
-    // the float GEMM wins at every level (1B shape: 2.1-2.9x, docs/PERF.md).
+    // No integer GEMM (their U8x4 copies serve few-token tiles; the canonical kernels unpack
+    // the 5- and 6-bit values at each step): the float GEMM wins at every level (1B shape:
+    // 2.1-2.9x, docs/PERF.md).
     case cpu::QFormat::Q5_K:
     case cpu::QFormat::Q6_K: level_takes = true; break;
     case cpu::QFormat::W4:
@@ -95,7 +96,8 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
   float* xs = dl + n * k4;
   float* db = xs + n * k4;
   float* sb = db + n * nb;
-  const bool eight_bit = fmt == cpu::QFormat::Q8_0 || fmt == cpu::QFormat::W8 || fmt == cpu::QFormat::Q6_K;
+  const bool eight_bit = fmt == cpu::QFormat::Q8_0 || fmt == cpu::QFormat::W8 || fmt == cpu::QFormat::Q6_K ||
+                         fmt == cpu::QFormat::Q5_K;
   const auto packed_kernel = eight_bit ? kt.qmatmul_u8x4 : kt.qmatmul_u4x4;
   const void* packed = packed_kernel ? packed_weight(w) : nullptr;
   const bool w4_order = fmt == cpu::QFormat::W4 && !packed;  // U4x4 stores W4 in element order
@@ -114,8 +116,7 @@ bool CpuBackend::matmul_quant_fast(const TensorView& x, const TensorView& w, con
 
   const cpu::QMatmulArgs a{.x = {.q = act_q_.data(), .q2 = q2, .dl = dl, .xs = xs, .db = db, .sb = sb, .n = n, .k = k}, .w = &w,
                            .packed = packed, .bias = bias_f32(bias), .out = out.as<float>(), .m = m};
-  // Q6_K's packed copy has no integer GEMM (its prefill dequantizes): its tiles take any n.
-  if (packed && kt.qgemm && n >= kQGemmMinTokens && fmt != cpu::QFormat::Q6_K) {
+  if (packed && kt.qgemm && cpu::KernelTable::qgemm_covers(fmt) && n >= kQGemmMinTokens) {
     // ---- prefill: the activations in token tiles, then strips of weight rows against all tokens
     const int64_t n_tiles = (n + kt.qgemm_tokens - 1) / kt.qgemm_tokens, tile_bytes = kt.qgemm_tile_bytes(k, wide);
     act_tiles_.resize(size_t(n_tiles * tile_bytes));

@@ -140,6 +140,9 @@ U4x4Layout u8x4_layout(const TensorView& w) {
     case DType::Q6_K:
       if (w.shape[1] % 256 != 0) return {};
       return {.blocks_per_segment = 8, .header_bytes = 72};
+    case DType::Q5_K:
+      if (w.shape[1] % 256 != 0) return {};
+      return {.blocks_per_segment = 8, .header_bytes = 80};
     default: return {};
   }
 }
@@ -178,6 +181,15 @@ void pack_u8x4(const TensorView& w, uint8_t* out) {
             seg[8 + 8 * i + 2 * r] = p[192 + 2 * i];
             seg[8 + 8 * i + 2 * r + 1] = p[192 + 2 * i + 1];
             for (int j = 0; j < kBlock; ++j) dst[j] = uint8_t(int8_t(q6k_value(p, int(32 * i) + j) - 32));
+          } else if (w.dtype == DType::Q5_K) {  // {f16 d, f16 dmin, scales[12], qh[32], qs[128]}
+            const uint8_t* p = data + row * int64_t(dtype_row_bytes(w.dtype, k)) + s * 176;
+            std::memcpy(seg + 2 * r, p, 2);
+            std::memcpy(seg + 8 + 2 * r, p + 2, 2);
+            int sc = 0, mn = 0;
+            k4_scale_min(int(i), p + 4, &sc, &mn);
+            seg[16 + 4 * i + r] = uint8_t(sc);
+            seg[48 + 4 * i + r] = uint8_t(mn);
+            for (int j = 0; j < kBlock; ++j) dst[j] = uint8_t(int8_t(q5k_value(p, int(32 * i) + j) - 16));
           } else {  // W8: int8 [m, k], scales F32 [m]
             std::memcpy(dst, data + row * k + b * kBlock, kBlock);
           }

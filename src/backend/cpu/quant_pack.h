@@ -1,6 +1,6 @@
 // Private layouts of quantized weights for the CPU backend's integer kernels, made once at
 // upload (CpuBackend::upload) and kept beside the canonical bytes: U4x4 for the 4-bit ones
-// (Q4_0, Q4_1, W4, Q4_K), U8x4 for the 8-bit ones (Q8_0, W8) and Q6_K. Both hold the rows in groups
+// (Q4_0, Q4_1, W4, Q4_K), U8x4 for the 8-bit ones (Q8_0, W8), Q6_K and Q5_K. Both hold the rows in groups
 // of 4, so that a thread working through its groups reads one sequential stream.
 //
 // U4x4: the rows in groups of 4 (the last group padded with zero rows); per group, k in
@@ -44,19 +44,23 @@ void pack_u4x4(const TensorView& w, uint8_t* out);
 // U8x4: the rows in groups of 4 (the last group padded with zero rows); per group, k in
 // segments of kBlocks blocks of 32, each a header of the segment's scales for the 4 rows,
 // then per block 128 bytes: the 4 rows' 32 int8 codes (row r in bytes 32r..32r+31, element
-// order). Every weight is c * q:
+// order). Every weight is c * q (+ o for Q5_K):
 //   Q8_0   1 block:  c F16[4]     (136 bytes a segment: as many as 4 canonical blocks)
 //   W8     k / 32:   c F32[4]     (the rows' scales, once per group)
 //   Q6_K   8 blocks: d F16[4], then sc int8[8][4][2] ([block][row][half]); q = q6 - 32 and
 //                    c = d * sc of the code's 16 (1,096 bytes a segment against 4 x 210: the
 //                    6-bit values widened to bytes, 30% more, which the byte products read
 //                    without unpacking)
+//   Q5_K   8 blocks: d F16[4], dmin F16[4], sc uint8[8][4] and mn uint8[8][4] ([block][row],
+//                    the 6-bit scales and mins unpacked); q = q5 - 16, c = d * sc and
+//                    o = 16 c - dmin * mn of the code's block (1,104 bytes a segment against
+//                    4 x 176)
 // The same values as the canonical layouts, reordered so that one 512-bit load holds one
 // block of 2 rows (256-bit: one row) and the kernel reads no scale array beside the codes
 // (kernels/qmatmul_packed.cpp).
 constexpr int64_t kU8x4BlockBytes = 128;
 
-// The layout for w (Q8_0; W8 with scales, k a multiple of 32; Q6_K, k a multiple of 256), or
+// The layout for w (Q8_0; W8 with scales, k a multiple of 32; Q6_K and Q5_K, k a multiple of 256), or
 // one with blocks_per_segment 0 when w has none.
 U4x4Layout u8x4_layout(const TensorView& w);
 int64_t u8x4_bytes(const TensorView& w);

@@ -172,6 +172,9 @@ struct KernelTable {
   int64_t (*qgemm_tile_bytes)(int64_t k, bool wide) = nullptr;
   void (*qgemm_pack_acts)(const QuantizedActs& x, int64_t tile0, int64_t tile1, uint8_t* out) = nullptr;
   void (*qgemm)(const QMatmulArgs& a, const uint8_t* acts, int64_t s0, int64_t s1, uint8_t* scratch) = nullptr;
+  // The formats whose repacked copies qgemm reads: not Q5_K and Q6_K (their prefill
+  // dequantizes, and their copies serve few-token tiles of any n).
+  static constexpr bool qgemm_covers(QFormat f) { return f != QFormat::Q5_K && f != QFormat::Q6_K; }
 
   // Paged attention of one item (attention.cpp describes the algorithm).
   void (*attend_item)(const AttendArgs& a, const AttendItem& item, AttendScratch& scratch) = nullptr;

@@ -1,5 +1,5 @@
 // Integer matmul over weights repacked in groups of 4 rows (backend/cpu/quant_pack.h): 4-bit
-// ones as U4x4 (Q4_0, Q4_1, W4, Q4_K), 8-bit ones and Q6_K as U8x4 (Q8_0, W8, Q6_K), against
+// ones as U4x4 (Q4_0, Q4_1, W4, Q4_K), 8-bit ones, Q6_K and Q5_K as U8x4 (Q8_0, W8, Q6_K, Q5_K), against
 // activations quantized per block of 32 (kernels.h).
 //
 // Per block, one 512-bit load holds the 4 rows' 16 bytes of nibbles (128-bit lane r = row
@@ -13,14 +13,16 @@
 // 254 * dot(w, q) + dot(w, q2). NT tokens share each block's unpacking and scales. Compared with the
 // canonical layouts (qmatmul.cpp) there is no per-row gathering of scales and nibbles.
 //
-// 8-bit weights repacked as U8x4 (Q8_0, W8, and Q6_K's codes minus 32): per block, the 4
+// 8-bit weights repacked as U8x4 (Q8_0, W8, Q6_K's codes minus 32, Q5_K's minus 16): per block, the 4
 // rows' 32 int8 codes, one 512-bit register of 2 rows (256-bit lane = row) or one 256-bit
 // register a row. The activation block is broadcast to every lane; signed codes go through
 // the unsigned-by-signed byte products as |w| . sign(x, w) (|w| once per block, the sign per
 // token), 8 int32 lanes a row; acc += float(dot) * c * dx_b (no offset), and row r's output
 // is the sum of its 8 lanes. 16-bit activations join the planes as 254 hi + lo with shifts
 // (a lane's |hi| reaches 4 x 128 x 127). Q6_K's c is per 16 codes: lanes 0-3 and 4-7 of a
-// row take their own (d * sc, computed as the canonical kernel does). With 256-bit vectors a
+// row take their own (d * sc, computed as the canonical kernel does). Q5_K (codes q5 - 16)
+// takes c = d * sc per block, and its offsets 16 c - dmin * mn times the activations' block
+// sums join each row's sum at the end (add_q5k_offsets). With 256-bit vectors a
 // tile of more than one token takes the group's rows in two passes of 2 (registers: NT x 4
 // accumulators and 4 blocks of codes do not fit 16).
 // AVX2 and above; the baseline level reads the canonical layouts only.
@@ -337,16 +339,20 @@ void group_tile8(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l
     for (int h = 0; h < NREG; ++h) acc[t][h] = R::zero();
   for (int64_t s = 0; s < nb / per_seg; ++s) {
     const uint8_t* hdr = group + s * seg_bytes;
-    // Q8_0's c, W8's c, Q6_K's d.
+    // Q8_0's c, W8's c, Q6_K's and Q5_K's d.
     const __m128 c4 = kFmt == DType::W8 ? _mm_loadu_ps(reinterpret_cast<const float*>(hdr)) : f16x4(hdr);
     typename R::F c[NREG];
-    if constexpr (kFmt != DType::Q6_K)
+    if constexpr (kFmt != DType::Q6_K && kFmt != DType::Q5_K)
       for (int h = 0; h < NREG; ++h) c[h] = R::spread(c4, reg0 + h);
     for (int64_t i = 0; i < per_seg; ++i) {
       const int64_t b = s * per_seg + i;
       const uint8_t* p = hdr + l.header_bytes + i * kU8x4BlockBytes;
       if constexpr (kFmt == DType::Q6_K)
         for (int h = 0; h < NREG; ++h) c[h] = R::spread_halves(hdr + 8 + 8 * i, c4, reg0 + h);
+      if constexpr (kFmt == DType::Q5_K) {
+        const __m128 cb = _mm_mul_ps(c4, u8x4(hdr + 16 + 4 * i));
+        for (int h = 0; h < NREG; ++h) c[h] = R::spread(cb, reg0 + h);
+      }
       __builtin_prefetch(p + kPrefetch);
       __builtin_prefetch(p + kPrefetch + 64);
       typename R::W w[NREG];
@@ -368,6 +374,31 @@ void group_tile8(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l
     for (int h = 0; h < NREG; ++h) R::row_sums(acc[t][h], sums[t] + (reg0 + h) * R::kRowsPerReg);
 }
 
+// Q5_K's offsets: sums[t][r] += sum over blocks b of o(r, b) * sb(t, b), o = 16 c - dmin * mn
+// (the codes are q5 - 16), from the segment headers alone.
+template <int NT>
+void add_q5k_offsets(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l, float (&sums)[NT][kU4x4Rows],
+                     int64_t t0) {
+  const int64_t nb = a.x.k / kBlock, per_seg = l.blocks_per_segment, seg_bytes = u8x4_segment_bytes(l);
+  __m128 corr[NT];
+  for (int t = 0; t < NT; ++t) corr[t] = _mm_setzero_ps();
+  for (int64_t s = 0; s < nb / per_seg; ++s) {
+    const uint8_t* hdr = group + s * seg_bytes;
+    const __m128 d4 = f16x4(hdr), dmin4 = f16x4(hdr + 8);
+    for (int64_t i = 0; i < per_seg; ++i) {
+      const __m128 c = _mm_mul_ps(d4, u8x4(hdr + 16 + 4 * i));
+      const __m128 o = _mm_sub_ps(_mm_mul_ps(_mm_set1_ps(16.0f), c), _mm_mul_ps(dmin4, u8x4(hdr + 48 + 4 * i)));
+      for (int t = 0; t < NT; ++t)
+        corr[t] = _mm_add_ps(corr[t], _mm_mul_ps(o, _mm_set1_ps(a.x.sb[(t0 + t) * nb + s * per_seg + i])));
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    float o[kU4x4Rows];
+    _mm_storeu_ps(o, corr[t]);
+    for (int r = 0; r < kU4x4Rows; ++r) sums[t][r] += o[r];
+  }
+}
+
 template <DType kFmt, int NT, bool kWide>
 void tile8(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
   const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
@@ -379,6 +410,7 @@ void tile8(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
   } else {
     group_tile8<kFmt, NT, Rows8::kRegs, kWide>(a, group, l, 0, sums, t0);
   }
+  if constexpr (kFmt == DType::Q5_K) add_q5k_offsets<NT>(a, group, l, sums, t0);
   store_group<NT>(a, g, sums, t0);
 }
 
@@ -422,6 +454,7 @@ void qmatmul_u8x4(const QMatmulArgs& a, int64_t g0, int64_t g1) {
     case DType::Q8_0: return groups8_of<DType::Q8_0>(a, g0, g1);
     case DType::W8: return groups8_of<DType::W8>(a, g0, g1);
     case DType::Q6_K: return groups8_of<DType::Q6_K>(a, g0, g1);
+    case DType::Q5_K: return groups8_of<DType::Q5_K>(a, g0, g1);
     default: TF_ASSERT(false, "U8x4 matmul: no packed layout for {}", dtype_name(a.w->dtype));
   }
 }
