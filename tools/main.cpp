@@ -35,7 +35,7 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
   app->add_flag("--bf16-activations", args.kernels.bf16_activations,
                 "CPU BF16 weights: round the activations of prefill GEMMs to BF16 and run them on AMX tiles where "
                 "the CPU has them (several times faster, coarser; README, CPU backend)");
-  app->add_flag("--no-huge-pages{false}", args.kernels.huge_pages,
+  app->add_flag_callback("--no-huge-pages", [&args] { args.kernels.huge_pages = false; },
                 "CPU: leave the weights read in place on the checkpoint's pages instead of copying them onto huge "
                 "pages at load (less resident memory, slower decode; README, CPU backend)");
   app->add_option("--weights-per-batch", args.weights.per_batch,

@@ -137,10 +137,12 @@ struct BackendOptions {
   // CPU float GEMMs on BF16 weights (prefill): activations rounded to BF16 so the products run
   // on AMX tiles where the CPU has them (cpu/kernels/gemm_amx.cpp); off: F32 activations.
   bool bf16_activations = false;
-  // CPU weights that would be read in place from the mapped checkpoint (16-bit, GGUF blocks
-  // without a repacked copy; not those with scale arrays, W8/W4/FP8) are copied at upload onto transparent huge pages, which a decode
-  // step streams faster (core/huge_pages.h); off: they stay on the file's pages (less resident
-  // memory). A copy is skipped when it would leave less than 1 GiB of memory available.
+  // CPU weights of 2 MiB or more that would be read in place from the mapped checkpoint
+  // (16-bit, GGUF blocks without a repacked copy; not views with scale arrays: W8/W4/FP8) are
+  // copied at upload onto transparent huge pages, which a decode step streams faster
+  // (core/huge_pages.h); off: they stay on the file's pages (less resident memory, a faster
+  // load on VMs where a huge page's first touch is slow). A copy is skipped when it would
+  // leave less than 1 GiB of memory available. The repacked copies are on huge pages either way.
   bool huge_pages = true;
 };
 

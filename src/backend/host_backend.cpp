@@ -78,16 +78,16 @@ TensorView HostBackend::alloc(DType dtype, std::initializer_list<int64_t> shape)
   TensorView v = make_view(nullptr, dtype, shape);
   const size_t bytes = (v.nbytes() + 63) / 64 * 64;
   // Contents are undefined (not cleared): no op reads memory it did not write, and leaving
-  // a large KV pool untouched means its pages cost nothing until sequences fill them (in
-  // steps of a huge page where the buffer has them).
-  buffers_.emplace_back(bytes);
-  v.data = buffers_.back().data();
+  // a large KV pool untouched means its pages cost nothing until sequences fill them.
+  auto* p = static_cast<uint8_t*>(::operator new[](bytes ? bytes : 64, std::align_val_t(64)));
+  buffers_.emplace_back(p);
+  v.data = p;
   return v;
 }
 
 void HostBackend::release(const TensorView& buf) {
   for (auto& b : buffers_) {
-    if (b.data() == buf.data) {
+    if (b.get() == buf.data) {
       b = std::move(buffers_.back());
       buffers_.pop_back();
       return;

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/huge_pages.h"
 
 namespace tf {
 
@@ -56,7 +55,10 @@ class HostBackend : public Backend {
   }
 
  private:
-  std::vector<HugePageBuffer> buffers_;  // large ones on huge pages (core/huge_pages.h)
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers_;
   KvCacheSpec kv_spec_;
   std::vector<TensorView> k_cache_, v_cache_;  // per layer
   std::vector<TensorView> k_scale_, v_scale_;  // per layer, data == nullptr unless I8/FP8

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/host_backend.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 
 namespace tf {
@@ -106,6 +107,10 @@ class CpuBackend : public HostBackend {
   std::vector<float> act_ds_;   // their per-lane and per-block scales and sums
   std::vector<uint8_t> act_tiles_;  // the same in token tiles, for the integer GEMM (prefill)
   std::unordered_map<const void*, PackedWeight> packed_;  // by the uploaded view's data pointer
+  std::unordered_map<const void*, HugePageBuffer> copies_;  // weights copied onto huge pages, by their data
+  // A fresh huge-page buffer of `bytes` with its pages faulted in by the pool's threads (on a
+  // VM a huge page's first touch can cost milliseconds: docs/PERF.md, "Huge pages at load").
+  HugePageBuffer fresh_huge_buffer(size_t bytes);
 };
 
 }  // namespace tf

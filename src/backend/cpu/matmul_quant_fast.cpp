@@ -158,7 +158,7 @@ TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
     p.dtype = v.dtype;
     p.m = v.shape[0];
     p.k = v.shape[1];
-    p.bytes = HugePageBuffer(size_t(bytes4 + bytes8));
+    p.bytes = fresh_huge_buffer(size_t(bytes4 + bytes8));
     if (bytes4 > 0) cpu::pack_u4x4(v, p.bytes.data());
     else cpu::pack_u8x4(v, p.bytes.data());
   } else if (huge_pages_ && v.data == host.data && !v.scales && !v.zeros && v.nbytes() >= HugePageBuffer::kHugePage) {
@@ -167,9 +167,10 @@ TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
     constexpr int64_t kReserve = int64_t(1) << 30;
     const int64_t available = available_memory_bytes();
     if (available < 0 || available - int64_t(v.nbytes()) >= kReserve) {
-      const TensorView copy = alloc(DType::U8, {int64_t(v.nbytes())});
-      std::memcpy(copy.data, v.data, v.nbytes());
-      v.data = copy.data;
+      HugePageBuffer copy = fresh_huge_buffer(v.nbytes());
+      std::memcpy(copy.data(), v.data, v.nbytes());
+      v.data = copy.data();
+      copies_.emplace(v.data, std::move(copy));
     } else if (!huge_pages_skipped_) {
       huge_pages_skipped_ = true;
       std::fprintf(stderr,
@@ -183,7 +184,21 @@ TensorView CpuBackend::upload(const TensorView& host, DType dtype) {
 
 void CpuBackend::release(const TensorView& buf) {
   packed_.erase(buf.data);
-  HostBackend::release(buf);
+  if (copies_.erase(buf.data) == 0) HostBackend::release(buf);
+}
+
+HugePageBuffer CpuBackend::fresh_huge_buffer(size_t bytes) {
+  HugePageBuffer b(bytes);
+  if (b.advised()) {
+    const int64_t pages = int64_t((bytes + HugePageBuffer::kHugePage - 1) / HugePageBuffer::kHugePage);
+    ThreadPool& tp = pool();
+    const int64_t chunks = tp.chunks_for(pages, 1);
+    tp.parallel_for(chunks, [&](int64_t c, int) {
+      for (int64_t pg = c * pages / chunks; pg < (c + 1) * pages / chunks; ++pg)
+        b.data()[size_t(pg) * HugePageBuffer::kHugePage] = 0;
+    });
+  }
+  return b;
 }
 
 const void* CpuBackend::packed_weight(const TensorView& w) const {
