@@ -1,6 +1,6 @@
 // Memory bandwidth by a copy test (the denominator of the decode roofline), and by a read-only
 // pass over the same buffer (what a decode step, which only reads weights, can reach: on a
-// 2-core VM 34 GB/s read-only against 46 GB/s of read + write in the copy, both on huge pages).
+// 2-core VM 36-38 GB/s read-only against 48-49 GB/s of read + write in the copy, both on huge pages).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@ namespace tf::bench {
 
 struct MemBwResult {
   double copy_gb_s = 0;   // (bytes read + bytes written) / time, best of the repeats
-  double read_gb_s = 0;   // bytes read / time of a pass that only reads (a sum), best of the repeats
+  double read_gb_s = 0;   // bytes read / time of a pass that only reads (a sum), best of the repeats and read patterns
   int64_t bytes = 0;      // size of each buffer
   int threads = 0;
 };

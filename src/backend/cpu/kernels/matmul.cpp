@@ -6,9 +6,12 @@
 // contiguous rows. A block is kRows weight rows; the register tile is kTok tokens x kRows
 // rows of vector accumulators over k (each loaded weight vector serves kTok tokens, each
 // loaded activation vector kRows rows), reduced horizontally once at the end of k.
-//  - Decode (n <= kTok): the tile reads the weights in their stored type and widens
-//    BF16/F16 in registers as it streams them; kRows rows are in flight at once and nothing
-//    is written back, so the loop runs at memory speed.
+//  - Decode (n <= kTok): the weights are read in their stored type and BF16/F16 widened in
+//    registers. A range of rows is cut in two halves read side by side, one row of each at a
+//    time, front to back: each half is one sequential stream (a row continues where the one
+//    before it ended), so the hardware prefetchers stay on it, and a software prefetch runs
+//    kPrefetch bytes ahead of both. Rows of a kRows block read side by side were as many
+//    4 KiB streams that each restarted the prefetchers (the 1B shape's rows are 4 KiB).
 //  - A few more tokens: k is cut in chunks of kChunk. Per block and chunk, the rows' chunk
 //    is widened once to F32 (kRows x kChunk floats: stays in L1) and every token tile runs
 //    over it; the tiles' vector accumulators are parked in scratch between chunks, so the
@@ -33,6 +36,10 @@ constexpr int kRows = 4, kTok = 3;
 #endif
 
 constexpr int64_t kChunk = 512;  // k per chunk (prefill): kRows x kChunk floats of weights stay in L1
+
+// Decode: bytes a software prefetch runs ahead of each of a thread's two streams (docs/PERF.md,
+// "Decode as two sequential streams": 512 B to 2 KiB measured within 3% on a 2-core Xeon VM).
+constexpr int64_t kPrefetch = 1024;
 
 // The register tile: NT tokens x kRows rows over the vector part of [c0, c0 + len) of k,
 // w[r] pointing at element c0 of row r. The accumulators start from `partial` (or zero
@@ -74,6 +81,71 @@ inline void tile(const float* x, int64_t k, const W* const* w, int64_t c0, int64
   }
 }
 
+// Decode: rows wa and wb (both rows' dot products with NT tokens of x), read front to back
+// with U vectors a row per step; out[t * ldo] and out[t * ldo + ob] get the two results.
+template <int NT, typename W>
+inline void row_pair(const float* x, int64_t k, const W* wa, const W* wb, float* out, int64_t ldo, int64_t ob,
+                     bool has_b, float bias_a, float bias_b) {
+  constexpr int U = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // accumulators 2 x NT x U
+  constexpr int64_t kStep = U * kLanes;
+  constexpr int64_t kStepBytes = kStep * int64_t(sizeof(W));
+  VecF acc[NT][2][U];
+  for (int t = 0; t < NT; ++t)
+    for (int s = 0; s < 2; ++s)
+      for (int u = 0; u < U; ++u) acc[t][s][u] = VecF{};
+  const int64_t k_vec = k / kLanes * kLanes, k_step = k / kStep * kStep;
+  const char* pa = reinterpret_cast<const char*>(wa) + kPrefetch;
+  const char* pb = reinterpret_cast<const char*>(wb) + kPrefetch;
+  int64_t i = 0;
+  for (; i < k_step; i += kStep) {
+    for (int64_t off = 0; off < kStepBytes; off += 64) {
+      __builtin_prefetch(pa + i * int64_t(sizeof(W)) + off);
+      __builtin_prefetch(pb + i * int64_t(sizeof(W)) + off);
+    }
+    for (int u = 0; u < U; ++u) {
+      const VecF va = load_w(wa + i + u * kLanes), vb = load_w(wb + i + u * kLanes);
+      for (int t = 0; t < NT; ++t) {
+        const VecF xv = load(x + t * k + i + u * kLanes);
+        acc[t][0][u] += xv * va;
+        acc[t][1][u] += xv * vb;
+      }
+    }
+  }
+  for (; i < k_vec; i += kLanes) {
+    const VecF va = load_w(wa + i), vb = load_w(wb + i);
+    for (int t = 0; t < NT; ++t) {
+      const VecF xv = load(x + t * k + i);
+      acc[t][0][0] += xv * va;
+      acc[t][1][0] += xv * vb;
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    for (int s = 0; s < (has_b ? 2 : 1); ++s) {
+      VecF v = acc[t][s][0];
+      for (int u = 1; u < U; ++u) v += acc[t][s][u];
+      const W* w = s == 0 ? wa : wb;
+      float sum = hsum(v);
+      for (int64_t j = k_vec; j < k; ++j) sum += x[t * k + j] * to_f32(w[j]);
+      out[t * ldo + (s == 0 ? 0 : ob)] = sum + (s == 0 ? bias_a : bias_b);
+    }
+  }
+}
+
+// Decode over rows [r0, r1): the two halves side by side (an odd range's last row alone, its
+// partner pointing at it with the result dropped).
+template <int NT, typename W>
+void stream_rows(const MatmulArgs& a, const float* x, float* out, int64_t r0, int64_t r1) {
+  const W* w = static_cast<const W*>(a.w);
+  const int64_t half = (r1 - r0 + 1) / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const int64_t ra = r0 + j, rb = ra + half;
+    const bool has_b = rb < r1;
+    const int64_t rb_read = has_b ? rb : ra;
+    row_pair<NT>(x, a.k, w + ra * a.k, w + rb_read * a.k, out + ra, a.m, half, has_b, a.bias ? a.bias[ra] : 0.0f,
+                 a.bias ? a.bias[rb_read] : 0.0f);
+  }
+}
+
 // Calls fn.template operator()<NT>(t) over tokens [0, n) in tiles of kTok, then the tail.
 template <typename Fn>
 inline void for_token_tiles(int64_t n, Fn&& fn) {
@@ -94,18 +166,17 @@ void blocks_of(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch) {
   const int64_t k_vec = a.k / kLanes * kLanes;
   float* wbuf = scratch;                     // [kRows, kChunk]
   float* partial = scratch + kRows * kChunk;  // [n, kRows, kLanes]
+  if (a.n <= kTok) {  // decode: the whole of k, weights as stored
+    const int64_t r0 = b0 * kRows, r1 = std::min(a.m, b1 * kRows);
+    for_token_tiles(a.n, [&]<int NT>(int64_t t) { stream_rows<NT, W>(a, a.x + t * a.k, a.out + t * a.m, r0, r1); });
+    return;
+  }
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t r0 = b * kRows;
     const int n_rows = int(std::min<int64_t>(kRows, a.m - r0));
     const W* rows[kRows];
     for (int r = 0; r < kRows; ++r) rows[r] = w + (r0 + std::min(r, n_rows - 1)) * a.k;
     const float* bias = a.bias ? a.bias + r0 : nullptr;
-    if (a.n <= kTok) {  // decode: the whole of k, weights as stored
-      for_token_tiles(a.n, [&]<int NT>(int64_t t) {
-        tile<NT>(a.x + t * a.k, a.k, rows, 0, k_vec, TileIo{}, rows, a.out + t * a.m + r0, a.m, bias, n_rows);
-      });
-      continue;
-    }
     for (int64_t c0 = 0; c0 < std::max<int64_t>(k_vec, 1); c0 += kChunk) {  // one pass when k < kLanes
       const int64_t len = std::min(kChunk, k_vec - c0);
       const bool first = c0 == 0, last = c0 + kChunk >= k_vec;

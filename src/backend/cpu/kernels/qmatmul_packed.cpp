@@ -25,6 +25,11 @@
 // sums join each row's sum at the end (add_q5k_offsets). With 256-bit vectors a
 // tile of more than one token takes the group's rows in two passes of 2 (registers: NT x 4
 // accumulators and 4 blocks of codes do not fit 16).
+//
+// Decode of one token reads two groups side by side, one from each half of the thread's range
+// of groups: two sequential streams in flight per core instead of one (on a 2-core AVX-512
+// VM, 1B-shape decode Q8_0 26 -> 33 tokens/s, Q4_0 49 -> 57; docs/PERF.md, "Decode as two
+// sequential streams").
 // AVX2 and above; the baseline level reads the canonical layouts only.
 #include <algorithm>
 #include <cstring>
@@ -42,7 +47,7 @@ namespace {
 
 constexpr int kMaxTok = 4;
 constexpr int64_t kBlock = 32;
-// Software prefetch distance along a thread's stream of groups (bytes; a block's lines are
+// Software prefetch distance along each of a thread's streams of groups (bytes; a block's lines are
 // fetched this far ahead of its loads). The hardware prefetchers alone left 1B-shape decode
 // at half the read-only bandwidth on a 2-core AVX-512 VM (Q4_0 24 tokens/s, Q8_0 19; with
 // 2 KiB 41 and 25; 4 KiB and 8 KiB measured less).
@@ -132,56 +137,62 @@ using F = Rows::F;
 using I = Rows::I;
 constexpr int kRegs = Rows::kRegs;
 
-// NT tokens from t0 against the 4 rows of one group: sums[t][r]; kWide: 16-bit activations.
-template <DType kFmt, int NT, bool kWide>
-void group_tile(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l, float (&sums)[NT][kU4x4Rows],
-                int64_t t0) {
+// NT tokens from t0 against the 4 rows of each of G groups read side by side: sums[gi][t][r];
+// kWide: 16-bit activations.
+template <DType kFmt, int NT, bool kWide, int G>
+void group_tile(const QMatmulArgs& a, const uint8_t* const (&groups)[G], const U4x4Layout& l,
+                float (&sums)[G][NT][kU4x4Rows], int64_t t0) {
   const int64_t k = a.x.k, nb = k / kBlock, per_seg = l.blocks_per_segment, seg_bytes = l.segment_bytes();
   const I mask = Rows::nibble_mask();
-  F acc[NT][kRegs], corr[NT][kRegs];
-  for (int t = 0; t < NT; ++t)
-    for (int h = 0; h < kRegs; ++h) acc[t][h] = corr[t][h] = Rows::zero();
+  F acc[G][NT][kRegs], corr[G][NT][kRegs];
+  for (int gi = 0; gi < G; ++gi)
+    for (int t = 0; t < NT; ++t)
+      for (int h = 0; h < kRegs; ++h) acc[gi][t][h] = corr[gi][t][h] = Rows::zero();
   for (int64_t s = 0; s < nb / per_seg; ++s) {
-    const uint8_t* hdr = group + s * seg_bytes;
     for (int64_t i = 0; i < per_seg; ++i) {
       const int64_t b = s * per_seg + i;
-      __m128 c4, m4;
-      block_scales<kFmt>(hdr, i, &c4, &m4);
-      const uint8_t* p = hdr + l.header_bytes + i * kU4x4BlockBytes;
-      __builtin_prefetch(p + kPrefetch);
-      F c[kRegs], m[kRegs];
-      I lo[kRegs], hi[kRegs];
-      for (int h = 0; h < kRegs; ++h) {
-        c[h] = Rows::spread(c4, h);
-        m[h] = kFmt == DType::Q4_0 ? c[h] : Rows::spread(m4, h);
-        const I v = Rows::load(p, h);
-        lo[h] = Rows::low(v, mask);
-        hi[h] = Rows::high(v, mask);
-      }
-      for (int t = 0; t < NT; ++t) {
-        const int8_t* xb = a.x.q + (t0 + t) * k + b * kBlock;
-        const I xlo = Rows::bcast16(xb), xhi = Rows::bcast16(xb + 16);
-        I xlo2, xhi2;
-        if constexpr (kWide) {
-          const int8_t* xb2 = a.x.q2 + (t0 + t) * k + b * kBlock;
-          xlo2 = Rows::bcast16(xb2);
-          xhi2 = Rows::bcast16(xb2 + 16);
-        }
-        const int64_t blk = (t0 + t) * nb + b;
-        const F dx = Rows::splat(a.x.db[blk]), sx = Rows::splat(a.x.sb[blk]);
+      for (int gi = 0; gi < G; ++gi) {
+        const uint8_t* hdr = groups[gi] + s * seg_bytes;
+        __m128 c4, m4;
+        block_scales<kFmt>(hdr, i, &c4, &m4);
+        const uint8_t* p = hdr + l.header_bytes + i * kU4x4BlockBytes;
+        __builtin_prefetch(p + kPrefetch);
+        F c[kRegs], m[kRegs];
+        I lo[kRegs], hi[kRegs];
         for (int h = 0; h < kRegs; ++h) {
-          I dot = Rows::dot(lo[h], xlo, hi[h], xhi);
-          if constexpr (kWide) dot = Rows::join(dot, Rows::dot(lo[h], xlo2, hi[h], xhi2));
-          acc[t][h] = Rows::fma(Rows::cvt(dot), Rows::mul(c[h], dx), acc[t][h]);
-          corr[t][h] = Rows::fma(m[h], sx, corr[t][h]);
+          c[h] = Rows::spread(c4, h);
+          m[h] = kFmt == DType::Q4_0 ? c[h] : Rows::spread(m4, h);
+          const I v = Rows::load(p, h);
+          lo[h] = Rows::low(v, mask);
+          hi[h] = Rows::high(v, mask);
+        }
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xb = a.x.q + (t0 + t) * k + b * kBlock;
+          const I xlo = Rows::bcast16(xb), xhi = Rows::bcast16(xb + 16);
+          I xlo2, xhi2;
+          if constexpr (kWide) {
+            const int8_t* xb2 = a.x.q2 + (t0 + t) * k + b * kBlock;
+            xlo2 = Rows::bcast16(xb2);
+            xhi2 = Rows::bcast16(xb2 + 16);
+          }
+          const int64_t blk = (t0 + t) * nb + b;
+          const F dx = Rows::splat(a.x.db[blk]), sx = Rows::splat(a.x.sb[blk]);
+          for (int h = 0; h < kRegs; ++h) {
+            I dot = Rows::dot(lo[h], xlo, hi[h], xhi);
+            if constexpr (kWide) dot = Rows::join(dot, Rows::dot(lo[h], xlo2, hi[h], xhi2));
+            acc[gi][t][h] = Rows::fma(Rows::cvt(dot), Rows::mul(c[h], dx), acc[gi][t][h]);
+            corr[gi][t][h] = Rows::fma(m[h], sx, corr[gi][t][h]);
+          }
         }
       }
     }
   }
   const float corr_scale = kFmt == DType::Q4_0 ? 8.0f / 4 : 1.0f / 4;  // / 4: corr is in all 4 lanes of a row
-  for (int t = 0; t < NT; ++t)
-    for (int h = 0; h < kRegs; ++h)
-      Rows::row_sums(Rows::fnma(Rows::splat(corr_scale), corr[t][h], acc[t][h]), sums[t] + h * Rows::kRowsPerReg);
+  for (int gi = 0; gi < G; ++gi)
+    for (int t = 0; t < NT; ++t)
+      for (int h = 0; h < kRegs; ++h)
+        Rows::row_sums(Rows::fnma(Rows::splat(corr_scale), corr[gi][t][h], acc[gi][t][h]),
+                       sums[gi][t] + h * Rows::kRowsPerReg);
 }
 
 // The sums of row group g (the rows past m dropped) for tokens t0..t0 + NT - 1, plus the bias.
@@ -195,26 +206,35 @@ void store_group(const QMatmulArgs& a, int64_t g, const float (&sums)[NT][kU4x4R
     }
 }
 
-template <DType kFmt, int NT, bool kWide>
-void tile(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
+// Groups gs[0..G) for tokens t0..t0 + NT - 1.
+template <DType kFmt, int NT, bool kWide, int G>
+void tile(const QMatmulArgs& a, const U4x4Layout& l, const int64_t (&gs)[G], int64_t t0) {
   const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
-  float sums[NT][kU4x4Rows];
-  group_tile<kFmt, NT, kWide>(a, static_cast<const uint8_t*>(a.packed) + g * n_seg * l.segment_bytes(), l, sums, t0);
-  store_group<NT>(a, g, sums, t0);
+  const uint8_t* groups[G];
+  for (int gi = 0; gi < G; ++gi) groups[gi] = static_cast<const uint8_t*>(a.packed) + gs[gi] * n_seg * l.segment_bytes();
+  float sums[G][NT][kU4x4Rows];
+  group_tile<kFmt, NT, kWide, G>(a, groups, l, sums, t0);
+  for (int gi = 0; gi < G; ++gi) store_group<NT>(a, gs[gi], sums[gi], t0);
 }
 
 template <DType kFmt, bool kWide>
 void groups_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u4x4_layout(*a.w);
   const int64_t n = a.x.n;
+  if (n == 1) {  // decode: two streams (the range's halves side by side)
+    const int64_t half = (g1 - g0) / 2;
+    for (int64_t j = 0; j < half; ++j) tile<kFmt, 1, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
+    if ((g1 - g0) % 2) tile<kFmt, 1, kWide, 1>(a, l, {g1 - 1}, 0);
+    return;
+  }
   for (int64_t g = g0; g < g1; ++g) {
     int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile<kFmt, kMaxTok, kWide>(a, l, g, t);
+    for (; t + kMaxTok <= n; t += kMaxTok) tile<kFmt, kMaxTok, kWide, 1>(a, l, {g}, t);
     switch (n - t) {
       case 0: break;
-      case 1: tile<kFmt, 1, kWide>(a, l, g, t); break;
-      case 2: tile<kFmt, 2, kWide>(a, l, g, t); break;
-      default: tile<kFmt, 3, kWide>(a, l, g, t); break;
+      case 1: tile<kFmt, 1, kWide, 1>(a, l, {g}, t); break;
+      case 2: tile<kFmt, 2, kWide, 1>(a, l, {g}, t); break;
+      default: tile<kFmt, 3, kWide, 1>(a, l, {g}, t); break;
     }
   }
 }
@@ -327,51 +347,59 @@ struct Rows8 {
 
 int64_t u8x4_segment_bytes(const U4x4Layout& l) { return l.header_bytes + l.blocks_per_segment * kU8x4BlockBytes; }
 
-// NT tokens from t0 against registers [reg0, reg0 + NREG) of a group's rows (Rows8):
-// sums[t][row in the group]; kWide: 16-bit activations.
-template <DType kFmt, int NT, int NREG, bool kWide>
-void group_tile8(const QMatmulArgs& a, const uint8_t* group, const U4x4Layout& l, int reg0,
-                 float (&sums)[NT][kU4x4Rows], int64_t t0) {
+// NT tokens from t0 against registers [reg0, reg0 + NREG) of the rows of each of G groups
+// read side by side (Rows8): sums[gi][t][row in the group]; kWide: 16-bit activations.
+template <DType kFmt, int NT, int NREG, bool kWide, int G>
+void group_tile8(const QMatmulArgs& a, const uint8_t* const (&groups)[G], const U4x4Layout& l, int reg0,
+                 float (&sums)[G][NT][kU4x4Rows], int64_t t0) {
   using R = Rows8;
   const int64_t k = a.x.k, nb = k / kBlock, per_seg = l.blocks_per_segment, seg_bytes = u8x4_segment_bytes(l);
-  typename R::F acc[NT][NREG];
-  for (int t = 0; t < NT; ++t)
-    for (int h = 0; h < NREG; ++h) acc[t][h] = R::zero();
+  typename R::F acc[G][NT][NREG];
+  for (int gi = 0; gi < G; ++gi)
+    for (int t = 0; t < NT; ++t)
+      for (int h = 0; h < NREG; ++h) acc[gi][t][h] = R::zero();
   for (int64_t s = 0; s < nb / per_seg; ++s) {
-    const uint8_t* hdr = group + s * seg_bytes;
     // Q8_0's c, W8's c, Q6_K's and Q5_K's d.
-    const __m128 c4 = kFmt == DType::W8 ? _mm_loadu_ps(reinterpret_cast<const float*>(hdr)) : f16x4(hdr);
-    typename R::F c[NREG];
-    if constexpr (kFmt != DType::Q6_K && kFmt != DType::Q5_K)
-      for (int h = 0; h < NREG; ++h) c[h] = R::spread(c4, reg0 + h);
+    __m128 c4[G];
+    typename R::F c[G][NREG];
+    for (int gi = 0; gi < G; ++gi) {
+      const uint8_t* hdr = groups[gi] + s * seg_bytes;
+      c4[gi] = kFmt == DType::W8 ? _mm_loadu_ps(reinterpret_cast<const float*>(hdr)) : f16x4(hdr);
+      if constexpr (kFmt != DType::Q6_K && kFmt != DType::Q5_K)
+        for (int h = 0; h < NREG; ++h) c[gi][h] = R::spread(c4[gi], reg0 + h);
+    }
     for (int64_t i = 0; i < per_seg; ++i) {
       const int64_t b = s * per_seg + i;
-      const uint8_t* p = hdr + l.header_bytes + i * kU8x4BlockBytes;
-      if constexpr (kFmt == DType::Q6_K)
-        for (int h = 0; h < NREG; ++h) c[h] = R::spread_halves(hdr + 8 + 8 * i, c4, reg0 + h);
-      if constexpr (kFmt == DType::Q5_K) {
-        const __m128 cb = _mm_mul_ps(c4, u8x4(hdr + 16 + 4 * i));
-        for (int h = 0; h < NREG; ++h) c[h] = R::spread(cb, reg0 + h);
-      }
-      __builtin_prefetch(p + kPrefetch);
-      __builtin_prefetch(p + kPrefetch + 64);
-      typename R::W w[NREG];
-      for (int h = 0; h < NREG; ++h) w[h] = R::load(p, reg0 + h);
-      for (int t = 0; t < NT; ++t) {
-        const typename R::I x = R::bcast32(a.x.q + (t0 + t) * k + b * kBlock);
-        typename R::I x2;
-        if constexpr (kWide) x2 = R::bcast32(a.x.q2 + (t0 + t) * k + b * kBlock);
-        const typename R::F dx = R::splat(a.x.db[(t0 + t) * nb + b]);
-        for (int h = 0; h < NREG; ++h) {
-          typename R::I dot = R::dot(w[h], x);
-          if constexpr (kWide) dot = R::join(dot, R::dot(w[h], x2));
-          acc[t][h] = R::fma(R::cvt(dot), R::mul(c[h], dx), acc[t][h]);
+      for (int gi = 0; gi < G; ++gi) {
+        const uint8_t* hdr = groups[gi] + s * seg_bytes;
+        const uint8_t* p = hdr + l.header_bytes + i * kU8x4BlockBytes;
+        if constexpr (kFmt == DType::Q6_K)
+          for (int h = 0; h < NREG; ++h) c[gi][h] = R::spread_halves(hdr + 8 + 8 * i, c4[gi], reg0 + h);
+        if constexpr (kFmt == DType::Q5_K) {
+          const __m128 cb = _mm_mul_ps(c4[gi], u8x4(hdr + 16 + 4 * i));
+          for (int h = 0; h < NREG; ++h) c[gi][h] = R::spread(cb, reg0 + h);
+        }
+        __builtin_prefetch(p + kPrefetch);
+        __builtin_prefetch(p + kPrefetch + 64);
+        typename R::W w[NREG];
+        for (int h = 0; h < NREG; ++h) w[h] = R::load(p, reg0 + h);
+        for (int t = 0; t < NT; ++t) {
+          const typename R::I x = R::bcast32(a.x.q + (t0 + t) * k + b * kBlock);
+          typename R::I x2;
+          if constexpr (kWide) x2 = R::bcast32(a.x.q2 + (t0 + t) * k + b * kBlock);
+          const typename R::F dx = R::splat(a.x.db[(t0 + t) * nb + b]);
+          for (int h = 0; h < NREG; ++h) {
+            typename R::I dot = R::dot(w[h], x);
+            if constexpr (kWide) dot = R::join(dot, R::dot(w[h], x2));
+            acc[gi][t][h] = R::fma(R::cvt(dot), R::mul(c[gi][h], dx), acc[gi][t][h]);
+          }
         }
       }
     }
   }
-  for (int t = 0; t < NT; ++t)
-    for (int h = 0; h < NREG; ++h) R::row_sums(acc[t][h], sums[t] + (reg0 + h) * R::kRowsPerReg);
+  for (int gi = 0; gi < G; ++gi)
+    for (int t = 0; t < NT; ++t)
+      for (int h = 0; h < NREG; ++h) R::row_sums(acc[gi][t][h], sums[gi][t] + (reg0 + h) * R::kRowsPerReg);
 }
 
 // Q5_K's offsets: sums[t][r] += sum over blocks b of o(r, b) * sb(t, b), o = 16 c - dmin * mn
@@ -399,33 +427,43 @@ void add_q5k_offsets(const QMatmulArgs& a, const uint8_t* group, const U4x4Layou
   }
 }
 
-template <DType kFmt, int NT, bool kWide>
-void tile8(const QMatmulArgs& a, const U4x4Layout& l, int64_t g, int64_t t0) {
+template <DType kFmt, int NT, bool kWide, int G>
+void tile8(const QMatmulArgs& a, const U4x4Layout& l, const int64_t (&gs)[G], int64_t t0) {
   const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
-  const uint8_t* group = static_cast<const uint8_t*>(a.packed) + g * n_seg * u8x4_segment_bytes(l);
-  float sums[NT][kU4x4Rows];
+  const uint8_t* groups[G];
+  for (int gi = 0; gi < G; ++gi)
+    groups[gi] = static_cast<const uint8_t*>(a.packed) + gs[gi] * n_seg * u8x4_segment_bytes(l);
+  float sums[G][NT][kU4x4Rows];
   if constexpr (Rows8::kRegs == 4 && NT > 1) {  // 256-bit: two passes of 2 rows
-    group_tile8<kFmt, NT, 2, kWide>(a, group, l, 0, sums, t0);
-    group_tile8<kFmt, NT, 2, kWide>(a, group, l, 2, sums, t0);
+    group_tile8<kFmt, NT, 2, kWide, G>(a, groups, l, 0, sums, t0);
+    group_tile8<kFmt, NT, 2, kWide, G>(a, groups, l, 2, sums, t0);
   } else {
-    group_tile8<kFmt, NT, Rows8::kRegs, kWide>(a, group, l, 0, sums, t0);
+    group_tile8<kFmt, NT, Rows8::kRegs, kWide, G>(a, groups, l, 0, sums, t0);
   }
-  if constexpr (kFmt == DType::Q5_K) add_q5k_offsets<NT>(a, group, l, sums, t0);
-  store_group<NT>(a, g, sums, t0);
+  for (int gi = 0; gi < G; ++gi) {
+    if constexpr (kFmt == DType::Q5_K) add_q5k_offsets<NT>(a, groups[gi], l, sums[gi], t0);
+    store_group<NT>(a, gs[gi], sums[gi], t0);
+  }
 }
 
 template <DType kFmt, bool kWide>
 void groups8_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u8x4_layout(*a.w);
   const int64_t n = a.x.n;
+  if (n == 1) {  // decode: two streams (the range's halves side by side)
+    const int64_t half = (g1 - g0) / 2;
+    for (int64_t j = 0; j < half; ++j) tile8<kFmt, 1, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
+    if ((g1 - g0) % 2) tile8<kFmt, 1, kWide, 1>(a, l, {g1 - 1}, 0);
+    return;
+  }
   for (int64_t g = g0; g < g1; ++g) {
     int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile8<kFmt, kMaxTok, kWide>(a, l, g, t);
+    for (; t + kMaxTok <= n; t += kMaxTok) tile8<kFmt, kMaxTok, kWide, 1>(a, l, {g}, t);
     switch (n - t) {
       case 0: break;
-      case 1: tile8<kFmt, 1, kWide>(a, l, g, t); break;
-      case 2: tile8<kFmt, 2, kWide>(a, l, g, t); break;
-      default: tile8<kFmt, 3, kWide>(a, l, g, t); break;
+      case 1: tile8<kFmt, 1, kWide, 1>(a, l, {g}, t); break;
+      case 2: tile8<kFmt, 2, kWide, 1>(a, l, {g}, t); break;
+      default: tile8<kFmt, 3, kWide, 1>(a, l, {g}, t); break;
     }
   }
 }
