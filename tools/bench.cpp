@@ -213,12 +213,11 @@ int run_bench(const Args& a) {
     const std::string isa = cpu::isa_report();
     out["cpu_isa"] = isa;
     out["threads"] = host_threads();
-    const std::string thp = transparent_huge_pages_mode();
-    const bool huge = a.model.kernels.huge_pages && thp != "never";
+    bool huge = false;
+    const std::string pages = weight_pages_report(a.model.kernels.huge_pages, &huge);
     out["huge_pages"] = huge;
     if (!a.json)
-      std::printf("cpu backend: %d threads, kernels %s; weights on %s (transparent huge pages '%s')\n", host_threads(),
-                  isa.c_str(), huge ? "huge pages" : "the checkpoint's pages", thp.c_str());
+      std::printf("cpu backend: %d threads, kernels %s; weights on %s\n", host_threads(), isa.c_str(), pages.c_str());
   }
   double bw = 0;
   if (a.membw) {

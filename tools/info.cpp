@@ -55,8 +55,10 @@ void add_info(CLI::App& app, Runner& run) {
   CLI::App* c = app.add_subcommand("info", "Architecture, parameters, dtypes, weight bytes, KV bytes per token");
   c->add_option("-m,--model", *dir, "Model folder or GGUF file")->required()->check(CLI::ExistingPath);
   c->add_option("-t,--threads", *threads, "CPU threads to report (0 = the default)")->capture_default_str();
-  c->callback([dir, threads, &run] {
-    run = [dir, threads] {
+  auto no_huge_pages = std::make_shared<bool>(false);
+  c->add_flag("--no-huge-pages", *no_huge_pages, "Report the CPU backend's weight pages as with --no-huge-pages");
+  c->callback([dir, threads, no_huge_pages, &run] {
+    run = [dir, threads, no_huge_pages] {
       apply_threads(*threads);
       const std::optional<std::string> gguf = find_gguf_model(*dir);
       const ModelConfig cfg = load_model_config(*dir);
@@ -121,9 +123,7 @@ void add_info(CLI::App& app, Runner& run) {
                   (long long)cfg.kv_bytes_per_token(1));
       std::printf("cpu backend:      %d threads (default %d: physical cores, at most %d), kernels %s\n",
                   host_threads(), default_host_threads(), kMaxDefaultHostThreads, cpu::isa_report().c_str());
-      std::printf("huge pages:       transparent huge pages '%s' (the CPU backend's weights %s)\n",
-                  transparent_huge_pages_mode().c_str(),
-                  transparent_huge_pages_mode() == "never" ? "stay on 4 KiB pages" : "on 2 MiB pages");
+      std::printf("weight pages:     %s\n", weight_pages_report(!*no_huge_pages).c_str());
       return 0;
     };
   });

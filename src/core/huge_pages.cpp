@@ -76,6 +76,14 @@ std::string transparent_huge_pages_mode() {
   return open != std::string::npos && close > open ? s.substr(open + 1, close - open - 1) : "unknown";
 }
 
+std::string weight_pages_report(bool requested, bool* huge) {
+  const std::string mode = transparent_huge_pages_mode();
+  const bool on = requested && mode != "never";
+  if (huge) *huge = on;
+  const std::string where = on ? "huge pages (" : requested ? "4 KiB pages (" : "the checkpoint's pages (--no-huge-pages; ";
+  return where + "transparent huge pages '" + mode + "')";
+}
+
 int64_t available_memory_bytes() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
   if (!f) return -1;

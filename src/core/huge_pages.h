@@ -48,6 +48,12 @@ class HugePageBuffer {
 // gives these buffers huge pages), "never", or "unknown" where the setting cannot be read.
 std::string transparent_huge_pages_mode();
 
+// Where the CPU backend keeps the weights a decode step streams, for `info` and `bench`, given
+// whether it is asked to copy them onto huge pages (BackendOptions::huge_pages) and the mode:
+// "huge pages (transparent huge pages 'madvise')", "the checkpoint's pages (--no-huge-pages;
+// ...)" or "4 KiB pages (transparent huge pages 'never')". *huge: whether that is huge pages.
+std::string weight_pages_report(bool requested, bool* huge = nullptr);
+
 // MemAvailable of /proc/meminfo in bytes (what the kernel can hand out without swapping,
 // reclaimable page cache included), or -1 where that is not known.
 int64_t available_memory_bytes();

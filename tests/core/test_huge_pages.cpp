@@ -71,7 +71,9 @@ TEST(HugePageBuffer, LargeBuffersStartOnAHugePageAndHoldEveryByte) {
     fill_and_check(b);
 #if defined(__linux__)
     const int eligible = thp_eligible(b.data());
-    if (thp_enabled() && eligible >= 0) EXPECT_EQ(eligible, 1) << "the mapping is not eligible for huge pages";
+    if (thp_enabled() && eligible >= 0) {
+      EXPECT_EQ(eligible, 1) << "the mapping is not eligible for huge pages";
+    }
 #endif
   }
 }
@@ -102,8 +104,21 @@ TEST(HugePageBuffer, AvailableMemoryAndTheThpModeAreReportedOnLinux) {
 #endif
   const std::string mode = transparent_huge_pages_mode();
   EXPECT_TRUE(mode == "always" || mode == "madvise" || mode == "never" || mode == "unknown") << mode;
-  if (std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) EXPECT_NE(mode, "unknown");
+  if (std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    EXPECT_NE(mode, "unknown");
+  }
   EXPECT_EQ(thp_enabled(), mode == "always" || mode == "madvise");
+}
+
+TEST(HugePageBuffer, WeightPagesReportNamesThePagesAndTheMode) {
+  const std::string mode = transparent_huge_pages_mode();
+  bool huge = true;
+  const std::string off = weight_pages_report(false, &huge);
+  EXPECT_FALSE(huge);
+  EXPECT_EQ(off, "the checkpoint's pages (--no-huge-pages; transparent huge pages '" + mode + "')");
+  const std::string on = weight_pages_report(true, &huge);
+  EXPECT_EQ(huge, mode != "never");
+  EXPECT_EQ(on, std::string(huge ? "huge pages" : "4 KiB pages") + " (transparent huge pages '" + mode + "')");
 }
 
 }  // namespace
