@@ -6,12 +6,13 @@
 // contiguous rows. A block is kRows weight rows; the register tile is kTok tokens x kRows
 // rows of vector accumulators over k (each loaded weight vector serves kTok tokens, each
 // loaded activation vector kRows rows), reduced horizontally once at the end of k.
-//  - Decode (n <= kTok): the weights are read in their stored type and BF16/F16 widened in
+//  - Decode (n <= kStreamTok): the weights are read in their stored type and BF16/F16 widened in
 //    registers. A range of rows is cut in two halves read side by side, one row of each at a
 //    time, front to back: each half is one sequential stream (a row continues where the one
 //    before it ended), so the hardware prefetchers stay on it, and a software prefetch runs
 //    kPrefetch bytes ahead of both. Rows of a kRows block read side by side were as many
 //    4 KiB streams that each restarted the prefetchers (the 1B shape's rows are 4 KiB).
+//  - Up to kTok tokens: the register tile over a block's whole k, weights as stored.
 //  - A few more tokens: k is cut in chunks of kChunk. Per block and chunk, the rows' chunk
 //    is widened once to F32 (kRows x kChunk floats: stays in L1) and every token tile runs
 //    over it; the tiles' vector accumulators are parked in scratch between chunks, so the
@@ -36,6 +37,11 @@ constexpr int kRows = 4, kTok = 3;
 #endif
 
 constexpr int64_t kChunk = 512;  // k per chunk (prefill): kRows x kChunk floats of weights stay in L1
+
+// Up to this many tokens the two-stream path; from there to kTok the kRows x NT tile, whose
+// loaded weight vectors serve 3 or 4 tokens x kRows accumulators (1B-shape prefill of 4 tokens
+// 55 tok/s against 51 on the two streams, of 2 tokens 28 against 30).
+constexpr int64_t kStreamTok = 2;
 
 // Decode: bytes a software prefetch runs ahead of each of a thread's two streams (docs/PERF.md,
 // "Decode as two sequential streams": 512 B to 2 KiB measured within 3% on a 2-core Xeon VM).
@@ -86,7 +92,8 @@ inline void tile(const float* x, int64_t k, const W* const* w, int64_t c0, int64
 template <int NT, typename W>
 inline void row_pair(const float* x, int64_t k, const W* wa, const W* wb, float* out, int64_t ldo, int64_t ob,
                      bool has_b, float bias_a, float bias_b) {
-  constexpr int U = NT == 1 ? 4 : NT == 2 ? 2 : 1;  // accumulators 2 x NT x U
+  static_assert(NT <= kStreamTok);
+  constexpr int U = NT == 1 ? 4 : 2;  // accumulators 2 x NT x U
   constexpr int64_t kStep = U * kLanes;
   constexpr int64_t kStepBytes = kStep * int64_t(sizeof(W));
   VecF acc[NT][2][U];
@@ -166,10 +173,10 @@ void blocks_of(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch) {
   const int64_t k_vec = a.k / kLanes * kLanes;
   float* wbuf = scratch;                     // [kRows, kChunk]
   float* partial = scratch + kRows * kChunk;  // [n, kRows, kLanes]
-  if (a.n <= kTok) {  // decode: the whole of k, weights as stored
+  if (a.n <= kStreamTok) {  // decode: two streams, the whole of k, weights as stored
     const int64_t r0 = b0 * kRows, r1 = std::min(a.m, b1 * kRows);
-    for_token_tiles(a.n, [&]<int NT>(int64_t t) { stream_rows<NT, W>(a, a.x + t * a.k, a.out + t * a.m, r0, r1); });
-    return;
+    if (a.n == 1) return stream_rows<1, W>(a, a.x, a.out, r0, r1);
+    return stream_rows<2, W>(a, a.x, a.out, r0, r1);
   }
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t r0 = b * kRows;
@@ -177,6 +184,12 @@ void blocks_of(const MatmulArgs& a, int64_t b0, int64_t b1, float* scratch) {
     const W* rows[kRows];
     for (int r = 0; r < kRows; ++r) rows[r] = w + (r0 + std::min(r, n_rows - 1)) * a.k;
     const float* bias = a.bias ? a.bias + r0 : nullptr;
+    if (a.n <= kTok) {  // a few tokens: the kRows x NT tile, the whole of k, weights as stored
+      for_token_tiles(a.n, [&]<int NT>(int64_t t) {
+        tile<NT>(a.x + t * a.k, a.k, rows, 0, k_vec, TileIo{}, rows, a.out + t * a.m + r0, a.m, bias, n_rows);
+      });
+      continue;
+    }
     for (int64_t c0 = 0; c0 < std::max<int64_t>(k_vec, 1); c0 += kChunk) {  // one pass when k < kLanes
       const int64_t len = std::min(kChunk, k_vec - c0);
       const bool first = c0 == 0, last = c0 + kChunk >= k_vec;
