@@ -26,8 +26,8 @@
 // tile of more than one token takes the group's rows in two passes of 2 (registers: NT x 4
 // accumulators and 4 blocks of codes do not fit 16).
 //
-// Decode of one token reads two groups side by side, one from each half of the thread's range
-// of groups: two sequential streams in flight per core instead of one (on a 2-core AVX-512
+// Decode of one token (up to two with AVX-512) reads two groups side by side, one from each
+// half of the thread's range of groups: two sequential streams in flight per core instead of one (on a 2-core AVX-512
 // VM, 1B-shape decode Q8_0 26 -> 33 tokens/s, Q4_0 49 -> 57; docs/PERF.md, "Decode as two
 // sequential streams").
 // AVX2 and above; the baseline level reads the canonical layouts only.
@@ -52,6 +52,14 @@ constexpr int64_t kBlock = 32;
 // at half the read-only bandwidth on a 2-core AVX-512 VM (Q4_0 24 tokens/s, Q8_0 19; with
 // 2 KiB 41 and 25; 4 KiB and 8 KiB measured less).
 constexpr int64_t kPrefetch = 2048;
+
+// Decode reads two groups side by side up to this many tokens: 2 with AVX-512's 32 registers,
+// 1 with AVX2's 16 (two groups of one token already spill a few there, and still gain).
+#if defined(__AVX512BW__)
+constexpr int64_t kTwoStreamTok = 2;
+#else
+constexpr int64_t kTwoStreamTok = 1;
+#endif
 
 #if defined(__AVX512BW__)
 // One register: 4 rows (128-bit lane r = row r).
@@ -221,10 +229,14 @@ template <DType kFmt, bool kWide>
 void groups_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u4x4_layout(*a.w);
   const int64_t n = a.x.n;
-  if (n == 1) {  // decode: two streams (the range's halves side by side)
+  if (n <= kTwoStreamTok) {  // decode: two streams (the range's halves side by side)
     const int64_t half = (g1 - g0) / 2;
-    for (int64_t j = 0; j < half; ++j) tile<kFmt, 1, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
-    if ((g1 - g0) % 2) tile<kFmt, 1, kWide, 1>(a, l, {g1 - 1}, 0);
+    const auto run = [&]<int NT>() {
+      for (int64_t j = 0; j < half; ++j) tile<kFmt, NT, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
+      if ((g1 - g0) % 2) tile<kFmt, NT, kWide, 1>(a, l, {g1 - 1}, 0);
+    };
+    if (n == 1) run.template operator()<1>();
+    else if constexpr (kTwoStreamTok > 1) run.template operator()<2>();
     return;
   }
   for (int64_t g = g0; g < g1; ++g) {
@@ -450,10 +462,14 @@ template <DType kFmt, bool kWide>
 void groups8_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u8x4_layout(*a.w);
   const int64_t n = a.x.n;
-  if (n == 1) {  // decode: two streams (the range's halves side by side)
+  if (n <= kTwoStreamTok) {  // decode: two streams (the range's halves side by side)
     const int64_t half = (g1 - g0) / 2;
-    for (int64_t j = 0; j < half; ++j) tile8<kFmt, 1, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
-    if ((g1 - g0) % 2) tile8<kFmt, 1, kWide, 1>(a, l, {g1 - 1}, 0);
+    const auto run = [&]<int NT>() {
+      for (int64_t j = 0; j < half; ++j) tile8<kFmt, NT, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
+      if ((g1 - g0) % 2) tile8<kFmt, NT, kWide, 1>(a, l, {g1 - 1}, 0);
+    };
+    if (n == 1) run.template operator()<1>();
+    else if constexpr (kTwoStreamTok > 1) run.template operator()<2>();
     return;
   }
   for (int64_t g = g0; g < g1; ++g) {
