@@ -117,6 +117,29 @@ TEST_P(MatmulSweep, CpuMatchesRef) {
   }
 }
 
+// The prefill GEMM takes token tiles in groups whose transposed activations fit L2 (kernels/
+// gemm.cpp: 1 MiB, one tile at k = 8192); the sweep's k stays within one group, so a long k and
+// enough tokens for several groups and a partial last tile are checked here.
+TEST(OpsMatmul, CpuGemmOverSeveralTokenGroupsMatchesRef) {
+  const int64_t n = 100, k = 8192, m = 37;
+  Rng rng(test::seed_of({n, k, m}));
+  const std::vector<float> x = test::randn(rng, n * k);
+  const HostTensor w = test::make_host(test::randn(rng, m * k), DType::BF16, {m, k});
+  BackendPair be;
+  std::vector<float> outs[2];
+  int i = 0;
+  for (Backend* b : {be.ref.get(), be.cpu.get()}) {
+    const TensorView xd = test::to_device(*b, x, n, k);
+    const TensorView wd = b->upload(w.view(), DType::BF16);
+    GuardedOut out(*b, n, m);
+    b->matmul(xd, wd, {}, out.view());
+    EXPECT_TRUE(out.guard_intact()) << b->name() << " wrote past its output";
+    outs[i++] = out.values();
+  }
+  const std::vector<double> scale = test::matmul_output_scale(x, w.to_f32(), {}, n, k, m);
+  EXPECT_TRUE(test::close_scaled_l2(outs[1], outs[0], scale, kTol));
+}
+
 // An independent check of the reference's matmul semantics (out = x @ w^T + bias, w stored
 // [out_features, in_features]) on a hand-sized case, in double precision.
 TEST(OpsMatmul, RefMatchesDirectFormula) {

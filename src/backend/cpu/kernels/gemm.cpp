@@ -5,8 +5,9 @@
 // (gemm_pack_x; the last tile zero-padded), so a vector holds one k element of kLanes
 // tokens. The register tile is kRowsG weight rows x kTv vectors of tokens: per k element it
 // loads kTv activation vectors and broadcasts each of the kRowsG weights, kRowsG x kTv FMAs
-// for kTv + kRowsG loads, the weight broadcasts from L1. Weights are walked in blocks of
-// kRowsG rows and chunks of kChunk along k: the block's chunk is widened to F32 once (row
+// for kTv + kRowsG loads, the weight broadcasts from L1. For each group of token tiles whose
+// transposed activations stay in L2 (kGroupBytes), weights are walked in blocks of kRowsG
+// rows and chunks of kChunk along k: the block's chunk is widened to F32 once (row
 // major, kRowsG x kChunk floats, L1-resident) and every token tile runs over it, parking its
 // accumulators in scratch between chunks. Nothing is reduced horizontally (a lane is one
 // token's output), and k needs no tail: the transposed tiles cover every k element.
@@ -32,7 +33,15 @@ constexpr int kRowsG = 12, kTv = 2;
 constexpr int kRowsG = 6, kTv = 2;
 #endif
 constexpr int64_t kTileTokens = kTv * kLanes;
-constexpr int64_t kChunk = 512;
+// k per chunk: 128 for float weights (the block's chunk and a tile's 128 x kTileTokens activations
+// stay in L1: 1B-shape prefill of 64 and 512 tokens 5-12% faster than with 512, docs/PERF.md,
+// "The prefill GEMM beside OpenBLAS and oneDNN"); 256 for quantized ones, a multiple of every
+// block size (the K types' super-blocks are 256). kChunk is the larger, for the scratch.
+constexpr int64_t kChunkFloat = 128, kChunkQuant = 256, kChunk = kChunkQuant;
+// Token tiles are taken in groups whose transposed activations (all of k) stay in L2 while the
+// thread's weight blocks run over them: past that (512 tokens of k = 2048 are 4 MiB) every block
+// streamed them from L3 again.
+constexpr int64_t kGroupBytes = int64_t(1) << 20;
 
 // Tokens [t0, t0 + kTileTokens) against the block's rows wc[r] (widened, element c0 first)
 // over [c0, c0 + len) of k; xt points at element c0 of the tile.
@@ -71,6 +80,7 @@ template <typename W>
 void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, float* scratch) {
   constexpr bool kQuant = std::is_same_v<W, Quant>;
   const auto* w = static_cast<const uint8_t*>(a.w);
+  constexpr int64_t kChunk = kQuant ? kChunkQuant : kChunkFloat;
   // Bytes of a row and of the elements before c0 (chunks start at multiples of kChunk, a
   // multiple of every block size).
   const int64_t row_bytes = kQuant ? int64_t(dtype_row_bytes(a.wq->dtype, a.k)) : a.k * int64_t(sizeof(W));
@@ -81,45 +91,49 @@ void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, flo
   const int64_t n_tiles = (a.n + kTileTokens - 1) / kTileTokens;
   float* wbuf = scratch;                       // [kRowsG, kChunk]
   float* partial = scratch + kRowsG * kChunk;  // [n_tiles, kRowsG, kTv, kLanes]
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t r0 = b * kRowsG;
-    const int n_rows = int(std::min<int64_t>(kRowsG, a.m - r0));
-    for (int64_t c0 = 0; c0 < a.k; c0 += kChunk) {
-      const int64_t len = std::min(kChunk, a.k - c0);
-      const float* wc[kRowsG];
-      for (int r = 0; r < kRowsG; ++r) {
-        const int64_t row = r0 + std::min(r, n_rows - 1);
-        const uint8_t* src_bytes = w + row * row_bytes + offset(c0);
-        // The next chunk of this row (or the next block's), fetched while the tiles run
-        // over this one: the weights come from memory once per call.
-        const int64_t next_row = row + (c0 + kChunk < a.k ? 0 : kRowsG);
-        if (next_row < a.m) {
-          const uint8_t* next = w + next_row * row_bytes + (c0 + kChunk < a.k ? offset(c0 + kChunk) : 0);
-          for (int64_t i = 0; i < chunk_bytes; i += 64) __builtin_prefetch(next + i);
+  const int64_t group_tiles = std::max<int64_t>(1, kGroupBytes / (a.k * kTileTokens * int64_t(sizeof(float))));
+  for (int64_t tg0 = 0; tg0 < n_tiles; tg0 += group_tiles) {
+    const int64_t tg1 = std::min(n_tiles, tg0 + group_tiles);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kRowsG;
+      const int n_rows = int(std::min<int64_t>(kRowsG, a.m - r0));
+      for (int64_t c0 = 0; c0 < a.k; c0 += kChunk) {
+        const int64_t len = std::min(kChunk, a.k - c0);
+        const float* wc[kRowsG];
+        for (int r = 0; r < kRowsG; ++r) {
+          const int64_t row = r0 + std::min(r, n_rows - 1);
+          const uint8_t* src_bytes = w + row * row_bytes + offset(c0);
+          // The next chunk of this row (or the next block's), fetched while the tiles run
+          // over this one: the weights come from memory once per call.
+          const int64_t next_row = row + (c0 + kChunk < a.k ? 0 : kRowsG);
+          if (next_row < a.m) {
+            const uint8_t* next = w + next_row * row_bytes + (c0 + kChunk < a.k ? offset(c0 + kChunk) : 0);
+            for (int64_t i = 0; i < chunk_bytes; i += 64) __builtin_prefetch(next + i);
+          }
+          if constexpr (std::is_same_v<W, float>) {
+            wc[r] = reinterpret_cast<const float*>(src_bytes);
+          } else if constexpr (kQuant) {
+            dequant_slice(*a.wq, row, c0, len, wbuf + r * kChunk);
+            wc[r] = wbuf + r * kChunk;
+          } else {
+            const W* src = reinterpret_cast<const W*>(src_bytes);
+            float* dst = wbuf + r * kChunk;
+            int64_t i = 0;
+            for (; i + kLanes <= len; i += kLanes) store(dst + i, load_w(src + i));
+            for (; i < len; ++i) dst[i] = to_f32(src[i]);
+            wc[r] = dst;
+          }
         }
-        if constexpr (std::is_same_v<W, float>) {
-          wc[r] = reinterpret_cast<const float*>(src_bytes);
-        } else if constexpr (kQuant) {
-          dequant_slice(*a.wq, row, c0, len, wbuf + r * kChunk);
-          wc[r] = wbuf + r * kChunk;
-        } else {
-          const W* src = reinterpret_cast<const W*>(src_bytes);
-          float* dst = wbuf + r * kChunk;
-          int64_t i = 0;
-          for (; i + kLanes <= len; i += kLanes) store(dst + i, load_w(src + i));
-          for (; i < len; ++i) dst[i] = to_f32(src[i]);
-          wc[r] = dst;
+        const bool first = c0 == 0, last = c0 + kChunk >= a.k;
+        for (int64_t t = tg0; t < tg1; ++t) {
+          const float* xtc = xt + (t * a.k + c0) * kTileTokens;
+          float* p = partial + t * kRowsG * kTv * kLanes;
+          const int64_t t0 = t * kTileTokens;
+          if (first && last) tile<false, false>(xtc, wc, len, p, a, t0, r0, n_rows);
+          else if (first) tile<false, true>(xtc, wc, len, p, a, t0, r0, n_rows);
+          else if (last) tile<true, false>(xtc, wc, len, p, a, t0, r0, n_rows);
+          else tile<true, true>(xtc, wc, len, p, a, t0, r0, n_rows);
         }
-      }
-      const bool first = c0 == 0, last = c0 + kChunk >= a.k;
-      for (int64_t t = 0; t < n_tiles; ++t) {
-        const float* xtc = xt + (t * a.k + c0) * kTileTokens;
-        float* p = partial + t * kRowsG * kTv * kLanes;
-        const int64_t t0 = t * kTileTokens;
-        if (first && last) tile<false, false>(xtc, wc, len, p, a, t0, r0, n_rows);
-        else if (first) tile<false, true>(xtc, wc, len, p, a, t0, r0, n_rows);
-        else if (last) tile<true, false>(xtc, wc, len, p, a, t0, r0, n_rows);
-        else tile<true, true>(xtc, wc, len, p, a, t0, r0, n_rows);
       }
     }
   }
