@@ -34,6 +34,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/isa.h"
 #include "core/host_threads.h"
+#include "core/split.h"
 
 namespace tf {
 namespace {
@@ -94,15 +95,6 @@ struct OneDnnMatmul {
   }
 };
 
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
-    if (*p == ',') ++p;
-  }
-  return v;
-}
-
 }  // namespace
 }  // namespace tf
 
@@ -112,7 +104,10 @@ int main(int argc, char** argv) {
   int threads = 2, reps = 5;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-n" && i + 1 < argc) tokens = parse_list(argv[++i]);
+    if (a == "-n" && i + 1 < argc) {
+      tokens.clear();
+      for (const std::string& t : split_list(argv[++i])) tokens.push_back(std::stoll(t));
+    }
     else if (a == "-t" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else {

@@ -145,6 +145,33 @@ using F = Rows::F;
 using I = Rows::I;
 constexpr int kRegs = Rows::kRegs;
 
+// Calls tile.template operator()<NT, G>(gs, t0) over row groups [g0, g1) and n tokens: for a
+// decode step (n <= kTwoStreamTok) two groups at a time, one from each half of the range (the
+// odd last one alone); else one group at a time, in token tiles of kMaxTok and the tail.
+template <typename Tile>
+void over_groups(int64_t n, int64_t g0, int64_t g1, Tile&& tile) {
+  if (n <= kTwoStreamTok) {
+    const int64_t half = (g1 - g0) / 2;
+    const auto run = [&]<int NT>() {
+      for (int64_t j = 0; j < half; ++j) tile.template operator()<NT, 2>({g0 + j, g0 + half + j}, 0);
+      if ((g1 - g0) % 2) tile.template operator()<NT, 1>({g1 - 1}, 0);
+    };
+    if (n == 1) run.template operator()<1>();
+    else if constexpr (kTwoStreamTok > 1) run.template operator()<2>();
+    return;
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    int64_t t = 0;
+    for (; t + kMaxTok <= n; t += kMaxTok) tile.template operator()<kMaxTok, 1>({g}, t);
+    switch (n - t) {
+      case 0: break;
+      case 1: tile.template operator()<1, 1>({g}, t); break;
+      case 2: tile.template operator()<2, 1>({g}, t); break;
+      default: tile.template operator()<3, 1>({g}, t); break;
+    }
+  }
+}
+
 // NT tokens from t0 against the 4 rows of each of G groups read side by side: sums[gi][t][r];
 // kWide: 16-bit activations.
 template <DType kFmt, int NT, bool kWide, int G>
@@ -228,27 +255,8 @@ void tile(const QMatmulArgs& a, const U4x4Layout& l, const int64_t (&gs)[G], int
 template <DType kFmt, bool kWide>
 void groups_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u4x4_layout(*a.w);
-  const int64_t n = a.x.n;
-  if (n <= kTwoStreamTok) {  // decode: two streams (the range's halves side by side)
-    const int64_t half = (g1 - g0) / 2;
-    const auto run = [&]<int NT>() {
-      for (int64_t j = 0; j < half; ++j) tile<kFmt, NT, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
-      if ((g1 - g0) % 2) tile<kFmt, NT, kWide, 1>(a, l, {g1 - 1}, 0);
-    };
-    if (n == 1) run.template operator()<1>();
-    else if constexpr (kTwoStreamTok > 1) run.template operator()<2>();
-    return;
-  }
-  for (int64_t g = g0; g < g1; ++g) {
-    int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile<kFmt, kMaxTok, kWide, 1>(a, l, {g}, t);
-    switch (n - t) {
-      case 0: break;
-      case 1: tile<kFmt, 1, kWide, 1>(a, l, {g}, t); break;
-      case 2: tile<kFmt, 2, kWide, 1>(a, l, {g}, t); break;
-      default: tile<kFmt, 3, kWide, 1>(a, l, {g}, t); break;
-    }
-  }
+  over_groups(a.x.n, g0, g1,
+              [&]<int NT, int G>(const int64_t(&gs)[G], int64_t t0) { tile<kFmt, NT, kWide, G>(a, l, gs, t0); });
 }
 
 template <DType kFmt>
@@ -461,27 +469,8 @@ void tile8(const QMatmulArgs& a, const U4x4Layout& l, const int64_t (&gs)[G], in
 template <DType kFmt, bool kWide>
 void groups8_of_acts(const QMatmulArgs& a, int64_t g0, int64_t g1) {
   const U4x4Layout l = u8x4_layout(*a.w);
-  const int64_t n = a.x.n;
-  if (n <= kTwoStreamTok) {  // decode: two streams (the range's halves side by side)
-    const int64_t half = (g1 - g0) / 2;
-    const auto run = [&]<int NT>() {
-      for (int64_t j = 0; j < half; ++j) tile8<kFmt, NT, kWide, 2>(a, l, {g0 + j, g0 + half + j}, 0);
-      if ((g1 - g0) % 2) tile8<kFmt, NT, kWide, 1>(a, l, {g1 - 1}, 0);
-    };
-    if (n == 1) run.template operator()<1>();
-    else if constexpr (kTwoStreamTok > 1) run.template operator()<2>();
-    return;
-  }
-  for (int64_t g = g0; g < g1; ++g) {
-    int64_t t = 0;
-    for (; t + kMaxTok <= n; t += kMaxTok) tile8<kFmt, kMaxTok, kWide, 1>(a, l, {g}, t);
-    switch (n - t) {
-      case 0: break;
-      case 1: tile8<kFmt, 1, kWide, 1>(a, l, {g}, t); break;
-      case 2: tile8<kFmt, 2, kWide, 1>(a, l, {g}, t); break;
-      default: tile8<kFmt, 3, kWide, 1>(a, l, {g}, t); break;
-    }
-  }
+  over_groups(a.x.n, g0, g1,
+              [&]<int NT, int G>(const int64_t(&gs)[G], int64_t t0) { tile8<kFmt, NT, kWide, G>(a, l, gs, t0); });
 }
 
 template <DType kFmt>
