@@ -80,7 +80,9 @@ std::string weight_pages_report(bool requested, bool* huge) {
   const std::string mode = transparent_huge_pages_mode();
   const bool on = requested && mode != "never";
   if (huge) *huge = on;
-  const std::string where = on ? "huge pages (" : requested ? "4 KiB pages (" : "the checkpoint's pages (--no-huge-pages; ";
+  const std::string where = on          ? "huge pages ("
+                            : requested ? "4 KiB pages ("
+                                        : "the checkpoint's pages (--no-huge-pages; ";
   return where + "transparent huge pages '" + mode + "')";
 }
 

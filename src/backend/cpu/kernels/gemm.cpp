@@ -36,8 +36,8 @@ constexpr int64_t kTileTokens = kTv * kLanes;
 // k per chunk: 128 for float weights (the block's chunk and a tile's 128 x kTileTokens activations
 // stay in L1: 1B-shape prefill of 64 and 512 tokens 5-12% faster than with 512, docs/PERF.md,
 // "The prefill GEMM beside OpenBLAS and oneDNN"); 256 for quantized ones, a multiple of every
-// block size (the K types' super-blocks are 256). kChunk is the larger, for the scratch.
-constexpr int64_t kChunkFloat = 128, kChunkQuant = 256, kChunk = kChunkQuant;
+// block size (the K types' super-blocks are 256). kMaxChunk, the larger, sizes the scratch.
+constexpr int64_t kChunkFloat = 128, kChunkQuant = 256, kMaxChunk = std::max(kChunkFloat, kChunkQuant);
 // Token tiles are taken in groups whose transposed activations (all of k) stay in L2 while the
 // thread's weight blocks run over them: past that (512 tokens of k = 2048 are 4 MiB) every block
 // streamed them from L3 again.
@@ -144,7 +144,7 @@ void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, flo
 int64_t gemm_tile_tokens() { return kTileTokens; }
 int64_t gemm_block_rows() { return kRowsG; }
 int64_t gemm_scratch_floats(int64_t n) {
-  return kRowsG * kChunk + (n + kTileTokens - 1) / kTileTokens * kRowsG * kTileTokens;
+  return kRowsG * kMaxChunk + (n + kTileTokens - 1) / kTileTokens * kRowsG * kTileTokens;
 }
 
 // xt[t][i][j] = x[t * kTileTokens + j][i] for tiles [tile0, tile1), zero past n.

@@ -27,9 +27,9 @@
 // accumulators and 4 blocks of codes do not fit 16).
 //
 // Decode of one token (up to two with AVX-512) reads two groups side by side, one from each
-// half of the thread's range of groups: two sequential streams in flight per core instead of one (on a 2-core AVX-512
-// VM, 1B-shape decode Q8_0 26 -> 33 tokens/s, Q4_0 49 -> 57; docs/PERF.md, "Decode as two
-// sequential streams").
+// half of the thread's range of groups: two sequential streams in flight per core instead of
+// one (on a 2-core AVX-512 VM, 1B-shape decode Q8_0 26 -> 33 tokens/s, Q4_0 49 -> 57;
+// docs/PERF.md, "Decode as two sequential streams").
 // AVX2 and above; the baseline level reads the canonical layouts only.
 #include <algorithm>
 #include <cstring>
@@ -246,7 +246,8 @@ template <DType kFmt, int NT, bool kWide, int G>
 void tile(const QMatmulArgs& a, const U4x4Layout& l, const int64_t (&gs)[G], int64_t t0) {
   const int64_t n_seg = a.x.k / kBlock / l.blocks_per_segment;
   const uint8_t* groups[G];
-  for (int gi = 0; gi < G; ++gi) groups[gi] = static_cast<const uint8_t*>(a.packed) + gs[gi] * n_seg * l.segment_bytes();
+  for (int gi = 0; gi < G; ++gi)
+    groups[gi] = static_cast<const uint8_t*>(a.packed) + gs[gi] * n_seg * l.segment_bytes();
   float sums[G][NT][kU4x4Rows];
   group_tile<kFmt, NT, kWide, G>(a, groups, l, sums, t0);
   for (int gi = 0; gi < G; ++gi) store_group<NT>(a, gs[gi], sums[gi], t0);
