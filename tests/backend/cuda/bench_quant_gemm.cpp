@@ -44,6 +44,7 @@
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
+#include "core/split.h"
 
 namespace tf::cuda {
 namespace {
@@ -157,11 +158,18 @@ double copy_bandwidth(cudaStream_t s) {
   return 2.0 * double(bytes) / (us * 1e3);
 }
 
-std::vector<int64_t> parse_list(const char* s) {
+// --rows: comma-separated row counts.
+std::vector<int64_t> parse_rows(const std::string& s) {
   std::vector<int64_t> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
-    if (*p == ',') ++p;
+  for (const std::string& t : split_list(s)) {
+    size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(t, &used);
+    } catch (const std::logic_error&) {
+    }
+    if (used != t.size() || n < 1) throw std::runtime_error("--rows: '" + t + "' is not a positive row count");
+    v.push_back(n);
   }
   return v;
 }
@@ -169,13 +177,10 @@ std::vector<int64_t> parse_list(const char* s) {
 // --shapes: names of kShapes, comma-separated.
 std::vector<Shape> parse_shapes(const std::string& s) {
   std::vector<Shape> v;
-  for (size_t b = 0; b <= s.size();) {
-    const size_t e = std::min(s.find(',', b), s.size());
-    const std::string name = s.substr(b, e - b);
+  for (const std::string& name : split_list(s)) {
     const Shape* sh = std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return name == x.name; });
     if (sh == std::end(kShapes)) throw std::runtime_error("--shapes: unknown shape '" + name + "' (q/o, k/v, gate+up, down)");
     v.push_back(*sh);
-    b = e + 1;
   }
   return v;
 }
@@ -386,7 +391,7 @@ int run(int argc, char** argv) {
   std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_rows(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill-rows") && i + 1 < argc) prefill_rows = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
     else if (!std::strcmp(argv[i], "--json")) b.json = true;
