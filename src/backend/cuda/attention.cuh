@@ -32,10 +32,12 @@ struct PagedAttentionArgs {
   // batch.split_keys[0] keys, one thread block each, at most n_splits of them (the grid); with
   // n_splits > 1 the partial results go to `workspace` ([n_decode items, n_heads, n_splits] x
   // (head_dim + 2) floats; unused splits only mark theirs empty) and a second kernel combines
-  // them.
+  // them, except where the tensor-core kernel merges them in a thread block cluster
+  // (decode_cluster, n_splits <= kDecodeClusterMax): the workspace is then unused.
   int32_t n_splits = 1;
   float* workspace = nullptr;
-  bool decode_mma = true;  // BF16, INT8, FP8 pools: the tensor-core decode kernel where it applies
+  bool decode_mma = true;      // BF16, INT8, FP8 pools: the tensor-core decode kernel where it applies
+  bool decode_cluster = false;  // the tensor-core kernel's splits merged through distributed shared memory
 };
 
 // Calls f(std::integral_constant<int, D>{}) for the kernels' head_dim D: 64, 128, else 256 (the
@@ -67,9 +69,13 @@ void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // launch_decode_attention's tensor-core kernel (decode_attention_mma.cu), taken when
 // a.decode_mma is set and decode_mma_supported(): BF16, INT8 and FP8 pools, head_dim 64, 128
-// or 256, groups up to 8. Same splits and workspace format (the combine kernel is shared).
+// or 256, groups up to 8. Same splits and workspace format (the combine kernel is shared),
+// unless a.decode_cluster and 1 < n_splits <= kDecodeClusterMax: then one thread block
+// cluster holds a (item, kv head)'s splits, which merge through distributed shared memory
+// into `out`, and this returns true (no combine kernel to run).
+constexpr int32_t kDecodeClusterMax = 8;  // the portable cluster size
 bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group);
-void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
+bool launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // The same for the query tiles of batch.flash_tiles, on tensor cores (flash_attention.cu):
 // head_dim 64, 128 or 256, any KV dtype (read into shared memory as BF16). BF16, INT8 and FP8

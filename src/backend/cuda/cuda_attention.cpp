@@ -94,7 +94,8 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
                        .block_size = kv_spec_.block_size,
                        .scale = p.scale,
                        .sliding_window = p.sliding_window,
-                       .decode_mma = opt_.decode_mma};
+                       .decode_mma = opt_.decode_mma,
+                       .decode_cluster = opt_.decode_cluster};
   // Prefill chunks: the plain kernel over their tokens.
   a.tokens = dev_batch_.plain_tokens;
   a.n_list = dev_batch_.n_plain;
@@ -133,7 +134,9 @@ int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {
   if (opt_.decode_splits > 0) return opt_.decode_splits;
   const int64_t units = std::max<int64_t>(1, n_decode * std::max<int64_t>(1, kv_spec_.n_kv_heads));
   const int64_t blocks_per_sm = decode_on_tensor_cores() ? 1 : 4;
-  return std::max<int64_t>(1, (blocks_per_sm * int64_t(n_sms_) + units - 1) / units);
+  const int64_t want = std::max<int64_t>(1, (blocks_per_sm * int64_t(n_sms_) + units - 1) / units);
+  // At most a cluster's worth where the tensor-core kernel merges them in one (no combine kernel).
+  return opt_.decode_cluster && decode_on_tensor_cores() ? std::min<int64_t>(want, kDecodeClusterMax) : want;
 }
 
 int32_t CudaBackend::decode_split_quantum() const { return decode_on_tensor_cores() ? 64 : 32; }

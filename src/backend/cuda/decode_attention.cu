@@ -254,8 +254,9 @@ bool decode_supported(int64_t head_dim, int64_t group) {
 void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.batch.n_decode == 0) return;
   const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
+  bool merged = false;
   if (a.decode_mma && decode_mma_supported(a.kv_dtype, a.head_dim, a.n_heads / a.n_kv_heads)) {
-    launch_decode_attention_mma(a, stream);
+    merged = launch_decode_attention_mma(a, stream);
   } else {
     switch (a.kv_dtype) {
       case DType::BF16: launch_kv<bf16>(a, grid, stream); break;
@@ -266,7 +267,7 @@ void launch_decode_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     }
     TF_CUDA_CHECK_LAUNCH("decode_attention_kernel");
   }
-  if (a.n_splits > 1) {
+  if (a.n_splits > 1 && !merged) {
     launch_pdl(combine_kernel, dim3(unsigned(a.batch.n_decode), unsigned(a.n_heads)), dim3(unsigned(a.head_dim)), 0,
                stream, a);
     TF_CUDA_CHECK_LAUNCH("combine_kernel");

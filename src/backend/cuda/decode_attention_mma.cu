@@ -25,7 +25,12 @@
 // end the four warps' states are merged in shared memory:
 //   M = max m_w, L = sum l_w 2^(m_w - M), A = sum O_w 2^(m_w - M), out = A / L,
 // written to `out` (one split) or, with M in natural-log units, to the workspace for
-// combine_kernel (decode_attention.cu).
+// combine_kernel (decode_attention.cu). With kCluster the splits of an (item, kv head) are one
+// thread block cluster (grid z = cluster z = n_splits <= kDecodeClusterMax): each block leaves
+// its merged state (M in log2 units, L, A) in its own shared memory, and after a cluster
+// barrier block r merges elements r, r + n, ... of all of them through distributed shared
+// memory into `out`, the same sums as combine_kernel without the workspace round trip and the
+// second kernel; a second barrier keeps every block's state alive until all have read it.
 //
 // Invariants: a row whose keys are all masked so far keeps m = -inf, l = 0, O = 0 (the
 // exponent's base is 0 while m' = -inf, so no NaN); masked or missing keys (past the split,
@@ -37,6 +42,8 @@
 #include "backend/cuda/decode_split.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
+
+#include <cooperative_groups.h>
 
 #include <type_traits>
 
@@ -77,6 +84,8 @@ struct DecodeSmem {
     float o[kWarps][8][kD];  // the warps' O rows for the merge (after the last tile)
   };
   float m[kWarps][8], l[kWarps][8];
+  float split_m[8], split_l[8];  // kCluster: this split's merged state, read by the cluster
+  float split_a[8][kD];
   int32_t blocks[kStagedBlocks];
   uint8_t valid[2][kTileKeys];
 };
@@ -105,7 +114,33 @@ __device__ __forceinline__ void code_pairs_02_13(fp8_e4m3, uint32_t w, uint32_t&
 // + p covers dims 32j + 16h + 2 col + p (the V fragments' order, see the P V product).
 __device__ __forceinline__ int scaled_o_dim(int n, int col) { return 32 * (n / 4) + 16 * ((n / 2) % 2) + 2 * col + n % 2; }
 
-template <typename KvT, int kD>
+// kCluster: merges the cluster's split states (each block's split_m / split_l / split_a) into
+// out; every block of the cluster calls it once.
+template <int kD, typename Smem>
+__device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a, Smem& sm, int32_t it, int64_t kvh,
+                                                     int group) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's state is in its block's shared memory
+  const int n = int(cluster.num_blocks()), r = int(cluster.block_rank());
+  for (int i = r * int(blockDim.x) + int(threadIdx.x); i < group * kD; i += n * int(blockDim.x)) {
+    const int g = i / kD, d = i % kD;
+    float mx = -INFINITY;
+    for (int b = 0; b < n; ++b) mx = fmaxf(mx, cluster.map_shared_rank(sm.split_m, b)[g]);
+    float sum_l = 0.0f, sum_a = 0.0f;
+    for (int b = 0; b < n; ++b) {
+      const float mb = cluster.map_shared_rank(sm.split_m, b)[g];
+      if (mb == -INFINITY) continue;
+      const float w = exp2f(mb - mx);
+      sum_l += cluster.map_shared_rank(sm.split_l, b)[g] * w;
+      sum_a += cluster.map_shared_rank(&sm.split_a[0][0], b)[g * kD + d] * w;
+    }
+    a.out[int64_t(it) * a.n_heads * kD + (kvh * group + g) * kD + d] = from_float<bf16>(sum_a / sum_l);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
+template <typename KvT, int kD, bool kCluster>
 __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(PagedAttentionArgs a) {
   constexpr bool kQuant = kScaled<KvT>;
   using Smem = DecodeSmem<kD, kQuant>;
@@ -124,7 +159,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   const DecodeKeys keys = decode_keys(a, int32_t(blockIdx.x), split);
   const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
-    mark_split_empty(a, kvh, split);
+    if constexpr (kCluster) {
+      if (tid < 8) sm.split_m[tid] = -INFINITY, sm.split_l[tid] = 0.0f;
+      merge_cluster_splits<kD>(a, sm, it, kvh, group);
+    } else {
+      mark_split_empty(a, kvh, split);
+    }
     return;
   }
   const int32_t* table = a.batch.block_tables + int64_t(s) * a.batch.max_blocks;
@@ -372,26 +412,54 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
         sum_a += sm.o[w][g][d] * wt;
       }
     }
-    // m in log2 units here; combine_kernel weighs splits by exp(m - M)
-    store_split(a, it, kvh * group + g, split, d, mx * kLn2, sum_l, sum_a);
+    if constexpr (kCluster) {  // m in log2 units, as merge_cluster_splits weighs them
+      sm.split_a[g][d] = sum_a;
+      if (d == 0) sm.split_m[g] = mx, sm.split_l[g] = sum_l;
+    } else {  // m in log2 units here; combine_kernel weighs splits by exp(m - M)
+      store_split(a, it, kvh * group + g, split, d, mx * kLn2, sum_l, sum_a);
+    }
   }
+  if constexpr (kCluster) merge_cluster_splits<kD>(a, sm, it, kvh, group);
 }
 
-template <typename KvT, int kD>
+template <typename KvT, int kD, bool kCluster>
 void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = decode_attention_mma_kernel<KvT, kD, kCluster>;
   const size_t smem = sizeof(DecodeSmem<kD, kScaled<KvT>>);
   static std::atomic<uint64_t> configured{0};
   once_per_device(configured, [smem] {
-    TF_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_mma_kernel<KvT, kD>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   });
   const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
-  launch_pdl(decode_attention_mma_kernel<KvT, kD>, grid, dim3(kWarps * 32), smem, stream, a);
+  if constexpr (!kCluster) {
+    launch_pdl(kernel, grid, dim3(kWarps * 32), smem, stream, a);
+  } else {
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled().load(std::memory_order_relaxed) ? 1 : 0;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = 1;
+    attr[1].val.clusterDim.y = 1;
+    attr[1].val.clusterDim.z = unsigned(a.n_splits);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 2;
+    TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+  }
 }
 
 template <typename KvT>
-void launch_dims(const PagedAttentionArgs& a, cudaStream_t stream) {
-  with_head_dim(a.head_dim, [&](auto d) { launch_typed<KvT, decltype(d)::value>(a, stream); });
+void launch_dims(const PagedAttentionArgs& a, bool cluster, cudaStream_t stream) {
+  with_head_dim(a.head_dim, [&](auto d) {
+    if (cluster)
+      launch_typed<KvT, decltype(d)::value, true>(a, stream);
+    else
+      launch_typed<KvT, decltype(d)::value, false>(a, stream);
+  });
 }
 
 }  // namespace
@@ -401,13 +469,15 @@ bool decode_mma_supported(DType kv_dtype, int64_t head_dim, int64_t group) {
   return pool && decode_supported(head_dim, group);
 }
 
-void launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
+bool launch_decode_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
+  const bool cluster = a.decode_cluster && a.n_splits > 1 && a.n_splits <= kDecodeClusterMax;
   switch (a.kv_dtype) {
-    case DType::I8: launch_dims<int8_t>(a, stream); break;
-    case DType::FP8: launch_dims<fp8_e4m3>(a, stream); break;
-    default: launch_dims<bf16>(a, stream); break;
+    case DType::I8: launch_dims<int8_t>(a, cluster, stream); break;
+    case DType::FP8: launch_dims<fp8_e4m3>(a, cluster, stream); break;
+    default: launch_dims<bf16>(a, cluster, stream); break;
   }
   TF_CUDA_CHECK_LAUNCH("decode_attention_mma_kernel");
+  return cluster;
 }
 
 }  // namespace tf::cuda
