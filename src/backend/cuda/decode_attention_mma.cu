@@ -78,14 +78,19 @@ struct DecodeTiles<kD, true> {
 template <int kD, bool kQuant>
 struct DecodeSmem {
   static constexpr int kLd = kD + 8;  // BF16 row stride: 8 consecutive rows start in distinct banks
-  alignas(16) bf16 q[16 * kLd];
+  struct SplitState {                 // kCluster: this split's merged state, read by the cluster
+    float m[8], l[8], a[8][kD];
+  };
+  union {
+    alignas(16) bf16 q[16 * kLd];  // read into registers before the first key tile
+    SplitState split;              // written after the last
+  };
+  static_assert(sizeof(SplitState) <= sizeof(bf16) * 16 * kLd, "the split state fits in q's place");
   union {
     DecodeTiles<kD, kQuant> tiles;
     float o[kWarps][8][kD];  // the warps' O rows for the merge (after the last tile)
   };
   float m[kWarps][8], l[kWarps][8];
-  float split_m[8], split_l[8];  // kCluster: this split's merged state, read by the cluster
-  float split_a[8][kD];
   int32_t blocks[kStagedBlocks];
   uint8_t valid[2][kTileKeys];
 };
@@ -114,8 +119,8 @@ __device__ __forceinline__ void code_pairs_02_13(fp8_e4m3, uint32_t w, uint32_t&
 // + p covers dims 32j + 16h + 2 col + p (the V fragments' order, see the P V product).
 __device__ __forceinline__ int scaled_o_dim(int n, int col) { return 32 * (n / 4) + 16 * ((n / 2) % 2) + 2 * col + n % 2; }
 
-// kCluster: merges the cluster's split states (each block's split_m / split_l / split_a) into
-// out; every block of the cluster calls it once.
+// kCluster: merges the cluster's split states (each block's sm.split) into out; every block of
+// the cluster calls it once.
 template <int kD, typename Smem>
 __device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a, Smem& sm, int32_t it, int64_t kvh,
                                                      int group) {
@@ -126,14 +131,14 @@ __device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a
   for (int i = r * int(blockDim.x) + int(threadIdx.x); i < group * kD; i += n * int(blockDim.x)) {
     const int g = i / kD, d = i % kD;
     float mx = -INFINITY;
-    for (int b = 0; b < n; ++b) mx = fmaxf(mx, cluster.map_shared_rank(sm.split_m, b)[g]);
+    for (int b = 0; b < n; ++b) mx = fmaxf(mx, cluster.map_shared_rank(sm.split.m, b)[g]);
     float sum_l = 0.0f, sum_a = 0.0f;
     for (int b = 0; b < n; ++b) {
-      const float mb = cluster.map_shared_rank(sm.split_m, b)[g];
+      const float mb = cluster.map_shared_rank(sm.split.m, b)[g];
       if (mb == -INFINITY) continue;
       const float w = exp2f(mb - mx);
-      sum_l += cluster.map_shared_rank(sm.split_l, b)[g] * w;
-      sum_a += cluster.map_shared_rank(&sm.split_a[0][0], b)[g * kD + d] * w;
+      sum_l += cluster.map_shared_rank(sm.split.l, b)[g] * w;
+      sum_a += cluster.map_shared_rank(&sm.split.a[0][0], b)[g * kD + d] * w;
     }
     a.out[int64_t(it) * a.n_heads * kD + (kvh * group + g) * kD + d] = from_float<bf16>(sum_a / sum_l);
   }
@@ -160,7 +165,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
     if constexpr (kCluster) {
-      if (tid < 8) sm.split_m[tid] = -INFINITY, sm.split_l[tid] = 0.0f;
+      if (tid < 8) sm.split.m[tid] = -INFINITY, sm.split.l[tid] = 0.0f;
       merge_cluster_splits<kD>(a, sm, it, kvh, group);
     } else {
       mark_split_empty(a, kvh, split);
@@ -413,8 +418,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       }
     }
     if constexpr (kCluster) {  // m in log2 units, as merge_cluster_splits weighs them
-      sm.split_a[g][d] = sum_a;
-      if (d == 0) sm.split_m[g] = mx, sm.split_l[g] = sum_l;
+      sm.split.a[g][d] = sum_a;
+      if (d == 0) sm.split.m[g] = mx, sm.split.l[g] = sum_l;
     } else {  // m in log2 units here; combine_kernel weighs splits by exp(m - M)
       store_split(a, it, kvh * group + g, split, d, mx * kLn2, sum_l, sum_a);
     }
