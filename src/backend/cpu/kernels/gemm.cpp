@@ -7,8 +7,9 @@
 // loads kTv activation vectors and broadcasts each of the kRowsG weights, kRowsG x kTv FMAs
 // for kTv + kRowsG loads, the weight broadcasts from L1. For each group of token tiles whose
 // transposed activations stay in L2 (kGroupBytes), weights are walked in blocks of kRowsG
-// rows and chunks of kChunk along k: the block's chunk is widened to F32 once (row
-// major, kRowsG x kChunk floats, L1-resident) and every token tile runs over it, parking its
+// rows and chunks of kChunk along k, kPair blocks at a time: their chunks are widened to F32
+// once (row major, kRowsG x kChunk floats each, L1-resident) and every token tile runs over
+// them one after the other (its activations read from L2 once for the pair), parking its
 // accumulators in scratch between chunks. Nothing is reduced horizontally (a lane is one
 // token's output), and k needs no tail: the transposed tiles cover every k element.
 // A tail block of fewer rows points its missing rows at its last row (results discarded);
@@ -42,6 +43,10 @@ constexpr int64_t kChunkFloat = 128, kChunkQuant = 256, kMaxChunk = std::max(kCh
 // thread's weight blocks run over them: past that (512 tokens of k = 2048 are 4 MiB) every block
 // streamed them from L3 again.
 constexpr int64_t kGroupBytes = int64_t(1) << 20;
+// Weight blocks whose chunks are widened together and run back to back over each token tile,
+// so a tile's activations come from L2 once for kPair blocks (the tile fed from L2 ran 8%
+// slower than from L1, docs/PERF.md).
+constexpr int kPair = 2;
 
 // Tokens [t0, t0 + kTileTokens) against the block's rows wc[r] (widened, element c0 first)
 // over [c0, c0 + len) of k; xt points at element c0 of the tile.
@@ -89,50 +94,60 @@ void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, flo
   };
   const int64_t chunk_bytes = offset(std::min(kChunk, a.k));
   const int64_t n_tiles = (a.n + kTileTokens - 1) / kTileTokens;
-  float* wbuf = scratch;                       // [kRowsG, kChunk]
-  float* partial = scratch + kRowsG * kChunk;  // [n_tiles, kRowsG, kTv, kLanes]
+  constexpr int64_t kTileFloats = kRowsG * kTv * kLanes;
+  float* wbuf = scratch;                               // [kPair, kRowsG, kChunk]
+  float* partial = scratch + kPair * kRowsG * kChunk;  // [n_tiles, kPair, kRowsG, kTv, kLanes]
   const int64_t group_tiles = std::max<int64_t>(1, kGroupBytes / (a.k * kTileTokens * int64_t(sizeof(float))));
   for (int64_t tg0 = 0; tg0 < n_tiles; tg0 += group_tiles) {
     const int64_t tg1 = std::min(n_tiles, tg0 + group_tiles);
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * kRowsG;
-      const int n_rows = int(std::min<int64_t>(kRowsG, a.m - r0));
+    for (int64_t bp = b0; bp < b1; bp += kPair) {
+      const int nb = int(std::min<int64_t>(kPair, b1 - bp));
+      int64_t r0[kPair];
+      int n_rows[kPair];
+      for (int j = 0; j < nb; ++j) {
+        r0[j] = (bp + j) * kRowsG;
+        n_rows[j] = int(std::min<int64_t>(kRowsG, a.m - r0[j]));
+      }
       for (int64_t c0 = 0; c0 < a.k; c0 += kChunk) {
         const int64_t len = std::min(kChunk, a.k - c0);
-        const float* wc[kRowsG];
-        for (int r = 0; r < kRowsG; ++r) {
-          const int64_t row = r0 + std::min(r, n_rows - 1);
-          const uint8_t* src_bytes = w + row * row_bytes + offset(c0);
-          // The next chunk of this row (or the next block's), fetched while the tiles run
-          // over this one: the weights come from memory once per call.
-          const int64_t next_row = row + (c0 + kChunk < a.k ? 0 : kRowsG);
-          if (next_row < a.m) {
-            const uint8_t* next = w + next_row * row_bytes + (c0 + kChunk < a.k ? offset(c0 + kChunk) : 0);
-            for (int64_t i = 0; i < chunk_bytes; i += 64) __builtin_prefetch(next + i);
-          }
-          if constexpr (std::is_same_v<W, float>) {
-            wc[r] = reinterpret_cast<const float*>(src_bytes);
-          } else if constexpr (kQuant) {
-            dequant_slice(*a.wq, row, c0, len, wbuf + r * kChunk);
-            wc[r] = wbuf + r * kChunk;
-          } else {
-            const W* src = reinterpret_cast<const W*>(src_bytes);
-            float* dst = wbuf + r * kChunk;
-            int64_t i = 0;
-            for (; i + kLanes <= len; i += kLanes) store(dst + i, load_w(src + i));
-            for (; i < len; ++i) dst[i] = to_f32(src[i]);
-            wc[r] = dst;
+        const float* wc[kPair][kRowsG];
+        for (int j = 0; j < nb; ++j) {
+          for (int r = 0; r < kRowsG; ++r) {
+            const int64_t row = r0[j] + std::min(r, n_rows[j] - 1);
+            const uint8_t* src_bytes = w + row * row_bytes + offset(c0);
+            // The next chunk of this row (or the next pair's), fetched while the tiles run
+            // over this one: the weights come from memory once per call.
+            const int64_t next_row = row + (c0 + kChunk < a.k ? 0 : nb * kRowsG);
+            if (next_row < a.m) {
+              const uint8_t* next = w + next_row * row_bytes + (c0 + kChunk < a.k ? offset(c0 + kChunk) : 0);
+              for (int64_t i = 0; i < chunk_bytes; i += 64) __builtin_prefetch(next + i);
+            }
+            float* dst = wbuf + (j * kRowsG + r) * kChunk;
+            if constexpr (std::is_same_v<W, float>) {
+              wc[j][r] = reinterpret_cast<const float*>(src_bytes);
+            } else if constexpr (kQuant) {
+              dequant_slice(*a.wq, row, c0, len, dst);
+              wc[j][r] = dst;
+            } else {
+              const W* src = reinterpret_cast<const W*>(src_bytes);
+              int64_t i = 0;
+              for (; i + kLanes <= len; i += kLanes) store(dst + i, load_w(src + i));
+              for (; i < len; ++i) dst[i] = to_f32(src[i]);
+              wc[j][r] = dst;
+            }
           }
         }
         const bool first = c0 == 0, last = c0 + kChunk >= a.k;
         for (int64_t t = tg0; t < tg1; ++t) {
           const float* xtc = xt + (t * a.k + c0) * kTileTokens;
-          float* p = partial + t * kRowsG * kTv * kLanes;
           const int64_t t0 = t * kTileTokens;
-          if (first && last) tile<false, false>(xtc, wc, len, p, a, t0, r0, n_rows);
-          else if (first) tile<false, true>(xtc, wc, len, p, a, t0, r0, n_rows);
-          else if (last) tile<true, false>(xtc, wc, len, p, a, t0, r0, n_rows);
-          else tile<true, true>(xtc, wc, len, p, a, t0, r0, n_rows);
+          for (int j = 0; j < nb; ++j) {
+            float* p = partial + (t * kPair + j) * kTileFloats;
+            if (first && last) tile<false, false>(xtc, wc[j], len, p, a, t0, r0[j], n_rows[j]);
+            else if (first) tile<false, true>(xtc, wc[j], len, p, a, t0, r0[j], n_rows[j]);
+            else if (last) tile<true, false>(xtc, wc[j], len, p, a, t0, r0[j], n_rows[j]);
+            else tile<true, true>(xtc, wc[j], len, p, a, t0, r0[j], n_rows[j]);
+          }
         }
       }
     }
@@ -144,7 +159,7 @@ void blocks_of(const MatmulArgs& a, const float* xt, int64_t b0, int64_t b1, flo
 int64_t gemm_tile_tokens() { return kTileTokens; }
 int64_t gemm_block_rows() { return kRowsG; }
 int64_t gemm_scratch_floats(int64_t n) {
-  return kRowsG * kMaxChunk + (n + kTileTokens - 1) / kTileTokens * kRowsG * kTileTokens;
+  return kPair * kRowsG * kMaxChunk + (n + kTileTokens - 1) / kTileTokens * kPair * kRowsG * kTileTokens;
 }
 
 // xt[t][i][j] = x[t * kTileTokens + j][i] for tiles [tile0, tile1), zero past n.
