@@ -436,25 +436,9 @@ void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   });
   const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
-  if constexpr (!kCluster) {
-    launch_pdl(kernel, grid, dim3(kWarps * 32), smem, stream, a);
-  } else {
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled().load(std::memory_order_relaxed) ? 1 : 0;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = 1;
-    attr[1].val.clusterDim.y = 1;
-    attr[1].val.clusterDim.z = unsigned(a.n_splits);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
-  }
+  // kCluster: a cluster holds the splits of one (item, kv head)
+  const dim3 cluster(1, 1, kCluster ? unsigned(a.n_splits) : 1);
+  launch_pdl_cluster(cluster, kernel, grid, dim3(kWarps * 32), smem, stream, a);
 }
 
 template <typename KvT>

@@ -61,25 +61,43 @@ int64_t resident_blocks(void (*kernel)(Params...), int threads, size_t smem, int
   return int64_t(std::max(per_sm, 1)) * sms;
 }
 
+// `cluster`: the blocks of a thread block cluster ({1, 1, 1}: no clusters; else the grid is a
+// multiple of it).
 template <typename... Params, typename... Args>
-void launch_with(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                 Args&&... args) {
-  cudaLaunchAttribute attr[1];
+void launch_with(bool pdl, dim3 cluster, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                 cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  unsigned n_attrs = 1;
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = cluster.x;
+    attr[1].val.clusterDim.y = cluster.y;
+    attr[1].val.clusterDim.z = cluster.z;
+    n_attrs = 2;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = n_attrs;
   TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 template <typename... Params, typename... Args>
 void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_with(pdl_enabled().load(std::memory_order_relaxed), kernel, grid, block, smem, stream,
+  launch_with(pdl_enabled().load(std::memory_order_relaxed), dim3(1, 1, 1), kernel, grid, block, smem, stream,
+              std::forward<Args>(args)...);
+}
+
+// launch_pdl in thread block clusters of `cluster` blocks.
+template <typename... Params, typename... Args>
+void launch_pdl_cluster(dim3 cluster, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                        cudaStream_t stream, Args&&... args) {
+  launch_with(pdl_enabled().load(std::memory_order_relaxed), cluster, kernel, grid, block, smem, stream,
               std::forward<Args>(args)...);
 }
 
@@ -88,7 +106,7 @@ template <typename... Params, typename... Args>
 void launch_resident(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                      Args&&... args) {
   launch_with(pdl_enabled().load(std::memory_order_relaxed) && pdl_resident_enabled().load(std::memory_order_relaxed),
-              kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+              dim3(1, 1, 1), kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace tf::cuda
