@@ -87,7 +87,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-lt-split-k") k.lt_split_k = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
-  else if (name == "decode-cluster") k.decode_cluster = true;
+  else if (name == "no-decode-cluster") k.decode_cluster = false;
   else if (name == "no-split-gemv") k.split_gemv = false;
   else if (name == "moe-simt") k.moe_mma = false;
   else if (const int n = decode_splits_of(name); n > 0) k.decode_splits = n;
@@ -100,7 +100,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "bf16-acts") k.bf16_activations = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, pdl-resident, pdl-decode, no-cublaslt, no-lt-split-k, no-decode-mma, "
-         "decode-cluster, no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
+         "no-decode-cluster, no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
 }
@@ -346,7 +346,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps), "
-                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, decode-cluster (decode attention's key splits merged in a thread block cluster, no combine kernel), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
+                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "

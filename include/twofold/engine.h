@@ -39,7 +39,7 @@ struct KernelOptions {
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool lt_split_k = true;                 // cuBLASLt's timed candidates include split-K copies of its heuristic's
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
-  bool decode_cluster = false;            // its key splits merged in a thread block cluster (no combine kernel)
+  bool decode_cluster = true;             // its key splits (up to 8) merged in a thread block cluster (no combine kernel)
   bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
   bool moe_mma = true;                    // mixture-of-experts GEMMs on tensor cores

@@ -127,10 +127,9 @@ struct BackendOptions {
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool lt_split_k = true;          // cuBLASLt's candidates (BF16 small batches, FP8 W8A8) include split-K copies
   bool decode_mma = true;          // decode attention on tensor cores (BF16, INT8, FP8 KV) instead of CUDA cores
-  // ... its key splits merged in a thread block cluster, not by a second kernel (at most 8
-  // splits then). Off: not yet measured on a GPU (docs/PERF.md, "Decode attention's splits
-  // merged in a cluster")
-  bool decode_cluster = false;
+  // ... its key splits merged in a thread block cluster, not by a second kernel, where there are
+  // at most 8 of them (docs/PERF.md, "Decode attention's splits merged in a cluster")
+  bool decode_cluster = true;
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
   bool split_gemv = true;          // W4/W8 at one row: the k-split GEMVs among the timed kernels
   bool moe_mma = true;             // mixture-of-experts GEMMs on tensor cores instead of CUDA cores

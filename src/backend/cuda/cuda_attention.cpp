@@ -134,9 +134,10 @@ int64_t CudaBackend::decode_want_splits(int64_t n_decode) const {
   if (opt_.decode_splits > 0) return opt_.decode_splits;
   const int64_t units = std::max<int64_t>(1, n_decode * std::max<int64_t>(1, kv_spec_.n_kv_heads));
   const int64_t blocks_per_sm = decode_on_tensor_cores() ? 1 : 4;
-  const int64_t want = std::max<int64_t>(1, (blocks_per_sm * int64_t(n_sms_) + units - 1) / units);
-  // At most a cluster's worth where the tensor-core kernel merges them in one (no combine kernel).
-  return opt_.decode_cluster && decode_on_tensor_cores() ? std::min<int64_t>(want, kDecodeClusterMax) : want;
+  // Not capped at a cluster's worth (kDecodeClusterMax) for the cluster merge: at long contexts
+  // and few sequences 8 splits left SMs idle and lost more than the combine kernel costs
+  // (docs/PERF.md, "Decode attention's splits merged in a cluster").
+  return std::max<int64_t>(1, (blocks_per_sm * int64_t(n_sms_) + units - 1) / units);
 }
 
 int32_t CudaBackend::decode_split_quantum() const { return decode_on_tensor_cores() ? 64 : 32; }
