@@ -87,18 +87,17 @@ void launch_with(bool pdl, dim3 cluster, void (*kernel)(Params...), dim3 grid, d
   TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_with(pdl_enabled().load(std::memory_order_relaxed), dim3(1, 1, 1), kernel, grid, block, smem, stream,
-              std::forward<Args>(args)...);
-}
-
-// launch_pdl in thread block clusters of `cluster` blocks.
+// With PDL unless it is switched off, in thread block clusters of `cluster` blocks.
 template <typename... Params, typename... Args>
 void launch_pdl_cluster(dim3 cluster, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                         cudaStream_t stream, Args&&... args) {
   launch_with(pdl_enabled().load(std::memory_order_relaxed), cluster, kernel, grid, block, smem, stream,
               std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_pdl_cluster(dim3(1, 1, 1), kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 // A kernel whose grid is resident_blocks() (or fewer): with PDL only when pdl_resident_enabled().
