@@ -732,7 +732,7 @@ constexpr double kRopeTol = 4e-3, kAttnTol = 5e-3, kFlipFraction = 0.01;
 // takes, so consecutive variants of one case compute them once (the host reference is most of
 // a long-context case's time).
 struct RefStep {
-  std::vector<float> rotated, out;
+  std::vector<float> rotated, q_in, out;  // q_in: rotated rounded to BF16, both sides' attention input
   std::vector<uint8_t> bytes[2][2];  // [layer][K, V]
   std::vector<float> scales[2][2];   // 8-bit pools
 };
@@ -806,12 +806,10 @@ void run_attn_case(const AttnCase& c) {
     const std::vector<float> qkv_host = test::round_bf16(test::randn(rng, n * row));
 
     // ---- rope_kv_write
-    be.ref->set_batch(batch);
-    be.cuda->set_batch(batch);
-    TensorView qkv_ref = test::to_device(*be.ref, qkv_host, n, row);
-    TensorView qkv_cuda = test::to_cuda_bf16(*be.cuda, qkv_host, n, row);
     if (!cached) {
       RefStep& rs = cache.steps.emplace_back();
+      be.ref->set_batch(batch);
+      TensorView qkv_ref = test::to_device(*be.ref, qkv_host, n, row);
       be.ref->rope_kv_write(c.layer, qkv_ref, QkRope{.inv_freq = inv_freq[0]}, p);
       rs.rotated = test::to_host_f32(*be.ref, qkv_ref);
       for (int il = 0; il < 2; ++il)
@@ -819,16 +817,17 @@ void run_attn_case(const AttnCase& c) {
           rs.bytes[il][kv] = pools[0].bytes(il, kv);
           if (kv_dtype_scaled(c.kv_dtype)) rs.scales[il][kv] = pools[0].scales(il, kv);
         }
-      const std::vector<float> q_in = test::round_bf16(rs.rotated);
-      be.ref->copy_from_host(q_in.data(), qkv_ref);
+      rs.q_in = test::round_bf16(rs.rotated);
+      be.ref->copy_from_host(rs.q_in.data(), qkv_ref);
       TensorView out_ref = be.ref->alloc(DType::F32, {n, c.n_heads * c.head_dim});
       be.ref->attention(c.layer, qkv_ref, p, out_ref);
       rs.out = test::to_host_f32(*be.ref, out_ref);
     }
     const RefStep& rs = cache.steps[step];
+    be.cuda->set_batch(batch);
+    TensorView qkv_cuda = test::to_cuda_bf16(*be.cuda, qkv_host, n, row);
     be.cuda->rope_kv_write(c.layer, qkv_cuda, QkRope{.inv_freq = inv_freq[1]}, p);
-    const std::vector<float>& rotated_ref = rs.rotated;
-    test::expect_close("rope_kv_write qkv", test::from_cuda(*be.cuda, qkv_cuda), rotated_ref, kRopeTol, true);
+    test::expect_close("rope_kv_write qkv", test::from_cuda(*be.cuda, qkv_cuda), rs.rotated, kRopeTol, true);
     for (int il = 0; il < 2; ++il) {
       for (int kv = 0; kv < 2; ++kv) {
         const std::vector<uint8_t>& want = rs.bytes[il][kv];
@@ -852,7 +851,7 @@ void run_attn_case(const AttnCase& c) {
     }
 
     // ---- attention, from the reference's rotated qkv rounded to BF16 on both sides
-    const std::vector<float> q_in = test::round_bf16(rotated_ref);
+    const std::vector<float>& q_in = rs.q_in;
     const TensorView q_cuda = test::to_cuda_bf16(*be.cuda, q_in, n, row);
     test::GuardedBf16 out(*be.cuda, n, c.n_heads * c.head_dim);
     be.cuda->attention(c.layer, q_cuda, p, out.view());
