@@ -18,7 +18,7 @@ int32_t graph_bucket(int32_t n_seqs) {
 }
 
 // Block-table strides are padded to multiples of this many blocks (one recording per bucket
-// of context length).
+// of context length), with two finer buckets below it (graph_block_stride).
 constexpr int32_t kGraphBlockQuantum = 64;
 
 // The logits of the batch's own rows (a padded batch's rows come first).
@@ -29,6 +29,12 @@ TensorView first_rows(const TensorView& t, int64_t n) {
 }
 
 }  // namespace
+
+int32_t graph_block_stride(int32_t max_blocks) {
+  if (max_blocks <= kGraphBlockQuantum / 4) return kGraphBlockQuantum / 4;
+  if (max_blocks <= kGraphBlockQuantum / 2) return kGraphBlockQuantum / 2;
+  return (max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
+}
 
 std::vector<int32_t> recorded_batch_sizes(int32_t max_seqs) {
   std::vector<int32_t> out;
@@ -56,7 +62,7 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   }
   // A decode or verification step on a recording backend: pad to the bucket, then replay,
   // record or run.
-  const int32_t max_blocks = (batch.max_blocks + kGraphBlockQuantum - 1) / kGraphBlockQuantum * kGraphBlockQuantum;
+  const int32_t max_blocks = graph_block_stride(batch.max_blocks);
   const Batch padded = pad_uniform_batch(batch, bucket, max_blocks, pad_blocks, int32_t(backend.kv_spec().block_size));
   const PreparedStep p = model.prepare(padded);
   if (p.buffers_moved) backend.graph_reset();

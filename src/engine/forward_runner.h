@@ -23,6 +23,13 @@ namespace tf {
 // n_vocab] F32 on the backend, valid until the next forward.
 TensorView run_forward(Model& model, Backend& backend, const Batch& batch);
 
+// The block-table stride a recorded batch of `max_blocks` is padded to: 16 or 32 blocks for
+// short contexts, else the next multiple of 64. The stride is the longest context the CUDA
+// backend's decode attention sizes its grid for: at 16 and 32 blocks of 16 keys its splits
+// fit one thread block cluster and merge without the combine kernel (docs/PERF.md, "Finer
+// recorded strides for short contexts").
+int32_t graph_block_stride(int32_t max_blocks);
+
 // The sequence counts a recording backend pads decode and verification batches of 1..max_seqs
 // sequences to (ascending): each has its own recordings.
 std::vector<int32_t> recorded_batch_sizes(int32_t max_seqs);
