@@ -3,11 +3,10 @@
 //
 // On a backend that records (Backend::pad_kv_block(0) >= 0), a decode batch (one token per
 // sequence) or a verification batch (the same 1 + k tokens per sequence, logits for all) is
-// padded to a bucket of sequences and a block-table stride rounded up to a quantum
-// (pad_uniform_batch, one padding block per KV group), so a handful of recordings cover every
-// batch; its forward is
-// then run eagerly the first time its shapes are seen, recorded the second, replayed after
-// (Backend::graph_begin). Every other batch runs eagerly.
+// padded to a bucket of sequences and a block-table stride (graph_block_stride;
+// pad_uniform_batch, one padding block per KV group), so a handful of recordings cover every
+// batch; its forward is then run eagerly the first time its shapes are seen, recorded the
+// second, replayed after (Backend::graph_begin). Every other batch runs eagerly.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +25,8 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch);
 // The block-table stride a recorded batch of `max_blocks` is padded to: 16 or 32 blocks for
 // short contexts, else the next multiple of 64. The stride is the longest context the CUDA
 // backend's decode attention sizes its grid for: at 16 and 32 blocks of 16 keys its splits
-// fit one thread block cluster and merge without the combine kernel (docs/PERF.md, "Finer
-// recorded strides for short contexts").
+// fit one thread block cluster and merge without the combine kernel (docs/PERF.md, the entry
+// on finer recorded strides for short contexts).
 int32_t graph_block_stride(int32_t max_blocks);
 
 // The sequence counts a recording backend pads decode and verification batches of 1..max_seqs

@@ -108,9 +108,9 @@ TEST(RunForward, DecodePaddedToTheStrideOfItsContext) {
     const Batch decode = batch_of(pos, 1);
     const std::vector<float> got = test::to_host_f32(rec, run_forward(*model, rec, decode));
     EXPECT_TRUE(test::bitwise_equal(got, plain_step(decode))) << "context " << pos;
+    ASSERT_EQ(rec.keys.size(), n_keys + 1) << "context " << pos << ": the decode step did not record";
+    EXPECT_EQ(rec.strides.back(), want_stride[i]) << "context " << pos;
     ++pos;
-    ASSERT_EQ(rec.keys.size(), n_keys + 1) << "context " << pos - 1 << ": the decode step did not record";
-    EXPECT_EQ(rec.strides.back(), want_stride[i]) << "context " << pos - 1;
   }
   EXPECT_EQ(rec.keys.size(), 3u);  // the prefill chunks ran eagerly
   EXPECT_NE(rec.keys[0], rec.keys[1]);
