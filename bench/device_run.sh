@@ -11,6 +11,8 @@
 #   tiny      twofold bench on the bundled tiny-main
 #   quant     the quantized matmul kernels alone on the Llama-3-8B shapes, rows 1..256
 #             (tests/backend/cuda/bench_quant_gemm; $QUANT_ARGS)
+#   floor     the read floor of the batch-1 GEMVs' weight regions, per projection and in one
+#             launch (tests/backend/cuda/bench_read_floor; $FLOOR_ARGS, e.g. --format int8)
 # PREBUILT=file.tar.xz skips the build (see below).
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
 set -uo pipefail
@@ -23,9 +25,9 @@ export PKG_CONFIG_PATH=$S/lib/pkgconfig LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 if [ -n "${PREBUILT:-}" ]; then
   # Binaries built on the development machine (TF_CUDA=ON, the same CUDA major), packed as
-  # tests/backend/cuda/{test_cuda_ops,bench_quant_gemm} and lib/ (the shared libraries the
-  # device lacks beyond the sysroot's, which may then stay behind): no build here, so only
-  # the steps `tests` and `quant` can run.
+  # tests/backend/cuda/{test_cuda_ops,bench_quant_gemm,bench_read_floor} and lib/ (the shared
+  # libraries the device lacks beyond the sysroot's, which may then stay behind): no build
+  # here, so only the steps `tests`, `quant` and `floor` can run.
   mkdir -p build-dev && tar -C build-dev -xJf "$PREBUILT" || exit 1
   export LD_LIBRARY_PATH=$PWD/build-dev/lib:$LD_LIBRARY_PATH
   echo "prebuilt: $(cat build-dev/BUILT_FROM 2>/dev/null)"
@@ -33,7 +35,7 @@ else
   {
     cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON -DTF_TESTS=ON -DTF_NATIVE=ON \
       -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DPKG_CONFIG_EXECUTABLE=$S/bin/pkg-config &&
-    cmake --build build-dev -j16 --target test_cuda_ops twofold bench_quant_gemm
+    cmake --build build-dev -j16 --target test_cuda_ops twofold bench_quant_gemm bench_read_floor
   } > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
   echo "build ok ($(git rev-parse --short HEAD 2>/dev/null) + working tree)"
 fi
@@ -71,6 +73,9 @@ for step in $STEPS; do
     quant)
       build-dev/tests/backend/cuda/bench_quant_gemm ${QUANT_ARGS:-} > "$OUT/quant.log" 2>&1
       echo "quant rc=$?"; cat "$OUT/quant.log" | tail -80 ;;
+    floor)
+      build-dev/tests/backend/cuda/bench_read_floor ${FLOOR_ARGS:-} > "$OUT/floor.log" 2>&1
+      echo "floor rc=$?"; tail -6 "$OUT/floor.log" ;;
     tiny)
       $TF bench -m models/tiny-main --backend cuda ${TINY_ARGS:---kv-dtype bf16 --batch 1,64 --prompt-len 128 --gen 128} > "$OUT/tiny.log" 2>&1
       echo "tiny rc=$?"; tail -12 "$OUT/tiny.log" ;;
