@@ -118,12 +118,19 @@ struct BackendOptions {
   bool fp8_sums_f32 = false;
   bool pdl = true;                 // programmatic dependent launch: a kernel starts while the previous ends
   // PDL also for the kernels whose grid is sized to the blocks resident at once (persistent and
-  // k-split GEMVs). Off (measured faster, docs/PERF.md) they start on an idle GPU and spread
-  // evenly over the SMs, instead of landing where the previous kernel has left room
+  // k-split GEMVs) in prefill and mixed steps. Off (measured faster, docs/PERF.md) they start on
+  // an idle GPU and spread evenly over the SMs, instead of landing where the previous kernel
+  // has left room
   bool pdl_resident = false;
   // PDL in decode steps (every sequence of the batch one new token). Off (measured faster for
   // decode, docs/PERF.md 2026-12-03): prefill and mixed steps keep it, where it is faster
   bool pdl_decode = false;
+  // PDL in decode steps only for the kernels whose grid is what fits at once (pdl_resident's
+  // kernels), so that they launch as the previous kernel's blocks leave and start their weight
+  // copies while it drains, while the other kernels of a decode step keep plain stream order.
+  // Off: not measured yet (docs/PERF.md 2026-12-05 evening: PDL for every kernel of a decode
+  // step gained at INT4 batch 1 and lost at INT8 / BF16 batch 1 and INT4 batch 8)
+  bool pdl_decode_resident = false;
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool lt_split_k = true;          // cuBLASLt's candidates (BF16 small batches, FP8 W8A8) include split-K copies
   bool decode_mma = true;          // decode attention on tensor cores (BF16, INT8, FP8 KV) instead of CUDA cores

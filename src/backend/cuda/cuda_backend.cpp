@@ -200,9 +200,13 @@ void CudaBackend::set_batch(const Batch& b) {
                 b.block_tables.size() == n_groups * n_seqs * size_t(b.max_blocks),
             "set_batch: inconsistent batch ({} tokens, {} sequences, {} KV groups)", n_tokens, n_seqs, n_groups);
   batch_ = b;
-  // PDL by step kind (BackendOptions::pdl_decode): a decode step, recorded as a graph, runs in
-  // plain stream order; prefill and mixed steps overlap their kernels.
-  pdl_enabled() = opt_.pdl && (opt_.pdl_decode || n_tokens != n_seqs);
+  // PDL by step kind: a decode step, recorded as a graph, runs in plain stream order except for
+  // the grid-sized kernels (BackendOptions::pdl_decode_resident, ::pdl_decode); prefill and
+  // mixed steps overlap their kernels except for those (::pdl_resident).
+  const bool decode = n_tokens == n_seqs;
+  pdl_enabled() = opt_.pdl && (opt_.pdl_decode || !decode);
+  pdl_resident_enabled() =
+      opt_.pdl && (decode ? opt_.pdl_decode_resident || (opt_.pdl_decode && opt_.pdl_resident) : opt_.pdl_resident);
   // Attention work lists: one-token sequences for the decode kernel, the tokens of longer
   // chunks for the plain kernel.
   decode_seqs_.clear();
@@ -324,7 +328,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
   }
   opt_ = opt;
   pdl_enabled() = opt_.pdl;
-  pdl_resident_enabled() = opt_.pdl_resident;
+  pdl_resident_enabled() = opt_.pdl && opt_.pdl_resident;
   if (opt_.profile) {
     opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();

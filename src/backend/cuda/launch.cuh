@@ -3,9 +3,10 @@
 // latency with the next op's start (the next GEMV issues its weight loads early). Kernels
 // launched this way call pdl_begin() before touching anything an earlier kernel wrote
 // (common.cuh). Stream capture keeps the relation in a CUDA Graph as a programmatic edge.
-// BackendOptions::pdl turns it off (plain stream order) to measure its gain; ::pdl_resident
-// only for the kernels whose grid is sized to the GPU (launch_resident); ::pdl_decode in
-// decode steps (CudaBackend::set_batch sets the switch per step).
+// BackendOptions::pdl turns it off (plain stream order) to measure its gain; the kernels whose
+// grid is sized to the GPU (launch_resident) follow ::pdl_decode_resident in decode steps and
+// ::pdl_resident elsewhere, the others ::pdl_decode in decode steps (CudaBackend::set_batch
+// sets the switches per step).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,9 +28,10 @@ inline std::atomic<bool>& pdl_enabled() {
 }
 
 // PDL for the kernels launched with launch_resident: those whose grid is the blocks that fit
-// on the GPU at once. Launched early, their blocks land on whichever SMs the previous kernel
-// has left, several on some and none on others, while the grid assumes an even spread; off by
-// default (BackendOptions::pdl_resident), which measured faster at batch 1 (docs/PERF.md).
+// on the GPU at once. CudaBackend::set_batch sets it per step: in decode steps from
+// BackendOptions::pdl_decode_resident or ::pdl_decode with ::pdl_resident, in other steps from
+// ::pdl_resident (off by default: launched early, the blocks of such a grid land on whichever
+// SMs the previous kernel has left, while the grid assumes an even spread; docs/PERF.md).
 inline std::atomic<bool>& pdl_resident_enabled() {
   static std::atomic<bool> on{false};
   return on;
@@ -100,12 +102,12 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
   launch_pdl_cluster(dim3(1, 1, 1), kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
-// A kernel whose grid is resident_blocks() (or fewer): with PDL only when pdl_resident_enabled().
+// A kernel whose grid is resident_blocks() (or fewer): with PDL when pdl_resident_enabled().
 template <typename... Params, typename... Args>
 void launch_resident(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                      Args&&... args) {
-  launch_with(pdl_enabled().load(std::memory_order_relaxed) && pdl_resident_enabled().load(std::memory_order_relaxed),
-              dim3(1, 1, 1), kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+  launch_with(pdl_resident_enabled().load(std::memory_order_relaxed), dim3(1, 1, 1), kernel, grid, block, smem, stream,
+              std::forward<Args>(args)...);
 }
 
 }  // namespace tf::cuda

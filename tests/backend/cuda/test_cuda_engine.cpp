@@ -278,6 +278,47 @@ TEST(CudaEngineFp8, Bf16SumsKeepThePerplexity) {
   test::record("engine: fp8 weights, BF16 vs F32 sums", "perplexity change", sums_cost, 0.001, sums_cost < 0.001);
 }
 
+// Decode steps with PDL for the grid-sized GEMVs (KernelOptions::pdl_decode_resident: such a
+// kernel launches as the previous one drains and copies its first weights before waiting for
+// it) against plain stream order, on tiny-main with INT8 and INT4 weights, one request at a
+// time so every decode step is a one-row GEMV step: the same engine (so the same timed kernel
+// choices), recorded again after the switch, must give the same greedy ids for every golden
+// prompt. A kernel that read its input before the previous kernel finished would not.
+TEST(CudaEngineQuant, ResidentPdlDecodeEqualsPlainOrder) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::golden_model_dir("tiny-main");
+  const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
+  for (const std::string quantization : {"int8", "int4"}) {
+    SCOPED_TRACE(quantization);
+    Engine engine(EngineOptions{.model_dir = dir, .backend = "cuda", .weights = {.quantization = quantization},
+                                .kv_dtype = "bf16", .max_seqs = 1});
+    auto run = [&](bool resident_pdl) {
+      engine.set_kernel_options(KernelOptions{.pdl_decode_resident = resident_pdl});
+      std::vector<std::vector<int32_t>> out;
+      for (const test::GoldenPrompt& g : golden) {
+        const RequestId id = engine.add_request(
+            {.prompt_ids = g.input_ids, .sampling = {.temperature = 0, .max_tokens = 40, .ignore_eos = true}});
+        while (engine.has_unfinished()) engine.step();
+        out.push_back(engine.output_ids(id));
+        engine.release(id);
+      }
+      return out;
+    };
+    const std::vector<std::vector<int32_t>> plain = run(false), pdl = run(true), again = run(false);
+    ASSERT_EQ(plain.size(), golden.size());
+    for (size_t i = 0; i < golden.size(); ++i) {
+      SCOPED_TRACE(golden[i].name);
+      ASSERT_EQ(plain[i].size(), 40u);
+      EXPECT_EQ(pdl[i], plain[i]) << "greedy ids with PDL for the grid-sized GEMVs";
+      EXPECT_EQ(again[i], plain[i]) << "greedy ids after switching back";
+    }
+    const bool ok = pdl == plain && again == plain;
+    test::record("engine: decode with resident PDL, " + quantization, "prompts differing", ok ? 0 : 1, 0, ok);
+    for (const std::string& line : engine.tuning_report())
+      if (line.find("rows=1 ") != std::string::npos) std::printf("  [%s] %s\n", quantization.c_str(), line.c_str());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kv, CudaEngine, ::testing::Values("bf16", "f16", "int8", "fp8", "bf16-eager"),
                          test::ParamName());
 
