@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/common.cuh"
+
+namespace tf {
 namespace {
 
 #define CHECK(x)                                                                           \
@@ -32,13 +35,7 @@ namespace {
     }                                                                                      \
   } while (0)
 
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
+using cuda::load_stream;  // the GEMVs' streaming load (ld.global.nc.L1::no_allocate.v4)
 
 // Grid-stride read of n words, U loads in flight a thread; the XOR keeps the loads alive.
 template <int U>
@@ -112,8 +109,10 @@ size_t region_bytes(const std::string& format, size_t m, size_t k) {
 }
 
 }  // namespace
+}  // namespace tf
 
 int main(int argc, char** argv) {
+  using namespace tf;
   std::string format = "int4";
   int layers = 32;
   for (int i = 1; i < argc; ++i) {
