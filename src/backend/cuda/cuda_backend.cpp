@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/pdl_policy.h"
 #include "backend/cuda_factory.h"
 #include "quant/quantized_weight.h"
 
@@ -200,13 +201,11 @@ void CudaBackend::set_batch(const Batch& b) {
                 b.block_tables.size() == n_groups * n_seqs * size_t(b.max_blocks),
             "set_batch: inconsistent batch ({} tokens, {} sequences, {} KV groups)", n_tokens, n_seqs, n_groups);
   batch_ = b;
-  // PDL by step kind: a decode step, recorded as a graph, runs in plain stream order except for
-  // the grid-sized kernels (BackendOptions::pdl_decode_resident, ::pdl_decode); prefill and
-  // mixed steps overlap their kernels except for those (::pdl_resident).
-  const bool decode = n_tokens == n_seqs;
-  pdl_enabled() = opt_.pdl && (opt_.pdl_decode || !decode);
-  pdl_resident_enabled() =
-      opt_.pdl && (decode ? opt_.pdl_decode_resident || (opt_.pdl_decode && opt_.pdl_resident) : opt_.pdl_resident);
+  // PDL by step kind (pdl_policy.h): a decode step, recorded as a graph, runs in plain stream
+  // order by default; prefill and mixed steps overlap their kernels.
+  const PdlSwitches pdl = pdl_switches(opt_, /*decode=*/n_tokens == n_seqs);
+  pdl_enabled() = pdl.plain;
+  pdl_resident_enabled() = pdl.resident;
   // Attention work lists: one-token sequences for the decode kernel, the tokens of longer
   // chunks for the plain kernel.
   decode_seqs_.clear();
@@ -327,8 +326,9 @@ void CudaBackend::set_options(const BackendOptions& opt) {
     lt_.reset();
   }
   opt_ = opt;
-  pdl_enabled() = opt_.pdl;
-  pdl_resident_enabled() = opt_.pdl && opt_.pdl_resident;
+  const PdlSwitches pdl = pdl_switches(opt_, /*decode=*/false);  // until a batch says otherwise
+  pdl_enabled() = pdl.plain;
+  pdl_resident_enabled() = pdl.resident;
   if (opt_.profile) {
     opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();
