@@ -31,6 +31,12 @@ using namespace detail;
 
 // cuBLAS gets a fixed workspace so that GEMMs recorded into a CUDA Graph never allocate.
 
+// The process-wide PDL switches of launch.cuh, for the step to come.
+static void apply_pdl(const PdlSwitches& s) {
+  pdl_enabled() = s.plain;
+  pdl_resident_enabled() = s.resident;
+}
+
 static void check_options(const BackendOptions& o) {
   if (o.attention != "auto" && o.attention != "plain" && o.attention != "flash")
     fail("unknown attention kernel '{}' (expected auto, plain or flash)", o.attention);
@@ -203,9 +209,7 @@ void CudaBackend::set_batch(const Batch& b) {
   batch_ = b;
   // PDL by step kind (pdl_policy.h): a decode step, recorded as a graph, runs in plain stream
   // order by default; prefill and mixed steps overlap their kernels.
-  const PdlSwitches pdl = pdl_switches(opt_, /*decode=*/n_tokens == n_seqs);
-  pdl_enabled() = pdl.plain;
-  pdl_resident_enabled() = pdl.resident;
+  apply_pdl(pdl_switches(opt_, /*decode=*/n_tokens == n_seqs));
   // Attention work lists: one-token sequences for the decode kernel, the tokens of longer
   // chunks for the plain kernel.
   decode_seqs_.clear();
@@ -326,9 +330,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
     lt_.reset();
   }
   opt_ = opt;
-  const PdlSwitches pdl = pdl_switches(opt_, /*decode=*/false);  // until a batch says otherwise
-  pdl_enabled() = pdl.plain;
-  pdl_resident_enabled() = pdl.resident;
+  apply_pdl(pdl_switches(opt_, /*decode=*/false));  // until a batch says otherwise
   if (opt_.profile) {
     opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();
