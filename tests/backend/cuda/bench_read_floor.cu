@@ -18,22 +18,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda_check.h"
 
 namespace tf {
 namespace {
 
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    const cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "bench_read_floor: %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 using cuda::load_stream;  // the GEMVs' streaming load (ld.global.nc.L1::no_allocate.v4)
 
@@ -76,29 +70,29 @@ void launch(const Shape& s, int sms, const Region& r, unsigned* sink, cudaStream
 // us per replay of a graph of the launches (a warm-up replay first).
 double time_graph(const std::vector<Region>& regions, const Shape& s, int sms, unsigned* sink, int reps) {
   cudaStream_t st;
-  CHECK(cudaStreamCreate(&st));
+  TF_CUDA_CHECK(cudaStreamCreate(&st));
   cudaGraph_t g;
   cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  TF_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
   for (const Region& r : regions) launch(s, sms, r, sink, st);
-  CHECK(cudaStreamEndCapture(st, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, st));
-  CHECK(cudaStreamSynchronize(st));
+  TF_CUDA_CHECK(cudaStreamEndCapture(st, &g));
+  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, st));
+  TF_CUDA_CHECK(cudaStreamSynchronize(st));
   cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  CHECK(cudaEventRecord(a, st));
-  for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(ge, st));
-  CHECK(cudaEventRecord(b, st));
-  CHECK(cudaEventSynchronize(b));
+  TF_CUDA_CHECK(cudaEventCreate(&a));
+  TF_CUDA_CHECK(cudaEventCreate(&b));
+  TF_CUDA_CHECK(cudaEventRecord(a, st));
+  for (int i = 0; i < reps; ++i) TF_CUDA_CHECK(cudaGraphLaunch(ge, st));
+  TF_CUDA_CHECK(cudaEventRecord(b, st));
+  TF_CUDA_CHECK(cudaEventSynchronize(b));
   float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  CHECK(cudaStreamDestroy(st));
+  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  TF_CUDA_CHECK(cudaEventDestroy(a));
+  TF_CUDA_CHECK(cudaEventDestroy(b));
+  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
+  TF_CUDA_CHECK(cudaGraphDestroy(g));
+  TF_CUDA_CHECK(cudaStreamDestroy(st));
   return double(ms) * 1000.0 / reps;
 }
 
@@ -109,10 +103,8 @@ size_t region_bytes(const std::string& format, size_t m, size_t k) {
 }
 
 }  // namespace
-}  // namespace tf
 
-int main(int argc, char** argv) {
-  using namespace tf;
+int run(int argc, char** argv) {
   std::string format = "int4";
   int layers = 32;
   for (int i = 1; i < argc; ++i) {
@@ -131,9 +123,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const char* names[4] = {"q|k|v", "o", "gate|up", "down"};
   const size_t mk[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
   size_t bytes[4], total = 0;
@@ -145,9 +137,9 @@ int main(int argc, char** argv) {
               format.c_str(), layers, double(total) / 1e6);
   char* buf = nullptr;
   unsigned* sink = nullptr;
-  CHECK(cudaMalloc(&buf, total));
-  CHECK(cudaMemset(buf, 1, total));
-  CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+  TF_CUDA_CHECK(cudaMalloc(&buf, total));
+  TF_CUDA_CHECK(cudaMemset(buf, 1, total));
+  TF_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
   std::vector<Region> step, per[4];
   size_t off = 0;
   for (int l = 0; l < layers; ++l)
@@ -182,7 +174,18 @@ int main(int argc, char** argv) {
                 double(bytes[j]) / best_one[j] / 1e3);
   std::printf("best step: %.1f us (%.0f GB/s), %.2f us a layer; one launch saves %.1f us a step\n", best_step,
               double(total) / best_step / 1e3, best_step / layers, best_step - best_all);
-  CHECK(cudaFree(buf));
-  CHECK(cudaFree(sink));
+  TF_CUDA_CHECK(cudaFree(buf));
+  TF_CUDA_CHECK(cudaFree(sink));
   return 0;
+}
+
+}  // namespace tf
+
+int main(int argc, char** argv) {
+  try {
+    return tf::run(argc, argv);
+  } catch (const std::exception& e) {  // a CUDA failure (TF_CUDA_CHECK), naming the call
+    std::fprintf(stderr, "bench_read_floor: %s\n", e.what());
+    return 1;
+  }
 }
