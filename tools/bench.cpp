@@ -82,10 +82,12 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-fp8-handoff") k.fp8_handoff = false;
   else if (name == "fp8-sums-f32") k.fp8_sums_f32 = true;
   else if (name == "no-pdl") k.pdl = false;
-  else if (name == "pdl-resident") k.pdl_resident = true;
-  else if (name == "pdl-decode") k.pdl_decode = true;
-  else if (name == "pdl-decode-resident") k.pdl_decode_resident = true;
-  else if (name == "pdl-all") k.pdl_decode = k.pdl_resident = true;
+  // The fixed PDL rules, each recorded step kept as its switches say (no timed second recording).
+  else if (name == "pdl-timed") k.pdl_timed = true;
+  else if (name == "pdl-resident") k.pdl_resident = true, k.pdl_timed = false;
+  else if (name == "pdl-decode") k.pdl_decode = true, k.pdl_decode_resident = false, k.pdl_timed = false;
+  else if (name == "no-pdl-decode-resident") k.pdl_decode_resident = false, k.pdl_timed = false;
+  else if (name == "pdl-all") k.pdl_decode = k.pdl_resident = true, k.pdl_timed = false;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-lt-split-k") k.lt_split_k = false;
   else if (name == "no-decode-mma") k.decode_mma = false;
@@ -101,7 +103,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "int8-acts") k.int8_activations = true;
   else if (name == "bf16-acts") k.bf16_activations = true;
   else
-    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, pdl-resident, pdl-decode, pdl-decode-resident, pdl-all, no-cublaslt, no-lt-split-k, no-decode-mma, "
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, pdl-timed, pdl-resident, pdl-decode, no-pdl-decode-resident, pdl-all, no-cublaslt, no-lt-split-k, no-decode-mma, "
          "no-decode-cluster, no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
@@ -347,7 +349,7 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_option("--kv-budget-gb", a->kv_budget_gb, "KV memory for the max-concurrent-sequences figure")
       ->capture_default_str();
   c->add_option("--variants", a->variants,
-                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps), pdl-decode-resident (PDL in decode steps for the grid-sized GEMVs only), pdl-all (PDL for every kernel of every step), "
+                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, pdl-timed (a recorded step replayed often also recorded with PDL for every kernel, the faster kept), pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps, not for the grid-sized GEMVs), no-pdl-decode-resident (decode steps in plain stream order, also the grid-sized GEMVs), pdl-all (PDL for every kernel of every step), "
                 "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "

@@ -31,8 +31,8 @@ using namespace detail;
 
 // cuBLAS gets a fixed workspace so that GEMMs recorded into a CUDA Graph never allocate.
 
-// The process-wide PDL switches of launch.cuh, for the step to come.
-static void apply_pdl(const PdlSwitches& s) {
+// The process-wide PDL switches of launch.cuh, for the kernels launched (or recorded) next.
+void CudaBackend::apply_pdl(const PdlSwitches& s) {
   pdl_enabled() = s.plain;
   pdl_resident_enabled() = s.resident;
 }
@@ -208,8 +208,10 @@ void CudaBackend::set_batch(const Batch& b) {
             "set_batch: inconsistent batch ({} tokens, {} sequences, {} KV groups)", n_tokens, n_seqs, n_groups);
   batch_ = b;
   // PDL by step kind (pdl_policy.h): a decode step, recorded as a graph, runs in plain stream
-  // order by default; prefill and mixed steps overlap their kernels.
-  apply_pdl(pdl_switches(opt_, /*decode=*/n_tokens == n_seqs));
+  // order by default except for its grid-sized kernels; prefill and mixed steps overlap their
+  // kernels except for those.
+  step_pdl_ = pdl_switches(opt_, /*decode=*/n_tokens == n_seqs);
+  apply_pdl(step_pdl_);
   // Attention work lists: one-token sequences for the decode kernel, the tokens of longer
   // chunks for the plain kernel.
   decode_seqs_.clear();
@@ -330,7 +332,8 @@ void CudaBackend::set_options(const BackendOptions& opt) {
     lt_.reset();
   }
   opt_ = opt;
-  apply_pdl(pdl_switches(opt_, /*decode=*/false));  // until a batch says otherwise
+  step_pdl_ = pdl_switches(opt_, /*decode=*/false);  // until a batch says otherwise
+  apply_pdl(step_pdl_);
   if (opt_.profile) {
     opt_.graphs = false;  // events between ops cannot be timed inside a recording
     if (!profiler_) profiler_ = std::make_unique<OpProfiler>();

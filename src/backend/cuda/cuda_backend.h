@@ -15,7 +15,9 @@
 // whichever was faster when the shape was first seen (timed once, outside any recording).
 //
 // CUDA Graphs: graph_begin/graph_end record the ops of a forward on first repeat of a key
-// and replay them afterwards (BackendOptions::graphs). A recording bakes in the addresses of
+// and replay them afterwards (BackendOptions::graphs); with BackendOptions::pdl_timed, one
+// replayed often is recorded again with PDL for every kernel and the recording whose replays
+// were faster kept. A recording bakes in the addresses of
 // every buffer it touches, so anything that reallocates (the batch buffer, the attention
 // workspace, the KV pool, the model's scratch via graph_reset) drops all recordings.
 //
@@ -43,11 +45,13 @@
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/batch_args.h"
 #include "backend/cuda/op_profiler.h"
+#include "backend/cuda/pdl_policy.h"
 
 struct cublasContext;
 
@@ -134,7 +138,12 @@ class CudaBackend final : public Backend {
   struct Recording {
     bool seen = false;
     cudaGraphExec_t exec = nullptr;
+    int replays = 0;     // before its PDL trial (pdl_trial)
+    bool timed = false;  // the trial was made (or there is none to make)
   };
+  void apply_pdl(const PdlSwitches& s);
+  // Mean replay time in us of each of two recordings of the same step (graph_end).
+  std::pair<double, double> time_replays(cudaGraphExec_t a, cudaGraphExec_t b);
   void* alloc_bytes(size_t bytes);
   void free_kv_cache();
   void check_layer(int layer, const AttentionParams& p) const;
@@ -250,6 +259,10 @@ class CudaBackend final : public Backend {
   std::unordered_map<uint64_t, Recording> graphs_;
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
+  PdlSwitches step_pdl_;  // the PDL switches of the current step (set_batch)
+  bool trial_ = false;    // the recording in progress is a PDL trial of a recorded step
+  // The timed choice of each recorded step shape: "N seqs x W tokens, B blocks" -> times and pick.
+  std::map<std::string, std::string> graph_picks_;
 
   // Batch metadata: the host copy (sizes, checks), and the device copy the kernels read.
   // Both buffers hold all arrays back to back; staged_ marks the end of the last copy out

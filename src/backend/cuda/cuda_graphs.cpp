@@ -1,6 +1,10 @@
 // CUDA Graphs for the CUDA backend: recording a decode forward on the second sight of its
-// shape key, replaying it afterwards, and dropping every recording when a buffer moves.
+// shape key, replaying it afterwards (once it has been replayed often, recording it again with
+// PDL for every kernel and keeping the faster recording), and dropping every recording when a
+// buffer moves.
 #include "backend/cuda/cuda_backend.h"
+
+#include <fmt/format.h>
 
 #include "backend/cuda/cuda_backend_util.h"
 #include "backend/cuda/cuda_check.h"
@@ -8,6 +12,14 @@
 namespace tf::cuda {
 
 using namespace detail;
+
+namespace {
+
+// Replays of a recording before its PDL trial: keys met only a few times (a batch's tail
+// passing through smaller buckets) never pay for the trial's extra recording and replays.
+constexpr int kReplaysBeforeTrial = 16;
+
+}  // namespace
 
 // The block after the pools of the group (init_kv_cache allocates one more).
 int32_t CudaBackend::pad_kv_block(int32_t group) const {
@@ -19,7 +31,15 @@ GraphStep CudaBackend::graph_begin(uint64_t key) {
   if (!opt_.graphs) return GraphStep::Eager;
   TF_ASSERT(!capturing_, "graph_begin while recording");
   Recording& r = graphs_[key];
-  if (r.exec) {
+  if (r.exec && !r.timed && ++r.replays > kReplaysBeforeTrial) {
+    r.timed = true;
+    if (const std::optional<PdlSwitches> other = pdl_trial(opt_, step_pdl_)) {
+      // Recorded again with PDL for every kernel; graph_end times both recordings.
+      apply_pdl(*other);
+      trial_ = true;
+    }
+  }
+  if (r.exec && !trial_) {
     TF_CUDA_CHECK(cudaGraphLaunch(r.exec, stream_));
     return GraphStep::Replayed;
   }
@@ -34,17 +54,59 @@ GraphStep CudaBackend::graph_begin(uint64_t key) {
   return GraphStep::Capture;
 }
 
+// A recording replays the step's ops on the step's inputs and writes only the step's outputs
+// and KV slots, so replaying it again, or another recording of the same ops, computes the same
+// results: a trial's timed replays leave the step done.
 void CudaBackend::graph_end() {
   TF_ASSERT(capturing_, "graph_end without graph_begin returning Capture");
-  cudaGraph_t graph = nullptr;
   capturing_ = false;
+  cudaGraph_t graph = nullptr;
   TF_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
+  if (trial_) {
+    trial_ = false;
+    apply_pdl(step_pdl_);
+  }
   TF_CUDA_CHECK(e);
-  graphs_[capture_key_].exec = exec;
-  TF_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  Recording& r = graphs_[capture_key_];
+  if (!r.exec) {
+    r.exec = exec;
+    TF_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    return;
+  }
+  const auto [step_us, pdl_us] = time_replays(r.exec, exec);
+  const bool pdl = pdl_us < step_us;
+  TF_CUDA_CHECK(cudaGraphExecDestroy(pdl ? r.exec : exec));
+  if (pdl) r.exec = exec;
+  const int64_t seqs = batch_.n_seqs();
+  graph_picks_[fmt::format("recorded step {} seqs x {} tokens, {} blocks", seqs,
+                           seqs > 0 ? batch_.n_tokens() / seqs : 0, batch_.max_blocks)] =
+      fmt::format("step's PDL switches {:.1f} us, PDL everywhere {:.1f} us -> {}", step_us, pdl_us,
+                  pdl ? "pdl everywhere" : "step's switches");
+}
+
+// One replay of each to warm up (the first launch of a recording uploads it), then kRounds
+// rounds alternating the two, each replay alone between two events.
+std::pair<double, double> CudaBackend::time_replays(cudaGraphExec_t a, cudaGraphExec_t b) {
+  constexpr int kRounds = 3;
+  cudaEvent_t ev[2];
+  for (cudaEvent_t& e : ev) TF_CUDA_CHECK(cudaEventCreate(&e));
+  double total[2] = {0, 0};
+  const cudaGraphExec_t execs[2] = {a, b};
+  for (int round = 0; round <= kRounds; ++round)
+    for (int i = 0; i < 2; ++i) {
+      TF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
+      TF_CUDA_CHECK(cudaGraphLaunch(execs[i], stream_));
+      TF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
+      TF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+      float ms = 0;
+      TF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+      if (round > 0) total[i] += 1e3 * double(ms);
+    }
+  for (cudaEvent_t& e : ev) cudaEventDestroy(e);
+  return {total[0] / kRounds, total[1] / kRounds};
 }
 
 void CudaBackend::graph_reset() {
@@ -54,6 +116,10 @@ void CudaBackend::graph_reset() {
     cudaStreamEndCapture(stream_, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();  // clear the capture-invalidated state
+  }
+  if (trial_) {
+    trial_ = false;
+    apply_pdl(step_pdl_);
   }
   for (auto& [key, r] : graphs_)
     if (r.exec) TF_CUDA_CHECK(cudaGraphExecDestroy(r.exec));

@@ -154,6 +154,7 @@ std::vector<std::string> CudaBackend::tuning_report() const {
                     (c.outer_tried + c.epilogue_tried == 0 ? " (times of the first shape of its bucket)" : ""));
   }
   for (std::string& line : quant_gemv_report()) lines.push_back(std::move(line));
+  for (const auto& [shape, pick] : graph_picks_) lines.push_back(shape + ": " + pick);
   return lines;
 }
 

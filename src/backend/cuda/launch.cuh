@@ -6,7 +6,8 @@
 // BackendOptions::pdl turns it off (plain stream order) to measure its gain; the kernels whose
 // grid is sized to the GPU (launch_resident) follow ::pdl_decode_resident in decode steps and
 // ::pdl_resident elsewhere, the others ::pdl_decode in decode steps (CudaBackend::set_batch
-// sets the switches per step).
+// sets the switches per step; with BackendOptions::pdl_timed, a recorded step replayed often
+// is recorded again with both on and the faster recording kept).
 #pragma once
 
 #include <cuda_runtime.h>
