@@ -65,7 +65,9 @@ TEST(PdlPolicy, TrialRecordingHasPdlEverywhere) {
     const std::optional<PdlSwitches> trial = pdl_trial(o, step);
     const bool expected = o.pdl && o.pdl_timed && !(step == all);
     ASSERT_EQ(trial.has_value(), expected) << "options " << bits;
-    if (trial) EXPECT_EQ(*trial, all) << "options " << bits;
+    if (trial) {
+      EXPECT_EQ(*trial, all) << "options " << bits;
+    }
   }
   // Off by default; on, both kinds of recorded step are timed both ways: decode steps and
   // verification steps (not decode: the plain kernels with PDL, the grid-sized ones without).
