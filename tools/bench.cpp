@@ -82,12 +82,11 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-fp8-handoff") k.fp8_handoff = false;
   else if (name == "fp8-sums-f32") k.fp8_sums_f32 = true;
   else if (name == "no-pdl") k.pdl = false;
-  // The fixed PDL rules, each recorded step kept as its switches say (no timed second recording).
   else if (name == "pdl-timed") k.pdl_timed = true;
-  else if (name == "pdl-resident") k.pdl_resident = true, k.pdl_timed = false;
-  else if (name == "pdl-decode") k.pdl_decode = true, k.pdl_decode_resident = false, k.pdl_timed = false;
-  else if (name == "no-pdl-decode-resident") k.pdl_decode_resident = false, k.pdl_timed = false;
-  else if (name == "pdl-all") k.pdl_decode = k.pdl_resident = true, k.pdl_timed = false;
+  else if (name == "pdl-resident") k.pdl_resident = true;
+  else if (name == "pdl-decode") k.pdl_decode = true, k.pdl_decode_resident = false;
+  else if (name == "no-pdl-decode-resident") k.pdl_decode_resident = false;
+  else if (name == "pdl-all") k.pdl_decode = k.pdl_resident = true;
   else if (name == "no-cublaslt") k.cublaslt = false;
   else if (name == "no-lt-split-k") k.lt_split_k = false;
   else if (name == "no-decode-mma") k.decode_mma = false;

@@ -1,8 +1,9 @@
 // The CUDA backend's PDL switches by step kind (src/backend/cuda/pdl_policy.h), a host-only
 // function, checked on every machine: the defaults keep decode steps in plain stream order
 // except for the grid-sized kernels (pdl_decode_resident) and prefill steps overlapped except
-// for those; pdl_decode_resident touches the grid-sized kernels of decode steps only; with it off, every combination of
-// the other switches gives what the backend computed before the switch existed (plain: pdl
+// for those; pdl_decode_resident touches the grid-sized kernels of decode steps only; with it
+// off, every combination of the other switches gives what the backend computed before the
+// switch existed (plain: pdl
 // and (pdl_decode or not decode); grid-sized: that and pdl_resident). The second recording a
 // recorded step is timed against (pdl_trial) has PDL for every kernel, and none is made where
 // the step has that already or pdl / pdl_timed is off. It lives here, not in
@@ -63,7 +64,7 @@ TEST(PdlPolicy, TrialRecordingHasPdlEverywhere) {
     o.pdl_timed = bits & 16;
     const PdlSwitches step = pdl_switches(o, bits & 32);
     const std::optional<PdlSwitches> trial = pdl_trial(o, step);
-    const bool expected = o.pdl && o.pdl_timed && !(step == all);
+    const bool expected = o.pdl && o.pdl_timed && step != all;
     ASSERT_EQ(trial.has_value(), expected) << "options " << bits;
     if (trial) {
       EXPECT_EQ(*trial, all) << "options " << bits;

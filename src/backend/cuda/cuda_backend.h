@@ -138,8 +138,9 @@ class CudaBackend final : public Backend {
   struct Recording {
     bool seen = false;
     cudaGraphExec_t exec = nullptr;
-    int replays = 0;     // before its PDL trial (pdl_trial)
-    bool timed = false;  // the trial was made (or there is none to make)
+    // Replays counted up to its PDL trial (pdl_trial), which the count's passing
+    // kReplaysBeforeTrial (cuda_graphs.cpp) starts; it stops counting there.
+    int replays = 0;
   };
   void apply_pdl(const PdlSwitches& s);
   // Mean replay time in us of each of two recordings of the same step (graph_end).

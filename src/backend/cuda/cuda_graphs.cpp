@@ -31,8 +31,7 @@ GraphStep CudaBackend::graph_begin(uint64_t key) {
   if (!opt_.graphs) return GraphStep::Eager;
   TF_ASSERT(!capturing_, "graph_begin while recording");
   Recording& r = graphs_[key];
-  if (r.exec && !r.timed && ++r.replays > kReplaysBeforeTrial) {
-    r.timed = true;
+  if (r.exec && r.replays <= kReplaysBeforeTrial && ++r.replays > kReplaysBeforeTrial) {
     if (const std::optional<PdlSwitches> other = pdl_trial(opt_, step_pdl_)) {
       // Recorded again with PDL for every kernel; graph_end times both recordings.
       apply_pdl(*other);
