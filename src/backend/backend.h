@@ -131,12 +131,13 @@ struct BackendOptions {
   // On (docs/PERF.md 2026-12-05 night, H100, Llama-3-8B shape: INT4 decode +1% at batch 1,
   // +3% at 2, level at 8; INT8 and BF16 batch 1 level, their picks not being grid-sized)
   bool pdl_decode_resident = true;
-  // A recorded step (decode, speculative verification) replayed often is recorded once more,
-  // with PDL for every kernel, and the faster of its two recordings kept by timed replays
-  // (CudaBackend::graph_begin; tuning_report lists each). Off: the switches alone decide. Off
-  // by default until this form (the trial after 16 replays) has run on a GPU; the trial made
-  // at every recording ran and was measured (docs/PERF.md 2026-12-05 night)
-  bool pdl_timed = false;
+  // A recorded step (decode, speculative verification) replayed 16 times is recorded once
+  // more, with PDL for every kernel, and the faster of its two recordings kept by timed
+  // replays (CudaBackend::graph_begin; tuning_report lists each). Off: the switches alone
+  // decide. On (docs/PERF.md 2026-12-06, H200, Llama-3-8B shape: INT4 batch 1 +5% in the
+  // process whose kernel picks gained from PDL, level in the one whose did not; INT4 batch 2-8,
+  // INT8 and BF16 batch 1, BF16 batch 64 level)
+  bool pdl_timed = true;
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool lt_split_k = true;          // cuBLASLt's candidates (BF16 small batches, FP8 W8A8) include split-K copies
   bool decode_mma = true;          // decode attention on tensor cores (BF16, INT8, FP8 KV) instead of CUDA cores

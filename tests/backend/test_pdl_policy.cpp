@@ -70,13 +70,13 @@ TEST(PdlPolicy, TrialRecordingHasPdlEverywhere) {
       EXPECT_EQ(*trial, all) << "options " << bits;
     }
   }
-  // Off by default; on, both kinds of recorded step are timed both ways: decode steps and
+  // On by default: both kinds of recorded step are timed both ways, decode steps and
   // verification steps (not decode: the plain kernels with PDL, the grid-sized ones without).
   BackendOptions o;
-  EXPECT_FALSE(pdl_trial(o, pdl_switches(o, true)).has_value());
-  o.pdl_timed = true;
   EXPECT_TRUE(pdl_trial(o, pdl_switches(o, true)).has_value());
   EXPECT_TRUE(pdl_trial(o, pdl_switches(o, false)).has_value());
+  o.pdl_timed = false;
+  EXPECT_FALSE(pdl_trial(o, pdl_switches(o, true)).has_value());
 }
 
 }  // namespace

@@ -281,7 +281,7 @@ TEST(CudaEngineFp8, Bf16SumsKeepThePerplexity) {
 // The launch orders of decode steps (PDL: a kernel launches as the previous one drains and
 // copies its first weights before waiting for it) against plain stream order, on tiny-main with
 // INT8 and INT4 weights, one request at a time so every decode step is a one-row GEMV step:
-// plain order, PDL for the grid-sized GEMVs only (the default), PDL for every kernel, and
+// plain order, PDL for the grid-sized GEMVs only, PDL for every kernel, and the default,
 // pdl_timed (a step replayed often recorded again with PDL for every kernel, the faster
 // recording kept, which tuning_report lists) must give the same greedy ids for every golden
 // prompt, as must plain order again after them. A kernel that read its input before the
@@ -292,11 +292,11 @@ TEST(CudaEngineQuant, DecodeLaunchOrdersGiveTheSameIds) {
   const std::string dir = test::golden_model_dir("tiny-main");
   const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
   const std::pair<const char*, KernelOptions> orders[] = {
-      {"plain order", {.pdl_decode_resident = false}},
-      {"pdl for the grid-sized kernels (the default)", {}},
+      {"plain order", {.pdl_decode_resident = false, .pdl_timed = false}},
+      {"pdl for the grid-sized kernels", {.pdl_timed = false}},
       {"pdl for every kernel", {.pdl_resident = true, .pdl_decode = true}},
-      {"timed", {.pdl_timed = true}},
-      {"plain order again", {.pdl_decode_resident = false}},
+      {"timed (the default)", {}},
+      {"plain order again", {.pdl_decode_resident = false, .pdl_timed = false}},
   };
   for (const std::string quantization : {"int8", "int4"}) {
     SCOPED_TRACE(quantization);
