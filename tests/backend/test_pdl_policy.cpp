@@ -3,11 +3,10 @@
 // except for the grid-sized kernels (pdl_decode_resident) and prefill steps overlapped except
 // for those; pdl_decode_resident touches the grid-sized kernels of decode steps only; with it
 // off, every combination of the other switches gives what the backend computed before the
-// switch existed (plain: pdl
-// and (pdl_decode or not decode); grid-sized: that and pdl_resident). The second recording a
-// recorded step is timed against (pdl_trial) has PDL for every kernel, and none is made where
-// the step has that already or pdl / pdl_timed is off. It lives here, not in
-// tests/backend/cuda, whose tests are built only with TF_CUDA.
+// switch existed (plain: pdl and (pdl_decode or not decode); grid-sized: that and
+// pdl_resident). The second recording a recorded step is timed against (pdl_trial) has PDL
+// for every kernel, and none is made where the step has that already or pdl / pdl_timed is
+// off. It lives here, not in tests/backend/cuda, whose tests are built only with TF_CUDA.
 #include <gtest/gtest.h>
 
 #include "backend/cuda/pdl_policy.h"

@@ -17,9 +17,9 @@
 // CUDA Graphs: graph_begin/graph_end record the ops of a forward on first repeat of a key
 // and replay them afterwards (BackendOptions::graphs); with BackendOptions::pdl_timed, one
 // replayed often is recorded again with PDL for every kernel and the recording whose replays
-// were faster kept. A recording bakes in the addresses of
-// every buffer it touches, so anything that reallocates (the batch buffer, the attention
-// workspace, the KV pool, the model's scratch via graph_reset) drops all recordings.
+// were faster kept. A recording bakes in the addresses of every buffer it touches, so
+// anything that reallocates (the batch buffer, the attention workspace, the KV pool, the
+// model's scratch via graph_reset) drops all recordings.
 //
 // All work goes to one stream in order. set_batch() copies the batch metadata with one
 // cudaMemcpyAsync from a pinned staging buffer into a device buffer that only grows, so a
@@ -143,6 +143,7 @@ class CudaBackend final : public Backend {
     int replays = 0;
   };
   void apply_pdl(const PdlSwitches& s);
+  void end_trial();
   // Mean replay time in us of each of two recordings of the same step (graph_end).
   std::pair<double, double> time_replays(cudaGraphExec_t a, cudaGraphExec_t b);
   void* alloc_bytes(size_t bytes);

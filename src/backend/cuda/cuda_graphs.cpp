@@ -53,6 +53,13 @@ GraphStep CudaBackend::graph_begin(uint64_t key) {
   return GraphStep::Capture;
 }
 
+// Back to the step's own PDL switches after a trial recording (ended or broken).
+void CudaBackend::end_trial() {
+  if (!trial_) return;
+  trial_ = false;
+  apply_pdl(step_pdl_);
+}
+
 // A recording replays the step's ops on the step's inputs and writes only the step's outputs
 // and KV slots, so replaying it again, or another recording of the same ops, computes the same
 // results: a trial's timed replays leave the step done.
@@ -64,10 +71,7 @@ void CudaBackend::graph_end() {
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
-  if (trial_) {
-    trial_ = false;
-    apply_pdl(step_pdl_);
-  }
+  end_trial();
   TF_CUDA_CHECK(e);
   Recording& r = graphs_[capture_key_];
   if (!r.exec) {
@@ -116,10 +120,7 @@ void CudaBackend::graph_reset() {
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();  // clear the capture-invalidated state
   }
-  if (trial_) {
-    trial_ = false;
-    apply_pdl(step_pdl_);
-  }
+  end_trial();
   for (auto& [key, r] : graphs_)
     if (r.exec) TF_CUDA_CHECK(cudaGraphExecDestroy(r.exec));
   graphs_.clear();
