@@ -29,6 +29,7 @@
 #include <atomic>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fold_rows.cuh"
 #include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/gemv_half2_formats.cuh"
 #include "backend/cuda/gemv_kernel.cuh"
@@ -50,38 +51,6 @@ template <typename F>
 int64_t split_warps(int64_t k, int c) {
   const int64_t n_chunks = k / F::kElems;
   return (n_chunks + 32 * c - 1) / (32 * c);
-}
-
-// Transposed butterfly: on entry v[u] is this lane's share of row u (u < U); on return v[0]
-// is the whole warp's sum of row (lane >> (5 - log2 U)) % U. Step N (U, U / 2, ..., 2) swaps
-// half of the N values with the lane kOff apart and adds the other half.
-template <int U, int N>
-__device__ __forceinline__ void fold_rows(float (&v)[U], int lane) {
-  if constexpr (N > 1) {
-    constexpr int kHalf = N / 2, kOff = 16 * N / U;
-    const bool upper = lane & kOff;
-#pragma unroll
-    for (int u = 0; u < kHalf; ++u) {
-      const float send = upper ? v[u] : v[u + kHalf];
-      const float keep = upper ? v[u + kHalf] : v[u];
-      v[u] = keep + __shfl_xor_sync(0xffffffffu, send, kOff);
-    }
-    fold_rows<U, kHalf>(v, lane);
-  } else {
-#pragma unroll
-    for (int o = 16 / U; o > 0; o >>= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-  }
-}
-
-// A warp's lane sums of rows t0 .. t0 + U - 1 (p[u] of row t0 + u), reduced and stored into
-// its sums at [t0 + u] for the rows below n.
-template <int U>
-__device__ __forceinline__ void store_rows(float (&p)[U], float* sums, int t0, int n) {
-  const int lane = int(threadIdx.x % 32);
-  fold_rows<U, U>(p, lane);
-  constexpr int kLanesPerRow = 32 / U;
-  const int t = t0 + lane / kLanesPerRow;
-  if (lane % kLanesPerRow == 0 && t < n) sums[t] = p[0];
 }
 
 // This lane's inputs (its C chunks of the row; zeros where `valid` is false): BF16
@@ -216,10 +185,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_split_kernel(GemmArgs 
 // (8 C bytes), padded to 16.
 template <typename F, int C>
 constexpr int kStageBytes = F::kElems == 32 ? (512 * C + 24 * C + 15) / 16 * 16 : 512 * C;
-
-__device__ __forceinline__ void cp_async_8(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
-}
 
 // The k-split GEMV with its weights streamed through a shared-memory ring per warp
 // (Half2Options::stages): C chunks a lane per row (the warps cover k exactly: k a multiple
