@@ -44,6 +44,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "core/dtype.h"
+#include "graph_timing.h"
 #include "layer_stream_kernels.cuh"
 
 namespace tf {
@@ -72,38 +73,18 @@ struct Config {
 
 double time_mode(const Mode& md, Kernel kernel, const Proj* d_projs, int n_projs, unsigned* bar, size_t smem, int sms,
                  int reps) {
-  cudaStream_t st;
-  TF_CUDA_CHECK(cudaStreamCreate(&st));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  TF_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  if (md.launches) {
-    for (int i = 0; i < n_projs; ++i)
-      cuda::launch_with(md.pdl, dim3(1, 1, 1), kernel, dim3(sms), dim3(kWarps * 32), smem, st, d_projs, i, 1,
-                        bar, md.flags);
-  } else {
-    cuda::launch_with(false, dim3(1, 1, 1), kernel, dim3(sms), dim3(kWarps * 32), smem, st, d_projs, 0, n_projs,
-                      bar, md.flags);
-  }
-  TF_CUDA_CHECK(cudaStreamEndCapture(st, &g));
-  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  for (int i = 0; i < 2; ++i) TF_CUDA_CHECK(cudaGraphLaunch(ge, st));
-  TF_CUDA_CHECK(cudaStreamSynchronize(st));
-  cudaEvent_t a, b;
-  TF_CUDA_CHECK(cudaEventCreate(&a));
-  TF_CUDA_CHECK(cudaEventCreate(&b));
-  TF_CUDA_CHECK(cudaEventRecord(a, st));
-  for (int i = 0; i < reps; ++i) TF_CUDA_CHECK(cudaGraphLaunch(ge, st));
-  TF_CUDA_CHECK(cudaEventRecord(b, st));
-  TF_CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  TF_CUDA_CHECK(cudaEventDestroy(a));
-  TF_CUDA_CHECK(cudaEventDestroy(b));
-  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  TF_CUDA_CHECK(cudaGraphDestroy(g));
-  TF_CUDA_CHECK(cudaStreamDestroy(st));
-  return double(ms) * 1000.0 / reps;
+  return graph_replay_us(
+      [&](cudaStream_t st) {
+        if (md.launches) {
+          for (int i = 0; i < n_projs; ++i)
+            cuda::launch_with(md.pdl, dim3(1, 1, 1), kernel, dim3(sms), dim3(kWarps * 32), smem, st, d_projs, i, 1, bar,
+                              md.flags);
+        } else {
+          cuda::launch_with(false, dim3(1, 1, 1), kernel, dim3(sms), dim3(kWarps * 32), smem, st, d_projs, 0, n_projs,
+                            bar, md.flags);
+        }
+      },
+      reps, 2);
 }
 
 // Every projection's output against the host's product of its weights with the input the GPU

@@ -24,6 +24,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "graph_timing.h"
 
 namespace tf {
 namespace {
@@ -69,31 +70,11 @@ void launch(const Shape& s, int sms, const Region& r, unsigned* sink, cudaStream
 
 // us per replay of a graph of the launches (a warm-up replay first).
 double time_graph(const std::vector<Region>& regions, const Shape& s, int sms, unsigned* sink, int reps) {
-  cudaStream_t st;
-  TF_CUDA_CHECK(cudaStreamCreate(&st));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  TF_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (const Region& r : regions) launch(s, sms, r, sink, st);
-  TF_CUDA_CHECK(cudaStreamEndCapture(st, &g));
-  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  TF_CUDA_CHECK(cudaGraphLaunch(ge, st));
-  TF_CUDA_CHECK(cudaStreamSynchronize(st));
-  cudaEvent_t a, b;
-  TF_CUDA_CHECK(cudaEventCreate(&a));
-  TF_CUDA_CHECK(cudaEventCreate(&b));
-  TF_CUDA_CHECK(cudaEventRecord(a, st));
-  for (int i = 0; i < reps; ++i) TF_CUDA_CHECK(cudaGraphLaunch(ge, st));
-  TF_CUDA_CHECK(cudaEventRecord(b, st));
-  TF_CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  TF_CUDA_CHECK(cudaEventDestroy(a));
-  TF_CUDA_CHECK(cudaEventDestroy(b));
-  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  TF_CUDA_CHECK(cudaGraphDestroy(g));
-  TF_CUDA_CHECK(cudaStreamDestroy(st));
-  return double(ms) * 1000.0 / reps;
+  return graph_replay_us(
+      [&](cudaStream_t st) {
+        for (const Region& r : regions) launch(s, sms, r, sink, st);
+      },
+      reps);
 }
 
 size_t region_bytes(const std::string& format, size_t m, size_t k) {

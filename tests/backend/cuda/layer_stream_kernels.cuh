@@ -121,31 +121,11 @@ __device__ void issue_item(const Proj* projs, int end, Cursor& at, int item, uin
   cuda::cp_async_commit();
 }
 
-// Multiplies ring stage t % B into acc (a lane's share of one row).
-template <int B, int MC, int C>
-__device__ __forceinline__ void consume(const unsigned char* ring_ptr, int t, int lane, const uint4 (&xs)[C][4],
-                                       float (&acc)[1]) {
-  const unsigned char* stage = ring_ptr + (t % B) * kStageBytes<MC>;
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    FormatW4::Chunk ch;
-    ch.q = *reinterpret_cast<const uint4*>(stage + c * 512 + lane * 16);
-    ch.s = reinterpret_cast<const __half*>(stage + 512 * C + 16 * c)[lane / 4];
-    ch.z = stage[528 * C + 8 * c + lane / 4];
-    FormatW4::multiply<1, 1>(ch, xs[c], 0, acc);
-  }
-}
-
-// One projection: this lane's inputs (RMS-normalized, staged as F16), the warp's rows through
-// the ring (row t in stage (base + t) % B of B, the first S - 1 already issued; next(t) makes
-// sure row t + S - 1 is, committing at least one group), the warps' sums. Ends with the ring's
-// stages read.
-template <int S, int MC, int C, typename Next, int B = S>
-__device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sums, int lane, int warp, int base,
-                        Next&& next) {
-  const Rows r(p, warp);
+// This lane's inputs of p (its C chunks; zeros for a warp with no place in a group),
+// RMS-normalized over k and staged as F16 for FormatW4::multiply. The whole block calls it.
+template <int C>
+__device__ void stage_x(const Proj& p, const Rows& r, int lane, uint4 (&xs)[C][4]) {
   __shared__ float scratch[32];
-  uint4 xs[C][4];
   float ss = 0.0f;
 #pragma unroll
   for (int c = 0; c < C; ++c)
@@ -169,6 +149,33 @@ __device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sum
       cuda::unpack8(xs[c][e], v);
       xs[c][e] = FormatW4::stage(v, inv);
     }
+}
+
+// Multiplies ring stage t % B into acc (a lane's share of one row).
+template <int B, int MC, int C>
+__device__ __forceinline__ void consume(const unsigned char* ring_ptr, int t, int lane, const uint4 (&xs)[C][4],
+                                       float (&acc)[1]) {
+  const unsigned char* stage = ring_ptr + (t % B) * kStageBytes<MC>;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    FormatW4::Chunk ch;
+    ch.q = *reinterpret_cast<const uint4*>(stage + c * 512 + lane * 16);
+    ch.s = reinterpret_cast<const __half*>(stage + 512 * C + 16 * c)[lane / 4];
+    ch.z = stage[528 * C + 8 * c + lane / 4];
+    FormatW4::multiply<1, 1>(ch, xs[c], 0, acc);
+  }
+}
+
+// One projection: this lane's inputs (RMS-normalized, staged as F16), the warp's rows through
+// the ring (row t in stage (base + t) % B of B, the first S - 1 already issued; next(t) makes
+// sure row t + S - 1 is, committing at least one group), the warps' sums. Ends with the ring's
+// stages read.
+template <int S, int MC, int C, typename Next, int B = S>
+__device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sums, int lane, int warp, int base,
+                        Next&& next) {
+  const Rows r(p, warp);
+  uint4 xs[C][4];
+  stage_x<C>(p, r, lane, xs);
   float* my_sums = sums + warp * kSumRows;
   for (int t0 = 0; t0 < r.n; t0 += 8) {
     float acc8[8];
@@ -264,31 +271,9 @@ template <int S, int MC, int C>
 __device__ void project_dyn(const Proj& p, unsigned* ctr, int par, Dyn& d, const unsigned char* ring_ptr,
                             uint32_t ring, float* sums, float* unit_sums, int lane, int warp) {
   const Rows r(p, warp);
-  __shared__ float scratch[32];
   uint4 xs[C][4];
-  float ss = 0.0f;
-#pragma unroll
-  for (int c = 0; c < C; ++c)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      xs[c][e] = r.wg >= 0 ? __ldcg(reinterpret_cast<const uint4*>(p.x) + ((r.wg * C + c) * 32 + lane) * 4 + e)
-                           : make_uint4(0, 0, 0, 0);
-      float v[8];
-      cuda::unpack8(xs[c][e], v);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
-    }
-  const int groups = kWarps / r.group_warps;
-  const float inv = rsqrtf(cuda::block_sum(ss, scratch) / float(groups * p.k) + 1e-6f);
+  stage_x<C>(p, r, lane, xs);
   if (r.wg < 0) return;
-#pragma unroll
-  for (int c = 0; c < C; ++c)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v[8];
-      cuda::unpack8(xs[c][e], v);
-      xs[c][e] = FormatW4::stage(v, inv);
-    }
   const DynRows dr(p, r, warp);
   int* slots = d.slots[par][dr.group];
   for (int t0 = 0; t0 < dr.n_s; t0 += 8) {  // the fixed rows
