@@ -22,14 +22,16 @@
 // Kernel shapes (--config; all by default): 0 rings of 8 rows a warp, 2 chunks a lane for down
 // (7 warps a group), 1 chunk for the others; 1 rings of 8, 1 chunk a lane everywhere (14 warps
 // a group for down); 2 rings of 16, 1 chunk; 3 and 4 as 1, but persistent-ring's ring holds 24
-// or 16 rows and is filled before each barrier (8 in flight otherwise). Grid: one 512-thread
-// block an SM (every block resident, which the barrier needs). --check compares every
-// projection's output with a host reference computed from the input the GPU read (exits 1
-// beyond 2% of the projection's largest output); --trace prints where each mode's time goes,
-// from per-block timestamps (print_trace). Prints times, asserts nothing about them.
+// or 16 rows and is filled before each barrier (8 in flight otherwise); 5 as 1 with the chain
+// kernel held to 64 registers (it spills), so that a block of the next launch fits beside one
+// of this (PDL can then start it early). Grid: one 512-thread block an SM (every block resident, which
+// the barrier needs). --check compares every projection's output with a host reference
+// computed from the input the GPU read (exits 1 beyond 2% of the projection's largest output);
+// --trace prints where each mode's time goes, from per-block timestamps (print_trace). Prints
+// times, asserts nothing about them.
 //
 //   build-cuda/tests/backend/cuda/bench_layer_stream [--layers 32] [--reps 20] [--check] [--trace]
-//       [--config 0..4] [--shares 0,0.5,...]
+//       [--config 0..5] [--shares 0,0.5,...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -225,7 +227,7 @@ int run(int argc, char** argv) {
     } else if (a == "--trace") {
       trace = true;
     } else {
-      std::printf("usage: %s [--layers N] [--reps N] [--check] [--trace] [--config 0..4] [--shares 0,0.75,...]\n", argv[0]);
+      std::printf("usage: %s [--layers N] [--reps N] [--check] [--trace] [--config 0..5] [--shares 0,0.75,...]\n", argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -298,7 +300,9 @@ int run(int argc, char** argv) {
       {"ring 8, 1 chunk a lane", chain_kernel<8, 1>, ring_kernel<8, 1, 8>, 8, 1, 1},
       {"ring 16, 1 chunk a lane", chain_kernel<16, 1>, ring_kernel<16, 1, 16>, 16, 1, 1},
       {"ring 8 (persistent-ring: 24), 1 chunk a lane", chain_kernel<8, 1>, ring_kernel<8, 1, 24>, 24, 1, 1},
-      {"ring 8 (persistent-ring: 16), 1 chunk a lane", chain_kernel<8, 1>, ring_kernel<8, 1, 16>, 16, 1, 1}};
+      {"ring 8 (persistent-ring: 16), 1 chunk a lane", chain_kernel<8, 1>, ring_kernel<8, 1, 16>, 16, 1, 1},
+      {"ring 8, 1 chunk a lane, 64 registers (2 blocks fit an SM)", chain_kernel<8, 1, 2>, ring_kernel<8, 1, 8>, 8, 1,
+       1}};
   const Mode modes[] = {{"launches", true, false, 0, true, false},
                         {"launches-pdl", true, true, 0, true, false},
                         {"persistent", false, false, kBarrier, true, false},
@@ -310,7 +314,7 @@ int run(int argc, char** argv) {
                         {"no-chain-dyn", false, false, kDynamic, false, false},
                         {"no-chain", false, false, 0, false, false}};
   int status = 0;
-  for (int ci = 0; ci < 5; ++ci) {
+  for (int ci = 0; ci < int(std::size(configs)); ++ci) {
     if (only >= 0 && ci != only) continue;
     const Config& cf = configs[ci];
     for (std::vector<Proj>* v : {&projs, &fixed})

@@ -378,8 +378,10 @@ __device__ void grid_barrier(unsigned* count, unsigned target) {
 }
 
 // S: rows in a warp's ring; MC: the most chunks a lane any projection takes (1 or 2).
-template <int S, int MC>
-__global__ void __launch_bounds__(kWarps * 32, 1)
+// kBlocksPerSm: 2 caps the registers so that a block of the next launch fits beside one of
+// this (with PDL it may then start copying its first rows while this one finishes).
+template <int S, int MC, int kBlocksPerSm = 1>
+__global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     chain_kernel(const Proj* __restrict__ projs, int first, int count, unsigned* bar, unsigned flags) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
