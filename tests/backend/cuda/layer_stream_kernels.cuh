@@ -35,7 +35,7 @@ struct Proj {
   const uint8_t* z;        // [m][k / 128]
   const bf16* x;           // [k]
   bf16* y;                 // [m]
-  int m, k, c;             // c: chunks a lane (the warps of a group cover k / (1024 c) ... of k)
+  int m, k, c;             // c: 16-byte chunks a lane of each row (a group: k / (1024 c) warps)
 };
 
 // Where this block's and this warp's rows of a projection are: the block owns a contiguous
@@ -97,7 +97,7 @@ __device__ void prologue(const Proj& p, uint32_t ring, int lane, int warp) {
 }
 
 // ring_kernel's ring: the warp's rows of every projection as one sequence, item i in stage
-// i % S, so the rows of the next projections are copied while this one's are multiplied.
+// i % B, so the rows of the next projections are copied while this one's are multiplied.
 // `at` walks forward only: items are issued in order.
 struct Cursor {
   int proj = 0, base = 0;  // the projection item `base` starts
@@ -202,8 +202,9 @@ __device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sum
 // rows [G n_s, (G + 1) n_s) for group G of the grid's), then the rest in units of 8 from a
 // counter per projection (ctr): the group's first warp takes units with atomicAdd one unit
 // ahead of use, and the group's warps agree on them through shared memory at a named barrier
-// per unit. So an SM that streams slower takes fewer rows, instead of every projection waiting
-// for the slowest SM's fixed share. Item t of the group's sequence is its fixed row t (t < n_s),
+// per unit. So rows go to whichever group asks first, instead of every projection waiting for
+// the slowest block's fixed share (measured slower: the SMs stream at one rate, docs/PERF.md
+// 2026-12-06). Item t of the group's sequence is its fixed row t (t < n_s),
 // then row (t - n_s) % 8 of unit (t - n_s) / 8. Shared state alternates with the projection's
 // parity, so a warp that starts the next projection's rows (kPrefetch) does not disturb a group
 // still finishing this one.
