@@ -1,6 +1,6 @@
 // Reducing a warp's lane sums of several rows at once (the k-split decode GEMVs of
-// gemv_split.cu): one transposed butterfly instead of a full warp reduction per row. Internal
-// to src/backend/cuda.
+// gemv_split.cu, and tests/backend/cuda/bench_layer_stream): one transposed butterfly instead
+// of a full warp reduction per row.
 #pragma once
 
 #include <cstdint>

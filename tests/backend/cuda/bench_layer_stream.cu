@@ -38,7 +38,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -46,6 +45,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "core/dtype.h"
+#include "quant/quantized_weight.h"
 #include "graph_timing.h"
 #include "layer_stream_kernels.cuh"
 
@@ -93,15 +93,12 @@ double time_mode(const Mode& md, Kernel kernel, const Proj* d_projs, int n_projs
 // read (normalized in float): the largest error over the projection's largest output.
 double check_chain(const std::vector<Proj>& projs) {
   double worst = 0.0;
-  for (size_t i = 0; i < projs.size(); ++i) {
-    const Proj& p = projs[i];
-    const size_t ng = size_t(p.m) * (p.k / 128);
-    std::vector<unsigned char> q(size_t(p.m) * p.k / 2);
-    std::vector<uint16_t> s(ng), x(p.k), y(p.m);
-    std::vector<uint8_t> z(ng);
-    TF_CUDA_CHECK(cudaMemcpy(q.data(), p.q, q.size(), cudaMemcpyDeviceToHost));
-    TF_CUDA_CHECK(cudaMemcpy(s.data(), p.s, ng * 2, cudaMemcpyDeviceToHost));
-    TF_CUDA_CHECK(cudaMemcpy(z.data(), p.z, ng, cudaMemcpyDeviceToHost));
+  for (const Proj& p : projs) {
+    QuantizedWeight w = QuantizedWeight::zeros_like(DType::W4, p.m, p.k, 128);
+    std::vector<uint16_t> x(p.k), y(p.m);
+    TF_CUDA_CHECK(cudaMemcpy(w.data.data(), p.q, w.data.size(), cudaMemcpyDeviceToHost));
+    TF_CUDA_CHECK(cudaMemcpy(w.scales.data(), p.s, w.scales.size(), cudaMemcpyDeviceToHost));
+    TF_CUDA_CHECK(cudaMemcpy(w.zeros.data(), p.z, w.zeros.size(), cudaMemcpyDeviceToHost));
     TF_CUDA_CHECK(cudaMemcpy(x.data(), p.x, size_t(p.k) * 2, cudaMemcpyDeviceToHost));
     TF_CUDA_CHECK(cudaMemcpy(y.data(), p.y, size_t(p.m) * 2, cudaMemcpyDeviceToHost));
     std::vector<double> xn(p.k);
@@ -109,15 +106,13 @@ double check_chain(const std::vector<Proj>& projs) {
     for (int j = 0; j < p.k; ++j) ss += double(bf16_to_f32(x[j])) * bf16_to_f32(x[j]);
     const double inv = 1.0 / std::sqrt(ss / p.k + 1e-6);
     for (int j = 0; j < p.k; ++j) xn[j] = bf16_to_f32(x[j]) * inv;
+    const TensorView wv = w.view();
+    std::vector<float> row(p.k);
     double max_ref = 0.0, max_err = 0.0;
     for (int r = 0; r < p.m; ++r) {
+      dequantize_row(wv, r, row.data());
       double acc = 0.0;
-      for (int j = 0; j < p.k; ++j) {
-        const size_t gi = size_t(r) * (p.k / 128) + j / 128;
-        const unsigned char b = q[size_t(r) * p.k / 2 + j / 2];
-        const int code = j % 2 ? b >> 4 : b & 15;
-        acc += double(f16_to_f32(s[gi])) * (code - int(z[gi])) * xn[j];
-      }
+      for (int j = 0; j < p.k; ++j) acc += double(row[j]) * xn[j];
       max_ref = std::max(max_ref, std::fabs(acc));
       max_err = std::max(max_err, std::fabs(acc - double(bf16_to_f32(y[r]))));
     }

@@ -166,24 +166,19 @@ __device__ __forceinline__ void consume(const unsigned char* ring_ptr, int t, in
   }
 }
 
-// One projection: this lane's inputs (RMS-normalized, staged as F16), the warp's rows through
-// the ring (row t in stage (base + t) % B of B, the first S - 1 already issued; next(t) makes
-// sure row t + S - 1 is, committing at least one group), the warps' sums. Ends with the ring's
-// stages read.
-template <int S, int MC, int C, typename Next, int B = S>
-__device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sums, int lane, int warp, int base,
-                        Next&& next) {
-  const Rows r(p, warp);
-  uint4 xs[C][4];
-  stage_x<C>(p, r, lane, xs);
-  float* my_sums = sums + warp * kSumRows;
-  for (int t0 = 0; t0 < r.n; t0 += 8) {
+// The warp's rows t = 0 .. n - 1 through the ring (row t in stage (base + t) % B of B, the
+// first S - 1 already issued; next(t) makes sure row t + S - 1 is, committing at least one
+// group), their lane sums reduced 8 at a time into my_sums[t].
+template <int S, int MC, int C, int B, typename Next>
+__device__ void stream_rows(const unsigned char* ring_ptr, const uint4 (&xs)[C][4], int n, int base, float* my_sums,
+                            int lane, Next&& next) {
+  for (int t0 = 0; t0 < n; t0 += 8) {
     float acc8[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int t = t0 + u;
       float acc[1] = {0.0f};
-      if (t < r.n) {  // warp-uniform
+      if (t < n) {  // warp-uniform
         __syncwarp();  // every lane is done with the stage next() refills (row t - 1's)
         next(t);
         cuda::cp_async_wait<S - 1>();
@@ -192,8 +187,19 @@ __device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sum
       }
       acc8[u] = acc[0];
     }
-    cuda::store_rows<8>(acc8, my_sums, t0, r.n);
+    cuda::store_rows<8>(acc8, my_sums, t0, n);
   }
+}
+
+// One projection: this lane's inputs (RMS-normalized, staged as F16), the warp's rows through
+// the ring (stream_rows), the warps' sums. Ends with the ring's stages read.
+template <int S, int MC, int C, typename Next, int B = S>
+__device__ void project(const Proj& p, const unsigned char* ring_ptr, float* sums, int lane, int warp, int base,
+                        Next&& next) {
+  const Rows r(p, warp);
+  uint4 xs[C][4];
+  stage_x<C>(p, r, lane, xs);
+  stream_rows<S, MC, C, B>(ring_ptr, xs, r.n, base, sums + warp * kSumRows, lane, next);
   __syncwarp();
 }
 
@@ -277,23 +283,8 @@ __device__ void project_dyn(const Proj& p, unsigned* ctr, int par, Dyn& d, const
   if (r.wg < 0) return;
   const DynRows dr(p, r, warp);
   int* slots = d.slots[par][dr.group];
-  for (int t0 = 0; t0 < dr.n_s; t0 += 8) {  // the fixed rows
-    float acc8[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int t = t0 + u;
-      float acc[1] = {0.0f};
-      if (t < dr.n_s) {
-        __syncwarp();
-        issue_dyn<S, MC, C>(p, r, dr, slots, ring, lane, t + S - 1);
-        cuda::cp_async_wait<S - 1>();
-        __syncwarp();
-        consume<S, MC, C>(ring_ptr, t, lane, xs, acc);
-      }
-      acc8[u] = acc[0];
-    }
-    cuda::store_rows<8>(acc8, sums + warp * kSumRows, t0, dr.n_s);
-  }
+  stream_rows<S, MC, C, S>(ring_ptr, xs, dr.n_s, 0, sums + warp * kSumRows, lane,  // the fixed rows
+                           [&](int t) { issue_dyn<S, MC, C>(p, r, dr, slots, ring, lane, t + S - 1); });
   const bool leader = r.wg == 0 && lane == 0;
   float* my_sums = unit_sums + (par * kWarps + warp) * 16;
   for (int k = 0;; ++k) {  // the units
@@ -359,10 +350,12 @@ __device__ __forceinline__ void stamp(int i, int point) {
   if (g_trace != nullptr && threadIdx.x == 0) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     g_trace[(size_t(i) * gridDim.x + blockIdx.x) * 4 + point] = t;
-    g_trace[(size_t(i) * gridDim.x + blockIdx.x) * 4 + 3] = sm;
+    if (point == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      g_trace[(size_t(i) * gridDim.x + blockIdx.x) * 4 + 3] = sm;
+    }
   }
 }
 
