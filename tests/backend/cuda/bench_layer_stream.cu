@@ -24,11 +24,14 @@
 // a group for down); 2 rings of 16, 1 chunk; 3 and 4 as 1, but persistent-ring's ring holds 24
 // or 16 rows and is filled before each barrier (8 in flight otherwise); 5 as 1 with the chain
 // kernel held to 64 registers (it spills), so that a block of the next launch fits beside one
-// of this (PDL can then start it early). Grid: one 512-thread block an SM (every block resident, which
-// the barrier needs). --check compares every projection's output with a host reference
-// computed from the input the GPU read (exits 1 beyond 2% of the projection's largest output);
-// --trace prints where each mode's time goes, from per-block timestamps (print_trace). Prints
-// times, asserts nothing about them.
+// of this (PDL can then start it early). Grid: one 512-thread block an SM (every block
+// resident, which the barrier needs). bench_layer_stream_w8 is the same with 256-thread blocks:
+// config 0 has rings of 8 rows (2 chunks a lane for down) and two blocks fit an SM, so under PDL
+// the next launch's blocks start beside this one's and issue their first rows while it runs;
+// config 1 pads 0's shared memory so that one block fits (the control). --check compares every
+// projection's output with a host reference computed from the input the GPU read (exits 1
+// beyond 2% of the projection's largest output); --trace prints where each mode's time goes,
+// from per-block timestamps (print_trace). Prints times, asserts nothing about them.
 //
 //   build-cuda/tests/backend/cuda/bench_layer_stream [--layers 32] [--reps 20] [--check] [--trace]
 //       [--config 0..5] [--shares 0,0.5,...]
@@ -68,8 +71,10 @@ struct Config {
   const char* name;
   Kernel kernel, ring;
   int stages, max_c, down_c;
+  size_t min_smem = 0;  // padding: more shared memory than the ring needs keeps a second block off an SM
   size_t smem() const {
-    return kSumFloats * sizeof(float) + size_t(kWarps) * stages * (max_c == 1 ? kStageBytes<1> : kStageBytes<2>);
+    return std::max(min_smem, kSumFloats * sizeof(float) +
+                                  size_t(kWarps) * stages * (max_c == 1 ? kStageBytes<1> : kStageBytes<2>));
   }
 };
 
@@ -290,6 +295,14 @@ int run(int argc, char** argv) {
   auto* bar = static_cast<unsigned*>(alloc((2 + projs.size()) * sizeof(unsigned)));  // barrier, done, a counter each
   TF_CUDA_CHECK(cudaMemset(bar, 0, (2 + projs.size()) * sizeof(unsigned)));
   std::printf("%s, %d SMs; %d layers of W4 g128 projections: %.1f MB\n", prop.name, sms, layers, double(bytes) / 1e6);
+#if TF_LS_WARPS == 8
+  // 8 warps a block: down takes 2 chunks a lane (a 14-warp group does not fit).
+  const Config configs[] = {
+      {"8 warps, ring 8, down 2 chunks a lane, 2 blocks fit an SM", chain_kernel<8, 2, 2>, ring_kernel<8, 2, 8>, 8, 2,
+       2},
+      {"8 warps, ring 8, down 2 chunks a lane, one block an SM (shared memory padded)", chain_kernel<8, 2, 2>,
+       ring_kernel<8, 2, 8>, 8, 2, 2, 120 * 1024}};
+#else
   const Config configs[] = {
       {"ring 8, down 2 chunks a lane", chain_kernel<8, 2>, ring_kernel<8, 2, 8>, 8, 2, 2},
       {"ring 8, 1 chunk a lane", chain_kernel<8, 1>, ring_kernel<8, 1, 8>, 8, 1, 1},
@@ -298,6 +311,7 @@ int run(int argc, char** argv) {
       {"ring 8 (persistent-ring: 16), 1 chunk a lane", chain_kernel<8, 1>, ring_kernel<8, 1, 16>, 16, 1, 1},
       {"ring 8, 1 chunk a lane, 64 registers (2 blocks fit an SM)", chain_kernel<8, 1, 2>, ring_kernel<8, 1, 8>, 8, 1,
        1}};
+#endif
   const Mode modes[] = {{"launches", true, false, 0, true, false},
                         {"launches-pdl", true, true, 0, true, false},
                         {"persistent", false, false, kBarrier, true, false},
@@ -326,7 +340,7 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "bench_layer_stream: %s does not fit an SM (%zu bytes of shared memory)\n", cf.name, smem);
       return 1;
     }
-    std::printf("== %s: %zu KB of shared memory a block\n", cf.name, smem / 1024);
+    std::printf("== %s: %zu KB of shared memory a block, %d blocks fit an SM\n", cf.name, smem / 1024, per_sm);
     // Every mode, the kDynamic ones once for each share of fixed rows.
     auto each = [&](auto&& fn) {
       for (const Mode& md : modes)

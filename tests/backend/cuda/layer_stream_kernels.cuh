@@ -21,8 +21,13 @@ namespace tf::layer_stream {
 using cuda::bf16;
 using cuda::half2_detail::FormatW4;
 
-constexpr int kWarps = 16;
-constexpr int kSumRows = 64;                     // rows a group may own in one projection
+// Warps a block: 16 (one block an SM), or 8 in bench_layer_stream_w8 (two blocks fit an SM, so
+// under PDL a block of the next launch starts its rows beside one of this launch).
+#ifndef TF_LS_WARPS
+#define TF_LS_WARPS 16
+#endif
+constexpr int kWarps = TF_LS_WARPS;
+constexpr int kSumRows = 1024 / kWarps;          // rows a group may own in one projection
 constexpr int kSumFloats = kWarps * kSumRows + 2 * kWarps * 16;  // + kDynamic's unit sums
 // Bytes of a ring stage at C chunks a lane: 512 C of codes, 16 C of scales, 8 C of zeros.
 template <int C>
