@@ -83,6 +83,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "fp8-sums-f32") k.fp8_sums_f32 = true;
   else if (name == "no-pdl") k.pdl = false;
   else if (name == "no-pdl-timed") k.pdl_timed = false;
+  else if (name == "no-gemv-timed") k.gemv_timed = false;
   // The fixed PDL orders below are measured as they are, without the timed trial of PDL
   // everywhere (pdl-all is that order already).
   else if (name == "pdl-resident") k.pdl_resident = true, k.pdl_timed = false;
@@ -104,7 +105,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "int8-acts") k.int8_activations = true;
   else if (name == "bf16-acts") k.bf16_activations = true;
   else
-    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, no-pdl-timed, pdl-resident, pdl-decode, no-pdl-decode-resident, pdl-all, no-cublaslt, no-lt-split-k, no-decode-mma, "
+    fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, no-pdl-timed, no-gemv-timed, pdl-resident, pdl-decode, no-pdl-decode-resident, pdl-all, no-cublaslt, no-lt-split-k, no-decode-mma, "
          "no-decode-cluster, no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
@@ -356,7 +357,7 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_option("--kv-budget-gb", a->kv_budget_gb, "KV memory for the max-concurrent-sequences figure")
       ->capture_default_str();
   c->add_option("--variants", a->variants,
-                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, no-pdl-timed (a recorded step replayed often is not also recorded with PDL for every kernel and timed against it), pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps, not for the grid-sized GEMVs), no-pdl-decode-resident (decode steps in plain stream order, also the grid-sized GEMVs), pdl-all (PDL for every kernel of every step; pdl-resident, pdl-decode and no-pdl-decode-resident run without the timed trial), "
+                "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, no-pdl-timed (a recorded step replayed often is not also recorded with PDL for every kernel and timed against it), no-gemv-timed (nor with the near-tie kernels of its quantized GEMVs), pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps, not for the grid-sized GEMVs), no-pdl-decode-resident (decode steps in plain stream order, also the grid-sized GEMVs), pdl-all (PDL for every kernel of every step; pdl-resident, pdl-decode and no-pdl-decode-resident run without the timed trial), "
                 "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "

@@ -38,6 +38,7 @@ struct KernelOptions {
   bool pdl_decode = false;                // PDL also in decode steps (one new token per sequence)
   bool pdl_decode_resident = true;        // PDL in decode steps for the kernels whose grid is what fits at once
   bool pdl_timed = true;                  // a step replayed often also recorded with PDL for every kernel; the faster kept
+  bool gemv_timed = true;                 // ... and with the near-tie kernels of its quantized GEMVs; the faster kept
   bool cublaslt = true;                   // small-batch matmuls may take a timed cuBLASLt algorithm
   bool lt_split_k = true;                 // cuBLASLt's timed candidates include split-K copies of its heuristic's
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)

@@ -138,6 +138,14 @@ struct BackendOptions {
   // process whose kernel picks gained from PDL, level in the one whose did not; INT4 batch 2-8,
   // INT8 and BF16 batch 1, BF16 batch 64 level)
   bool pdl_timed = true;
+  // ... and then recorded again once for each kernel whose cold time for one of its quantized
+  // GEMV shapes (1..kGemvMaxRows rows) was within 10% of the shape's fastest, that shape
+  // launched with it, one recording a step; the faster recording is kept and its kernel becomes
+  // the shape's pick (gemv_trials.h; tuning_report lists each trial). Off: the cold timing
+  // alone picks (turning it on or off times every shape again). On (docs/PERF.md 2026-12-06,
+  // H100, Llama-3-8B shape, each setting in its own processes: INT4 decode +3.8% at batch 1,
+  // +3.6% at 2, +1.8% at 4; INT8 batch 1 +1.6%)
+  bool gemv_timed = true;
   bool cublaslt = true;            // auto gemv mode also times cuBLASLt's heuristic algorithms per small-batch shape
   bool lt_split_k = true;          // cuBLASLt's candidates (BF16 small batches, FP8 W8A8) include split-K copies
   bool decode_mma = true;          // decode attention on tensor cores (BF16, INT8, FP8 KV) instead of CUDA cores

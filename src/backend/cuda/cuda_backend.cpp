@@ -33,6 +33,7 @@ using namespace detail;
 
 // The process-wide PDL switches of launch.cuh, for the kernels launched (or recorded) next.
 void CudaBackend::apply_pdl(const PdlSwitches& s) {
+  pdl_applied_ = s;
   pdl_enabled() = s.plain;
   pdl_resident_enabled() = s.resident;
 }
@@ -331,6 +332,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
     fp8_.clear();
     lt_.reset();
   }
+  if (opt.gemv_timed != opt_.gemv_timed) quant_gemv_.clear();  // the trials' picks: timed again
   opt_ = opt;
   step_pdl_ = pdl_switches(opt_, /*decode=*/false);  // until a batch says otherwise
   apply_pdl(step_pdl_);

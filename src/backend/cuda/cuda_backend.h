@@ -135,15 +135,25 @@ class CudaBackend final : public Backend {
     bool custom = false;
     std::shared_ptr<const LtAlgo> lt;
   };
+  // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out, split GEMVs allowed
+  using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool, bool>;
   struct Recording {
     bool seen = false;
     cudaGraphExec_t exec = nullptr;
-    // Replays counted up to its PDL trial (pdl_trial), which the count's passing
+    // Replays counted up to its trials (pdl_trial, then gemv_trials), which the count's passing
     // kReplaysBeforeTrial (cuda_graphs.cpp) starts; it stops counting there.
     int replays = 0;
+    std::optional<PdlSwitches> pdl;  // the switches exec was recorded with, where a trial's won
+    std::vector<std::pair<QuantGemvKey, int>> gemv_kernels;  // its timed quantized GEMV shapes, their kernels
+    // The recordings still to make, one a step: a shape and the kernel to launch it with
+    // (gemv_trial_kernels, listed when the count passes; BackendOptions::gemv_timed).
+    std::vector<std::pair<QuantGemvKey, int>> gemv_trials;
   };
+  enum class Trial { None, Pdl, Gemv };  // what the recording in progress tries
   void apply_pdl(const PdlSwitches& s);
   void end_trial();
+  // The kernel launch_quant_gemv launches for `key` now: the trial's (gemv_trial_) or the pick.
+  int quant_gemv_kernel(const QuantGemvKey& key, int pick) const;
   // Mean replay time in us of each of two recordings of the same step (graph_end).
   std::pair<double, double> time_replays(cudaGraphExec_t a, cudaGraphExec_t b);
   void* alloc_bytes(size_t bytes);
@@ -188,10 +198,14 @@ class CudaBackend final : public Backend {
   bool fp8_scale_then_hand_off(Fp8Then t, const void* acc, bool acc_f32, const float* xs, const float* w_scale,
                                const struct GemmArgs& g, const MatmulFusion& f, const TensorView& out);
   // The quantized decode GEMV (g.rows <= kGemvMaxRows, gemv_supported(g, f)) on the kernel
-  // timed fastest for its shape and fusion on first sight: a decode tile of the tensor-core
-  // kernel or the CUDA-core GEMV (cuda_quant.cpp).
+  // timed fastest for its shape and fusion on first sight, or the one a recorded step's trial
+  // found faster in the step (gemv_timed): a decode tile of the tensor-core kernel or a
+  // CUDA-core GEMV (cuda_quant.cpp). While recording a trial, the trial's kernel for its shape.
   void launch_quant_gemv(const struct GemmArgs& g, const struct GemvFusion& f);
   std::vector<std::string> quant_gemv_report() const;
+  // For tuning_report: "W4 g128 rows=1 k=4096 m=4096 +add" and a kernel's name ("gemv-ring8b2").
+  static std::string quant_gemv_shape(const QuantGemvKey& key);
+  static std::string quant_gemv_name(int kernel);
   // A scratch buffer of at least `bytes` that only grows (never while recording),
   // zero-filled when (re)allocated, one per slot: the quantized matmul's FP8 activations and
   // their scales (its own, and the two pairs of handoff_), its F32 / BF16 intermediates and the tensor-core kernel's split-K partials
@@ -251,8 +265,6 @@ class CudaBackend final : public Backend {
   std::optional<Fp8Choice> fp8_inherited(const Fp8Choice& from, const Fp8GemmArgs& a);
   // FP8 W8A8 shapes of up to this many rows are timed each; above, one per power-of-two bucket
   static constexpr int64_t kFp8TimedRows = 256;
-  // rows, k, m, weight dtype, group size, epilogue, norm, bias, f32 out, split GEMVs allowed
-  using QuantGemvKey = std::tuple<int64_t, int64_t, int64_t, int, int32_t, int, bool, bool, bool, bool>;
   struct QuantGemvChoice {
     int tile = -1;                              // QuantMmaTile, or < 0: a CUDA-core GEMV (cuda_quant.cpp)
     std::vector<std::pair<int, double>> times;  // (tile, us) of every candidate
@@ -262,8 +274,12 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   PdlSwitches step_pdl_;  // the PDL switches of the current step (set_batch)
-  bool trial_ = false;    // the recording in progress is a PDL trial of a recorded step
-  // The timed choice of each recorded step shape: "N seqs x W tokens, B blocks" -> times and pick.
+  PdlSwitches pdl_applied_;  // the switches apply_pdl set last (the launches' now)
+  Trial trial_ = Trial::None;  // the recording in progress: a trial of a recorded step, or not
+  std::optional<std::pair<QuantGemvKey, int>> gemv_trial_;  // Trial::Gemv: the shape and its kernel
+  std::vector<std::pair<QuantGemvKey, int>> capture_gemv_;  // the timed shapes launched while recording, their kernels
+  // The timed choices of each recorded step shape: "N seqs x W tokens, B blocks" (its PDL
+  // trial) and that + a GEMV shape (its kernel trials) -> times and pick.
   std::map<std::string, std::string> graph_picks_;
 
   // Batch metadata: the host copy (sizes, checks), and the device copy the kernels read.

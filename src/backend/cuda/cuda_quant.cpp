@@ -12,6 +12,7 @@
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <functional>
 #include <optional>
@@ -208,7 +209,9 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
         consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
     it = quant_gemv_.emplace(key, std::move(c)).first;
   }
-  const int tile = it->second.tile;
+  const int tile = quant_gemv_kernel(key, it->second.tile);
+  if (capturing_ && std::find(capture_gemv_.begin(), capture_gemv_.end(), std::pair(key, tile)) == capture_gemv_.end())
+    capture_gemv_.emplace_back(key, tile);
   if (tile == kSimtGemv)
     launch_gemv_simt(g, stream_, f);
   else if (tile < 0)
@@ -217,18 +220,23 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
     launch_quant_mma(g, stream_, f, {.tile = QuantMmaTile(tile)});
 }
 
-std::vector<std::string> CudaBackend::quant_gemv_report() const {
+std::string CudaBackend::quant_gemv_shape(const QuantGemvKey& key) {
   constexpr const char* kEpilogue[] = {"", " +add", " +swiglu", " +rope/kv"};
+  const auto& [rows, k, m, dtype, group, epi, norm, bias, f32, split] = key;
+  return fmt::format("{}{} rows={} k={} m={}{}{}{}{}{}", dtype_name(DType(dtype)),
+                     dtype == int(DType::W4) ? fmt::format(" g{}", group) : "", rows, k, m, norm ? " norm+" : "",
+                     kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "", split ? "" : " no-split");
+}
+
+std::string CudaBackend::quant_gemv_name(int kernel) { return quant_kernel_name(kernel); }
+
+std::vector<std::string> CudaBackend::quant_gemv_report() const {
   std::vector<std::string> lines;
   for (const auto& [key, c] : quant_gemv_) {
-    const auto& [rows, k, m, dtype, group, epi, norm, bias, f32, split] = key;
     std::string times;
     for (const auto& [tile, us] : c.times)
       times += fmt::format("{}{} {:.1f} us", times.empty() ? "" : ", ", quant_kernel_name(tile), us);
-    lines.push_back(fmt::format("quant gemv {}{} rows={} k={} m={}{}{}{}{}{}: {} -> {}", dtype_name(DType(dtype)),
-                                dtype == int(DType::W4) ? fmt::format(" g{}", group) : "", rows, k, m,
-                                norm ? " norm+" : "", kEpilogue[epi], f32 ? " f32-out" : "", bias ? " bias" : "",
-                                split ? "" : " no-split", times, quant_kernel_name(c.tile)));
+    lines.push_back(fmt::format("quant gemv {}: {} -> {}", quant_gemv_shape(key), times, quant_kernel_name(c.tile)));
   }
   return lines;
 }

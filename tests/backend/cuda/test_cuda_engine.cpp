@@ -284,7 +284,8 @@ TEST(CudaEngineFp8, Bf16SumsKeepThePerplexity) {
 // plain order, PDL for the grid-sized GEMVs only, PDL for every kernel, and the default,
 // pdl_timed (a step replayed often recorded again with PDL for every kernel, the faster
 // recording kept, which tuning_report lists) must give the same greedy ids for every golden
-// prompt, as must plain order again after them. A kernel that read its input before the
+// prompt, as must plain order again after them. gemv_timed is off throughout: its trials change
+// the GEMV kernels (GemvTrialsRunAndKeepTheIds below), which may move a near tie. A kernel that read its input before the
 // previous kernel finished would not. Prefix caching is off: a prompt met before would run its
 // last token as a one-row step rather than inside the prefill GEMM, which may move a near tie.
 TEST(CudaEngineQuant, DecodeLaunchOrdersGiveTheSameIds) {
@@ -292,11 +293,11 @@ TEST(CudaEngineQuant, DecodeLaunchOrdersGiveTheSameIds) {
   const std::string dir = test::golden_model_dir("tiny-main");
   const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
   const std::pair<const char*, KernelOptions> orders[] = {
-      {"plain order", {.pdl_decode_resident = false, .pdl_timed = false}},
-      {"pdl for the grid-sized kernels", {.pdl_timed = false}},
-      {"pdl for every kernel", {.pdl_resident = true, .pdl_decode = true}},
-      {"timed (the default)", {}},
-      {"plain order again", {.pdl_decode_resident = false, .pdl_timed = false}},
+      {"plain order", {.pdl_decode_resident = false, .pdl_timed = false, .gemv_timed = false}},
+      {"pdl for the grid-sized kernels", {.pdl_timed = false, .gemv_timed = false}},
+      {"pdl for every kernel", {.pdl_resident = true, .pdl_decode = true, .gemv_timed = false}},
+      {"timed (the default)", {.gemv_timed = false}},
+      {"plain order again", {.pdl_decode_resident = false, .pdl_timed = false, .gemv_timed = false}},
   };
   for (const std::string quantization : {"int8", "int4"}) {
     SCOPED_TRACE(quantization);
@@ -336,6 +337,69 @@ TEST(CudaEngineQuant, DecodeLaunchOrdersGiveTheSameIds) {
         std::printf("  [%s] %s\n", quantization.c_str(), line.c_str());
     }
     EXPECT_GT(timed, 0) << "the pdl_timed run recorded no step both ways";
+  }
+}
+
+// gemv_timed (the default): a recorded step replayed often is recorded again once for each
+// kernel whose cold time for one of its quantized GEMV shapes was near that shape's pick, and
+// the faster recording kept. On tiny-main with INT8 and INT4 weights, one request at a time
+// (one-row GEMVs), the trials must run (tuning_report lists them) and every id generated while
+// they run must be the model's choice: another kernel sums in another order, which moves near
+// ties (tiny-main's INT8 python_def prompt has one at its 5th generated token), so ids are
+// not compared with the cold picks' run; instead each generation is scored as one sequence
+// (Engine::score, the prefill path) and every generated id's logit must be within
+// max(0.1, twice the cold run's largest such gap) of its position's largest. A trial recording
+// that computed anything but the step would put ids far below the largest logit.
+TEST(CudaEngineQuant, GemvTrialsRunAndKeepTheIds) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::string dir = test::golden_model_dir("tiny-main");
+  const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
+  constexpr size_t kGen = 40;
+  for (const std::string quantization : {"int8", "int4"}) {
+    SCOPED_TRACE(quantization);
+    Engine engine(EngineOptions{.model_dir = dir, .backend = "cuda", .weights = {.quantization = quantization},
+                                .kv_dtype = "bf16", .max_seqs = 1, .enable_prefix_caching = false});
+    const size_t vocab = size_t(engine.config().n_vocab);
+    // The largest gap between a generated id's logit and its position's largest, over every
+    // generation of two passes over the prompts (enough replays of the step for every trial).
+    auto run = [&](const KernelOptions& k) {
+      engine.set_kernel_options(k);
+      double worst = 0;
+      for (int rep = 0; rep < 2; ++rep)
+        for (const test::GoldenPrompt& g : golden) {
+          const RequestId id = engine.add_request(
+              {.prompt_ids = g.input_ids, .sampling = {.temperature = 0, .max_tokens = int(kGen), .ignore_eos = true}});
+          while (engine.has_unfinished()) engine.step();
+          const std::vector<int32_t> out = engine.output_ids(id);
+          engine.release(id);
+          EXPECT_EQ(out.size(), kGen);
+          std::vector<int32_t> seq = g.input_ids;
+          seq.insert(seq.end(), out.begin(), out.end());
+          const std::vector<float> logits = engine.score(seq, /*all_positions=*/true);
+          EXPECT_EQ(logits.size(), seq.size() * vocab);
+          if (logits.size() != seq.size() * vocab) return 1e30;
+          for (size_t j = 0; j < out.size(); ++j) {
+            const float* row = logits.data() + (g.input_ids.size() + j - 1) * vocab;
+            worst = std::max(worst, double(*std::max_element(row, row + vocab) - row[size_t(out[j])]));
+          }
+        }
+      return worst;
+    };
+    const double cold = run({.gemv_timed = false}), timed = run({});
+    const double bound = std::max(0.1, 2 * cold);
+    std::printf("  [%s] largest gap of a generated id's logit below its position's largest: cold picks %.4f, "
+                "with the trials %.4f (bound %.4f)\n",
+                quantization.c_str(), cold, timed, bound);
+    EXPECT_LE(timed, bound);
+    int trials = 0;
+    for (const std::string& line : engine.tuning_report())
+      if (line.starts_with("recorded step ") && line.find(" rows=") != std::string::npos) {
+        ++trials;
+        std::printf("  [%s] %s\n", quantization.c_str(), line.substr(0, 240).c_str());
+      }
+    EXPECT_GT(trials, 0) << "no recorded step was recorded again with another GEMV kernel";
+    test::record("engine: gemv trials, " + quantization, "largest logit gap of an id", timed, bound,
+                 timed <= bound && trials > 0);
   }
 }
 
