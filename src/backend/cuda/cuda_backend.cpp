@@ -33,7 +33,6 @@ using namespace detail;
 
 // The process-wide PDL switches of launch.cuh, for the kernels launched (or recorded) next.
 void CudaBackend::apply_pdl(const PdlSwitches& s) {
-  pdl_applied_ = s;
   pdl_enabled() = s.plain;
   pdl_resident_enabled() = s.resident;
 }

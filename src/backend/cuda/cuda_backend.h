@@ -274,7 +274,6 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   PdlSwitches step_pdl_;  // the PDL switches of the current step (set_batch)
-  PdlSwitches pdl_applied_;  // the switches apply_pdl set last (the launches' now)
   Trial trial_ = Trial::None;  // the recording in progress: a trial of a recorded step, or not
   std::optional<std::pair<QuantGemvKey, int>> gemv_trial_;  // Trial::Gemv: the shape and its kernel
   std::vector<std::pair<QuantGemvKey, int>> capture_gemv_;  // the timed shapes launched while recording, their kernels

@@ -95,7 +95,6 @@ void CudaBackend::graph_end() {
   cudaGraphDestroy(graph);
   const Trial trial = trial_;
   const std::optional<std::pair<QuantGemvKey, int>> gemv = gemv_trial_;
-  const PdlSwitches switches = pdl_applied_;  // the recording's
   end_trial();
   TF_CUDA_CHECK(e);
   Recording& r = graphs_[capture_key_];
@@ -113,7 +112,7 @@ void CudaBackend::graph_end() {
   const std::string step = fmt::format("recorded step {} seqs x {} tokens, {} blocks", seqs,
                                        seqs > 0 ? batch_.n_tokens() / seqs : 0, batch_.max_blocks);
   if (trial == Trial::Pdl) {
-    if (won) r.pdl = switches;
+    if (won) r.pdl = pdl_trial(opt_, step_pdl_);  // what graph_begin applied (set_batch sets step_pdl_ before)
     graph_picks_[step] = fmt::format("step's PDL switches {:.1f} us, PDL everywhere {:.1f} us -> {}", kept_us, new_us,
                                      won ? "pdl everywhere" : "step's switches");
     return;
