@@ -16,6 +16,8 @@
 #   stream    a batch-1 W4 chain of projections as PDL launches, one persistent kernel with
 #             grid barriers, rows handed out at run time (tests/backend/cuda/bench_layer_stream;
 #             $STREAM_ARGS, default --config 1; --check, --trace)
+#   attn      the paged decode attention alone on the Llama-3-8B attention shape, per KV pool,
+#             batch and context (tests/backend/cuda/bench_decode_attention; $ATTN_ARGS)
 # PREBUILT=file.tar.xz skips the build (see below).
 # Usage: STEPS="tests bench hf" bash bench/device_run.sh
 set -uo pipefail
@@ -28,9 +30,9 @@ export PKG_CONFIG_PATH=$S/lib/pkgconfig LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 if [ -n "${PREBUILT:-}" ]; then
   # Binaries built on the development machine (TF_CUDA=ON, the same CUDA major), packed as
-  # tests/backend/cuda/{test_cuda_ops,bench_quant_gemm,bench_read_floor,bench_layer_stream} and
-  # lib/ (the shared libraries the device lacks beyond the sysroot's, which may then stay
-  # behind): no build here, so only the steps `tests`, `quant`, `floor` and `stream` can run.
+  # tests/backend/cuda/{test_cuda_ops,bench_quant_gemm,bench_read_floor,bench_layer_stream,
+  # bench_decode_attention}, tools/twofold and lib/ (the shared libraries the device lacks
+  # beyond the sysroot's, which may then stay behind): no build here.
   mkdir -p build-dev && tar -C build-dev -xJf "$PREBUILT" || exit 1
   export LD_LIBRARY_PATH=$PWD/build-dev/lib:$LD_LIBRARY_PATH
   echo "prebuilt: $(cat build-dev/BUILT_FROM 2>/dev/null)"
@@ -39,7 +41,7 @@ else
     cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON -DTF_TESTS=ON -DTF_NATIVE=ON \
       -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DPKG_CONFIG_EXECUTABLE=$S/bin/pkg-config &&
     cmake --build build-dev -j16 --target test_cuda_ops twofold bench_quant_gemm bench_read_floor \
-      bench_layer_stream
+      bench_layer_stream bench_decode_attention
   } > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
   echo "build ok ($(git rev-parse --short HEAD 2>/dev/null) + working tree)"
 fi
@@ -83,6 +85,9 @@ for step in $STEPS; do
     stream)
       build-dev/tests/backend/cuda/bench_layer_stream ${STREAM_ARGS:---config 1} > "$OUT/stream.log" 2>&1
       echo "stream rc=$?"; grep -v "^round 1" "$OUT/stream.log" | tail -40 ;;
+    attn)
+      build-dev/tests/backend/cuda/bench_decode_attention ${ATTN_ARGS:-} > "$OUT/attn.log" 2>&1
+      echo "attn rc=$?"; tail -40 "$OUT/attn.log" ;;
     tiny)
       $TF bench -m models/tiny-main --backend cuda ${TINY_ARGS:---kv-dtype bf16 --batch 1,64 --prompt-len 128 --gen 128} > "$OUT/tiny.log" 2>&1
       echo "tiny rc=$?"; tail -12 "$OUT/tiny.log" ;;

@@ -82,7 +82,7 @@ struct DecodeSmem {
     float m[8], l[8], a[8][kD];
   };
   union {
-    alignas(16) bf16 q[16 * kLd];  // read into registers before the first key tile
+    alignas(16) bf16 q[16 * kLd];  // read at every key tile, until the loop's last barrier
     SplitState split;              // written after the last
   };
   static_assert(sizeof(SplitState) <= sizeof(bf16) * 16 * kLd, "the split state fits in q's place");
@@ -145,8 +145,17 @@ __device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
+// Blocks an SM the compiler is held to. An 8-bit pool's block at head_dim <= 128 has 43 KB of
+// shared memory, so registers decide whether 4 fit: INT8 takes 129 unbound (3 blocks an SM) and
+// 124 bound; E4M3 takes 126 unbound (4 blocks; bound it took 122 and ran 1.5-4% slower). BF16
+// pools (73 KB a block) fit 3 an SM whatever the registers. docs/PERF.md, "Decode attention on
+// 8-bit pools: four blocks an SM".
+template <typename KvT, int kD>
+constexpr int kMinBlocks = std::is_same_v<KvT, int8_t> && kD <= 128 ? 4 : 1;
+
 template <typename KvT, int kD, bool kCluster>
-__global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(PagedAttentionArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
+    decode_attention_mma_kernel(PagedAttentionArgs a) {
   constexpr bool kQuant = kScaled<KvT>;
   using Smem = DecodeSmem<kD, kQuant>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -221,27 +230,27 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
   const int32_t n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
   issue(0, 0);
 
-  // Q as A fragments. BF16 pools: ldmatrix (matrix m holds rows (m % 2) * 8.., dims (m / 2) *
-  // 8..). Scaled pools: the k16 step kk's slots 2q, 2q+1 | 2q+8, 2q+9 (q = lane % 4) hold the
-  // dims whose K codes code_pairs gives a lane: 16 kk + 4q + {0, 1 | 2, 3} for E4M3 and
-  // 16 kk + 4q + {0, 2 | 1, 3} for INT8 (a dot product may take its terms in any order).
+  // Q's A fragment of k16 step kk, read from shared memory at every key tile rather than held
+  // (32 registers at head_dim 128 freed: see the launch bounds). BF16 pools: ldmatrix (matrix m
+  // holds rows (m % 2) * 8.., dims (m / 2) * 8..). Scaled pools: the k16 step kk's slots 2q,
+  // 2q+1 | 2q+8, 2q+9 (q = lane % 4) hold the dims whose K codes code_pairs gives a lane:
+  // 16 kk + 4q + {0, 1 | 2, 3} for E4M3 and 16 kk + 4q + {0, 2 | 1, 3} for INT8 (a dot
+  // product may take its terms in any order).
   const int mi = lane / 8, mr = lane % 8;
-  uint32_t qa[kD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
+  auto q_frag = [&](int kk, uint32_t(&f)[4]) {
     if constexpr (kQuant) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // rows lane / 4 and lane / 4 + 8
         const bf16* qr = sm.q + (lane / 4 + 8 * h) * kLd + kk * 16 + 4 * (lane % 4);
         const uint32_t lo = *reinterpret_cast<const uint32_t*>(qr), hi = *reinterpret_cast<const uint32_t*>(qr + 2);
         const bool int8 = std::is_same_v<KvT, int8_t>;
-        qa[kk][h] = int8 ? prmt(lo, hi, 0x5410) : lo;
-        qa[kk][2 + h] = int8 ? prmt(lo, hi, 0x7632) : hi;
+        f[h] = int8 ? prmt(lo, hi, 0x5410) : lo;
+        f[2 + h] = int8 ? prmt(lo, hi, 0x7632) : hi;
       }
     } else {
-      ldsm_x4(qa[kk], smem_addr(sm.q + ((mi % 2) * 8 + mr) * kLd + kk * 16 + (mi / 2) * 8));
+      ldsm_x4(f, smem_addr(sm.q + ((mi % 2) * 8 + mr) * kLd + kk * 16 + (mi / 2) * 8));
     }
-  }
+  };
 
   const float scale2 = a.scale * kLog2e;
   float o[kD / 8][4];
@@ -272,13 +281,15 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       const uint8_t* kt = sm.tiles.k[buf] + code_lane;
 #pragma unroll
       for (int j = 0; j < kD / 32; ++j) {
-        uint32_t r[4];
+        uint32_t r[4], q[2][4];
         ldsm_x4(r, smem_addr(kt + 32 * j));
+        q_frag(2 * j, q[0]);
+        q_frag(2 * j + 1, q[1]);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           uint32_t b0, b1;
           code_pairs(KvT{}, r[m], b0, b1);
-          mma_bf16(sc[m % 2], qa[2 * j + m / 2], b0, b1);
+          mma_bf16(sc[m % 2], q[m / 2], b0, b1);
         }
       }
     } else {
@@ -286,10 +297,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_mma_kernel(Paged
       const bf16* kt = sm.tiles.k[buf];
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
-        uint32_t b[4];
+        uint32_t b[4], q[4];
         ldsm_x4(b, smem_addr(kt + (key0 + (mi / 2) * 8 + mr) * kLd + kk * 16 + (mi % 2) * 8));
-        mma_bf16(sc[0], qa[kk], b[0], b[1]);
-        mma_bf16(sc[1], qa[kk], b[2], b[3]);
+        q_frag(kk, q);
+        mma_bf16(sc[0], q, b[0], b[1]);
+        mma_bf16(sc[1], q, b[2], b[3]);
       }
     }
 
