@@ -26,6 +26,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/batch.h"
+#include "bench_args.h"
 #include "core/split.h"
 
 namespace tf {
@@ -35,16 +36,10 @@ constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 constexpr size_t kSpanBytes = size_t(256) << 20;
 
 struct Args {
-  std::vector<int> seqs{64, 256}, ctx{192, 1024}, splits{0, 2};
+  std::vector<int64_t> seqs{64, 256}, ctx{192, 1024}, splits{0, 2};
   std::vector<std::string> dtypes{"bf16", "fp8"};
   int reps = 50;
 };
-
-std::vector<int> ints(const char* s) {
-  std::vector<int> out;
-  for (const std::string& x : split_list(s)) out.push_back(std::atoi(x.c_str()));
-  return out;
-}
 
 DType kv_dtype(const std::string& name) {
   if (name == "bf16") return DType::BF16;
@@ -140,9 +135,9 @@ void run_case(const Args& args, const std::string& dname, int n_seqs, int ctx, i
 int run(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--seqs") && i + 1 < argc) a.seqs = ints(argv[++i]);
-    else if (!std::strcmp(argv[i], "--ctx") && i + 1 < argc) a.ctx = ints(argv[++i]);
-    else if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) a.splits = ints(argv[++i]);
+    if (!std::strcmp(argv[i], "--seqs") && i + 1 < argc) a.seqs = parse_counts(argv[++i], "--seqs", 1);
+    else if (!std::strcmp(argv[i], "--ctx") && i + 1 < argc) a.ctx = parse_counts(argv[++i], "--ctx", 1);
+    else if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) a.splits = parse_counts(argv[++i], "--splits", 0);
     else if (!std::strcmp(argv[i], "--dtypes") && i + 1 < argc) a.dtypes = split_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) a.reps = std::atoi(argv[++i]);
     else {
@@ -152,9 +147,9 @@ int run(int argc, char** argv) {
     }
   }
   for (const std::string& d : a.dtypes)
-    for (int s : a.seqs)
-      for (int c : a.ctx)
-        for (int sp : a.splits) run_case(a, d, s, c, sp);
+    for (int64_t s : a.seqs)
+      for (int64_t c : a.ctx)
+        for (int64_t sp : a.splits) run_case(a, d, int(s), int(c), int(sp));
   return 0;
 }
 

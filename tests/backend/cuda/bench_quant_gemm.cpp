@@ -44,6 +44,7 @@
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
+#include "bench_args.h"
 #include "core/split.h"
 
 namespace tf::cuda {
@@ -156,22 +157,6 @@ double copy_bandwidth(cudaStream_t s) {
   cudaFree(a);
   cudaFree(b);
   return 2.0 * double(bytes) / (us * 1e3);
-}
-
-// --rows: comma-separated row counts.
-std::vector<int64_t> parse_rows(const std::string& s) {
-  std::vector<int64_t> v;
-  for (const std::string& t : split_list(s)) {
-    size_t used = 0;
-    long long n = 0;
-    try {
-      n = std::stoll(t, &used);
-    } catch (const std::logic_error&) {
-    }
-    if (used != t.size() || n < 1) throw std::runtime_error("--rows: '" + t + "' is not a positive row count");
-    v.push_back(n);
-  }
-  return v;
 }
 
 // --shapes: names of kShapes, comma-separated.
@@ -391,7 +376,7 @@ int run(int argc, char** argv) {
   std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_rows(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_counts(argv[++i], "--rows", 1);
     else if (!std::strcmp(argv[i], "--prefill-rows") && i + 1 < argc) prefill_rows = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
     else if (!std::strcmp(argv[i], "--json")) b.json = true;
