@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "bench/active_weights.h"
 #include "backend/cpu/isa.h"
@@ -112,17 +111,8 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
 }
 
 std::vector<int> parse_list(const std::string& s, const char* flag) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    try {
-      v.push_back(std::stoi(item));
-    } catch (const std::exception&) {
-      fail("{}: '{}' is not an integer", flag, item);
-    }
-    if (v.back() <= 0) fail("{}: {} must be positive", flag, v.back());
-  }
-  return v;
+  const std::vector<int64_t> v = parse_int_list(s, flag, 1, INT32_MAX);
+  return {v.begin(), v.end()};
 }
 
 // Static against continuous batching on one long-tailed workload, the KV memory each needs,

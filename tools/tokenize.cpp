@@ -1,9 +1,9 @@
 // `twofold tokenize` and `twofold detokenize`: the tokenizer alone, no weights loaded.
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/split.h"
 #include "model/tokenizer/tokenizer.h"
 #include "tools/commands.h"
 
@@ -41,20 +41,10 @@ void add_detokenize(CLI::App& app, Runner& run) {
   c->callback([a, &run] {
     run = [a] {
       auto tok = Tokenizer::from_model(a->dir);
+      // An empty --ids is the empty text, as tokenize gives no ids for it.
       std::vector<int32_t> ids;
-      std::stringstream ss(a->ids);
-      for (std::string item; std::getline(ss, item, ',');) {
-        size_t used = 0;
-        long v = 0;
-        try {
-          v = std::stol(item, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != item.size()) fail("--ids: '{}' is not an integer", item);
-        if (v < 0 || v >= tok->n_vocab()) fail("--ids: {} is outside the vocabulary [0, {})", v, tok->n_vocab());
-        ids.push_back(int32_t(v));
-      }
+      if (!a->ids.empty())
+        for (int64_t v : parse_int_list(a->ids, "--ids", 0, tok->n_vocab() - 1)) ids.push_back(int32_t(v));
       const std::string text = tok->decode(ids, a->skip_special);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::printf("\n");

@@ -1,6 +1,7 @@
 // Splitting a flag's comma-separated list ("q8_0,q4_0", "wanda,flap").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,5 +11,11 @@ namespace tf {
 // The items of `s` between `sep`s, in order, empty ones left out: "a,,b," gives {"a", "b"},
 // "" gives {}. No trimming: " a" stays " a".
 std::vector<std::string> split_list(std::string_view s, char sep = ',');
+
+// A flag's comma-separated list of integers in [min, max]: "1,2,4" gives {1, 2, 4}. Throws
+// tf::Error naming `flag` and the item on anything else ("4x", "+4", " 4", out of range), and on
+// a list with no items.
+std::vector<int64_t> parse_int_list(std::string_view s, std::string_view flag, int64_t min,
+                                    int64_t max = INT64_MAX);
 
 }  // namespace tf

@@ -26,7 +26,6 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/batch.h"
-#include "bench_args.h"
 #include "core/split.h"
 
 namespace tf {
@@ -135,9 +134,9 @@ void run_case(const Args& args, const std::string& dname, int n_seqs, int ctx, i
 int run(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--seqs") && i + 1 < argc) a.seqs = parse_counts(argv[++i], "--seqs", 1);
-    else if (!std::strcmp(argv[i], "--ctx") && i + 1 < argc) a.ctx = parse_counts(argv[++i], "--ctx", 1);
-    else if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) a.splits = parse_counts(argv[++i], "--splits", 0);
+    if (!std::strcmp(argv[i], "--seqs") && i + 1 < argc) a.seqs = parse_int_list(argv[++i], "--seqs", 1);
+    else if (!std::strcmp(argv[i], "--ctx") && i + 1 < argc) a.ctx = parse_int_list(argv[++i], "--ctx", 1);
+    else if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) a.splits = parse_int_list(argv[++i], "--splits", 0);
     else if (!std::strcmp(argv[i], "--dtypes") && i + 1 < argc) a.dtypes = split_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) a.reps = std::atoi(argv[++i]);
     else {

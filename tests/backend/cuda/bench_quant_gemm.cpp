@@ -44,7 +44,6 @@
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/gemv_half2.cuh"
 #include "backend/cuda/quant_gemm.cuh"
-#include "bench_args.h"
 #include "core/split.h"
 
 namespace tf::cuda {
@@ -376,7 +375,7 @@ int run(int argc, char** argv) {
   std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_counts(argv[++i], "--rows", 1);
+    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_int_list(argv[++i], "--rows", 1);
     else if (!std::strcmp(argv[i], "--prefill-rows") && i + 1 < argc) prefill_rows = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = parse_shapes(argv[++i]);
     else if (!std::strcmp(argv[i], "--json")) b.json = true;
