@@ -43,6 +43,7 @@ struct KernelOptions {
   bool lt_split_k = true;                 // cuBLASLt's timed candidates include split-K copies of its heuristic's
   bool decode_mma = true;                 // decode attention on tensor cores (BF16 KV)
   bool decode_cluster = true;             // its key splits (up to 8) merged in a thread block cluster (no combine kernel)
+  bool decode_early_keys = true;          // ... its older keys' first tile copied before the previous kernel ends (PDL)
   bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
   bool moe_mma = true;                    // mixture-of-experts GEMMs on tensor cores

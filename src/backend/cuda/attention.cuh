@@ -38,6 +38,9 @@ struct PagedAttentionArgs {
   float* workspace = nullptr;
   bool decode_mma = true;      // BF16, INT8, FP8 pools: the tensor-core decode kernel where it applies
   bool decode_cluster = false;  // the tensor-core kernel's splits merged through distributed shared memory
+  // the tensor-core kernel reads the batch metadata and copies its first tile's keys older than
+  // the sequence's first new position before griddepcontrol.wait (decode_attention_mma.cu)
+  bool decode_early_keys = false;
 };
 
 // Calls f(std::integral_constant<int, D>{}) for the kernels' head_dim D: 64, 128, else 256 (the

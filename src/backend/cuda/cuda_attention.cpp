@@ -95,7 +95,8 @@ void CudaBackend::attention(int layer, const TensorView& qkv, const AttentionPar
                        .scale = p.scale,
                        .sliding_window = p.sliding_window,
                        .decode_mma = opt_.decode_mma,
-                       .decode_cluster = opt_.decode_cluster};
+                       .decode_cluster = opt_.decode_cluster,
+                       .decode_early_keys = opt_.decode_early_keys};
   // Prefill chunks: the plain kernel over their tokens.
   a.tokens = dev_batch_.plain_tokens;
   a.n_list = dev_batch_.n_plain;

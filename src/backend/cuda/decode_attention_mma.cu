@@ -151,7 +151,7 @@ __device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a
 // pools (73 KB a block) fit 3 an SM whatever the registers. docs/PERF.md, "Decode attention on
 // 8-bit pools: four blocks an SM".
 template <typename KvT, int kD>
-constexpr int kMinBlocks = std::is_same_v<KvT, int8_t> && kD <= 128 ? 4 : 1;
+constexpr int kMinBlocks = kScaled<KvT> && kD <= 128 ? 4 : 1;
 
 template <typename KvT, int kD, bool kCluster>
 __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
@@ -164,7 +164,13 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
   // 16-byte copies per K/V row: BF16 8 values each, 8-bit codes 16
   constexpr int kCopies = kQuant ? kD / 16 : kChunks;
 
-  pdl_begin();
+  // The batch metadata and block tables are uploaded before the step and never written by a
+  // kernel, and the keys before the sequence's first position of this step were written by
+  // earlier steps: with a.decode_early_keys all of them are read before griddepcontrol.wait
+  // (under PDL, while the previous kernel, which writes the query and this step's keys, still
+  // runs); the query and this step's keys after it.
+  const bool early = a.decode_early_keys;
+  if (!early) pdl_begin();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int32_t s = a.batch.decode_seqs[blockIdx.x];
   const int64_t kvh = blockIdx.y;
@@ -173,6 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
   const DecodeKeys keys = decode_keys(a, int32_t(blockIdx.x), split);
   const int32_t it = keys.it, k_begin = keys.k_begin, k_end = keys.k_end;
   if (k_begin >= k_end) {  // past this sequence's keys (uniform over the block)
+    if (early) pdl_begin();
     if constexpr (kCluster) {
       if (tid < 8) sm.split.m[tid] = -INFINITY, sm.split.l[tid] = 0.0f;
       merge_cluster_splits<kD>(a, sm, it, kvh, group);
@@ -185,28 +192,27 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
   const KvT* k_pool = static_cast<const KvT*>(a.k_pool);
   const KvT* v_pool = static_cast<const KvT*>(a.v_pool);
   const int32_t bs = int32_t(a.block_size);
+  // Keys from this position on are written by this step (the previous kernel); without
+  // early reads every key is copied after the wait, as an older one.
+  const int32_t first_new = early ? a.batch.positions[a.batch.seq_starts[s]] : INT32_MAX;
 
-  // ---- Q rows (the group's heads; zero padding rows) and the split's block ids
-  const bf16* qrow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * kD + kvh * group * kD;
-  for (int i = tid; i < 16 * kChunks; i += kWarps * 32) {
-    const int r = i / kChunks, c = i % kChunks;
-    const uint4 z{0, 0, 0, 0};
-    *reinterpret_cast<uint4*>(sm.q + r * kLd + c * 8) =
-        r < group ? *reinterpret_cast<const uint4*>(qrow + r * kD + c * 8) : z;
-  }
+  // ---- the split's block ids
   const int32_t b_first = k_begin / bs, b_last = (k_end - 1) / bs;
   const bool staged = b_last - b_first < kStagedBlocks;
   if (staged)
     for (int32_t i = tid; i <= b_last - b_first; i += kWarps * 32) sm.blocks[i] = table[b_first + i];
   __syncthreads();
 
-  // Tile `t` of the split into buffer `buf`: thread tid copies 16-byte piece tid % kCopies of
-  // keys tid / kCopies + j * (threads / kCopies), and a scaled pool's row scales.
-  auto issue = [&](int32_t t, int buf) {
+  // The keys of tile `t` at positions [lo, hi) into buffer `buf` (one cp.async group):
+  // thread tid copies 16-byte piece tid % kCopies of keys tid / kCopies + j * (threads /
+  // kCopies) (cp.async.cg: through L2 only), and a scaled pool's row scales. Keys past the
+  // split are zero-filled.
+  auto issue = [&](int32_t t, int buf, int32_t lo = INT32_MIN, int32_t hi = INT32_MAX) {
     constexpr int kKeyStep = kWarps * 32 / kCopies;
     const int c = tid % kCopies;
     for (int j = tid / kCopies; j < kTileKeys; j += kKeyStep) {
       const int32_t kp = k_begin + t * kTileKeys + j;
+      if (kp < lo || kp >= hi) continue;
       int32_t block = -1;
       if (kp < k_end) block = staged ? sm.blocks[kp / bs - b_first] : table[kp / bs];
       const bool ok = block >= 0;
@@ -215,7 +221,12 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
         constexpr int kRawLd = DecodeTiles<kD, true>::kRawLd;
         cp_async_16(smem_addr(sm.tiles.k[buf] + j * kRawLd + c * 16), k_pool + row * kD + c * 16, ok);
         cp_async_16(smem_addr(sm.tiles.v[buf] + j * kRawLd + c * 16), v_pool + row * kD + c * 16, ok);
-        if (c == 0) {
+        if (c == 0 && kp >= first_new) {
+          // A key of this step: its scales' line may sit in this SM's L1 from a read before
+          // the wait (the older keys of its block), so they come from L2.
+          sm.tiles.k_scale[buf][j] = ok ? __ldcg(a.k_scale + row) : 0.0f;
+          sm.tiles.v_scale[buf][j] = ok ? __ldcg(a.v_scale + row) : 0.0f;
+        } else if (c == 0) {
           cp_async_4(smem_addr(&sm.tiles.k_scale[buf][j]), a.k_scale + row, ok);
           cp_async_4(smem_addr(&sm.tiles.v_scale[buf][j]), a.v_scale + row, ok);
         }
@@ -227,8 +238,21 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<KvT, kD>))
     }
     cp_async_commit();
   };
+  // Tile 0 in two groups: the earlier steps' keys, then, after the wait, this step's (the
+  // loop's first wait covers both).
+  issue(0, 0, INT32_MIN, first_new);
+  if (early) pdl_begin();
+
+  // ---- Q rows (the group's heads; zero padding rows), visible after the loop's first barrier
+  const bf16* qrow = a.qkv + int64_t(it) * (a.n_heads + 2 * a.n_kv_heads) * kD + kvh * group * kD;
+  for (int i = tid; i < 16 * kChunks; i += kWarps * 32) {
+    const int r = i / kChunks, c = i % kChunks;
+    const uint4 z{0, 0, 0, 0};
+    *reinterpret_cast<uint4*>(sm.q + r * kLd + c * 8) =
+        r < group ? *reinterpret_cast<const uint4*>(qrow + r * kD + c * 8) : z;
+  }
+  issue(0, 0, first_new, INT32_MAX);
   const int32_t n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
-  issue(0, 0);
 
   // Q's A fragment of k16 step kk, read from shared memory at every key tile rather than held
   // (32 registers at head_dim 128 freed: see the launch bounds). BF16 pools: ldmatrix (matrix m

@@ -644,12 +644,13 @@ struct AttnCase {
   bool decode_mma = true;          // decodes: tensor-core kernel (BF16, INT8, FP8 pools) or the CUDA-core one
   int decode_splits = 0;           // key splits per decoded sequence (0: the backend's choice)
   bool decode_cluster = false;     // tensor-core kernel: splits merged in a cluster, else by the combine kernel
+  bool decode_early_keys = true;   // tensor-core kernel: metadata and older keys before griddepcontrol.wait
   std::string str() const {
     return std::string(steps == &kLongSteps ? "long " : steps == &kShortChunkSteps ? "short chunks " : "") +
            "attention=" + attention +
            (decode_mma ? "" : " decode=cuda-cores") +
            (decode_splits ? " splits=" + std::to_string(decode_splits) : "") +
-           (decode_cluster ? " cluster" : "") +
+           (decode_cluster ? " cluster" : "") + (decode_early_keys ? "" : " no-early-keys") +
            " block_size=" + std::to_string(block_size) +
            " heads=" + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
            " head_dim=" + std::to_string(head_dim) + " window=" + std::to_string(sliding_window) +
@@ -761,7 +762,8 @@ void run_attn_case(const AttnCase& c) {
   const std::vector<float> inv_freq_host = make_inv_freq(c.head_dim);
 
   test::Backends be(BackendOptions{.attention = c.attention, .decode_mma = c.decode_mma,
-                                   .decode_cluster = c.decode_cluster, .decode_splits = c.decode_splits});
+                                   .decode_cluster = c.decode_cluster, .decode_early_keys = c.decode_early_keys,
+                                   .decode_splits = c.decode_splits});
   test::KvPools pools[2] = {test::KvPools(*be.ref, test::as_host(*be.ref)),
                             test::KvPools(*be.cuda, dynamic_cast<cuda::CudaBackend&>(*be.cuda))};
   TensorView inv_freq[2];
@@ -923,7 +925,8 @@ TEST_P(CudaAttention, MatchesRefLongContext) {
 // Chunks of 2-8 rows (speculative verifications) in "auto" mode: on the decode kernel where
 // the tiled kernel does not take them (BF16 pools at head_dim 64 and 128: 2-7 rows; other
 // pools, and head_dim 256: 2-8), with the backend's splits and with 3 (a row's split range ends at its own position),
-// the 3 also merged in a cluster on the tensor-core kernel.
+// the 3 also merged in a cluster on the tensor-core kernel; the backend's splits also with the
+// tensor-core kernel's reads all after griddepcontrol.wait (no-decode-early-keys).
 TEST_P(CudaAttention, MatchesRefShortChunks) {
   TF_REQUIRE_CUDA_DEVICE();
   const auto [kv_dtype, heads] = GetParam();
@@ -934,10 +937,14 @@ TEST_P(CudaAttention, MatchesRefShortChunks) {
         for (int splits : {0, 3}) {
           for (bool cluster : {false, true}) {  // 3 splits: some of a short row's are empty
             if (cluster && (!mma || splits != 3)) continue;
-            run_attn_case(AttnCase{.steps = &kShortChunkSteps, .block_size = 16, .n_heads = heads.first,
-                                   .n_kv_heads = heads.second, .head_dim = head_dim, .sliding_window = window,
-                                   .kv_dtype = kv_dtype, .layer = int(window > 0), .attention = "auto",
-                                   .decode_mma = mma, .decode_splits = splits, .decode_cluster = cluster});
+            for (bool early : {true, false}) {  // the tensor-core kernel's reads all after the wait, once
+              if (!early && (!mma || splits != 0)) continue;
+              run_attn_case(AttnCase{.steps = &kShortChunkSteps, .block_size = 16, .n_heads = heads.first,
+                                     .n_kv_heads = heads.second, .head_dim = head_dim, .sliding_window = window,
+                                     .kv_dtype = kv_dtype, .layer = int(window > 0), .attention = "auto",
+                                     .decode_mma = mma, .decode_splits = splits, .decode_cluster = cluster,
+                                     .decode_early_keys = early});
+            }
           }
         }
       }
