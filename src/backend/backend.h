@@ -152,9 +152,10 @@ struct BackendOptions {
   // ... its key splits merged in a thread block cluster, not by a second kernel, where there are
   // at most 8 of them (docs/PERF.md, "Decode attention's splits merged in a cluster")
   bool decode_cluster = true;
-  // ... and, launched with PDL, each block reads its batch metadata and starts copying the
-  // first key tile's keys written by earlier steps before it waits for the previous kernel
-  // (which writes the query and the new keys); off: everything after the wait
+  // ... and each block reads its batch metadata and starts copying the first key tile's keys
+  // written by earlier steps before it waits for the previous kernel (which writes the query
+  // and the new keys), launched with PDL also where only the grid-sized kernels have it (decode
+  // steps); off: everything after the wait, and PDL as for any kernel
   bool decode_early_keys = true;
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
   bool split_gemv = true;          // W4/W8 at one row: the k-split GEMVs among the timed kernels

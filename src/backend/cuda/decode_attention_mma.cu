@@ -474,7 +474,11 @@ void launch_typed(const PagedAttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned(a.batch.n_decode), unsigned(a.n_kv_heads), unsigned(a.n_splits));
   // kCluster: a cluster holds the splits of one (item, kv head)
   const dim3 cluster(1, 1, kCluster ? unsigned(a.n_splits) : 1);
-  launch_pdl_cluster(cluster, kernel, grid, dim3(kWarps * 32), smem, stream, a);
+  // With early reads the kernel has work that needs no wait, so it also takes PDL where the
+  // step gives it to the grid-sized kernels only (decode steps: pdl_decode_resident).
+  const bool pdl = pdl_enabled().load(std::memory_order_relaxed) ||
+                   (a.decode_early_keys && pdl_resident_enabled().load(std::memory_order_relaxed));
+  launch_with(pdl, cluster, kernel, grid, dim3(kWarps * 32), smem, stream, a);
 }
 
 template <typename KvT>

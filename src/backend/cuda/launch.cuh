@@ -5,9 +5,11 @@
 // (common.cuh). Stream capture keeps the relation in a CUDA Graph as a programmatic edge.
 // BackendOptions::pdl turns it off (plain stream order) to measure its gain; the kernels whose
 // grid is sized to the GPU (launch_resident) follow ::pdl_decode_resident in decode steps and
-// ::pdl_resident elsewhere, the others ::pdl_decode in decode steps (CudaBackend::set_batch
-// sets the switches per step; with BackendOptions::pdl_timed, a recorded step replayed often
-// is recorded again with both on and the faster recording kept).
+// ::pdl_resident elsewhere, the others ::pdl_decode in decode steps; the decode attention
+// kernel with ::decode_early_keys takes PDL where either switch gives it
+// (decode_attention_mma.cu). CudaBackend::set_batch sets the switches per step; with
+// BackendOptions::pdl_timed, a recorded step replayed often is recorded again with both on and
+// the faster recording kept.
 #pragma once
 
 #include <cuda_runtime.h>
