@@ -146,10 +146,10 @@ __device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a
 }
 
 // Blocks an SM the compiler is held to. An 8-bit pool's block at head_dim <= 128 has 43 KB of
-// shared memory, so registers decide whether 4 fit: INT8 takes 129 unbound (3 blocks an SM) and
-// 124 bound; E4M3 takes 126 unbound (4 blocks; bound it took 122 and ran 1.5-4% slower). BF16
-// pools (73 KB a block) fit 3 an SM whatever the registers. docs/PERF.md, "Decode attention on
-// 8-bit pools: four blocks an SM".
+// shared memory, so registers decide whether 4 fit: both 8-bit forms take more than 128 unbound
+// (3 blocks an SM; E4M3 131 since the early reads, 126 before them, when the bound cost it
+// 1.5-4%) and 122 bound. BF16 pools (73 KB a block) fit 3 an SM whatever the registers.
+// docs/PERF.md, "Decode attention on 8-bit pools: four blocks an SM".
 template <typename KvT, int kD>
 constexpr int kMinBlocks = kScaled<KvT> && kD <= 128 ? 4 : 1;
 
