@@ -147,9 +147,11 @@ __device__ __forceinline__ void merge_cluster_splits(const PagedAttentionArgs& a
 
 // Blocks an SM the compiler is held to. An 8-bit pool's block at head_dim <= 128 has 43 KB of
 // shared memory, so registers decide whether 4 fit: both 8-bit forms take more than 128 unbound
-// (3 blocks an SM; E4M3 131 since the early reads, 126 before them, when the bound cost it
-// 1.5-4%) and 122 bound. BF16 pools (73 KB a block) fit 3 an SM whatever the registers.
-// docs/PERF.md, "Decode attention on 8-bit pools: four blocks an SM".
+// (3 blocks an SM; E4M3 131 since the early reads, 126 before them) and 122 bound. Bound, FP8
+// decode at batch 64 runs 1.6-2.2% below the 126-register kernel without early reads (H200);
+// E4M3 at 131 unbound has not been timed. BF16 pools (73 KB a block) fit 3 an SM whatever the
+// registers. docs/PERF.md, "Decode attention on 8-bit pools: four blocks an SM" and "Decode
+// attention reading older keys before the wait".
 template <typename KvT, int kD>
 constexpr int kMinBlocks = kScaled<KvT> && kD <= 128 ? 4 : 1;
 
