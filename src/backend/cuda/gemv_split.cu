@@ -428,16 +428,25 @@ struct PreloadGeometry {
   size_t smem = 0;
 };
 
+// The dynamic shared memory a preloading block may take on the current device: the opt-in
+// limit less what its static shared memory (the barrier, stage_inputs' scratch) needs, with room.
+size_t preload_smem_limit() {
+  constexpr int kStatic = 1024;
+  int device = 0, optin = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&device));
+  TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(std::max(optin - kStatic, 0));
+}
+
 template <typename F>
 PreloadGeometry preload_geometry(const GemmArgs& g) {
   constexpr bool kW4 = F::kElems == 32;
   PreloadGeometry geo;
   const int64_t per_warp = int64_t(F::kElems) * 32;
   if (g.k % per_warp != 0 || g.k / per_warp > kMaxWarps) return geo;
-  int device = 0, sms = 0, optin = 0;
+  int device = 0, sms = 0;
   TF_CUDA_CHECK(cudaGetDevice(&device));
   TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   const int g_warps = int(g.k / per_warp);
   const int64_t pairs = (g.m + 1) / 2, blocks = std::clamp<int64_t>(sms, 1, pairs);
   geo.per_block = 2 * ((pairs + blocks - 1) / blocks);
@@ -447,8 +456,7 @@ PreloadGeometry preload_geometry(const GemmArgs& g) {
   const size_t row_bytes = size_t(kW4 ? g.k / 2 : g.k), n_groups = size_t(kW4 ? g.k / 128 : 0);
   const size_t smem = (size_t(g_warps * geo.per_block) * sizeof(float) + 15) / 16 * 16 +
                       size_t(geo.per_block) * (row_bytes + 3 * n_groups);
-  constexpr size_t kStatic = 1024;  // the barrier and stage_inputs' scratch, with room
-  if (smem + kStatic <= size_t(optin)) geo.smem = smem;
+  if (smem <= preload_smem_limit()) geo.smem = smem;
   return geo;
 }
 
@@ -463,10 +471,8 @@ struct PreloadLaunch {
       static std::atomic<uint64_t> attr_done{0};
       auto* kernel = gemv_preload_kernel<F, kEpi>;
       once_per_device(attr_done, [&] {
-        int device = 0, optin = 0;
-        TF_CUDA_CHECK(cudaGetDevice(&device));
-        TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-        TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024));
+        TF_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(preload_smem_limit())));
       });
       const PreloadGeometry geo = preload_geometry<F>(g);
       launch_resident(kernel, dim3(unsigned(geo.blocks)), dim3(unsigned(geo.warps * 32)), geo.smem, stream, g, f,
