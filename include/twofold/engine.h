@@ -45,9 +45,6 @@ struct KernelOptions {
   bool decode_cluster = true;             // its key splits (up to 8) merged in a thread block cluster (no combine kernel)
   bool decode_early_keys = true;          // ... its older keys' first tile copied before the previous kernel ends (PDL)
   bool split_gemv = true;                 // W4/W8 one-row decode: also time the k-split GEMVs
-  // ... and the one that copies its weights before the previous kernel ends: 0 never (not yet run
-  // on a GPU), 1 tried in the recorded steps whatever its time alone, 2 wherever it runs
-  int gemv_preload = 0;
   int decode_splits = 0;                  // decode attention key splits per sequence (0 = auto)
   bool moe_mma = true;                    // mixture-of-experts GEMMs on tensor cores
   bool profile = false;                   // time every op on the GPU (tuning_report lists them)

@@ -159,14 +159,6 @@ struct BackendOptions {
   bool decode_early_keys = true;
   int decode_splits = 0;           // decode attention: key splits per sequence (0 = about 4 blocks per SM)
   bool split_gemv = true;          // W4/W8 at one row: the k-split GEMVs among the timed kernels
-  // W4/W8 at one row, Store / AddTo, where a block's share of the weights fits in shared memory
-  // (the attention output projection): the GEMV that copies its whole share there before it
-  // waits for the previous kernel, so that under PDL the copies run while that kernel does
-  // (decode attention at small batches, which leaves memory bandwidth idle). Timed alone it has
-  // nothing to overlap its copies with, so the cold timing cannot show its gain: 0 never (the
-  // default until it has run on a GPU); 1 a candidate of every in-step trial of its shapes
-  // whatever its cold time (gemv_timed); 2 taken wherever it runs.
-  int gemv_preload = 0;
   bool moe_mma = true;             // mixture-of-experts GEMMs on tensor cores instead of CUDA cores
   bool profile = false;            // time every op (CUDA events; forces graphs off)
   // CPU integer kernels: activations rounded to 8 bits per block of 32 (llama.cpp's scheme,

@@ -37,7 +37,7 @@ inline BackendOptions backend_options(const KernelOptions& k) {
                         .fp8_sums_f32 = k.fp8_sums_f32, .pdl = k.pdl,
                         .pdl_resident = k.pdl_resident, .pdl_decode = k.pdl_decode, .pdl_decode_resident = k.pdl_decode_resident, .pdl_timed = k.pdl_timed, .gemv_timed = k.gemv_timed, .cublaslt = k.cublaslt, .lt_split_k = k.lt_split_k,
                         .decode_mma = k.decode_mma, .decode_cluster = k.decode_cluster, .decode_early_keys = k.decode_early_keys, .decode_splits = k.decode_splits,
-                        .split_gemv = k.split_gemv, .gemv_preload = k.gemv_preload, .moe_mma = k.moe_mma,
+                        .split_gemv = k.split_gemv, .moe_mma = k.moe_mma,
                         .profile = k.profile,
                         .int8_activations = k.int8_activations, .bf16_activations = k.bf16_activations,
                         .huge_pages = k.huge_pages};

@@ -38,15 +38,5 @@ TEST(GemvTrials, EqualTimesKeepTheTimingOrderAndRepeatsCountOnce) {
   EXPECT_EQ(gemv_trial_kernels(t, 6), (std::vector<int>{5, 4}));
 }
 
-TEST(GemvTrials, AlwaysTriedKernelsFollowWhateverTheirTimeOnlyIfTimed) {
-  // The preloading GEMV: slower alone, tried anyway; after the near ties, beyond the limit.
-  const Times t{{-2, 12.0}, {-3, 10.3}, {-6, 10.4}, {-7, 10.9}, {-8, 11.1}, {-12, 14.5}};
-  EXPECT_EQ(gemv_trial_kernels(t, -3, 0.10, 3, {-12}), (std::vector<int>{-6, -7, -8, -12}));
-  EXPECT_EQ(gemv_trial_kernels(t, -3, 0.10, 1, {-12, -6}), (std::vector<int>{-6, -12}));  // once each
-  EXPECT_EQ(gemv_trial_kernels(t, -12, 0.10, 3, {-12}), (std::vector<int>{-3, -6, -7}));  // the pick itself: not
-  EXPECT_EQ(gemv_trial_kernels(t, -3, 0.10, 3, {-13}), (std::vector<int>{-6, -7, -8}));   // not timed: not
-  EXPECT_EQ(gemv_trial_kernels({{-2, 10.0}, {-12, -1.0}}, -2, 0.10, 3, {-12}), std::vector<int>{});  // failed timing
-}
-
 }  // namespace
 }  // namespace tf::cuda

@@ -42,7 +42,6 @@ static void check_options(const BackendOptions& o) {
     fail("unknown attention kernel '{}' (expected auto, plain or flash)", o.attention);
   if (o.gemv != "auto" && o.gemv != "cublas" && o.gemv != "custom")
     fail("unknown gemv choice '{}' (expected auto, cublas or custom)", o.gemv);
-  if (o.gemv_preload < 0 || o.gemv_preload > 2) fail("gemv_preload is {} (expected 0, 1 or 2)", o.gemv_preload);
 }
 
 CudaBackend::CudaBackend(const BackendOptions& opt) {
@@ -332,8 +331,7 @@ void CudaBackend::set_options(const BackendOptions& opt) {
     fp8_.clear();
     lt_.reset();
   }
-  if (opt.gemv_timed != opt_.gemv_timed || opt.gemv_preload != opt_.gemv_preload)
-    quant_gemv_.clear();  // the trials' picks, or the candidates: timed again
+  if (opt.gemv_timed != opt_.gemv_timed) quant_gemv_.clear();  // the trials' picks: timed again
   opt_ = opt;
   step_pdl_ = pdl_switches(opt_, /*decode=*/false);  // until a batch says otherwise
   apply_pdl(step_pdl_);

@@ -206,9 +206,6 @@ class CudaBackend final : public Backend {
   // For tuning_report: "W4 g128 rows=1 k=4096 m=4096 +add" and a kernel's name ("gemv-ring8b2").
   static std::string quant_gemv_shape(const QuantGemvKey& key);
   static std::string quant_gemv_name(int kernel);
-  // Kernels a step's GEMV trials take whatever their cold time (BackendOptions::gemv_preload 1:
-  // the preloading GEMV, whose gain the cold timing cannot see).
-  std::vector<int> quant_gemv_always_tried() const;
   // A scratch buffer of at least `bytes` that only grows (never while recording),
   // zero-filled when (re)allocated, one per slot: the quantized matmul's FP8 activations and
   // their scales (its own, and the two pairs of handoff_), its F32 / BF16 intermediates and the tensor-core kernel's split-K partials

@@ -38,9 +38,7 @@ GraphStep CudaBackend::graph_begin(uint64_t key) {
     if (opt_.gemv_timed) {
       for (const auto& [k, kernel] : r.gemv_kernels)
         if (const auto c = quant_gemv_.find(k); c != quant_gemv_.end())
-          for (const int other : gemv_trial_kernels(c->second.times, kernel, kGemvTrialMargin, kGemvTrialsPerShape,
-                                                    quant_gemv_always_tried()))
-            r.gemv_trials.emplace_back(k, other);
+          for (const int other : gemv_trial_kernels(c->second.times, kernel)) r.gemv_trials.emplace_back(k, other);
       std::reverse(r.gemv_trials.begin(), r.gemv_trials.end());  // taken from the back
     }
     if (const std::optional<PdlSwitches> other = pdl_trial(opt_, step_pdl_)) {

@@ -159,7 +159,6 @@ std::string quant_kernel_name(int tile) {
   if (tile == kSimtGemv) return "gemv";
   if (tile < 0) {
     const Half2Options& o = kHalf2Options[half2_index(tile)];
-    if (o.preload) return "gemv-preload";
     if (o.imma) return "gemv-imma";
     if (o.stages > 0)
       return fmt::format("gemv-ring{}{}{}", o.stages, o.split > 1 ? fmt::format("x{}", o.split) : "",
@@ -202,17 +201,12 @@ void CudaBackend::launch_quant_gemv(const GemmArgs& g, const GemvFusion& f) {
       if (best < 0 || us < best) best = us, c.tile = tile;
     };
     if (gemv_supported(t, tf)) consider(kSimtGemv, [&] { launch_gemv_simt(t, stream_, tf); });
-    for (int i = 0; i < kHalf2Variants; ++i) {
-      const Half2Options& o = kHalf2Options[i];
-      if ((opt_.split_gemv || o.split == 0) && (opt_.gemv_preload > 0 || !o.preload) && gemv_half2_supported(t, tf, o))
-        consider(half2_id(i), [&] { launch_gemv_half2(t, stream_, tf, o); });
-    }
+    for (int i = 0; i < kHalf2Variants; ++i)
+      if ((opt_.split_gemv || kHalf2Options[i].split == 0) && gemv_half2_supported(t, tf, kHalf2Options[i]))
+        consider(half2_id(i), [&] { launch_gemv_half2(t, stream_, tf, kHalf2Options[i]); });
     for (QuantMmaTile tile : kQuantMmaTiles)
       if (quant_mma_supported(t, tf, tile))
         consider(int(tile), [&] { launch_quant_mma(t, stream_, tf, {.tile = tile}); });
-    if (opt_.gemv_preload == 2)
-      for (const auto& [tile, us] : c.times)
-        if (tile < 0 && tile != kSimtGemv && kHalf2Options[half2_index(tile)].preload) c.tile = tile;
     it = quant_gemv_.emplace(key, std::move(c)).first;
   }
   const int tile = quant_gemv_kernel(key, it->second.tile);
@@ -235,14 +229,6 @@ std::string CudaBackend::quant_gemv_shape(const QuantGemvKey& key) {
 }
 
 std::string CudaBackend::quant_gemv_name(int kernel) { return quant_kernel_name(kernel); }
-
-std::vector<int> CudaBackend::quant_gemv_always_tried() const {
-  std::vector<int> ids;
-  if (opt_.gemv_preload == 1)
-    for (int i = 0; i < kHalf2Variants; ++i)
-      if (kHalf2Options[i].preload) ids.push_back(half2_id(i));
-  return ids;
-}
 
 std::vector<std::string> CudaBackend::quant_gemv_report() const {
   std::vector<std::string> lines;

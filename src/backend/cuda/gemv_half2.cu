@@ -320,7 +320,6 @@ void launch_format(const GemmArgs& g, const GemvFusion& f, cudaStream_t stream, 
 }  // namespace
 
 bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f, const Half2Options& o) {
-  if (o.preload) return gemv_preload_supported(g, f);
   if (o.imma) return gemv_imma_supported(g, f);
   if (o.split > 0) return gemv_split_supported(g, f, o.split, o.stages);
   const bool own_layout = f.epilogue == GemvEpilogue::Swiglu || f.epilogue == GemvEpilogue::RopeKv;
@@ -335,7 +334,6 @@ bool gemv_half2_supported(const GemmArgs& g, const GemvFusion& f, const Half2Opt
 }
 
 void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, const Half2Options& o) {
-  if (o.preload) return launch_gemv_preload(g, stream, f);
   if (o.imma) return launch_gemv_imma(g, stream, f);
   if (o.split > 0) return launch_gemv_split(g, stream, f, o.split, o.stages, o.blocks_per_sm);
   if (g.m == 0) return;

@@ -28,9 +28,7 @@ constexpr int64_t kGemvHalf2MaxRows = 4;
 // 8 streams them through a shared-memory ring of 8 rows per warp, in at most `blocks_per_sm`
 // blocks an SM (0: as many as fit), so each warp streams more rows. `imma` takes the
 // integer tensor-core kernel instead (gemv_imma.cu: W4 in groups of 128, 1..4 input rows),
-// which ignores the others. `preload` takes the k-split kernel that copies a block's whole
-// share of the weights into shared memory before it waits for the previous kernel (one input
-// row; Store and AddTo; BackendOptions::gemv_preload), which also ignores the others.
+// which ignores the others.
 struct Half2Options {
   int features_per_warp = 1;
   bool persistent = false;
@@ -38,7 +36,6 @@ struct Half2Options {
   int stages = 0;
   int blocks_per_sm = 0;
   bool imma = false;
-  bool preload = false;
 };
 
 // Every launch variant, in the order the backend times them and the tests run them: the
@@ -48,7 +45,7 @@ struct Half2Options {
 constexpr Half2Options kHalf2AllOptions[] = {
     {1, false},          {2, false},          {1, true},           {2, true},          {1, false, 2},
     {1, false, 1, 8},    {1, false, 1, 8, 2}, {1, false, 1, 8, 4}, {1, false, 2, 8, 4}, {1, false, 2, 8, 8},
-    {1, false, 0, 0, 0, true},  {.preload = true}};
+    {1, false, 0, 0, 0, true}};
 
 // True when launch_gemv_half2 runs `g` with `f` and `o`: W4 or W8 weights, rows <=
 // kGemvHalf2MaxRows (1 with `split`), gemv_supported(g, f), the staged input rows fit in
@@ -61,12 +58,6 @@ void launch_gemv_half2(const GemmArgs& g, cudaStream_t stream, const GemvFusion&
 bool gemv_split_supported(const GemmArgs& g, const GemvFusion& f, int split, int stages);
 void launch_gemv_split(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f, int split, int stages,
                        int blocks_per_sm = 0);
-
-// The preloading k-split kernel (gemv_split.cu), which the two above route `preload` to: one
-// input row, Store or AddTo without a norm, W4 in groups of 128 with k a multiple of 2048 or
-// W8, and a block's share of the rows (one block an SM) fits in shared memory.
-bool gemv_preload_supported(const GemmArgs& g, const GemvFusion& f);
-void launch_gemv_preload(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f);
 
 // The integer tensor-core kernel (gemv_imma.cu), which the two above route `imma` to.
 bool gemv_imma_supported(const GemmArgs& g, const GemvFusion& f);

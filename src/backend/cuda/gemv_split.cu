@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <atomic>
 
-#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fold_rows.cuh"
 #include "backend/cuda/gemv_half2.cuh"
@@ -105,10 +104,10 @@ __device__ float stage_inputs(const GemmArgs& g, const GemvFusion& f, const int6
 
 // After the block's barrier: the warps' sums of virtual rows [v0, v0 + n) meet, two rows a
 // thread, with the row scale (W8), the input's power of two, bias and the epilogue.
-// `n_warps` sums a row: the block's warps, or those of one group (gemv_preload_kernel).
 template <typename F, GemvEpilogue kEpi>
 __device__ void finish_rows(const GemmArgs& g, const GemvFusion& f, const float* sums, int64_t v0, int64_t n,
-                            int64_t per_block, float unscale, int n_warps) {
+                            int64_t per_block, float unscale) {
+  const int n_warps = int(blockDim.x / 32);
   auto total = [&](int64_t t) {
     float y = 0.0f;
     for (int w = 0; w < n_warps; ++w) y += sums[int64_t(w) * per_block + t];
@@ -178,7 +177,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_split_kernel(GemmArgs 
   }
   __syncthreads();
 
-  finish_rows<F, kEpi>(g, f, sums, v0, n, per_block, unscale, int(blockDim.x / 32));
+  finish_rows<F, kEpi>(g, f, sums, v0, n, per_block, unscale);
 }
 
 // Bytes of a stage of a warp's shared-memory ring (gemv_stream_kernel) at C chunks a lane:
@@ -278,82 +277,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) gemv_stream_kernel(GemmArgs
   }
   __syncthreads();
 
-  finish_rows<F, kEpi>(g, f, sums, v0, n, per_block, unscale, int(blockDim.x / 32));
-}
-
-// The k-split GEMV that copies its block's whole share of the weights into shared memory
-// before pdl_begin() (Half2Options::preload; Store and AddTo, no norm): one bulk copy a row by
-// the lanes of warp 0 (W4: and one each for the rows' group scales and zero points), all on
-// one mbarrier. Under PDL the copies run while the previous kernel does; the decode attention
-// before the output projection reads little memory at small batches, so the projection's
-// bytes arrive in time that was idle. The block's warps form `groups` groups of G = k / (32
-// kElems) warps; each group covers k (one chunk a lane, inputs staged in registers as the
-// kernels above) over its own contiguous part of the block's rows, so the rows are multiplied
-// at once by every warp the SM holds. Shared memory: the groups' sums ([G][per_block]
-// floats: warp w of a group writes row t at w * per_block + t), the rows' codes, then (W4)
-// their scales and zero points, as laid out in global memory.
-template <typename F, GemvEpilogue kEpi>
-__global__ void __launch_bounds__(kMaxWarps * 32, 1)
-    gemv_preload_kernel(GemmArgs g, GemvFusion f, int64_t per_block, int groups) {
-  constexpr int U = 8;  // rows a transposed reduction takes
-  constexpr bool kW4 = F::kElems == 32;
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ uint64_t bar;
-  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
-  const int n_group_warps = int(blockDim.x / 32) / groups, wg = warp % n_group_warps, group = warp / n_group_warps;
-  const int64_t v0 = int64_t(blockIdx.x) * per_block;
-  const int n = int(std::min<int64_t>(per_block, g.m - v0));
-  const uint32_t row_bytes = uint32_t(kW4 ? g.k / 2 : g.k), n_groups = uint32_t(kW4 ? g.k / 128 : 0);
-  float* sums = reinterpret_cast<float*>(smem);
-  const unsigned char* rows = smem + (size_t(n_group_warps * per_block) * sizeof(float) + 15) / 16 * 16;
-  const __half* scales = reinterpret_cast<const __half*>(rows + size_t(per_block) * row_bytes);
-  const uint8_t* zeros = reinterpret_cast<const uint8_t*>(scales + size_t(per_block) * n_groups);
-  if (warp == 0) {
-    if (lane == 0) {
-      mbar_init(&bar);
-      mbar_arrive_expect(&bar, uint32_t(n) * (row_bytes + 3 * n_groups));
-    }
-    __syncwarp();
-    for (int t = lane; t < n; t += 32)
-      bulk_copy(smem_addr(rows + size_t(t) * row_bytes), g.wq.q + uint64_t(v0 + t) * row_bytes, row_bytes, &bar);
-    if constexpr (kW4) {
-      if (lane == 0)
-        bulk_copy(smem_addr(scales), static_cast<const __half*>(g.wq.scales) + uint64_t(v0) * n_groups,
-                  uint32_t(n) * n_groups * 2, &bar);
-      if (lane == 1) bulk_copy(smem_addr(zeros), g.wq.zeros + uint64_t(v0) * n_groups, uint32_t(n) * n_groups, &bar);
-    }
-  }
-  __syncthreads();  // the barrier is initialized before any thread waits on it
-  pdl_begin();
-
-  const int64_t ci[1] = {int64_t(wg) * 32 + lane};
-  const bool valid[1] = {true};
-  uint4 xs[1][F::kElems / 8];
-  const float unscale = stage_inputs<F, 1, false>(g, f, ci, valid, xs);
-  const int t_begin = group * n / groups, t_end = (group + 1) * n / groups;
-  mbar_wait(&bar, 0);
-  for (int t0 = t_begin; t0 < t_end; t0 += U) {
-    float p[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int t = t0 + u;
-      float acc[1] = {0.0f};
-      if (t < t_end) {
-        typename F::Chunk ch;
-        ch.q = *reinterpret_cast<const uint4*>(rows + size_t(t) * row_bytes + ci[0] * 16);
-        if constexpr (kW4) {
-          ch.s = scales[size_t(t) * n_groups + ci[0] / 4];
-          ch.z = zeros[size_t(t) * n_groups + ci[0] / 4];
-        }
-        F::template multiply<1, 1>(ch, xs[0], 0, acc);
-      }
-      p[u] = acc[0];
-    }
-    store_rows<U>(p, sums + int64_t(wg) * per_block, t0, t_end);
-  }
-  __syncthreads();
-
-  finish_rows<F, kEpi>(g, f, sums, v0, n, per_block, unscale, n_group_warps);
+  finish_rows<F, kEpi>(g, f, sums, v0, n, per_block, unscale);
 }
 
 // Launch geometry: blocks (as many as fit on the device, at most `max_per_sm` an SM when > 0,
@@ -419,68 +343,6 @@ struct StreamLaunch {
   }
 };
 
-// The preloading kernel's geometry on the current device: one block an SM, the even number of
-// rows each owns, its warps (G a group times the groups), shared memory; smem 0 where the
-// share does not fit (or k is not whole groups of warps).
-struct PreloadGeometry {
-  int64_t blocks = 0, per_block = 0;
-  int warps = 0, groups = 0;
-  size_t smem = 0;
-};
-
-// The dynamic shared memory a preloading block may take on the current device: the opt-in
-// limit less what its static shared memory (the barrier, stage_inputs' scratch) needs, with room.
-size_t preload_smem_limit() {
-  constexpr int kStatic = 1024;
-  int device = 0, optin = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&device));
-  TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return size_t(std::max(optin - kStatic, 0));
-}
-
-template <typename F>
-PreloadGeometry preload_geometry(const GemmArgs& g) {
-  constexpr bool kW4 = F::kElems == 32;
-  PreloadGeometry geo;
-  const int64_t per_warp = int64_t(F::kElems) * 32;
-  if (g.k % per_warp != 0 || g.k / per_warp > kMaxWarps) return geo;
-  int device = 0, sms = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&device));
-  TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int g_warps = int(g.k / per_warp);
-  const int64_t pairs = (g.m + 1) / 2, blocks = std::clamp<int64_t>(sms, 1, pairs);
-  geo.per_block = 2 * ((pairs + blocks - 1) / blocks);
-  geo.blocks = (g.m + geo.per_block - 1) / geo.per_block;
-  geo.groups = kMaxWarps / g_warps;
-  geo.warps = g_warps * geo.groups;
-  const size_t row_bytes = size_t(kW4 ? g.k / 2 : g.k), n_groups = size_t(kW4 ? g.k / 128 : 0);
-  const size_t smem = (size_t(g_warps * geo.per_block) * sizeof(float) + 15) / 16 * 16 +
-                      size_t(geo.per_block) * (row_bytes + 3 * n_groups);
-  if (smem <= preload_smem_limit()) geo.smem = smem;
-  return geo;
-}
-
-template <typename F>
-struct PreloadLaunch {
-  const GemmArgs& g;
-  const GemvFusion& f;
-  cudaStream_t stream;
-  template <bool kNorm, GemvEpilogue kEpi>
-  void run() const {
-    if constexpr (!kNorm && (kEpi == GemvEpilogue::Store || kEpi == GemvEpilogue::AddTo)) {
-      static std::atomic<uint64_t> attr_done{0};
-      auto* kernel = gemv_preload_kernel<F, kEpi>;
-      once_per_device(attr_done, [&] {
-        TF_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(preload_smem_limit())));
-      });
-      const PreloadGeometry geo = preload_geometry<F>(g);
-      launch_resident(kernel, dim3(unsigned(geo.blocks)), dim3(unsigned(geo.warps * 32)), geo.smem, stream, g, f,
-                      geo.per_block, geo.groups);
-    }
-  }
-};
-
 // The variants the backend times (others measured slower everywhere, docs/PERF.md): the
 // register ring at 2 chunks a lane, the shared-memory ring of 8 rows at 1 or 2 chunks a lane.
 constexpr int kSplitChunks = 2;
@@ -529,29 +391,6 @@ void launch_gemv_split(const GemmArgs& g, cudaStream_t stream, const GemvFusion&
   } else {
     gemv_detail::with_fusion(f, SplitLaunch<FormatW4, kSplitChunks>{g, f, stream});
   }
-}
-
-bool gemv_preload_supported(const GemmArgs& g, const GemvFusion& f) {
-  if (g.rows != 1 || !gemv_supported(g, f) || f.norm_w) return false;
-  if (f.epilogue != GemvEpilogue::Store && f.epilogue != GemvEpilogue::AddTo) return false;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  switch (g.wq.dtype) {
-    case DType::W4:  // each row's scales and zero points whole 16-byte pieces
-      return g.wq.group_size == 128 && g.k % 2048 == 0 && aligned(g.wq.scales) && aligned(g.wq.zeros) &&
-             preload_geometry<FormatW4>(g).smem > 0;
-    case DType::W8: return preload_geometry<FormatW8>(g).smem > 0;
-    default: return false;
-  }
-}
-
-void launch_gemv_preload(const GemmArgs& g, cudaStream_t stream, const GemvFusion& f) {
-  if (g.m == 0) return;
-  if (!gemv_preload_supported(g, f))
-    throw_cuda_error(cudaErrorInvalidValue, "launch_gemv_preload: shape or options not supported", __FILE__, __LINE__);
-  if (g.wq.dtype == DType::W8)
-    gemv_detail::with_fusion(f, PreloadLaunch<FormatW8>{g, f, stream});
-  else
-    gemv_detail::with_fusion(f, PreloadLaunch<FormatW4>{g, f, stream});
 }
 
 }  // namespace tf::cuda

@@ -22,11 +22,9 @@ constexpr int kGemvTrialsPerShape = 3;
 
 // The kernels (ids as in `times`: (kernel, us) of every candidate timed) to record a step with
 // instead of `current`: those whose time is within `margin` of the fastest, `current` left out,
-// fastest first (ties in the order of `times`), at most `max_n`; then those of `always` that
-// were timed (whatever their time; not `current`), beyond `max_n`.
+// fastest first (ties in the order of `times`), at most `max_n`.
 inline std::vector<int> gemv_trial_kernels(const std::vector<std::pair<int, double>>& times, int current,
-                                           double margin = kGemvTrialMargin, int max_n = kGemvTrialsPerShape,
-                                           const std::vector<int>& always = {}) {
+                                           double margin = kGemvTrialMargin, int max_n = kGemvTrialsPerShape) {
   double best = -1;
   for (const auto& [kernel, us] : times)
     if (us >= 0 && (best < 0 || us < best)) best = us;
@@ -38,11 +36,6 @@ inline std::vector<int> gemv_trial_kernels(const std::vector<std::pair<int, doub
   for (const auto& [kernel, us] : near) {
     if (int(out.size()) == max_n) break;
     if (std::find(out.begin(), out.end(), kernel) == out.end()) out.push_back(kernel);
-  }
-  for (const int kernel : always) {
-    const bool timed =
-        std::any_of(times.begin(), times.end(), [&](const auto& t) { return t.first == kernel && t.second >= 0; });
-    if (timed && kernel != current && std::find(out.begin(), out.end(), kernel) == out.end()) out.push_back(kernel);
   }
   return out;
 }

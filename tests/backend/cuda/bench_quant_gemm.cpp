@@ -277,7 +277,6 @@ void run_shape(Bench& b, const Shape& sh, const std::vector<int64_t>& rows_list)
         if (gemv_half2_supported(gq(0), {}, o))
           b.report(sh, rows,
                    n + (o.imma          ? std::string(" imma")
-                        : o.preload     ? std::string(" preload")
                         : o.stages > 0  ? " ring" + std::to_string(o.stages) +
                                             (o.split > 1 ? "x" + std::to_string(o.split) : "") +
                                             (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "")

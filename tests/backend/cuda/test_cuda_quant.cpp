@@ -193,7 +193,6 @@ constexpr double kHalf2Tol = 5e-3;
 constexpr const auto& kHalf2Variants = cuda::kHalf2AllOptions;
 std::string half2_name(const cuda::Half2Options& o) {
   if (o.imma) return " imma";
-  if (o.preload) return " preload";
   if (o.stages > 0)
     return " ring " + std::to_string(o.stages) + (o.split > 1 ? " x" + std::to_string(o.split) : "") +
            (o.blocks_per_sm ? " b" + std::to_string(o.blocks_per_sm) : "");
@@ -320,14 +319,12 @@ TEST(CudaQuant, Half2GemvScalesEachRow) {
                              .wq = cuda::detail::quant_args(wd)};
       cuda::GemmArgs one_row = g;
       one_row.rows = 1;
-      // W4: the ring, the preloading and the integer tensor-core kernels need groups of 128
-      // (the preloading one also k a multiple of 2048: here only W8 runs it).
-      const bool one_row_kernel = o.split > 0 || o.preload;
-      if ((one_row_kernel || o.imma) && !cuda::gemv_half2_supported(one_row, {}, o)) continue;
-      const int64_t launches = one_row_kernel ? rows : 1;  // the k-split kernels take one row a launch
+      // W4: the ring and the integer tensor-core kernel need groups of 128.
+      if ((o.split > 0 || o.imma) && !cuda::gemv_half2_supported(one_row, {}, o)) continue;
+      const int64_t launches = o.split > 0 ? rows : 1;  // the k-split kernel takes one row a launch
       for (int64_t r = 0; r < launches; ++r) {
         cuda::GemmArgs gr = g;
-        if (one_row_kernel) {
+        if (o.split > 0) {
           gr.rows = 1;
           gr.x = g.x + r * k;
           gr.out = static_cast<__nv_bfloat16*>(g.out) + r * m;
@@ -423,7 +420,7 @@ TEST(CudaQuant, SplitGemvCoversEveryWarpAndRow) {
       const std::vector<float> want = ref_matmul(*be.ref, xn, w, nullptr, 1);
       int launched = 0;
       for (const cuda::Half2Options& o : kHalf2Variants) {
-        if (o.split == 0 && !o.imma && !o.preload) continue;
+        if (o.split == 0 && !o.imma) continue;
         SCOPED_TRACE(std::string(f.name) + (norm ? " norm" : "") + half2_name(o));
         test::GuardedBf16 got(*be.cuda, 1, m);
         const cuda::GemmArgs g{.x = cuda::detail::bf(xd), .out = got.view().data, .rows = 1, .k = k, .m = m,
@@ -436,13 +433,10 @@ TEST(CudaQuant, SplitGemvCoversEveryWarpAndRow) {
       }
       // Every format has the register ring; W4 in groups of 128 and W8 the shared-memory rings
       // whose warps cover k = 14336 with at most 16 warps (a warp covers 1024 W4 or 512 W8
-      // inputs a chunk a lane: W4 14 or 7 warps, W8 only at 2 chunks a lane). The preloading
-      // kernel (one chunk a lane) takes W4 g128 without the norm: 14 warps, and on a GPU of 132
-      // SMs 24 rows of 7 KB a block.
+      // inputs a chunk a lane: W4 14 or 7 warps, W8 only at 2 chunks a lane).
       int want_launched = 0;
       for (const cuda::Half2Options& o : kHalf2Variants) {
         if (o.imma) want_launched += f.spec.format == DType::W4 && f.spec.group_size == 128;
-        if (o.preload) want_launched += !norm && f.spec.format == DType::W4 && f.spec.group_size == 128;
         if (o.split == 0) continue;
         const int64_t per_warp = (f.spec.format == DType::W4 ? 1024 : 512) * o.split;
         const bool ring_format = f.spec.format == DType::W8 || f.spec.group_size == 128;
@@ -545,7 +539,7 @@ TEST(CudaQuant, Half2GemvRopeKvMatchesRef) {
             const cuda::GemvFusion gf{.norm_w = norm ? cuda::detail::bf(nwd) : nullptr, .eps = 1e-5f,
                                       .epilogue = cuda::GemvEpilogue::RopeKv, .rope = ra};
             if (o.split > 0 && rows > 1) continue;
-            if ((o.split > 0 || o.imma || o.preload) && !cuda::gemv_half2_supported(g, gf, o)) continue;
+            if ((o.split > 0 || o.imma) && !cuda::gemv_half2_supported(g, gf, o)) continue;
             ASSERT_TRUE(cuda::gemv_half2_supported(g, gf, o));
             cuda::launch_gemv_half2(g, stream, gf, o);
             test::expect_close("quant half2 gemv rope/kv qkv", qkv.values(), want_qkv, 8e-3, qkv.guard_intact());
