@@ -163,6 +163,8 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind() {
   Impl& m = *impl_;
   const ServerOptions& o = m.opt;
+  // The resolver would take the port modulo 65536 and listen somewhere else.
+  if (o.port < 0 || o.port > 65535) fail("port {} is outside 0..65535 (0: any free port)", o.port);
   tcp::endpoint where;
   try {
     tcp::resolver resolver(m.io);

@@ -453,5 +453,23 @@ TEST(ServeLimits, GracefulShutdownFinishesInFlightRequests) {
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 900 - 0) << reply.text.substr(0, 200);
 }
 
+// A port past 65535 is refused by name, not taken modulo 65536 by the resolver.
+TEST(ServeBind, PortOutsideTheRangeIsAnErrorNamingIt) {
+  serve::ServerMetrics metrics;
+  std::vector<std::unique_ptr<serve::EngineLoop>> loops;
+  loops.push_back(std::make_unique<serve::EngineLoop>(
+      std::make_unique<Engine>(EngineOptions{.model_dir = kTinyModel, .backend = "ref"}), metrics));
+  serve::ReplicaRouter router(std::move(loops));
+  for (const int port : {99999, -1}) {
+    serve::HttpServer server(router, nullptr, metrics, serve::ServerOptions{.port = port});
+    try {
+      server.bind();
+      ADD_FAILURE() << "port " << port << " was bound";
+    } catch (const std::exception& e) {
+      EXPECT_CONTAINS(std::string(e.what()), std::to_string(port));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tf::test

@@ -160,6 +160,14 @@ TEST(CliErrors, MissingModelFolder) {
   EXPECT_NE(r.err.find("/nonexistent/model"), std::string::npos) << r.err;
 }
 
+TEST(CliErrors, ServePortOutsideTheRange) {
+  const auto r = run_twofold("serve -m " + test::model_dir("tiny-main") + " --port 99999");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_NE(r.err.find("--port"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+}
+
 TEST(CliErrors, MalformedPromptsFileLine) {
   const auto path = fs::temp_directory_path() / "twofold_bad_prompts.jsonl";
   std::ofstream(path) << "{\"prompt\": \"ok\"}\n{not json\n";
