@@ -38,6 +38,13 @@ EngineOptions engine_options(const ModelArgs& args);
 // process sharing the cores). For the verbs that run through the engine.
 void add_tp_arg(CLI::App* app, int& tp);
 void apply_threads(int threads);
+// -t/--threads N on a verb: 0 (the default count) up to kMaxHostThreads.
+CLI::Validator thread_count();
+
+// Option checks whose messages read "--opt: must be a positive number, got 0" (CLI11's own
+// PositiveNumber prints its range as 0.000000 to the largest double).
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
 
 // The sampling flags generate and chat share: -n, --temp, --top-p, --top-k, --min-p,
 // --repeat-penalty, --seed, --stop, --ignore-eos. Defaults are the struct's initial values.

@@ -15,7 +15,9 @@ void add_model_args(CLI::App* app, ModelArgs& args) {
       ->check(CLI::ExistingPath);
   app->add_option("--backend", args.backend, "Backend: cpu (fast), ref (scalar reference), cuda")
       ->capture_default_str();
-  app->add_option("-t,--threads", args.threads, "CPU threads (0 = physical cores, at most 16)")->capture_default_str();
+  app->add_option("-t,--threads", args.threads, "CPU threads (0 = physical cores, at most 16)")
+      ->capture_default_str()
+      ->check(thread_count());
   app->add_option("--load-format", args.load_format,
                   "auto (the safetensors or GGUF weights) or dummy (random weights of the configured shapes, for speed work)")
       ->capture_default_str();
@@ -50,10 +52,32 @@ EngineOptions engine_options(const ModelArgs& a) {
                        .kv_dtype = a.kv_dtype, .kernels = a.kernels};
 }
 
+namespace {
+
+CLI::Validator number_check(const std::string& name, bool (*ok)(double), const std::string& what) {
+  return CLI::Validator(
+      [ok, what](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !ok(v)) return "must be " + what + ", got " + text;
+        return {};
+      },
+      name);
+}
+
+}  // namespace
+
+CLI::Validator positive_number() {
+  return number_check("POSITIVE", [](double v) { return v > 0; }, "a positive number");
+}
+CLI::Validator non_negative_number() {
+  return number_check("NONNEGATIVE", [](double v) { return v >= 0; }, "a number >= 0");
+}
+CLI::Validator thread_count() { return CLI::Range(0, kMaxHostThreads); }
+
 void add_tp_arg(CLI::App* app, int& tp) {
   app->add_option("--tp", tp, "Tensor parallel ranks (the model's heads, MLP and vocabulary split over them)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
 }
 
 void apply_threads(int threads) { set_default_host_threads(threads); }

@@ -228,7 +228,7 @@ void add_prune(CLI::App& app, Runner& run) {
   c->add_option("--greedy-step", a->greedy_step,
                 "--allocate greedy: channels per candidate step, percent of the layers' parameters")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   c->add_option("--min-keep", a->min_keep, "Percent of each layer's heads and channels always kept")->capture_default_str();
   c->add_option("--channel-multiple", a->channel_multiple, "Each layer keeps a multiple of this many channels")
       ->capture_default_str();
@@ -238,8 +238,8 @@ void add_prune(CLI::App& app, Runner& run) {
   c->add_option("--damp", a->damp,
                  "lsq recovery: ridge toward the original columns, as a multiple of the kept inputs' mean variance")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  c->add_option("-t,--threads", a->threads, "CPU threads (0 = all cores)")->capture_default_str();
+      ->check(positive_number());
+  c->add_option("-t,--threads", a->threads, "CPU threads (0 = all cores)")->capture_default_str()->check(thread_count());
   c->callback([a, &run] { run = [a] { return run_prune(*a); }; });
 }
 

@@ -138,17 +138,17 @@ void add_serve(CLI::App& app, Runner& run) {
               "With --api-key: serve /metrics without the key too (it shows load and token counts)");
   c->add_option("--served-model-name", s.served_model_name, "Model name in the API (default: the folder's name)");
   c->add_option("--max-waiting", s.max_waiting, "Requests admitted beyond --max-seqs before answering 429")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative_number());
   c->add_option("--max-body-bytes", s.max_body_bytes, "Larger request bodies get 413 (chunked ones too)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive_number());
   c->add_option("--max-connections", s.max_connections, "Open connections (streams included); past it 503")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive_number());
   c->add_option("--listen-backlog", s.listen_backlog,
                 "Connects the kernel queues before accept (capped by net.core.somaxconn)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive_number());
   c->add_option("--grace-period", s.grace_s, "Seconds in-flight requests may finish after SIGTERM")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c->add_option("--max-seqs", a->max_seqs, "Sequences running at once")->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(non_negative_number());
+  c->add_option("--max-seqs", a->max_seqs, "Sequences running at once")->capture_default_str()->check(positive_number());
   c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
   c->add_option("--block-size", a->block_size, "Tokens per KV block")->capture_default_str();
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
@@ -157,7 +157,7 @@ void add_serve(CLI::App& app, Runner& run) {
   add_spec_args(c, a->spec);
   add_tp_arg(c, a->tp);
   c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive_number());
   c->callback([a, &run] { run = [a] { return run_serve(*a); }; });
 }
 

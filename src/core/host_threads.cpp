@@ -13,6 +13,8 @@
 #include <thread>
 #include <utility>
 
+#include "core/error.h"
+
 namespace tf {
 namespace {
 
@@ -60,6 +62,10 @@ int compute_default() {
   return std::clamp(n, 1, kMaxDefaultHostThreads);
 }
 
+void check_count(int n) {
+  if (n > kMaxHostThreads) fail("{} host threads asked for; at most {} are allowed", n, kMaxHostThreads);
+}
+
 std::atomic<int> g_default{0};  // 0: not set, use default_host_threads()
 thread_local int t_override = 0;
 
@@ -71,11 +77,13 @@ int default_host_threads() {
 }
 
 void set_default_host_threads(int n) {
+  check_count(n);
   g_default.store(n > 0 ? n : 0);
   omp_set_num_threads(host_threads());
 }
 
 void set_host_threads(int n) {
+  check_count(n);
   t_override = n > 0 ? n : 0;
   omp_set_num_threads(host_threads());
 }

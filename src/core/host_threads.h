@@ -19,9 +19,14 @@ namespace tf {
 int default_host_threads();
 inline constexpr int kMaxDefaultHostThreads = 16;
 
-// Sets the process default (n > 0); n <= 0 restores default_host_threads().
+// The most either setter takes: far past any core count, and below the thousands of threads
+// whose creation fails inside the OpenMP runtime (which then aborts the process).
+inline constexpr int kMaxHostThreads = 1024;
+
+// Sets the process default (n > 0); n <= 0 restores default_host_threads(). Raises an error
+// naming n past kMaxHostThreads.
 void set_default_host_threads(int n);
-// Sets the calling thread's count (n > 0), or clears its override (n <= 0).
+// Sets the calling thread's count (n > 0), or clears its override (n <= 0); the same limit.
 void set_host_threads(int n);
 // The calling thread's count: its override, else the process default. At least 1.
 int host_threads();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -111,6 +112,24 @@ TEST(HostThreads, DefaultIsPhysicalCoresCappedAndOverridesArePerThread) {
   EXPECT_EQ(host_threads(), 3);
   set_default_host_threads(0);
   EXPECT_EQ(host_threads(), d);
+}
+
+// Past the limit both setters raise an error naming the count and leave the counts as they were
+// (100,000 threads once aborted the process inside the OpenMP runtime).
+TEST(HostThreads, CountsPastTheLimitAreAnError) {
+  const int d = host_threads();
+  for (auto* set : {&set_default_host_threads, &set_host_threads}) {
+    try {
+      set(100000);
+      ADD_FAILURE() << "100000 threads taken";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("100000"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(host_threads(), d);
+  }
+  set_host_threads(kMaxHostThreads);
+  EXPECT_EQ(host_threads(), kMaxHostThreads);
+  set_host_threads(0);
 }
 
 }  // namespace

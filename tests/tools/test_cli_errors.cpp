@@ -168,6 +168,13 @@ TEST(CliErrors, ServePortOutsideTheRange) {
   EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
 }
 
+TEST(CliErrors, ThreadCountPastTheLimit) {
+  const auto r = run_twofold("generate -m " + test::model_dir("tiny-main") + " -p 'Hi' -n 2 -t 100000");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0) << "crashed";
+  EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+}
+
 TEST(CliErrors, MalformedPromptsFileLine) {
   const auto path = fs::temp_directory_path() / "twofold_bad_prompts.jsonl";
   std::ofstream(path) << "{\"prompt\": \"ok\"}\n{not json\n";
