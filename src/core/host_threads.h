@@ -19,8 +19,8 @@ namespace tf {
 int default_host_threads();
 inline constexpr int kMaxDefaultHostThreads = 16;
 
-// The most either setter takes: far past any core count, and below the thousands of threads
-// whose creation fails inside the OpenMP runtime (which then aborts the process).
+// The most either setter takes: far past the cores of any machine this runs on. A count such
+// as 100,000 made thread creation fail inside the OpenMP runtime, which aborts the process.
 inline constexpr int kMaxHostThreads = 1024;
 
 // Sets the process default (n > 0); n <= 0 restores default_host_threads(). Raises an error
