@@ -333,7 +333,7 @@ void add_bench(CLI::App& app, Runner& run) {
   c->add_option("--batch", a->batches, "Comma-separated batch sizes, e.g. 1,4,16,64")->capture_default_str();
   c->add_option("--prompt-len", a->prompt_lens, "Prompt tokens per request (comma-separated: one run each)")
       ->capture_default_str();
-  c->add_option("--gen", a->gen_len, "New tokens per request")->capture_default_str();
+  c->add_option("--gen", a->gen_len, "New tokens per request")->capture_default_str()->check(positive_number());
   c->add_option("--max-batch-tokens", a->max_batch_tokens, "Tokens per engine step")->capture_default_str();
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV pool (MiB); large batches of long sequences need more")
       ->capture_default_str();

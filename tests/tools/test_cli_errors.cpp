@@ -175,6 +175,13 @@ TEST(CliErrors, ThreadCountPastTheLimit) {
   EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
 }
 
+TEST(CliErrors, BenchGenZeroNamesTheOption) {
+  const auto r = run_twofold("bench -m " + test::model_dir("tiny-main") + " --gen 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_NE(r.err.find("--gen"), std::string::npos) << r.err;
+}
+
 TEST(CliErrors, MalformedPromptsFileLine) {
   const auto path = fs::temp_directory_path() / "twofold_bad_prompts.jsonl";
   std::ofstream(path) << "{\"prompt\": \"ok\"}\n{not json\n";
