@@ -131,7 +131,7 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   c->add_option("--port", s.port, "Port (0: any free port, printed at startup)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(CLI::Range(0, serve::kMaxPort));
   c->add_option("--api-key", s.api_key,
                  "Require 'Authorization: Bearer KEY' on every path but /health (default: none)");
   c->add_flag("--open-metrics", s.open_metrics,

@@ -164,7 +164,7 @@ int HttpServer::bind() {
   Impl& m = *impl_;
   const ServerOptions& o = m.opt;
   // The resolver would take the port modulo 65536 and listen somewhere else.
-  if (o.port < 0 || o.port > 65535) fail("port {} is outside 0..65535 (0: any free port)", o.port);
+  if (o.port < 0 || o.port > kMaxPort) fail("port {} is outside 0..{} (0: any free port)", o.port, kMaxPort);
   tcp::endpoint where;
   try {
     tcp::resolver resolver(m.io);

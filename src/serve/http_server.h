@@ -33,6 +33,9 @@ namespace tf::serve {
 class ReplicaRouter;
 class ServerMetrics;
 
+// The largest TCP port; bind() refuses ports outside 0..kMaxPort.
+inline constexpr int kMaxPort = 65535;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                      // 0: any free port (bind() returns it)

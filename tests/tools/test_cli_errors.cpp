@@ -1,9 +1,11 @@
 // Bad input through the command line: every case is a clear message naming what is wrong,
-// exit status 1, and never a crash.
+// exit status 1 (an option CLI11 itself refuses: its own non-zero status), and never a crash.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <string>
 
 #include "tools/cli_util.h"
 
@@ -153,33 +155,28 @@ TEST(CliErrors, BadSamplingParameter) {
   EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
 }
 
+// A command the CLI refuses (any non-zero status, no signal), with each of `needles` in stderr.
+void expect_refused(const std::string& args, std::initializer_list<std::string> needles) {
+  const auto r = run_twofold(args);
+  EXPECT_NE(r.exit_code, 0) << args;
+  EXPECT_EQ(r.signal, 0) << args << ": crashed";
+  for (const std::string& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << r.err;
+}
+
 TEST(CliErrors, MissingModelFolder) {
-  const auto r = run_twofold("generate -m /nonexistent/model -p 'Hi'");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_NE(r.err.find("/nonexistent/model"), std::string::npos) << r.err;
+  expect_refused("generate -m /nonexistent/model -p 'Hi'", {"/nonexistent/model"});
 }
 
 TEST(CliErrors, ServePortOutsideTheRange) {
-  const auto r = run_twofold("serve -m " + test::model_dir("tiny-main") + " --port 99999");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_NE(r.err.find("--port"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+  expect_refused("serve -m " + test::model_dir("tiny-main") + " --port 99999", {"--port", "99999"});
 }
 
 TEST(CliErrors, ThreadCountPastTheLimit) {
-  const auto r = run_twofold("generate -m " + test::model_dir("tiny-main") + " -p 'Hi' -n 2 -t 100000");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.signal, 0) << "crashed";
-  EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+  expect_refused("generate -m " + test::model_dir("tiny-main") + " -p 'Hi' -n 2 -t 100000", {"--threads"});
 }
 
 TEST(CliErrors, BenchGenZeroNamesTheOption) {
-  const auto r = run_twofold("bench -m " + test::model_dir("tiny-main") + " --gen 0");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_NE(r.err.find("--gen"), std::string::npos) << r.err;
+  expect_refused("bench -m " + test::model_dir("tiny-main") + " --gen 0", {"--gen"});
 }
 
 TEST(CliErrors, MalformedPromptsFileLine) {
