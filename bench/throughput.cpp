@@ -79,6 +79,7 @@ ThroughputResult run_throughput(Engine& engine, const ThroughputParams& p) {
   r.step_wait_ms = 1e3 * (m.wait_s - at_decode.wait_s) / steps;
   r.step_output_ms = 1e3 * (m.output_s - at_decode.output_s) / steps;
   r.decode_steps = m.n_steps - at_decode.n_steps;
+  r.overlapped_steps = m.n_overlapped_steps - at_decode.n_overlapped_steps;
   r.decode_tokens = n_decoded;
   r.spec_drafts = m.spec_drafts - at_decode.spec_drafts;
   r.spec_draft_tokens = m.spec_draft_tokens - at_decode.spec_draft_tokens;

@@ -36,6 +36,7 @@ struct ThroughputResult {
   double step_schedule_ms = 0, step_launch_ms = 0, step_wait_ms = 0, step_output_ms = 0;
   // The decode phase's engine steps, tokens, and speculation counters (EngineMetrics).
   int64_t decode_steps = 0, decode_tokens = 0;
+  int64_t overlapped_steps = 0;  // of decode_steps, launched before the previous step's ids were read
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   int64_t spec_quiet_steps = 0;  // adaptive: steps that skipped the per-sequence policy
 };

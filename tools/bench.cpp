@@ -95,6 +95,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-decode-cluster") k.decode_cluster = false;
   else if (name == "no-decode-early-keys") k.decode_early_keys = false;
   else if (name == "no-split-gemv") k.split_gemv = false;
+  else if (name == "no-overlap") k.overlap_steps = 0;
   else if (name == "moe-simt") k.moe_mma = false;
   else if (const int n = decode_splits_of(name); n > 0) k.decode_splits = n;
   else if (name == "cublas") k.gemv = "cublas";
@@ -106,7 +107,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "bf16-acts") k.bf16_activations = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, no-pdl-timed, no-gemv-timed, pdl-resident, pdl-decode, no-pdl-decode-resident, pdl-all, no-cublaslt, no-lt-split-k, no-decode-mma, "
-         "no-decode-cluster, no-decode-early-keys, no-split-gemv, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
+         "no-decode-cluster, no-decode-early-keys, no-split-gemv, no-overlap, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
 }
@@ -290,7 +291,8 @@ int run_bench(const Args& a) {
                            {"total_tokens_per_s", r.total_tokens_per_s}, {"weight_roofline_tokens_per_s", roof},
                            {"kv_paged_peak_bytes", paged_mb * 1e6}, {"kv_reserved_bytes", reserved_mb * 1e6},
                            {"step_ms", {{"schedule", r.step_schedule_ms}, {"launch", r.step_launch_ms},
-                                        {"wait", r.step_wait_ms}, {"output", r.step_output_ms}}}};
+                                        {"wait", r.step_wait_ms}, {"output", r.step_output_ms}}},
+                           {"decode_steps", r.decode_steps}, {"overlapped_steps", r.overlapped_steps}};
         double seq_tps = 0;
         if (a.sequential) {
           const bench::ThroughputResult sq = bench::run_throughput(
@@ -305,8 +307,10 @@ int run_bench(const Args& a) {
                     r.itl_p50_s * 1e3, r.itl_p99_s * 1e3, decode_gb_s,
                     roof > 0 ? 100.0 * r.decode_tokens_per_s / roof : 0.0, r.total_tokens_per_s, paged_mb, reserved_mb);
         if (a.sequential) std::printf(" %17.1f %8.2fx", seq_tps, r.total_tokens_per_s / seq_tps);
-        std::printf("\n%30sdecode step: schedule %.3f ms, launch %.3f ms, wait %.3f ms, output %.3f ms\n", "",
-                    r.step_schedule_ms, r.step_launch_ms, r.step_wait_ms, r.step_output_ms);
+        std::printf("\n%30sdecode step: schedule %.3f ms, launch %.3f ms, wait %.3f ms, output %.3f ms; %lld of %lld "
+                    "steps launched before the previous step's ids were read\n",
+                    "", r.step_schedule_ms, r.step_launch_ms, r.step_wait_ms, r.step_output_ms,
+                    static_cast<long long>(r.overlapped_steps), static_cast<long long>(r.decode_steps));
         std::fflush(stdout);
       }
     }
@@ -349,7 +353,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, no-pdl-timed (a recorded step replayed often is not also recorded with PDL for every kernel and timed against it), no-gemv-timed (a recorded step is not recorded again with the near-tie kernels of its quantized GEMVs), pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps, not for the grid-sized GEMVs), no-pdl-decode-resident (decode steps in plain stream order, also the grid-sized GEMVs), pdl-all (PDL for every kernel of every step; pdl-resident, pdl-decode and no-pdl-decode-resident run without the timed trial), "
-                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-decode-early-keys (decode attention reads its metadata and older keys only after waiting for the previous kernel), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), "
+                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-decode-early-keys (decode attention reads its metadata and older keys only after waiting for the previous kernel), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), no-overlap (each decode step launched only after the previous step's ids reached the host), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "

@@ -51,6 +51,10 @@ struct KernelOptions {
   bool int8_activations = false;          // CPU integer kernels: 8-bit activations instead of 16 (faster, coarser)
   bool bf16_activations = false;          // CPU BF16-weight prefill on AMX tiles, activations rounded to BF16
   bool huge_pages = true;                 // CPU: weights read in place copied onto huge pages (faster decode)
+  // Decode steps launched before the previous step's sampled ids reach the host (they go to
+  // the next step's batch where they are), so the host's work between steps overlaps the
+  // device's: 1 on, 0 off, -1 where the backend's launches return before the work ends (CUDA).
+  int overlap_steps = -1;
 };
 
 // Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores
@@ -136,6 +140,9 @@ struct EngineMetrics {
   // result (GPU execution not hidden behind the launch), and sampling/streaming outputs.
   int64_t n_steps = 0;
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;
+  // Steps launched before the previous step's ids had reached the host (KernelOptions::overlap_steps);
+  // their scheduling and launch overlap the previous step's execution.
+  int64_t n_overlapped_steps = 0;
   // Speculative decoding, summed over requests: verifications of at least one proposal, the
   // proposals verified, and those accepted. Acceptance rate = accepted / draft tokens; mean
   // accepted length (tokens a verification yields, vLLM's definition) = 1 + accepted / drafts.
@@ -160,7 +167,9 @@ class Engine {
   // prompt longer than the context, bad sampling parameters).
   RequestId add_request(GenerateRequest req);
   // One iteration: schedule, run the batch, sample, stream. Returns what each request
-  // produced in this step (finished requests included once, with finished = true).
+  // produced in this step (finished requests included once, with finished = true). With
+  // overlapped steps (KernelOptions::overlap_steps) the next decode step may already be
+  // running when it returns; has_unfinished() stays true until its results are taken.
   std::vector<RequestOutput> step();
   bool has_unfinished() const;
   // Frees the request's KV blocks at once; it finishes with FinishReason::Abort.

@@ -42,6 +42,23 @@ void Backend::matmul_fused(const TensorView& x, const TensorView& w, const Tenso
   }
 }
 
+void Backend::copy_ids_async(const TensorView& ids, int slot) {
+  TF_ASSERT(slot == 0 || slot == 1, "copy_ids_async: slot {} (0 or 1)", slot);
+  TF_ASSERT(ids.dtype == DType::I32, "copy_ids_async: ids of {}", dtype_name(ids.dtype));
+  ids_slots_[slot].resize(size_t(ids.numel()));
+  copy_to_host(ids, ids_slots_[slot].data());
+}
+
+const int32_t* Backend::ids_copied(int slot) {
+  TF_ASSERT(slot == 0 || slot == 1, "ids_copied: slot {} (0 or 1)", slot);
+  return ids_slots_[slot].data();
+}
+
+void Backend::take_token_ids(const TensorView& ids, std::span<const int32_t> rows) {
+  (void)ids, (void)rows;
+  fail("the {} backend cannot take a batch's token ids from its own buffers", name());
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& opt) {
   switch (kind) {
     case BackendKind::Cpu: return std::make_unique<CpuBackend>(opt);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -309,6 +310,20 @@ class Backend {
     return false;
   }
 
+  // ---- overlapped steps (the engine launches a decode step before the previous step's ids
+  // have reached the host) ------------------------------------------------------------------
+  // Whether the ops return before their work ends (a device backend with a stream): only then
+  // does launching the next step early hide the host's time between steps.
+  virtual bool launches_async() const { return false; }
+  // Starts copying ids [n] I32 (on this backend) to the host into slot 0 or 1 and returns
+  // without waiting; ids_copied(slot) waits for that copy and returns the n ids, valid until
+  // the slot's next copy. The default copies at once.
+  virtual void copy_ids_async(const TensorView& ids, int slot);
+  virtual const int32_t* ids_copied(int slot);
+  // After set_batch(): token j of the batch, j < rows.size(), becomes ids[rows[j]] (ids [n]
+  // I32 on this backend, written by earlier work in launch order).
+  virtual void take_token_ids(const TensorView& ids, std::span<const int32_t> rows);
+
   // ---- recorded forwards (CUDA Graphs) ----------------------------------------------------------
   // A KV block outside the pools of KV group `group` that padding rows of a recorded batch
   // may write to, or -1 when the backend records nothing (then run_forward,
@@ -331,6 +346,9 @@ class Backend {
   // Choices the backend made by measurement (e.g. cuBLAS or its own kernel per matmul
   // shape), one line each, for `twofold bench`.
   virtual std::vector<std::string> tuning_report() const { return {}; }
+
+ private:
+  std::vector<int32_t> ids_slots_[2];  // the default copy_ids_async's copies
 };
 
 enum class BackendKind : uint8_t { Cpu, Ref, Cuda };

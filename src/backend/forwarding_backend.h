@@ -58,6 +58,12 @@ class ForwardingBackend : public Backend {
   bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override {
     return inner_.sample_rows(logits, params, ids);
   }
+  bool launches_async() const override { return inner_.launches_async(); }
+  void copy_ids_async(const TensorView& ids, int slot) override { inner_.copy_ids_async(ids, slot); }
+  const int32_t* ids_copied(int slot) override { return inner_.ids_copied(slot); }
+  void take_token_ids(const TensorView& ids, std::span<const int32_t> rows) override {
+    inner_.take_token_ids(ids, rows);
+  }
   int32_t pad_kv_block(int32_t group) const override { return inner_.pad_kv_block(group); }
   GraphStep graph_begin(uint64_t key) override { return inner_.graph_begin(key); }
   void graph_end() override { inner_.graph_end(); }

@@ -149,6 +149,16 @@ void HostBackend::set_batch(const Batch& batch) {
   batch_ = batch;
 }
 
+void HostBackend::take_token_ids(const TensorView& ids, std::span<const int32_t> rows) {
+  TF_ASSERT(ids.dtype == DType::I32 && rows.size() <= batch_.token_ids.size(),
+            "take_token_ids: {} ids ({}) for a batch of {} tokens", rows.size(), dtype_name(ids.dtype),
+            batch_.token_ids.size());
+  for (size_t j = 0; j < rows.size(); ++j) {
+    TF_ASSERT(rows[j] >= 0 && rows[j] < ids.numel(), "take_token_ids: row {} of {} ids", rows[j], ids.numel());
+    batch_.token_ids[j] = ids.as<const int32_t>()[rows[j]];
+  }
+}
+
 void HostBackend::scale(const TensorView& x, float s) {
   TF_ASSERT(x.dtype == DType::F32, "scale: {} {}", dtype_name(x.dtype), x.shape_str());
   float* v = x.as<float>();

@@ -27,6 +27,7 @@ class HostBackend : public Backend {
   void add(const TensorView& residual, const TensorView& delta) override;
   void scale(const TensorView& x, float s) override;
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
+  void take_token_ids(const TensorView& ids, std::span<const int32_t> rows) override;
   void moe_route(const TensorView& logits, const MoeParams& p, const TensorView& ids, const TensorView& weights) override;
 
   // rows of K or V of one layer as [n_blocks * n_kv_heads * block_size, head_dim] of kv_spec().dtype

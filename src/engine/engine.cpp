@@ -196,8 +196,9 @@ Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
 // floats); the same ids as the host sampler's (both: lowest id among equal maxima). Rows
 // that need nothing from the host but a uniform (temperature, top-k/p, min-p; no penalty, no
 // logprobs, no proposals to verify) are drawn there too when the backend can (sample_rows);
-// the uniform comes from the request's own RNG, as the host sampler would draw it.
-bool Engine::Impl::fetch_results(const ScheduleOutput& so, const TensorView& logits) {
+// the uniform comes from the request's own RNG, as the host sampler would draw it. The ids
+// start on their way to the host (copy_ids_async into `slot`) and are read by finish_step.
+bool Engine::Impl::launch_results(const ScheduleOutput& so, const TensorView& logits, int slot) {
   bool all_plain_greedy = true, all_device = true;
   for (const ScheduledSeq& q : so.seqs) {
     if (!q.samples) continue;
@@ -233,8 +234,7 @@ bool Engine::Impl::fetch_results(const ScheduleOutput& so, const TensorView& log
     const bool sampled = backend->sample_rows(logits, sp, ids);
     TF_ASSERT(sampled, "device backend {} has no sampling kernel", backend->name());
   }
-  ids_host.resize(size_t(logits.shape[0]));
-  backend->copy_to_host(ids, ids_host.data());
+  backend->copy_ids_async(ids, slot);
   return true;
 }
 
@@ -251,44 +251,121 @@ void Engine::Impl::emit_sampled(RequestState& r, int32_t row, bool ids_ready, Re
   on_token(r, token, o);
 }
 
-std::vector<RequestOutput> Engine::Impl::step() {
-  const auto t0 = Clock::now();
-  std::vector<RequestOutput> outs = std::move(pending);
-  pending.clear();
-  if (proposer) propose();
-  const ScheduleOutput so = sched->schedule();
-  if (proposer)
-    for (int64_t v : so.preempted) proposer->release(v);
-  if (so.seqs.empty()) {
-    // Nothing fits: only possible if every sequence waits for blocks held by nobody, which
-    // the add() checks rule out; fail loudly rather than spin.
-    TF_ASSERT(sched->n_waiting() == 0 || sched->n_running() > 0 || !outs.empty(),
-              "scheduler made no progress with {} waiting sequences", sched->n_waiting());
-    return outs;
-  }
-  const Batch batch = build_batch(so);
+Engine::Impl::LaunchedStep Engine::Impl::launch_step(ScheduleOutput so, const DeviceTokenIds* ids,
+                                                     Clock::time_point t0) {
+  LaunchedStep s;
+  s.so = std::move(so);
+  s.t0 = t0;
+  s.slot = ids_slot;
+  ids_slot ^= 1;
+  const Batch batch = build_batch(s.so);
   const auto t1 = Clock::now();
-  const TensorView logits = run_forward(*model, *backend, batch);
+  const TensorView logits =
+      ids ? run_forward_taking_ids(*model, *backend, batch, *ids) : run_forward(*model, *backend, batch);
   const auto t2 = Clock::now();
-  const bool ids_ready = fetch_results(so, logits);
+  s.ids_ready = launch_results(s.so, logits, s.slot);
+  const auto t3 = Clock::now();
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  schedule_s += secs(t1 - t0);
+  launch_s += secs((s.ids_ready ? t3 : t2) - t1);
+  if (!s.ids_ready) wait_s += secs(t3 - t2);  // the logits came to the host
+  return s;
+}
+
+bool Engine::Impl::overlap_on() const {
+  const int o = opt.kernels.overlap_steps;
+  return o > 0 || (o < 0 && backend->launches_async());
+}
+
+// The step after `cur` may go before cur's ids are read when nothing in it depends on them
+// but the token ids themselves: cur is all decodes of device-sampled rows, every running
+// sequence is among them and none is waiting (the next schedule is the same sequences, one
+// token each, less any it preempts: a step that preempts admits nobody), and none can reach
+// its length limit with cur's token. No proposer: proposals read the tokens.
+bool Engine::Impl::can_overlap(const LaunchedStep& cur) const {
+  if (!overlap_on() || !cur.ids_ready || proposer || opt.tensor_parallel != 1) return false;
+  if (sched->n_waiting() > 0 || size_t(sched->n_running()) != cur.so.seqs.size()) return false;
+  for (const ScheduledSeq& q : cur.so.seqs) {
+    if (!q.samples || q.n_new != 1 || q.n_spec != 0) return false;
+    auto it = requests.find(q.id);
+    if (it == requests.end() || it->second.finished) return false;
+    if (int32_t(it->second.all_tokens.size()) + 1 >= it->second.max_len) return false;
+  }
+  return true;
+}
+
+// Commits `cur` with a placeholder for each sequence's new token (the scheduler counts tokens;
+// the placeholder is never computed: cur's own inputs are the last computed tokens), then
+// schedules and launches the next step, whose batch takes those tokens from the device.
+// finish_step puts the real tokens in place before anything reads them on the host.
+Engine::Impl::LaunchedStep Engine::Impl::launch_overlapped(LaunchedStep& cur) {
+  const auto t0 = Clock::now();
+  std::vector<int64_t> sampled;
+  for (const ScheduledSeq& q : cur.so.seqs) {
+    state(q.id).all_tokens.push_back(kPlaceholderToken);
+    sampled.push_back(q.id);
+  }
+  sched->commit(cur.so, sampled);
+  cur.committed = true;
+  ScheduleOutput next = sched->schedule();
+  DeviceTokenIds ids{.ids = ids_dev, .rows = {}};
+  size_t row = 0;
+  for (const ScheduledSeq& q : next.seqs) {  // cur's sequences in cur's order, less the preempted
+    while (row < cur.so.seqs.size() && cur.so.seqs[row].id != q.id) ++row;
+    TF_ASSERT(row < cur.so.seqs.size() && q.n_new == 1 && q.samples && q.n_spec == 0,
+              "overlapped step: sequence {} was not a decode of the step before", q.id);
+    ids.rows.push_back(int32_t(row));
+  }
+  ++n_overlapped_steps;
+  if (next.seqs.empty()) {  // everything was preempted: nothing to launch
+    LaunchedStep none;
+    none.so = std::move(next);
+    none.t0 = t0;
+    return none;
+  }
+  return launch_step(std::move(next), &ids, t0);
+}
+
+void Engine::Impl::finish_step(const LaunchedStep& s, std::vector<RequestOutput>& outs) {
+  const auto t2 = Clock::now();
+  int32_t n_rows = 0;
+  for (const ScheduledSeq& q : s.so.seqs)
+    if (q.samples) n_rows += 1 + q.n_spec;
+  if (s.ids_ready) {
+    const int32_t* ids = backend->ids_copied(s.slot);
+    ids_host.assign(ids, ids + n_rows);
+  }
   const auto t3 = Clock::now();
 
   std::vector<int64_t> sampled;
   std::vector<SpecOutcome> spec;
+  const size_t first_out = outs.size();
   int32_t row = 0;  // logits rows: one per sampling sequence, 1 + n_spec per verifying one
-  for (const ScheduledSeq& q : so.seqs) {
+  for (const ScheduledSeq& q : s.so.seqs) {
     if (!q.samples) continue;
-    RequestState& r = state(q.id);
+    auto it = requests.find(q.id);
+    // Finished (or aborted, or released) while this step ran after an overlapped launch.
+    if (it == requests.end() || it->second.finished) {
+      row += 1 + q.n_spec;
+      continue;
+    }
+    RequestState& r = it->second;
+    if (s.committed) {
+      TF_ASSERT(!r.all_tokens.empty() && r.all_tokens.back() == kPlaceholderToken,
+                "request {}: no placeholder for its overlapped token", r.id);
+      r.all_tokens.pop_back();
+    }
     RequestOutput o;
     o.id = r.id;
-    if (q.n_spec > 0) spec.push_back({.id = q.id, .n_accepted = emit_verified(r, q, row, ids_ready, o)});
-    else emit_sampled(r, row, ids_ready, o);
+    if (q.n_spec > 0) spec.push_back({.id = q.id, .n_accepted = emit_verified(r, q, row, s.ids_ready, o)});
+    else emit_sampled(r, row, s.ids_ready, o);
     row += 1 + q.n_spec;
     sampled.push_back(q.id);
     outs.push_back(std::move(o));
   }
-  sched->commit(so, sampled, spec);
-  for (const RequestOutput& o : outs) {
+  if (!s.committed) sched->commit(s.so, sampled, spec);
+  for (size_t i = first_out; i < outs.size(); ++i) {
+    const RequestOutput& o = outs[i];
     if (!o.finished || o.finish_reason == FinishReason::Abort) continue;
     sched->remove(o.id);
     if (proposer) proposer->release(o.id);
@@ -297,14 +374,39 @@ std::vector<RequestOutput> Engine::Impl::step() {
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   if (proposer) {
     int64_t n_emitted = 0;
-    for (const RequestOutput& o : outs) n_emitted += int64_t(o.new_token_ids.size());
-    calibrate(so, secs(t4 - t0), n_emitted);
+    for (size_t i = first_out; i < outs.size(); ++i) n_emitted += int64_t(outs[i].new_token_ids.size());
+    calibrate(s.so, secs(t4 - s.t0), n_emitted);
   }
   ++n_steps;
-  schedule_s += secs(t1 - t0);
-  launch_s += secs(t2 - t1);
   wait_s += secs(t3 - t2);
   output_s += secs(t4 - t3);
+}
+
+std::vector<RequestOutput> Engine::Impl::step() {
+  std::vector<RequestOutput> outs = std::move(pending);
+  pending.clear();
+  if (!inflight) {
+    const auto t0 = Clock::now();
+    if (proposer) propose();
+    ScheduleOutput so = sched->schedule();
+    if (proposer)
+      for (int64_t v : so.preempted) proposer->release(v);
+    if (so.seqs.empty()) {
+      // Nothing fits: only possible if every sequence waits for blocks held by nobody, which
+      // the add() checks rule out; fail loudly rather than spin.
+      TF_ASSERT(sched->n_waiting() == 0 || sched->n_running() > 0 || !outs.empty(),
+                "scheduler made no progress with {} waiting sequences", sched->n_waiting());
+      return outs;
+    }
+    inflight = launch_step(std::move(so), nullptr, t0);
+  }
+  LaunchedStep cur = std::move(*inflight);
+  inflight.reset();
+  if (can_overlap(cur)) {
+    LaunchedStep next = launch_overlapped(cur);
+    if (!next.so.seqs.empty()) inflight = std::move(next);
+  }
+  finish_step(cur, outs);
   return outs;
 }
 
@@ -400,7 +502,9 @@ Engine::Engine(const EngineOptions& opt) : impl_(std::make_unique<Impl>(opt)) {}
 Engine::~Engine() = default;
 RequestId Engine::add_request(GenerateRequest req) { return impl_->add(std::move(req)); }
 std::vector<RequestOutput> Engine::step() { return impl_->step(); }
-bool Engine::has_unfinished() const { return !impl_->sched->empty() || !impl_->pending.empty(); }
+bool Engine::has_unfinished() const {
+  return !impl_->sched->empty() || !impl_->pending.empty() || impl_->inflight.has_value();
+}
 void Engine::abort(RequestId id) { impl_->abort(id); }
 void Engine::set_kernel_options(const KernelOptions& k) {
   impl_->opt.kernels = k;
@@ -444,6 +548,7 @@ EngineMetrics Engine::metrics() const {
                        .launch_s = impl_->launch_s,
                        .wait_s = impl_->wait_s,
                        .output_s = impl_->output_s,
+                       .n_overlapped_steps = impl_->n_overlapped_steps,
                        .spec_drafts = impl_->spec_drafts,
                        .spec_draft_tokens = impl_->spec_draft_tokens,
                        .spec_accepted_tokens = impl_->spec_accepted,

@@ -14,6 +14,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "sample/sampler.h"
 #include "sample/stop_matcher.h"
+#include "engine/forward_runner.h"
 #include "engine/weight_copies.h"
 #include "sched/scheduler.h"
 #include "spec/proposer.h"
@@ -112,6 +113,20 @@ struct Engine::Impl {
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;  // see EngineMetrics
   TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)
   std::vector<int32_t> ids_host;
+  // A step whose forward and sampling are launched and whose results are not yet read.
+  struct LaunchedStep {
+    ScheduleOutput so;
+    bool ids_ready = false;   // its ids are on their way to the host (else logits_host holds its rows)
+    int slot = 0;             // Backend::copy_ids_async slot of its ids
+    bool committed = false;   // committed with placeholder tokens (the step after it is launched)
+    Clock::time_point t0;     // when its scheduling began
+  };
+  // The token a sequence holds for its newest token while that token is still on the device;
+  // never computed and replaced by finish_step (the next step's batch takes the real one).
+  static constexpr int32_t kPlaceholderToken = 0;
+  std::optional<LaunchedStep> inflight;  // the overlapped step launched by the last step()
+  int ids_slot = 0;                      // the copy slot of the next launch
+  int64_t n_overlapped_steps = 0;        // see EngineMetrics
   std::unique_ptr<Proposer> proposer;  // speculative decoding; null when off
   SpecMode spec_mode;                  // how it proposes now (from EngineOptions::spec)
   SpecCostModel spec_costs;            // adaptive proposal lengths; empty when none measured or loaded
@@ -170,9 +185,18 @@ struct Engine::Impl {
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;
-  // Brings the step's results to the host: greedy ids or sampled ids where the logits live
-  // (returns true), else the logits themselves (logits_host).
-  bool fetch_results(const ScheduleOutput& so, const TensorView& logits);
+  // Starts the step's results toward the host: greedy ids or sampled ids where the logits
+  // live (returns true; finish_step reads them from copy slot `slot`), else the logits
+  // themselves (copied into logits_host before it returns).
+  bool launch_results(const ScheduleOutput& so, const TensorView& logits, int slot);
+  // Builds, runs (or launches) and samples the step `so`; `ids`: token ids still on the device.
+  LaunchedStep launch_step(ScheduleOutput so, const DeviceTokenIds* ids, Clock::time_point t0);
+  bool overlap_on() const;
+  bool can_overlap(const LaunchedStep& cur) const;
+  LaunchedStep launch_overlapped(LaunchedStep& cur);
+  // Reads a launched step's results, emits its tokens, commits it (unless committed) and
+  // removes the requests that finished.
+  void finish_step(const LaunchedStep& s, std::vector<RequestOutput>& outs);
   // Samples one token for a sequence from logits row `row` (or takes ids_host[row]).
   void emit_sampled(RequestState& r, int32_t row, bool ids_ready, RequestOutput& o);
   // Appends a sampled token and checks every stop condition; fills `o`.

@@ -46,7 +46,9 @@ std::vector<int32_t> recorded_batch_sizes(int32_t max_seqs) {
   return out;
 }
 
-TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
+namespace {
+
+TensorView forward(Model& model, Backend& backend, const Batch& batch, const DeviceTokenIds* ids) {
   std::vector<int32_t> pad_blocks;
   for (int32_t g = 0; g < batch.n_kv_groups; ++g) pad_blocks.push_back(backend.pad_kv_block(g));
   const bool records = pad_blocks[0] >= 0;
@@ -57,6 +59,7 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   if (!records || bucket == 0) {
     const PreparedStep p = model.prepare(batch);
     if (p.buffers_moved) backend.graph_reset();  // recordings refer to the old buffers
+    if (ids) backend.take_token_ids(ids->ids, ids->rows);
     model.run();
     return p.logits;
   }
@@ -66,6 +69,7 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   const Batch padded = pad_uniform_batch(batch, bucket, max_blocks, pad_blocks, int32_t(backend.kv_spec().block_size));
   const PreparedStep p = model.prepare(padded);
   if (p.buffers_moved) backend.graph_reset();
+  if (ids) backend.take_token_ids(ids->ids, ids->rows);  // the real rows come first
   // Bits: bucket 14, max_blocks 20, rows out 18, width 9 (at most a block), weight copy 3.
   const uint64_t key = uint64_t(bucket) | uint64_t(max_blocks) << 14 | uint64_t(padded.n_out()) << 34 |
                        uint64_t(width) << 52 | uint64_t(p.weight_copy) << 61;
@@ -78,6 +82,18 @@ TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
   }
   if (g == GraphStep::Capture) backend.graph_end();
   return first_rows(p.logits, batch.n_out());
+}
+
+}  // namespace
+
+TensorView run_forward(Model& model, Backend& backend, const Batch& batch) {
+  return forward(model, backend, batch, nullptr);
+}
+
+TensorView run_forward_taking_ids(Model& model, Backend& backend, const Batch& batch, const DeviceTokenIds& ids) {
+  TF_ASSERT(int32_t(ids.rows.size()) <= batch.n_tokens(), "run_forward_taking_ids: {} ids for a batch of {} tokens",
+            ids.rows.size(), batch.n_tokens());
+  return forward(model, backend, batch, &ids);
 }
 
 }  // namespace tf

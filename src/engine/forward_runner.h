@@ -22,6 +22,19 @@ namespace tf {
 // n_vocab] F32 on the backend, valid until the next forward.
 TensorView run_forward(Model& model, Backend& backend, const Batch& batch);
 
+// Token ids that a decode batch takes from a buffer on the backend instead of from its host
+// copy: token j of the batch (j < rows.size()) is ids[rows[j]]. The engine's overlapped steps
+// pass the previous step's sampled ids, which have not reached the host yet.
+struct DeviceTokenIds {
+  TensorView ids;
+  std::vector<int32_t> rows;
+};
+
+// run_forward for a batch whose first ids.rows.size() token ids come from ids.ids (their host
+// values in `batch` are placeholders); Backend::take_token_ids puts them in place after the
+// batch is set, before the forward runs or replays.
+TensorView run_forward_taking_ids(Model& model, Backend& backend, const Batch& batch, const DeviceTokenIds& ids);
+
 // The block-table stride a recorded batch of `max_blocks` is padded to: 16 or 32 blocks for
 // short contexts, else the next multiple of 64. The stride is the longest context the CUDA
 // backend's decode attention sizes its grid for: at 16 and 32 blocks of 16 keys its splits

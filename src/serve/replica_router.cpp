@@ -98,6 +98,7 @@ EngineMetrics ReplicaRouter::metrics() const {
     sum.launch_s += m.launch_s;
     sum.wait_s += m.wait_s;
     sum.output_s += m.output_s;
+    sum.n_overlapped_steps += m.n_overlapped_steps;
     sum.spec_drafts += m.spec_drafts;
     sum.spec_draft_tokens += m.spec_draft_tokens;
     sum.spec_accepted_tokens += m.spec_accepted_tokens;

@@ -167,5 +167,140 @@ TEST_F(Batching, HigherPriorityFinishesFirstWhenOnlyOneRuns) {
   EXPECT_EQ(finish_order, (std::vector<RequestId>{high, low}));
 }
 
+// Overlapped steps (KernelOptions::overlap_steps, on by default only where launches are
+// asynchronous, forced on here): after a step of decodes the next one is scheduled and run
+// before the first's ids are read, with placeholders in the sequences' tokens that the real
+// ids replace. Every request must still get the ids it gets alone, through staggered
+// arrivals, chunked prefill, few slots and preemption, and the overlap must have happened.
+TEST_F(Batching, OverlappedStepsGiveTheSameIds) {
+  const KernelOptions overlap{.overlap_steps = 1};
+  std::vector<int> staggered;
+  for (size_t i = 0; i < prompts_.size(); ++i) staggered.push_back(int(i * 3 % 11));
+  const std::pair<const char*, EngineOptions> runs[] = {
+      {"all at once", {.model_dir = kTiny, .max_seqs = 64, .kernels = overlap}},
+      {"staggered, chunked", {.model_dir = kTiny, .max_batch_tokens = 64, .max_seqs = 64, .kernels = overlap}},
+      {"three slots", {.model_dir = kTiny, .max_batch_tokens = 96, .max_seqs = 3, .kernels = overlap}},
+      {"tiny pool", {.model_dir = kTiny, .block_size = 8, .n_kv_blocks = 80, .max_batch_tokens = 128,
+                     .max_seqs = 64, .kernels = overlap}},
+  };
+  for (const auto& [name, opt] : runs) {
+    SCOPED_TRACE(name);
+    EngineMetrics m;
+    const bool stagger = std::string(name).starts_with("staggered");
+    expect_same_as_alone(run_batched(opt, stagger ? staggered : std::vector<int>(prompts_.size(), 0), &m));
+    EXPECT_GT(m.n_overlapped_steps, 0) << "no step was launched before the previous one's ids were read";
+  }
+  EngineMetrics off;
+  run_batched({.model_dir = kTiny, .max_seqs = 64}, std::vector<int>(prompts_.size(), 0), &off);
+  EXPECT_EQ(off.n_overlapped_steps, 0) << "the CPU backend overlaps only when asked";
+}
+
+// Requests of one engine, all added at once and stepped to the end; per request its ids,
+// text and finish reason, and the scheduler's invariants checked after every step.
+struct Finished {
+  std::vector<int32_t> ids;
+  std::string text;
+  FinishReason why = FinishReason::None;
+  bool operator==(const Finished&) const = default;
+};
+std::vector<Finished> run_requests(const EngineOptions& opt, const std::vector<GenerateRequest>& reqs,
+                                   EngineMetrics* metrics = nullptr) {
+  Engine e(opt);
+  std::vector<RequestId> ids;
+  std::map<RequestId, Finished> got;
+  for (const GenerateRequest& r : reqs) ids.push_back(e.add_request(r));
+  for (int step = 0; e.has_unfinished() && step < 5000; ++step) {
+    for (const RequestOutput& o : e.step()) {
+      got[o.id].text += o.text;
+      if (o.finished) got[o.id].why = o.finish_reason;
+    }
+    EXPECT_EQ(e.check_invariants(), "");
+  }
+  std::vector<Finished> out;
+  for (RequestId id : ids) {
+    got[id].ids = e.output_ids(id);
+    out.push_back(got[id]);
+  }
+  EXPECT_EQ(e.metrics().kv_blocks_used, 0) << "blocks leaked";
+  if (metrics) *metrics = e.metrics();
+  return out;
+}
+
+// A request that ends on a stop string ends at a step nobody could foresee, while the step
+// after it is already running: that step's row for it is dropped, and the others go on as
+// without overlap.
+TEST_F(Batching, OverlappedStepsDropTheRowsOfRequestsThatStopped) {
+  Engine probe(EngineOptions{.model_dir = kTiny, .max_seqs = 1});
+  const std::vector<int32_t>& first = alone_[0];
+  ASSERT_GE(first.size(), 6u);
+  // The text of the 4th and 5th generated tokens as a stop string: request 0 stops there.
+  const std::string stop = probe.tokenizer().decode(std::span<const int32_t>(first).subspan(3, 2));
+  ASSERT_FALSE(stop.empty());
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 4; ++i) reqs.push_back(greedy(prompts_[i]));
+  reqs[0].sampling.stop = {stop};
+  reqs[2].sampling.ignore_eos = false;
+  const std::vector<Finished> plain = run_requests({.model_dir = kTiny, .max_seqs = 8}, reqs);
+  EngineMetrics m;
+  const std::vector<Finished> overlapped =
+      run_requests({.model_dir = kTiny, .max_seqs = 8, .kernels = {.overlap_steps = 1}}, reqs, &m);
+  EXPECT_EQ(plain[0].why, FinishReason::Stop) << "the stop string was meant to end request 0";
+  EXPECT_LT(plain[0].ids.size(), first.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(overlapped[i].ids, plain[i].ids) << "request " << i;
+    EXPECT_EQ(overlapped[i].text, plain[i].text) << "request " << i;
+    EXPECT_EQ(overlapped[i].why, plain[i].why) << "request " << i;
+  }
+  EXPECT_GT(m.n_overlapped_steps, 0);
+}
+
+// Two long decodes in a pool too small for both: the schedule that runs out of blocks is one
+// made while a step is in flight (nothing waits, both decode), so the preempted sequence
+// still holds a placeholder when it is requeued; it must be recomputed with its real token.
+TEST_F(Batching, OverlappedStepsSurvivePreemptionDuringDecode) {
+  std::vector<GenerateRequest> reqs;
+  for (size_t i = 0; i < 2; ++i) {
+    GenerateRequest r = greedy(prompts_[i]);
+    r.sampling.max_tokens = 48;
+    reqs.push_back(r);
+  }
+  // Each needs up to ceil((prompt + 48) / 8) blocks; 12 hold the prompts but not both ends.
+  const EngineOptions base{.model_dir = kTiny, .block_size = 8, .n_kv_blocks = 12, .max_seqs = 8};
+  EngineOptions on = base;
+  on.kernels.overlap_steps = 1;
+  EngineMetrics m_off, m_on;
+  const std::vector<Finished> plain = run_requests(base, reqs, &m_off);
+  const std::vector<Finished> overlapped = run_requests(on, reqs, &m_on);
+  ASSERT_GT(m_off.n_preemptions, 0) << "the pool was meant to be too small";
+  EXPECT_GT(m_on.n_preemptions, 0);
+  EXPECT_GT(m_on.n_overlapped_steps, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(overlapped[i].ids, plain[i].ids) << "request " << i;
+    EXPECT_EQ(int32_t(overlapped[i].ids.size()), 48);
+  }
+}
+
+// An abort while the step after it is in flight: the aborted request reports Abort once, its
+// row of the running step is dropped, the others are unchanged.
+TEST_F(Batching, OverlappedStepsAbortWhileAStepRuns) {
+  Engine e(EngineOptions{.model_dir = kTiny, .max_seqs = 64, .kernels = {.overlap_steps = 1}});
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < 3; ++i) ids.push_back(e.add_request(greedy(prompts_[i])));
+  for (int s = 0; s < 4; ++s) e.step();
+  ASSERT_GT(e.metrics().n_overlapped_steps, 0) << "no step in flight to abort under";
+  e.abort(ids[1]);
+  int aborts = 0;
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step()) {
+      EXPECT_NE(o.id == ids[1] && !o.finished, true) << "tokens for the aborted request";
+      if (o.id == ids[1]) aborts += o.finish_reason == FinishReason::Abort;
+    }
+  EXPECT_EQ(aborts, 1);
+  EXPECT_EQ(e.output_ids(ids[0]), alone_[0]);
+  EXPECT_EQ(e.output_ids(ids[2]), alone_[2]);
+  EXPECT_EQ(e.metrics().kv_blocks_used, 0);
+  EXPECT_EQ(e.check_invariants(), "");
+}
+
 }  // namespace
 }  // namespace tf

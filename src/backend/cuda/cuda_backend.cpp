@@ -77,6 +77,10 @@ CudaBackend::~CudaBackend() {
   if (batch_device_) cudaFree(batch_device_);
   if (batch_pinned_) cudaFreeHost(batch_pinned_);
   if (staged_) cudaEventDestroy(staged_);
+  for (PinnedSlot* slot : {&sample_slots_[0], &sample_slots_[1], &ids_slots_[0], &ids_slots_[1]}) {
+    if (slot->p) cudaFreeHost(slot->p);
+    if (slot->done) cudaEventDestroy(slot->done);
+  }
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -140,6 +144,54 @@ void CudaBackend::copy_to_host(const TensorView& src, void* dst) {
   TF_ASSERT(src.device == Device::Cuda, "copy_to_host: source is not a CUDA tensor");
   TF_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
   TF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void* CudaBackend::pinned(PinnedSlot& s, size_t bytes) {
+  if (!s.done) TF_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  TF_CUDA_CHECK(cudaEventSynchronize(s.done));  // the slot's last copy has ended (at once if none)
+  if (bytes > s.bytes) {
+    if (s.p) TF_CUDA_CHECK(cudaFreeHost(s.p));
+    s.p = nullptr;
+    s.bytes = std::max<size_t>(bytes, 4096);
+    TF_CUDA_CHECK(cudaMallocHost(&s.p, s.bytes));
+  }
+  return s.p;
+}
+
+void CudaBackend::copy_ids_async(const TensorView& ids, int slot) {
+  TF_ASSERT(slot == 0 || slot == 1, "copy_ids_async: slot {} (0 or 1)", slot);
+  check_dev(ids, DType::I32, "copy_ids_async ids");
+  PinnedSlot& s = ids_slots_[slot];
+  void* host = pinned(s, ids.nbytes());
+  TF_CUDA_CHECK(cudaMemcpyAsync(host, ids.data, ids.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  TF_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+}
+
+const int32_t* CudaBackend::ids_copied(int slot) {
+  TF_ASSERT(slot == 0 || slot == 1, "ids_copied: slot {} (0 or 1)", slot);
+  PinnedSlot& s = ids_slots_[slot];
+  TF_ASSERT(s.done, "ids_copied: slot {} has no copy", slot);
+  TF_CUDA_CHECK(cudaEventSynchronize(s.done));
+  return static_cast<const int32_t*>(s.p);
+}
+
+// The token ids lead the batch's device copy (set_batch). Runs of consecutive rows (all of them,
+// when no sequence left the batch) take one copy each.
+void CudaBackend::take_token_ids(const TensorView& ids, std::span<const int32_t> rows) {
+  check_dev(ids, DType::I32, "take_token_ids ids");
+  TF_ASSERT(int64_t(rows.size()) <= batch_.n_tokens(), "take_token_ids: {} ids for a batch of {} tokens", rows.size(),
+            batch_.n_tokens());
+  const int32_t* src = ids.as<const int32_t>();
+  for (size_t j = 0; j < rows.size();) {
+    TF_ASSERT(rows[j] >= 0 && rows[j] < ids.numel(), "take_token_ids: row {} of {} ids", rows[j], ids.numel());
+    size_t n = 1;
+    while (j + n < rows.size() && rows[j + n] == rows[j] + int32_t(n)) ++n;
+    TF_ASSERT(rows[j] + int64_t(n) <= ids.numel(), "take_token_ids: rows {}..{} of {} ids", rows[j],
+              rows[j] + int64_t(n) - 1, ids.numel());
+    TF_CUDA_CHECK(cudaMemcpyAsync(batch_device_ + j, src + rows[j], n * sizeof(int32_t),
+                                  cudaMemcpyDeviceToDevice, stream_));
+    j += n;
+  }
 }
 
 void CudaBackend::copy_from_host(const void* src, const TensorView& dst) {

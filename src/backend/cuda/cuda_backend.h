@@ -106,6 +106,11 @@ class CudaBackend final : public Backend {
   void argmax_rows(const TensorView& logits, const TensorView& ids) override;
   bool sample_rows(const TensorView& logits, const std::vector<SampleParams>& params, const TensorView& ids) override;
 
+  bool launches_async() const override { return true; }
+  void copy_ids_async(const TensorView& ids, int slot) override;
+  const int32_t* ids_copied(int slot) override;
+  void take_token_ids(const TensorView& ids, std::span<const int32_t> rows) override;
+
   int32_t pad_kv_block(int32_t group) const override;
   GraphStep graph_begin(uint64_t key) override;
   void graph_end() override;
@@ -247,6 +252,18 @@ class CudaBackend final : public Backend {
   Workspace scratch_[int(Scratch::Count)];
   void* sample_args_ = nullptr;  // device copy of sample_rows' parameters
   size_t sample_args_n_ = 0;
+  // Pinned host buffers that stay readable while the stream runs: two for sample_rows'
+  // parameters and two for copy_ids_async's ids, used in turn, each with the event that marks
+  // the end of its last copy (the copy before is waited for only when a buffer is reused).
+  struct PinnedSlot {
+    void* p = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  PinnedSlot sample_slots_[2], ids_slots_[2];
+  int sample_slot_ = 0;
+  // Slot `s` holding at least `bytes`, once its previous copy has ended.
+  void* pinned(PinnedSlot& s, size_t bytes);
   using GemvKey = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // rows, k, m, f32 out, bias
   static GemvKey gemv_key(const struct GemmArgs& g);
   std::map<GemvKey, GemvChoice> gemv_;

@@ -125,15 +125,18 @@ bool CudaBackend::sample_rows(const TensorView& logits, const std::vector<Sample
     sample_args_n_ = std::max<size_t>(params.size(), 64);
     sample_args_ = alloc_bytes(sample_args_n_ * sizeof(SampleRowArgs));
   }
-  std::vector<SampleRowArgs> args(params.size());
+  // Staged in a pinned buffer, so the call returns without waiting for the copy.
+  PinnedSlot& slot = sample_slots_[sample_slot_];
+  sample_slot_ ^= 1;
+  auto* args = static_cast<SampleRowArgs*>(pinned(slot, params.size() * sizeof(SampleRowArgs)));
   for (size_t i = 0; i < params.size(); ++i)
     args[i] = SampleRowArgs{.temperature = params[i].temperature, .top_k = params[i].top_k, .top_p = params[i].top_p,
                             .min_p = params[i].min_p, .u = params[i].u};
-  TF_CUDA_CHECK(cudaMemcpyAsync(sample_args_, args.data(), args.size() * sizeof(SampleRowArgs),
-                                cudaMemcpyHostToDevice, stream_));
+  TF_CUDA_CHECK(cudaMemcpyAsync(sample_args_, args, params.size() * sizeof(SampleRowArgs), cudaMemcpyHostToDevice,
+                                stream_));
+  TF_CUDA_CHECK(cudaEventRecord(slot.done, stream_));
   launch_sample_rows(logits.as<float>(), logits.shape[0], logits.shape[1], static_cast<SampleRowArgs*>(sample_args_),
                      ids.as<int32_t>(), stream_);
-  TF_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `args` is pageable host memory
   return true;
 }
 

@@ -165,6 +165,55 @@ TEST_P(CudaEngine, SampledOnGpuIsReproducible) {
   test::record("engine: GPU sampling reproducible", "differing runs", runs[0] != runs[1], 0, runs[0] == runs[1]);
 }
 
+// Overlapped steps (KernelOptions::overlap_steps, on by default here): a decode step is
+// launched before the previous step's ids reach the host, taking them from the device
+// (CudaBackend::take_token_ids), and sampled rows stage their parameters in pinned memory
+// instead of waiting for the stream. One engine (the same recordings and kernel choices; the
+// timed trials off, so nothing changes its kernels between the runs), greedy and sampled
+// requests in one batch, then the same requests again: the ids with overlap equal those
+// without, token for token, and the overlap happened.
+TEST(CudaEngineOverlap, OverlappedStepsGiveTheSameIds) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
+  Engine engine(EngineOptions{.model_dir = test::golden_model_dir("tiny-main"), .backend = "cuda", .kv_dtype = "bf16",
+                              .max_seqs = 8, .enable_prefix_caching = false});
+  auto run = [&](int overlap) {
+    engine.set_kernel_options({.gemv = "custom", .pdl_timed = false, .gemv_timed = false, .overlap_steps = overlap});
+    const int64_t before = engine.metrics().n_overlapped_steps;
+    std::vector<RequestId> ids;
+    for (size_t i = 0; i < golden.size(); ++i) {
+      const bool sampled = i % 2 == 1;
+      ids.push_back(engine.add_request(
+          {.prompt_ids = golden[i].input_ids,
+           .sampling = {.temperature = sampled ? 0.8f : 0.0f, .top_p = sampled ? 0.9f : 1.0f, .seed = 77 + i,
+                        .max_tokens = int32_t(20 + 3 * i), .ignore_eos = true}}));
+    }
+    while (engine.has_unfinished()) engine.step();
+    std::vector<std::vector<int32_t>> out;
+    for (RequestId id : ids) {
+      out.push_back(engine.output_ids(id));
+      engine.release(id);
+    }
+    return std::pair{out, engine.metrics().n_overlapped_steps - before};
+  };
+  const auto [plain, plain_overlapped] = run(0);
+  const auto [overlapped, n_overlapped] = run(-1);
+  const auto [plain_again, unused] = run(0);
+  (void)unused;
+  EXPECT_EQ(plain_overlapped, 0);
+  EXPECT_GT(n_overlapped, 0) << "no step was launched before the previous one's ids were read";
+  ASSERT_EQ(plain.size(), golden.size());
+  EXPECT_EQ(plain_again, plain) << "the engine's own runs differ: the comparison below means nothing";
+  bool same = true;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    SCOPED_TRACE(golden[i].name);
+    EXPECT_EQ(plain[i].size(), size_t(20 + 3 * i));
+    EXPECT_EQ(overlapped[i], plain[i]) << "ids with overlapped steps";
+    same = same && overlapped[i] == plain[i];
+  }
+  test::record("engine: overlapped steps, greedy and sampled", "requests differing", same ? 0 : 1, 0, same);
+}
+
 // models/gguf/tiny-main-q4_0.gguf on the CUDA backend as loaded by default: its Q4_0 matrices
 // and embedding kept (CudaBackend::reads_gguf_block) and held as W4 with groups of 32 (the same
 // values exactly), the Q6_K LM head dequantized at load. Against the CPU backend running the
