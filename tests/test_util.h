@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -42,10 +43,12 @@ std::string error_of(F&& f) {
 class TempDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tf_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = "tf_test_" + std::to_string(::getpid()) + "_" + t->test_suite_name() + "_" + t->name();
+    // Parameterized names hold '/' ("Prefix/Suite", "Test/0"): one folder, not nested ones
+    // whose parents TearDown would leave behind.
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
