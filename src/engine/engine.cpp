@@ -316,13 +316,13 @@ Engine::Impl::LaunchedStep Engine::Impl::launch_overlapped(LaunchedStep& cur) {
               "overlapped step: sequence {} was not a decode of the step before", q.id);
     ids.rows.push_back(int32_t(row));
   }
-  ++n_overlapped_steps;
   if (next.seqs.empty()) {  // everything was preempted: nothing to launch
     LaunchedStep none;
     none.so = std::move(next);
     none.t0 = t0;
     return none;
   }
+  ++n_overlapped_steps;
   return launch_step(std::move(next), &ids, t0);
 }
 
