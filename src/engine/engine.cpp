@@ -296,9 +296,10 @@ bool Engine::Impl::can_overlap(const LaunchedStep& cur) const {
 
 // Commits `cur` with a placeholder for each sequence's new token (the scheduler counts tokens;
 // the placeholder is never computed: cur's own inputs are the last computed tokens), then
-// schedules and launches the next step, whose batch takes those tokens from the device.
-// finish_step puts the real tokens in place before anything reads them on the host.
-Engine::Impl::LaunchedStep Engine::Impl::launch_overlapped(LaunchedStep& cur) {
+// schedules and launches the next step (none when that schedule preempted every sequence),
+// whose batch takes those tokens from the device. finish_step puts the real tokens in place
+// before anything reads them on the host.
+std::optional<Engine::Impl::LaunchedStep> Engine::Impl::launch_overlapped(LaunchedStep& cur) {
   const auto t0 = Clock::now();
   std::vector<int64_t> sampled;
   for (const ScheduledSeq& q : cur.so.seqs) {
@@ -316,12 +317,7 @@ Engine::Impl::LaunchedStep Engine::Impl::launch_overlapped(LaunchedStep& cur) {
               "overlapped step: sequence {} was not a decode of the step before", q.id);
     ids.rows.push_back(int32_t(row));
   }
-  if (next.seqs.empty()) {  // everything was preempted: nothing to launch
-    LaunchedStep none;
-    none.so = std::move(next);
-    none.t0 = t0;
-    return none;
-  }
+  if (next.seqs.empty()) return std::nullopt;  // everything was preempted: nothing to launch
   ++n_overlapped_steps;
   return launch_step(std::move(next), &ids, t0);
 }
@@ -402,10 +398,7 @@ std::vector<RequestOutput> Engine::Impl::step() {
   }
   LaunchedStep cur = std::move(*inflight);
   inflight.reset();
-  if (can_overlap(cur)) {
-    LaunchedStep next = launch_overlapped(cur);
-    if (!next.so.seqs.empty()) inflight = std::move(next);
-  }
+  if (can_overlap(cur)) inflight = launch_overlapped(cur);
   finish_step(cur, outs);
   return outs;
 }

@@ -193,7 +193,7 @@ struct Engine::Impl {
   LaunchedStep launch_step(ScheduleOutput so, const DeviceTokenIds* ids, Clock::time_point t0);
   bool overlap_on() const;
   bool can_overlap(const LaunchedStep& cur) const;
-  LaunchedStep launch_overlapped(LaunchedStep& cur);
+  std::optional<LaunchedStep> launch_overlapped(LaunchedStep& cur);
   // Reads a launched step's results, emits its tokens, commits it (unless committed) and
   // removes the requests that finished.
   void finish_step(const LaunchedStep& s, std::vector<RequestOutput>& outs);
