@@ -181,7 +181,7 @@ Value f_int(const Value& v, const CallArgs& a) {
   const Value dflt = p[0].is_undefined() ? Value(int64_t(0)) : p[0];
   const int base = p[1].is_undefined() ? 10 : int(need_int(p[1], "base"));
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(int64_t(v.as_double())) : dflt;
+  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(float_to_int(v.as_double(), "int")) : dflt;
   if (v.is_string()) {
     std::string s = py_strip(v.as_string(), Value(), true, true);
     s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
@@ -194,7 +194,7 @@ Value f_int(const Value& v, const CallArgs& a) {
       }
       try {  // jinja2 falls back to int(float(s))
         const double d = std::stod(s, &used);
-        if (used == s.size() && std::isfinite(d)) return Value(int64_t(d));
+        if (used == s.size() && std::isfinite(d)) return Value(float_to_int(d, "int"));
       } catch (const std::exception&) {
       }
     }

@@ -682,7 +682,7 @@ std::string percent_format(const std::string& format, const Value& args) {
       std::snprintf(buf, sizeof buf, (spec + "s").c_str(), text.c_str());
     } else if (type == 'd' || type == 'i') {
       if (!v.is_number()) fail_eval("%{} format: a real number is required, not {}", type, type_name(v));
-      const auto n = v.is_float() ? (long long)std::trunc(v.as_double()) : (long long)v.as_int();
+      const auto n = v.is_float() ? (long long)float_to_int(v.as_double(), "%d format") : (long long)v.as_int();
       std::snprintf(buf, sizeof buf, (spec + "lld").c_str(), n);
     } else if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' || type == 'G') {
       if (!v.is_number()) fail_eval("%{} format: a real number is required, not {}", type, type_name(v));

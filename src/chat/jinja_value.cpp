@@ -65,6 +65,12 @@ void check_string_size(size_t n) {
   if (n > kMaxStringBytes) fail_eval("string of {} bytes is longer than the {} MiB limit", n, kMaxStringBytes >> 20);
 }
 
+int64_t float_to_int(double x, std::string_view what) {
+  // 2^63 is exact as a double; every double below it truncates into range.
+  if (!(std::fabs(x) < 9223372036854775808.0)) fail_eval("{}: {} does not fit in a 64-bit integer", what, x);
+  return int64_t(x);
+}
+
 void append_bounded(std::string& out, std::string_view piece) {
   check_string_size(out.size() + piece.size());
   out += piece;

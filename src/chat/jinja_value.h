@@ -57,6 +57,9 @@ constexpr int kMaxValueDepth = 512;
 constexpr size_t kMaxStringBytes = size_t(64) << 20;
 // Fails unless `n` bytes are within kMaxStringBytes.
 void check_string_size(size_t n);
+// Python's int(x) for a float: truncated toward zero. Python integers are unbounded; these are
+// 64-bit, so NaN, infinities and values beyond int64 fail naming `what`.
+int64_t float_to_int(double x, std::string_view what);
 
 // The work a render may do, in steps: each statement and expression evaluated, each loop
 // iteration, each item a filter or operator walks or copies or range() builds. A render may

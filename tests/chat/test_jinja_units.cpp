@@ -73,6 +73,17 @@ TEST(JinjaBuiltins, RangeNearInt64Limits) {
   EXPECT_EQ(render("{{ range(-9223372036854775807, -9223372036854775807 - 1, -5) | list }}"), "[-9223372036854775807]");
 }
 
+// Found by fuzz_jinja: a float beyond int64 converted to an integer was undefined behaviour.
+// Python's int is unbounded; ours is 64-bit, so those fail naming the conversion.
+TEST(JinjaBuiltins, FloatToIntBeyondInt64Fails) {
+  EXPECT_EQ(render("{{ 3.9|int }}|{{ -3.9|int }}|{{ '1e18'|int }}|{{ 9.2e18|int }}|{{ '%d' % -2.5 }}"),
+            "3|-3|1000000000000000000|9200000000000000000|-2");
+  EXPECT_CONTAINS(error_of([] { render("{{ 3.7e69|int }}"); }), "does not fit in a 64-bit integer");
+  EXPECT_CONTAINS(error_of([] { render("{{ '1e19'|int }}"); }), "int:");
+  EXPECT_CONTAINS(error_of([] { render("{{ 9223372036854775808.0|int }}"); }), "64-bit");
+  EXPECT_CONTAINS(error_of([] { render("{{ '%d' % 1e300 }}"); }), "%d format");
+}
+
 // Values a template builds without bound: a list nested 10^5 (5 * 10^5) deep printed,
 // serialised, compared and freed; a namespace assigned into itself (a reference cycle). Each
 // is an error or is freed without recursion, never a stack overflow.
