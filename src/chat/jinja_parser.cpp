@@ -607,6 +607,10 @@ class Parser {
       parts[0]->children[0] = std::move(node);
       return sealed(std::move(parts[0]));
     }
+    // Python would make a tuple of slice objects ([1:2, 3]), which no list, string or dict
+    // accepts as a key.
+    for (const ExprPtr& p : parts)
+      if (p->kind == ExprKind::Slice) fail_at(t.line, "a slice cannot be part of a tuple subscript");
     auto e = make_expr(ExprKind::Item, t.line);
     e->children.push_back(std::move(node));
     if (parts.size() == 1) {

@@ -84,6 +84,16 @@ TEST(JinjaBuiltins, FloatToIntBeyondInt64Fails) {
   EXPECT_CONTAINS(error_of([] { render("{{ '%d' % 1e300 }}"); }), "%d format");
 }
 
+// Found by fuzz_jinja: a slice inside a tuple subscript (b[t::x, 1]) left its object null and
+// crashed the renderer; it is a syntax error naming the line.
+TEST(JinjaErrors, SliceInATupleSubscriptIsASyntaxError) {
+  const std::string msg = error_of([] { render("{{ 'x' }}\n{{ b[t::endset, 1] }}"); });
+  EXPECT_CONTAINS(msg, "line 2");
+  EXPECT_CONTAINS(msg, "slice cannot be part of a tuple");
+  EXPECT_CONTAINS(error_of([] { render("{{ [1, 2][1, 0:1] }}"); }), "slice cannot be part of a tuple");
+  EXPECT_EQ(render("{{ [1, 2, 3][1:] }}|{{ 'abc'[::-1] }}|{{ [1, 2, 3][:2][1] }}"), "[2, 3]|cba|2");
+}
+
 // Values a template builds without bound: a list nested 10^5 (5 * 10^5) deep printed,
 // serialised, compared and freed; a namespace assigned into itself (a reference cycle). Each
 // is an error or is freed without recursion, never a stack overflow.
