@@ -649,6 +649,35 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
   return Value::list(std::move(items), obj.as_list().is_tuple);
 }
 
+namespace {
+
+// Widths and precisions beyond this fail: far above any template's need, and a width of 2^31
+// would have printf count two billion characters.
+constexpr int64_t kMaxFormatWidth = 1 << 16;
+
+// The digits at `j` as a number (0 when there are none), failing past kMaxFormatWidth.
+int64_t format_number(const std::string& format, size_t& j, std::string_view what) {
+  int64_t n = 0;
+  for (; j < format.size() && std::isdigit(uint8_t(format[j])); ++j) {
+    n = n * 10 + (format[j] - '0');
+    if (n > kMaxFormatWidth) fail_eval("format {} is larger than {}", what, kMaxFormatWidth);
+  }
+  return n;
+}
+
+// printf of one number, however long the result.
+template <typename T>
+std::string printf_one(const std::string& spec, T value) {
+  const int n = std::snprintf(nullptr, 0, spec.c_str(), value);
+  if (n < 0) fail_eval("invalid format '{}'", spec);
+  std::string out(size_t(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec.c_str(), value);
+  out.resize(size_t(n));
+  return out;
+}
+
+}  // namespace
+
 std::string percent_format(const std::string& format, const Value& args) {
   std::vector<Value> values = args.is_list() && args.as_list().is_tuple ? args.as_list().items : std::vector<Value>{args};
   size_t next = 0;
@@ -660,13 +689,11 @@ std::string percent_format(const std::string& format, const Value& args) {
     }
     // %[flags][width][.precision]type
     size_t j = i + 1;
-    std::string spec = "%";
-    while (j < format.size() && std::string_view("-+ 0#").find(format[j]) != std::string_view::npos) spec += format[j++];
-    while (j < format.size() && std::isdigit(uint8_t(format[j]))) spec += format[j++];
-    if (j < format.size() && format[j] == '.') {
-      spec += format[j++];
-      while (j < format.size() && std::isdigit(uint8_t(format[j]))) spec += format[j++];
-    }
+    std::string flags;
+    while (j < format.size() && std::string_view("-+ 0#").find(format[j]) != std::string_view::npos) flags += format[j++];
+    const int64_t width = format_number(format, j, "width");
+    int64_t precision = -1;
+    if (j < format.size() && format[j] == '.') precision = format_number(format, ++j, "precision");
     if (j >= format.size()) fail_eval("incomplete format");
     const char type = format[j];
     i = j;
@@ -676,24 +703,33 @@ std::string percent_format(const std::string& format, const Value& args) {
     }
     if (next >= values.size()) fail_eval("not enough arguments for format string");
     const Value& v = values[next++];
-    char buf[512];
+    std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "");
+    if (precision >= 0) spec += "." + std::to_string(precision);
+    std::string piece;
     if (type == 's' || type == 'r') {
-      const std::string text = type == 's' ? to_str(v) : to_repr(v);
-      std::snprintf(buf, sizeof buf, (spec + "s").c_str(), text.c_str());
+      // Python counts characters, not bytes: the precision cuts, the width pads with spaces.
+      piece = type == 's' ? to_str(v) : to_repr(v);
+      if (precision >= 0 && utf8_length(piece) > size_t(precision))
+        piece = utf8_encode(utf8_decode(piece).substr(0, size_t(precision)));
+      const size_t len = utf8_length(piece);
+      if (size_t(width) > len) {
+        const std::string pad(size_t(width) - len, ' ');
+        piece = flags.find('-') != std::string::npos ? piece + pad : pad + piece;
+      }
     } else if (type == 'd' || type == 'i') {
       if (!v.is_number()) fail_eval("%{} format: a real number is required, not {}", type, type_name(v));
       const auto n = v.is_float() ? (long long)float_to_int(v.as_double(), "%d format") : (long long)v.as_int();
-      std::snprintf(buf, sizeof buf, (spec + "lld").c_str(), n);
+      piece = printf_one(spec + "lld", n);
     } else if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' || type == 'G') {
       if (!v.is_number()) fail_eval("%{} format: a real number is required, not {}", type, type_name(v));
-      std::snprintf(buf, sizeof buf, (spec + type).c_str(), v.as_double());
+      piece = printf_one(spec + type, v.as_double());
     } else if (type == 'x' || type == 'X' || type == 'o') {
       if (!v.is_int() && !v.is_bool()) fail_eval("%{} format: an integer is required, not {}", type, type_name(v));
-      std::snprintf(buf, sizeof buf, (spec + "ll" + type).c_str(), (long long)v.as_int());
+      piece = printf_one(spec + "ll" + type, (long long)v.as_int());
     } else {
       fail_eval("unsupported format character '{}'", type);
     }
-    out += buf;
+    append_bounded(out, piece);
   }
   if (next < values.size()) fail_eval("not all arguments converted during string formatting");
   return out;

@@ -84,6 +84,20 @@ TEST(JinjaBuiltins, FloatToIntBeyondInt64Fails) {
   EXPECT_CONTAINS(error_of([] { render("{{ '%d' % 1e300 }}"); }), "%d format");
 }
 
+// Python's % formatting: whole strings however long (a 512-byte buffer used to cut them), widths
+// and precisions of strings in characters, and widths beyond 65,536 refused (a width of 2^31 had
+// printf count two billion characters, 25 s a render).
+TEST(JinjaOps, PercentFormatLikePython) {
+  const std::string long_text(600, 'x');
+  EXPECT_EQ(render("{{ '<%s>' % t }}", {{"t", long_text}}), "<" + long_text + ">");
+  EXPECT_EQ(render("{{ '%-5s|' % 'ab' }}{{ '%5s' % '\u00e9' }}|{{ '%.2s' % 'h\u00e9llo' }}|{{ '%05.1f' % 3.14159 }}"),
+            "ab   |    \u00e9|h\u00e9|003.1");
+  EXPECT_EQ(render("{{ '%x|%5r' % (255, 'a') }}|{{ '%+d %% %s' % (3, 'xxx') }}"), "ff|  'a'|+3 % xxx");
+  EXPECT_EQ(render("{{ ('%600d' % 1) | length }}"), "600");
+  EXPECT_CONTAINS(error_of([] { render("{{ '%2147483647d' % 1 }}"); }), "format width is larger than 65536");
+  EXPECT_CONTAINS(error_of([] { render("{{ '%.99999999999f' % 1.5 }}"); }), "format precision is larger");
+}
+
 // Found by fuzz_jinja: a slice inside a tuple subscript (b[t::x, 1]) left its object null and
 // crashed the renderer; it is a syntax error naming the line.
 TEST(JinjaErrors, SliceInATupleSubscriptIsASyntaxError) {
