@@ -47,7 +47,8 @@ CLI::Validator positive_number();
 CLI::Validator non_negative_number();
 
 // The sampling flags generate and chat share: -n, --temp, --top-p, --top-k, --min-p,
-// --repeat-penalty, --seed, --stop, --ignore-eos. Defaults are the struct's initial values.
+// --repeat-penalty, --presence-penalty, --frequency-penalty, --seed, --stop, --ignore-eos.
+// Defaults are the struct's initial values.
 struct SamplingArgs {
   int max_tokens = 64;
   float temp = 0.8f;
@@ -55,6 +56,8 @@ struct SamplingArgs {
   int top_k = 40;
   float min_p = 0.0f;
   float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   int64_t seed = -1;  // -1: a random seed
   std::vector<std::string> stop;
   bool ignore_eos = false;

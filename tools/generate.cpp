@@ -84,7 +84,8 @@ int run_single(const GenerateArgs& a) {
 }
 
 // One JSON object per line: {"prompt": "...", "max_tokens": N, "temperature": T, "top_p": P,
-// "top_k": K, "min_p": M, "repetition_penalty": R, "seed": S, "stop": [...], "priority": P};
+// "top_k": K, "min_p": M, "repetition_penalty": R, "presence_penalty": PP, "frequency_penalty": FP,
+// "seed": S, "stop": [...], "priority": P};
 // missing fields take the command-line values.
 GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a, uint64_t seed,
                                   const std::string& where) {
@@ -102,6 +103,8 @@ GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a
   num("top_k", r.sampling.top_k);
   num("min_p", r.sampling.min_p);
   num("repetition_penalty", r.sampling.repetition_penalty);
+  num("presence_penalty", r.sampling.presence_penalty);
+  num("frequency_penalty", r.sampling.frequency_penalty);
   num("seed", r.sampling.seed);
   num("priority", r.priority);
   if (j.contains("stop")) {

@@ -16,6 +16,14 @@ void add_sampling_args(CLI::App* app, SamplingArgs& a) {
   app->add_option("--top-k", a.top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
   app->add_option("--min-p", a.min_p, "Drop tokens below min_p * p(most likely) (0 = off)")->capture_default_str();
   app->add_option("--repeat-penalty", a.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  app->add_option("--presence-penalty", a.presence_penalty,
+                  "Subtracted from the logit of every token already generated (0 = off; -2 to 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0f, 2.0f));
+  app->add_option("--frequency-penalty", a.frequency_penalty,
+                  "Subtracted from a token's logit once per time it was generated (0 = off; -2 to 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(-2.0f, 2.0f));
   app->add_option("--seed", a.seed, "RNG seed (same seed, same output; default random)");
   app->add_option("--stop", a.stop, "Stop string (repeatable); not included in the output");
   app->add_flag("--ignore-eos", a.ignore_eos, "Keep generating past the end-of-sequence token");
@@ -23,7 +31,8 @@ void add_sampling_args(CLI::App* app, SamplingArgs& a) {
 
 SamplingParams sampling_params(const SamplingArgs& a, uint64_t seed) {
   return SamplingParams{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
-                        .repetition_penalty = a.repeat_penalty, .seed = seed,
+                        .repetition_penalty = a.repeat_penalty, .presence_penalty = a.presence_penalty,
+                        .frequency_penalty = a.frequency_penalty, .seed = seed,
                         .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
 }
 

@@ -13,6 +13,9 @@ struct SamplingParams {
   float top_p = 1.0f;              // 1 = off
   float min_p = 0.0f;              // 0 = off; keep tokens with p >= min_p * p_max
   float repetition_penalty = 1.0f; // 1 = off; HF/CTRL rule over prompt + generated tokens
+  float presence_penalty = 0.0f;   // 0 = off; OpenAI's: minus this from each id already generated
+  float frequency_penalty = 0.0f;  // 0 = off; OpenAI's: minus this times the id's count in the
+                                   // generated tokens (the prompt is not counted by either)
   uint64_t seed = 0;               // same seed, same tokens
   int32_t max_tokens = 16;         // new tokens at most
   std::vector<std::string> stop;   // stop strings (not included in the output text)

@@ -154,7 +154,7 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   r.prompt = ids;
   r.all_tokens = ids;
   r.params = req.sampling;
-  r.sampler = std::make_unique<Sampler>(req.sampling);
+  r.sampler = std::make_unique<Sampler>(req.sampling, ids.size());
   r.decoder = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
   r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
   r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));

@@ -257,7 +257,8 @@ void Engine::Impl::propose() {
     if (k <= 0) continue;
     req_of[i] = reqs.size();
     spec_draft_steps = std::max(spec_draft_steps, k);
-    reqs.push_back({.seq = ids[i], .tokens = &r.all_tokens, .k = k, .sampling = &r.params, .rng = &s.rng});
+    reqs.push_back({.seq = ids[i], .tokens = &r.all_tokens, .n_prompt = r.prompt.size(), .k = k, .sampling = &r.params,
+                    .rng = &s.rng});
   }
   if (reqs.empty()) {  // a plain step (cleared above): what the rest would do with no proposals
     if (spec_mode.adaptive) ++spec_quiet_idle;  // every sequence idles this step
@@ -340,7 +341,7 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
   // Prompt + output + proposals: history i (tokens before row i's prediction) is its first
   // all_tokens.size() + i entries.
   std::vector<int32_t> history;
-  if (r.params.repetition_penalty != 1.0f) {
+  if (uses_history(r.params)) {
     history = r.all_tokens;
     history.insert(history.end(), proposals.begin(), proposals.end());
   }
@@ -353,7 +354,7 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
   } else if (r.params.greedy()) {
     v = verify_greedy(proposals, [&](int32_t i) {
       std::vector<float> penalised(row(i).begin(), row(i).end());
-      apply_repetition_penalty(penalised, history_at(i), r.params.repetition_penalty);
+      apply_penalties(penalised, history_at(i), r.prompt.size(), r.params);
       return argmax(penalised);
     });
   } else {

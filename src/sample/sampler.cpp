@@ -63,6 +63,14 @@ void validate(const SamplingParams& p) {
   if (!(p.repetition_penalty > 0.0f && std::isfinite(p.repetition_penalty)))
     fail("sampling: repetition_penalty must be a finite number > 0 (1 = off), got {}",
          p.repetition_penalty);
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
+    fail("sampling: presence_penalty must be in [-2, 2] (0 = off), got {}", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+    fail("sampling: frequency_penalty must be in [-2, 2] (0 = off), got {}", p.frequency_penalty);
+}
+
+bool uses_history(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -85,6 +93,26 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> 
     word |= bit;
     float& l = logits[static_cast<size_t>(id)];
     l = l > 0.0f ? l / penalty : l * penalty;
+  }
+}
+
+void apply_penalties(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
+                     const SamplingParams& p) {
+  apply_repetition_penalty(logits, history, p.repetition_penalty);
+  if ((p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) || history.size() <= n_prompt) return;
+  // Sorted, each distinct id is one run whose length is its count.
+  std::vector<int32_t> generated(history.begin() + std::ptrdiff_t(n_prompt), history.end());
+  std::sort(generated.begin(), generated.end());
+  for (size_t i = 0; i < generated.size();) {
+    const int32_t id = generated[i];
+    TF_ASSERT(id >= 0 && static_cast<size_t>(id) < logits.size(), "history id {} outside vocab of {}", id,
+              logits.size());
+    size_t j = i + 1;
+    while (j < generated.size() && generated[j] == id) ++j;
+    float& l = logits[static_cast<size_t>(id)];
+    l -= float(j - i) * p.frequency_penalty;
+    l -= p.presence_penalty;
+    i = j;
   }
 }
 
@@ -383,12 +411,13 @@ int32_t draw_all(const SamplerScratch& scratch, double mass, double u) {
 // ---------------------------------------------------------------------------------------------
 // Sampler
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+Sampler::Sampler(const SamplingParams& params, size_t n_prompt)
+    : params_(params), n_prompt_(n_prompt), rng_(params.seed) {
   validate(params_);
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  apply_repetition_penalty(logits, history, params_.repetition_penalty);
+  apply_penalties(logits, history, n_prompt_, params_);
   if (params_.greedy()) return argmax(logits);
   const KeptSet kept = build_kept_set(logits, params_, scratch_);
   const double u = rng_.uniform();
@@ -399,7 +428,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 std::vector<float> Sampler::distribution(std::span<const float> logits,
                                          std::span<const int32_t> history) const {
   std::vector<float> penalised(logits.begin(), logits.end());
-  apply_repetition_penalty(penalised, history, params_.repetition_penalty);
+  apply_penalties(penalised, history, n_prompt_, params_);
   std::vector<float> probs(logits.size(), 0.0f);
   if (params_.greedy()) {
     probs[static_cast<size_t>(argmax(penalised))] = 1.0f;

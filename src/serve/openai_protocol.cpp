@@ -234,8 +234,11 @@ void parse_common(const json& j, ApiRequest& r) {
     refuse_unless(*v > 0, "repetition_penalty", "must be greater than 0, got " + std::to_string(*v));
     s.repetition_penalty = *v;
   }
-  for (const char* k : {"presence_penalty", "frequency_penalty"})
-    if (auto v = f.number(k)) refuse_unless(*v == 0, k, "is not supported (use repetition_penalty)");
+  for (auto [k, field] : {std::pair{"presence_penalty", &s.presence_penalty}, {"frequency_penalty", &s.frequency_penalty}})
+    if (auto v = f.number(k)) {
+      refuse_unless(*v >= -2 && *v <= 2, k, "must be in [-2, 2], got " + std::to_string(*v));
+      *field = *v;
+    }
   if (const json* v = f.get("seed")) {
     if (!v->is_number_integer()) wrong_type("seed", "an integer", *v);
     s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());

@@ -9,7 +9,7 @@
 namespace tf {
 namespace {
 
-bool plain_greedy(const SamplingParams& p) { return p.greedy() && p.repetition_penalty == 1.0f; }
+bool plain_greedy(const SamplingParams& p) { return p.greedy() && !uses_history(p); }
 
 // n_valid after the proposals written at n_valid, n_valid + 1, ... that are now among the
 // tokens: their K/V are right. Never the last token (its logits give proposal 1).
@@ -92,7 +92,7 @@ bool DraftProposer::prepare(const ProposeRequest& r, Work& w) {
   kv_->truncate(r.seq, need);
   if (!kv_->grow(r.seq, need)) return false;
   w = Work{.from = s.n_valid, .len = len, .k = k};
-  if (r.sampling->repetition_penalty != 1.0f) w.history = t;
+  if (uses_history(*r.sampling)) w.history = t;
   return true;
 }
 
@@ -203,10 +203,10 @@ void DraftProposer::forward_and_draw(const Batch& batch, std::span<const Propose
       const std::span<const float> row(logits_host_.data() + int64_t(i) * n_vocab, size_t(n_vocab));
       if (r.sampling->greedy()) {
         std::vector<float> penalised(row.begin(), row.end());
-        apply_repetition_penalty(penalised, w.history, r.sampling->repetition_penalty);
+        apply_penalties(penalised, w.history, r.n_prompt, *r.sampling);
         ids[i] = argmax(penalised);
       } else {
-        std::vector<float> q = Sampler(*r.sampling).distribution(row, w.history);
+        std::vector<float> q = Sampler(*r.sampling, r.n_prompt).distribution(row, w.history);
         ids[i] = draw_from(q, r.rng->uniform());
         o.q.push_back(std::move(q));
       }

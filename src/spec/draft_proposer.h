@@ -78,7 +78,7 @@ class DraftProposer final : public Proposer {
     int32_t from = 0;       // next position to run in the catch-up forward
     int32_t len = 0;        // tokens of the sequence
     int32_t k = 0;          // proposals wanted
-    std::vector<int32_t> history;  // tokens + proposals so far, for a repetition penalty
+    std::vector<int32_t> history;  // tokens + proposals so far, for the penalties
   };
   // Brings n_valid up to date and sizes the table for k proposals; false when blocks are short.
   bool prepare(const ProposeRequest& r, Work& w);

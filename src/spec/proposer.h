@@ -20,6 +20,7 @@ struct ProposeRequest {
   // Prompt + output so far (all verified). The caller keeps it alive, and only appends to it,
   // until release(seq).
   const std::vector<int32_t>* tokens = nullptr;
+  size_t n_prompt = 0;  // tokens[0, n_prompt) are the prompt (the presence and frequency penalties skip them)
   int32_t k = 0;                              // at most k proposals (k >= 1)
   const SamplingParams* sampling = nullptr;   // how the target samples this sequence
   Rng* rng = nullptr;                         // the sequence's own draws for sampled proposals

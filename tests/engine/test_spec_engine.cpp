@@ -79,7 +79,8 @@ GenerateRequest greedy(std::vector<int32_t> ids, int32_t max_tokens) {
   return {.prompt_ids = std::move(ids), .sampling = {.temperature = 0, .max_tokens = max_tokens, .ignore_eos = true}};
 }
 
-// Every golden prompt, greedy; some with a stop string, EOS, logprobs or a repetition penalty.
+// Every golden prompt, greedy; some with a stop string, EOS, logprobs, a repetition penalty or
+// with it frequency and presence penalties.
 std::vector<GenerateRequest> golden_requests() {
   std::vector<GenerateRequest> reqs;
   const auto golden = test::load_golden("tiny-main");
@@ -88,6 +89,7 @@ std::vector<GenerateRequest> golden_requests() {
     if (i % 4 == 1) r.sampling.stop = {"."};
     if (i % 4 == 2) r.sampling.ignore_eos = false, r.sampling.logprobs = 2, r.sampling.stop = {"\n"};
     if (i % 4 == 3) r.sampling.repetition_penalty = 1.3f;
+    if (i % 8 == 3) r.sampling.frequency_penalty = 0.6f, r.sampling.presence_penalty = 0.3f;
     reqs.push_back(r);
   }
   return reqs;

@@ -21,6 +21,8 @@ bool in_range(const ApiRequest& r) {
   const tf::SamplingParams& s = r.sampling;
   if (!(s.temperature >= 0) || !(s.top_p > 0 && s.top_p <= 1) || !(s.min_p >= 0 && s.min_p <= 1)) return false;
   if (!(s.repetition_penalty > 0) || s.top_k < 0 || s.logprobs < -1 || s.logprobs > 20) return false;
+  if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2) || !(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
+    return false;
   if (r.max_tokens && *r.max_tokens < 1) return false;
   if (r.endpoint == Endpoint::Chat) return r.messages.is_array() && !r.messages.empty();
   if (r.prompt_is_ids) return !r.prompt_ids.empty();

@@ -131,6 +131,43 @@ TEST(SampleRepetitionPenalty, AppliesBeforeTemperatureInDistribution) {
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(d[i], e[i] / sum, 1e-6) << "id " << i;
 }
 
+// OpenAI's presence and frequency penalties count only the generated tokens (history past
+// n_prompt), after the repetition penalty has run over the whole history.
+TEST(SamplePresenceFrequency, MatchFormulaOverGeneratedTokens) {
+  const std::vector<float> original = {1.0f, 2.0f, -1.0f, 0.5f, 3.0f};
+  const std::vector<int32_t> history = {0, 4, /* generated: */ 3, 3, 2, 3};
+  std::vector<float> l = original;
+  apply_penalties(l, history, 2, {.presence_penalty = 0.5f, .frequency_penalty = 0.25f});
+  // 0 and 4 are only in the prompt; 3 three times: 0.5 - 0.75 - 0.5; 2 once: -1 - 0.25 - 0.5.
+  EXPECT_EQ(l, (std::vector<float>{1.0f, 2.0f, -1.75f, -0.75f, 3.0f}));
+
+  l = original;
+  apply_penalties(l, history, 2, {.repetition_penalty = 2.0f, .presence_penalty = 0.5f, .frequency_penalty = 0.25f});
+  EXPECT_EQ(l, (std::vector<float>{0.5f, 2.0f, -2.75f, -1.0f, 1.5f}));
+
+  // Negative values reward repeats; a history no longer than the prompt changes nothing.
+  l = original;
+  apply_penalties(l, history, 2, {.presence_penalty = -1.0f});
+  EXPECT_EQ(l, (std::vector<float>{1.0f, 2.0f, 0.0f, 1.5f, 3.0f}));
+  l = original;
+  apply_penalties(l, history, history.size(), {.presence_penalty = 2.0f, .frequency_penalty = 2.0f});
+  EXPECT_EQ(l, original);
+}
+
+TEST(SamplePresenceFrequency, SamplerSkipsThePrompt) {
+  const std::vector<float> original = {2.0f, 1.5f, -1.0f};
+  const std::vector<int32_t> history = {0, 0, 1};  // prompt {0, 0}, generated {1}
+  std::vector<float> a = original, b = original;
+  // Counted over the prompt too, id 0 would fall to 2 - 2 - 1 = -1 and id 1 win.
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .presence_penalty = 1.0f, .frequency_penalty = 1.0f}, 2).sample(a, history), 0);
+  EXPECT_EQ(a, (std::vector<float>{2.0f, -0.5f, -1.0f}));
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .presence_penalty = 1.0f, .frequency_penalty = 1.0f}, 0).sample(b, history), 1);
+  const std::vector<float> d =
+      Sampler({.temperature = 1.0f, .frequency_penalty = 1.5f}, 2).distribution(original, history);
+  const double e[3] = {std::exp(2.0), std::exp(0.0), std::exp(-1.0)};
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(d[size_t(i)], e[i] / (e[0] + e[1] + e[2]), 1e-6) << "id " << i;
+}
+
 // ---- seeding ---------------------------------------------------------------------------------
 
 std::vector<float> random_logits(size_t n, uint64_t seed, double scale) {
@@ -487,12 +524,17 @@ TEST(SampleValidate, EachBadFieldThrowsNamingIt) {
   expect_rejected({.min_p = 1.01f}, "min_p");
   expect_rejected({.repetition_penalty = 0.0f}, "repetition_penalty");
   expect_rejected({.repetition_penalty = -1.0f}, "repetition_penalty");
+  expect_rejected({.presence_penalty = 2.5f}, "presence_penalty");
+  expect_rejected({.presence_penalty = NAN}, "presence_penalty");
+  expect_rejected({.frequency_penalty = -2.01f}, "frequency_penalty");
+  expect_rejected({.frequency_penalty = INFINITY}, "frequency_penalty");
 }
 
 TEST(SampleValidate, AcceptsBoundaryValues) {
   EXPECT_NO_THROW(validate({}));
   EXPECT_NO_THROW(validate({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f}));
   EXPECT_NO_THROW(validate({.top_p = 1e-6f, .min_p = 1.0f, .repetition_penalty = 0.5f}));
+  EXPECT_NO_THROW(validate({.presence_penalty = -2.0f, .frequency_penalty = 2.0f}));
 }
 
 }  // namespace

@@ -54,8 +54,8 @@ def stop_server(p):
     check(rc == 0, "SIGTERM: exit status %d, expected 0" % rc)
 
 
-def generate_cli(twofold, model, prompt, n):
-    out = subprocess.run([twofold, "generate", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--json"],
+def generate_cli(twofold, model, prompt, n, *extra):
+    out = subprocess.run([twofold, "generate", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--json", *extra],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -75,6 +75,16 @@ def test_completions(client, twofold, model):
     check(text == want["text"], "streamed completion %r != generate %r" % (text, want["text"]))
     check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == len(want["output_ids"]),
           "streamed usage %r" % (chunks[-1].usage,))
+
+    # OpenAI's penalties: the same through the server as through `generate`'s flags, and not a no-op.
+    penalised = generate_cli(twofold, model, PROMPT, 24, "--frequency-penalty", "1.5", "--presence-penalty", "0.5",
+                             "--ignore-eos")
+    plain = generate_cli(twofold, model, PROMPT, 24, "--ignore-eos")
+    r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=24, temperature=0,
+                                  frequency_penalty=1.5, presence_penalty=0.5, extra_body={"ignore_eos": True})
+    check(r.choices[0].text == penalised["text"],
+          "penalised completion %r != generate %r" % (r.choices[0].text, penalised["text"]))
+    check(penalised["output_ids"] != plain["output_ids"], "the penalties changed nothing: %r" % plain["text"])
 
     r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=3, temperature=0, logprobs=2,
                                   extra_body={"ignore_eos": True})

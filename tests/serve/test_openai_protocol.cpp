@@ -32,7 +32,7 @@ std::string param_of(const ApiError& e) {
 TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   const ApiRequest r = parse_completion_request(
       R"({"model": "m", "prompt": "Hi", "max_tokens": 5, "temperature": 0, "top_p": 0.9, "top_k": 40,
-          "min_p": 0.05, "repetition_penalty": 1.1, "seed": 7, "stop": ["\n", "END"], "n": 1,
+          "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": -1.5, "seed": 7, "stop": ["\n", "END"], "n": 1,
           "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "priority": 2,
           "ignore_eos": true, "user": "ignored"})");
   EXPECT_EQ(r.endpoint, Endpoint::Completions);
@@ -45,6 +45,8 @@ TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   EXPECT_EQ(r.sampling.top_k, 40);
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.05f);
   EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -1.5f);
   EXPECT_EQ(r.sampling.seed, 7u);
   EXPECT_TRUE(r.seed_given);
   EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"\n", "END"}));
@@ -123,7 +125,9 @@ TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
       {R"({"prompt": "a", "model": 3})", "model"},
       {R"({"prompt": "a", "echo": true})", "echo"},
       {R"({"prompt": "a", "best_of": 3})", "best_of"},
-      {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
+      {R"({"prompt": "a", "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
+      {R"({"prompt": "a", "frequency_penalty": "high"})", "frequency_penalty"},
       {R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias"},
   };
   for (const auto& [body, field] : cases) {
