@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tf {
@@ -16,6 +17,8 @@ struct SamplingParams {
   float presence_penalty = 0.0f;   // 0 = off; OpenAI's: minus this from each id already generated
   float frequency_penalty = 0.0f;  // 0 = off; OpenAI's: minus this times the id's count in the
                                    // generated tokens (the prompt is not counted by either)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // OpenAI's: (token id, added to its raw
+                                                      // logit), each in [-100, 100]
   uint64_t seed = 0;               // same seed, same tokens
   int32_t max_tokens = 16;         // new tokens at most
   std::vector<std::string> stop;   // stop strings (not included in the output text)

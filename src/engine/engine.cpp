@@ -147,6 +147,9 @@ RequestId Engine::Impl::add(GenerateRequest req) {
     fail("the prompt has {} tokens but the KV cache holds only {} tokens", ids.size(), pool_tokens);
   if (req.sampling.max_tokens <= 0) fail("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
   if (req.sampling.logprobs < -1) fail("logprobs must be -1 (off) or at least 0, got {}", req.sampling.logprobs);
+  for (const auto& [token, bias] : req.sampling.logit_bias)
+    if (token < 0 || token >= cfg.n_vocab)
+      fail("logit_bias token id {} is outside the vocabulary [0, {})", token, cfg.n_vocab);
 
   const RequestId id = next_id++;
   RequestState& r = requests[id];

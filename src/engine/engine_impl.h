@@ -25,9 +25,10 @@ namespace tf {
 
 using Clock = std::chrono::steady_clock;
 
-// True when a request's row must come to the host: the penalties read its history and
-// logprobs read the raw row. Everything else is sampled where the logits live.
-inline bool needs_host_row(const SamplingParams& p) { return uses_history(p) || p.logprobs >= 0; }
+// True when a request's row must come to the host: the penalties (reading its history) and the
+// logit bias change it, and logprobs read the raw row. Everything else is sampled where the
+// logits live.
+inline bool needs_host_row(const SamplingParams& p) { return adjusts_logits(p) || p.logprobs >= 0; }
 
 // True when sampling needs nothing but the argmax of the raw logits.
 inline bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_row(p); }

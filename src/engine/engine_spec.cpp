@@ -354,7 +354,7 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
   } else if (r.params.greedy()) {
     v = verify_greedy(proposals, [&](int32_t i) {
       std::vector<float> penalised(row(i).begin(), row(i).end());
-      apply_penalties(penalised, history_at(i), r.prompt.size(), r.params);
+      adjust_logits(penalised, history_at(i), r.prompt.size(), r.params);
       return argmax(penalised);
     });
   } else {

@@ -67,11 +67,17 @@ void validate(const SamplingParams& p) {
     fail("sampling: presence_penalty must be in [-2, 2] (0 = off), got {}", p.presence_penalty);
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
     fail("sampling: frequency_penalty must be in [-2, 2] (0 = off), got {}", p.frequency_penalty);
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0) fail("sampling: logit_bias token id {} is negative", id);
+    if (!(bias >= -100.0f && bias <= 100.0f)) fail("sampling: logit_bias of token {} must be in [-100, 100], got {}", id, bias);
+  }
 }
 
 bool uses_history(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
+
+bool adjusts_logits(const SamplingParams& p) { return uses_history(p) || !p.logit_bias.empty(); }
 
 // ---------------------------------------------------------------------------------------------
 // Free functions
@@ -96,8 +102,13 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
-void apply_penalties(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
+void adjust_logits(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
                      const SamplingParams& p) {
+  for (const auto& [id, bias] : p.logit_bias) {
+    TF_ASSERT(id >= 0 && static_cast<size_t>(id) < logits.size(), "logit_bias id {} outside vocab of {}", id,
+              logits.size());
+    logits[static_cast<size_t>(id)] += bias;
+  }
   apply_repetition_penalty(logits, history, p.repetition_penalty);
   if ((p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) || history.size() <= n_prompt) return;
   // Sorted, each distinct id is one run whose length is its count.
@@ -417,7 +428,7 @@ Sampler::Sampler(const SamplingParams& params, size_t n_prompt)
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  apply_penalties(logits, history, n_prompt_, params_);
+  adjust_logits(logits, history, n_prompt_, params_);
   if (params_.greedy()) return argmax(logits);
   const KeptSet kept = build_kept_set(logits, params_, scratch_);
   const double u = rng_.uniform();
@@ -428,7 +439,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 std::vector<float> Sampler::distribution(std::span<const float> logits,
                                          std::span<const int32_t> history) const {
   std::vector<float> penalised(logits.begin(), logits.end());
-  apply_penalties(penalised, history, n_prompt_, params_);
+  adjust_logits(penalised, history, n_prompt_, params_);
   std::vector<float> probs(logits.size(), 0.0f);
   if (params_.greedy()) {
     probs[static_cast<size_t>(argmax(penalised))] = 1.0f;

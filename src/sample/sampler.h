@@ -1,7 +1,8 @@
 // Turning one row of logits into one token id.
 //
-// Order of operations, as in vLLM: the repetition penalty on the raw logits, then the frequency
-// and presence penalties (Hugging Face's generate has only the first), then temperature, then top-k, top-p and min-p on the resulting distribution, then
+// Order of operations: the logit bias added to the raw logits, then, as in vLLM, the repetition
+// penalty, then the frequency and presence penalties (Hugging Face's generate has only the
+// repetition penalty), then temperature, then top-k, top-p and min-p on the resulting distribution, then
 // one draw. temperature == 0 is greedy (argmax over the penalised logits; ties go to the
 // lowest id). Each request has its own RNG seeded from SamplingParams::seed, so the same seed
 // gives the same tokens whatever else runs in the batch.
@@ -29,12 +30,15 @@ class Rng {
 
 // Checks a request's sampling fields; throws tf::Error naming the first bad field:
 // temperature >= 0, top_k >= 0, top_p in (0, 1], min_p in [0, 1], repetition_penalty > 0,
-// presence_penalty and frequency_penalty in [-2, 2] (OpenAI's range) (temperature and
-// repetition_penalty must also be finite). Shared with the server.
+// presence_penalty and frequency_penalty in [-2, 2] (OpenAI's range), logit_bias ids >= 0 and
+// values in [-100, 100] (temperature and repetition_penalty must also be finite; the ids'
+// upper bound, the vocabulary, is the engine's to check). Shared with the server.
 void validate(const SamplingParams& params);
 
 // Whether sampling reads the tokens so far (a penalty is on).
 bool uses_history(const SamplingParams& params);
+// Whether sampling changes the raw logits before temperature (a penalty or a logit bias).
+bool adjusts_logits(const SamplingParams& params);
 
 // Implementation details of Sampler, here so that Sampler stays a copyable value.
 // One candidate token while a distribution is built.
@@ -60,7 +64,7 @@ class Sampler {
   // Draws one uniform u from the RNG (none when greedy) and returns the smallest id whose
   // cumulative probability, in id order, exceeds u: the same token for the same distribution
   // and seed, however the kept set was computed.
-  // logits: [n_vocab]; the penalties are applied to it in place, nothing else.
+  // logits: [n_vocab]; adjust_logits is applied to it in place, nothing else.
   // history: prompt + generated ids so far, for the penalties; each in [0, n_vocab).
   // Preconditions: n_vocab > 0 and a finite maximum logit (asserted); no NaN (asserted where
   // one reaches the weights). -inf masks a token.
@@ -86,10 +90,10 @@ class Sampler {
 void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
                               float penalty);
 
-// Every penalty of `params` in order: the repetition penalty over all of history, then for
-// each distinct id among history[n_prompt:] (the generated tokens), logit -= count *
-// frequency_penalty, then logit -= presence_penalty (vLLM's rule).
-void apply_penalties(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
+// What `params` does to the raw logits, in order: the logit bias added, the repetition penalty
+// over all of history, then for each distinct id among history[n_prompt:] (the generated
+// tokens) logit -= count * frequency_penalty, then logit -= presence_penalty (vLLM's rule).
+void adjust_logits(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
                      const SamplingParams& params);
 
 int32_t argmax(std::span<const float> logits);

@@ -60,6 +60,10 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
     ids = tok.encode(r.prompt_text, /*add_special=*/true);
   }
   if (ids.empty()) bad_request(param, std::string("'") + param + "' is empty after tokenization");
+  for (const auto& [token, bias] : r.sampling.logit_bias)
+    if (token >= ctx.loop.config().n_vocab)
+      bad_request("logit_bias", "'logit_bias' token id " + std::to_string(token) + " is outside the vocabulary [0, " +
+                                    std::to_string(ctx.loop.config().n_vocab) + ")");
   const int64_t pool_tokens = ctx.loop.kv_pool_tokens();
   if (int64_t(ids.size()) >= pool_tokens)
     bad_request(param, "the prompt is " + std::to_string(ids.size()) + " tokens but the KV cache holds only " +

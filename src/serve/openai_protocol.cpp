@@ -1,8 +1,10 @@
 // Field-by-field parsing of OpenAI request bodies; see openai_protocol.h for the field list.
 #include "serve/openai_protocol.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <system_error>
 
 #include "serve/api_error.h"
 #include "core/error.h"
@@ -265,7 +267,18 @@ void parse_common(const json& j, ApiRequest& r) {
   if (auto v = f.boolean("ignore_eos")) s.ignore_eos = *v;
   if (const json* lb = f.get("logit_bias")) {
     if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
-    refuse_unless(lb->empty(), "logit_bias", "is not supported");
+    for (const auto& [key, value] : lb->items()) {
+      // Keys are token ids written in decimal, as OpenAI's API takes them.
+      int32_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      refuse_unless(ec == std::errc() && end == key.data() + key.size() && id >= 0, "logit_bias",
+                    "keys must be token ids (non-negative integers), got \"" + key.substr(0, 40) + "\"");
+      if (!value.is_number()) wrong_type("logit_bias", "an object of numbers", value);
+      const double bias = value.get<double>();
+      refuse_unless(bias >= -100 && bias <= 100, "logit_bias",
+                    "values must be in [-100, 100], got " + std::to_string(bias) + " for token " + key);
+      s.logit_bias.emplace_back(id, float(bias));
+    }
   }
 }
 

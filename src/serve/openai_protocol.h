@@ -4,7 +4,7 @@
 //
 // Supported fields (both endpoints unless marked): model, max_tokens (chat also
 // max_completion_tokens), temperature, top_p, top_k, min_p, repetition_penalty,
-// presence_penalty, frequency_penalty, seed, stop,
+// presence_penalty, frequency_penalty, logit_bias, seed, stop,
 // n (must be 1), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
 // completions: prompt (a string, a list of token ids, or a one-element list of either);
@@ -12,7 +12,7 @@
 // Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
 // service_tier, safety_identifier, prompt_cache_key, parallel_tool_calls.
 // Refused by name unless they ask for nothing, since they are not implemented: n > 1, echo,
-// best_of > 1, suffix, logit_bias; chat: tools, tool_choice,
+// best_of > 1, suffix; chat: tools, tool_choice,
 // functions, function_call, response_format (other than text), modalities (other than
 // text), store, audio, prediction, reasoning_effort, verbosity, web_search_options.
 // Any other field is refused by name, as the OpenAI API refuses unrecognized arguments.

@@ -9,7 +9,7 @@
 namespace tf {
 namespace {
 
-bool plain_greedy(const SamplingParams& p) { return p.greedy() && !uses_history(p); }
+bool plain_greedy(const SamplingParams& p) { return p.greedy() && !adjusts_logits(p); }
 
 // n_valid after the proposals written at n_valid, n_valid + 1, ... that are now among the
 // tokens: their K/V are right. Never the last token (its logits give proposal 1).
@@ -203,7 +203,7 @@ void DraftProposer::forward_and_draw(const Batch& batch, std::span<const Propose
       const std::span<const float> row(logits_host_.data() + int64_t(i) * n_vocab, size_t(n_vocab));
       if (r.sampling->greedy()) {
         std::vector<float> penalised(row.begin(), row.end());
-        apply_penalties(penalised, w.history, r.n_prompt, *r.sampling);
+        adjust_logits(penalised, w.history, r.n_prompt, *r.sampling);
         ids[i] = argmax(penalised);
       } else {
         std::vector<float> q = Sampler(*r.sampling, r.n_prompt).distribution(row, w.history);

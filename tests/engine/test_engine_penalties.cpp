@@ -1,7 +1,7 @@
-// SamplingParams::presence_penalty and frequency_penalty through the engine: greedy decoding
-// with them equals a reference loop over Engine::score (the raw model outside the scheduler)
-// that applies OpenAI's rule written out here, counting only the generated tokens; and the
-// same requests batched, sampled or speculated keep to it.
+// SamplingParams::presence_penalty, frequency_penalty and logit_bias through the engine: greedy
+// decoding with them equals a reference loop over Engine::score (the raw model outside the
+// scheduler) that applies OpenAI's rule written out here, counting only the generated tokens;
+// batched with plain requests, each request gives what it gives alone.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -26,11 +26,12 @@ std::vector<int32_t> run_alone(Engine& e, const GenerateRequest& req, std::vecto
 // Greedy with OpenAI's penalties, one score() per token: logit -= count * frequency +
 // (count > 0) * presence, counts over the tokens generated so far.
 std::vector<int32_t> reference_greedy(Engine& e, const std::vector<int32_t>& prompt, int32_t n, float presence,
-                                      float frequency) {
+                                      float frequency, const std::map<int32_t, float>& bias = {}) {
   std::vector<int32_t> seq = prompt, out;
   std::map<int32_t, int> counts;
   for (int32_t t = 0; t < n; ++t) {
     std::vector<float> logits = e.score(seq, /*all_positions=*/false);
+    for (const auto& [id, b] : bias) logits[size_t(id)] += b;
     for (const auto& [id, c] : counts) logits[size_t(id)] -= float(c) * frequency + (c > 0 ? presence : 0.0f);
     const int32_t best = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(best);
@@ -77,7 +78,28 @@ TEST_F(Penalties, GreedyEqualsTheReferenceRule) {
   }
 }
 
-// The penalised rows are sampled on the host; batched with plain requests (sampled where the
+// A bias of -100 on the plain greedy token of every step but the first bans it; +100 forces one.
+TEST_F(Penalties, LogitBiasBansAndForcesTokens) {
+  std::vector<int32_t> p;
+  const std::vector<int32_t> plain = run_alone(
+      *engine_, {.prompt = kPrompts[0], .sampling = {.temperature = 0, .max_tokens = 12, .ignore_eos = true}}, &p);
+  std::map<int32_t, float> ban;
+  for (size_t i = 1; i < plain.size(); ++i) ban[plain[i]] = -100.0f;
+  ban.erase(plain[0]);
+  GenerateRequest req{.prompt = kPrompts[0], .sampling = {.temperature = 0, .presence_penalty = 0.5f,
+                                                         .max_tokens = 12, .ignore_eos = true}};
+  req.sampling.logit_bias.assign(ban.begin(), ban.end());
+  const std::vector<int32_t> got = run_alone(*engine_, req);
+  EXPECT_EQ(got, reference_greedy(*engine_, p, 12, 0.5f, 0.0f, ban));
+  for (int32_t t : got) EXPECT_EQ(ban.count(t), 0u) << "banned token " << t << " generated";
+
+  req.sampling.logit_bias = {{plain[3], 100.0f}};
+  req.sampling.presence_penalty = 0.0f;
+  req.sampling.temperature = 0.9f;  // sampled: the +100 token's probability is 1 to float precision
+  EXPECT_EQ(run_alone(*engine_, req), std::vector<int32_t>(12, plain[3]));
+}
+
+// The penalised and biased rows are sampled on the host; batched with plain requests (sampled where the
 // logits live) each request gives what it gives alone.
 TEST_F(Penalties, BatchedRequestsGiveWhatTheyGiveAlone) {
   std::vector<GenerateRequest> reqs;
@@ -86,6 +108,7 @@ TEST_F(Penalties, BatchedRequestsGiveWhatTheyGiveAlone) {
                       .sampling = {.temperature = i < 3 ? 0.0f : 0.8f, .seed = uint64_t(i), .max_tokens = 20,
                                    .ignore_eos = true}};
     if (i % 2 == 0) r.sampling.frequency_penalty = 1.0f, r.sampling.presence_penalty = 0.5f;
+    if (i % 3 == 1) r.sampling.logit_bias = {{13, 5.0f}, {0, -3.0f}};
     reqs.push_back(r);
   }
   std::vector<std::vector<int32_t>> alone;
@@ -103,6 +126,10 @@ TEST_F(Penalties, OutOfRangeIsRejectedNamingTheField) {
   EXPECT_CONTAINS(
       test::error_of([] { engine_->add_request({.prompt = "x", .sampling = {.frequency_penalty = -3.0f}}); }),
       "frequency_penalty");
+  EXPECT_CONTAINS(test::error_of([] {
+                    engine_->add_request({.prompt = "x", .sampling = {.logit_bias = {{1 << 30, 1.0f}}}});
+                  }),
+                  "logit_bias token id 1073741824 is outside the vocabulary");
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ bool in_range(const ApiRequest& r) {
   if (!(s.repetition_penalty > 0) || s.top_k < 0 || s.logprobs < -1 || s.logprobs > 20) return false;
   if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2) || !(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
     return false;
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id < 0 || !(bias >= -100 && bias <= 100)) return false;
   if (r.max_tokens && *r.max_tokens < 1) return false;
   if (r.endpoint == Endpoint::Chat) return r.messages.is_array() && !r.messages.empty();
   if (r.prompt_is_ids) return !r.prompt_ids.empty();

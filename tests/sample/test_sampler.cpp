@@ -137,21 +137,31 @@ TEST(SamplePresenceFrequency, MatchFormulaOverGeneratedTokens) {
   const std::vector<float> original = {1.0f, 2.0f, -1.0f, 0.5f, 3.0f};
   const std::vector<int32_t> history = {0, 4, /* generated: */ 3, 3, 2, 3};
   std::vector<float> l = original;
-  apply_penalties(l, history, 2, {.presence_penalty = 0.5f, .frequency_penalty = 0.25f});
+  adjust_logits(l, history, 2, {.presence_penalty = 0.5f, .frequency_penalty = 0.25f});
   // 0 and 4 are only in the prompt; 3 three times: 0.5 - 0.75 - 0.5; 2 once: -1 - 0.25 - 0.5.
   EXPECT_EQ(l, (std::vector<float>{1.0f, 2.0f, -1.75f, -0.75f, 3.0f}));
 
   l = original;
-  apply_penalties(l, history, 2, {.repetition_penalty = 2.0f, .presence_penalty = 0.5f, .frequency_penalty = 0.25f});
+  adjust_logits(l, history, 2, {.repetition_penalty = 2.0f, .presence_penalty = 0.5f, .frequency_penalty = 0.25f});
   EXPECT_EQ(l, (std::vector<float>{0.5f, 2.0f, -2.75f, -1.0f, 1.5f}));
 
   // Negative values reward repeats; a history no longer than the prompt changes nothing.
   l = original;
-  apply_penalties(l, history, 2, {.presence_penalty = -1.0f});
+  adjust_logits(l, history, 2, {.presence_penalty = -1.0f});
   EXPECT_EQ(l, (std::vector<float>{1.0f, 2.0f, 0.0f, 1.5f, 3.0f}));
   l = original;
-  apply_penalties(l, history, history.size(), {.presence_penalty = 2.0f, .frequency_penalty = 2.0f});
+  adjust_logits(l, history, history.size(), {.presence_penalty = 2.0f, .frequency_penalty = 2.0f});
   EXPECT_EQ(l, original);
+}
+
+TEST(SampleLogitBias, AddedBeforeThePenalties) {
+  std::vector<float> l = {1.0f, 2.0f, -1.0f};
+  adjust_logits(l, std::vector<int32_t>{0, 2}, 1, {.repetition_penalty = 2.0f, .logit_bias = {{0, 3.0f}, {1, -100.0f}}});
+  // 0: (1 + 3) / 2 (prompt, repetition only); 1: biased, not in history; 2: -1 * 2 (generated, no
+  // presence or frequency penalty set).
+  EXPECT_EQ(l, (std::vector<float>{2.0f, -98.0f, -2.0f}));
+  std::vector<float> g = {1.0f, 2.0f, -1.0f};
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{2, 3.5f}}}).sample(g, {}), 2);
 }
 
 TEST(SamplePresenceFrequency, SamplerSkipsThePrompt) {
@@ -528,13 +538,16 @@ TEST(SampleValidate, EachBadFieldThrowsNamingIt) {
   expect_rejected({.presence_penalty = NAN}, "presence_penalty");
   expect_rejected({.frequency_penalty = -2.01f}, "frequency_penalty");
   expect_rejected({.frequency_penalty = INFINITY}, "frequency_penalty");
+  expect_rejected({.logit_bias = {{3, 100.5f}}}, "logit_bias");
+  expect_rejected({.logit_bias = {{3, NAN}}}, "logit_bias");
+  expect_rejected({.logit_bias = {{-1, 1.0f}}}, "logit_bias");
 }
 
 TEST(SampleValidate, AcceptsBoundaryValues) {
   EXPECT_NO_THROW(validate({}));
   EXPECT_NO_THROW(validate({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f}));
   EXPECT_NO_THROW(validate({.top_p = 1e-6f, .min_p = 1.0f, .repetition_penalty = 0.5f}));
-  EXPECT_NO_THROW(validate({.presence_penalty = -2.0f, .frequency_penalty = 2.0f}));
+  EXPECT_NO_THROW(validate({.presence_penalty = -2.0f, .frequency_penalty = 2.0f, .logit_bias = {{0, -100.0f}, {7, 100.0f}}}));
 }
 
 }  // namespace

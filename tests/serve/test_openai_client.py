@@ -85,6 +85,12 @@ def test_completions(client, twofold, model):
     check(r.choices[0].text == penalised["text"],
           "penalised completion %r != generate %r" % (r.choices[0].text, penalised["text"]))
     check(penalised["output_ids"] != plain["output_ids"], "the penalties changed nothing: %r" % plain["text"])
+    # logit_bias: the plain first token banned, the first token is another.
+    first = generate_cli(twofold, model, PROMPT, 1, "--ignore-eos")
+    r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=1, temperature=0,
+                                  logit_bias={str(first["output_ids"][0]): -100}, extra_body={"ignore_eos": True})
+    check(r.choices[0].text != first["text"],
+          "logit_bias -100 on the greedy token %d: still %r" % (first["output_ids"][0], r.choices[0].text))
 
     r = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=3, temperature=0, logprobs=2,
                                   extra_body={"ignore_eos": True})
@@ -123,6 +129,11 @@ def test_errors(client):
         check(False, "max_tokens beyond the context accepted")
     except openai.BadRequestError as e:
         check(e.status_code == 400 and e.body.get("param") == "max_tokens", "max_tokens error %r" % (e.body,))
+    try:
+        client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=2, logit_bias={"99999999": 1})
+        check(False, "logit_bias outside the vocabulary accepted")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and e.body.get("param") == "logit_bias", "logit_bias error %r" % (e.body,))
     try:
         client.completions.create(model="no-such-model", prompt=PROMPT, max_tokens=2)
         check(False, "unknown model accepted")

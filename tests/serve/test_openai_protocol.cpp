@@ -32,7 +32,8 @@ std::string param_of(const ApiError& e) {
 TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   const ApiRequest r = parse_completion_request(
       R"({"model": "m", "prompt": "Hi", "max_tokens": 5, "temperature": 0, "top_p": 0.9, "top_k": 40,
-          "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": -1.5, "seed": 7, "stop": ["\n", "END"], "n": 1,
+          "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": -1.5,
+          "logit_bias": {"17": -100, "3": 2.5}, "seed": 7, "stop": ["\n", "END"], "n": 1,
           "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "priority": 2,
           "ignore_eos": true, "user": "ignored"})");
   EXPECT_EQ(r.endpoint, Endpoint::Completions);
@@ -47,6 +48,7 @@ TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
   EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -1.5f);
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{17, -100.0f}, {3, 2.5f}}));
   EXPECT_EQ(r.sampling.seed, 7u);
   EXPECT_TRUE(r.seed_given);
   EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"\n", "END"}));
@@ -128,7 +130,11 @@ TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
       {R"({"prompt": "a", "presence_penalty": 2.5})", "presence_penalty"},
       {R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
       {R"({"prompt": "a", "frequency_penalty": "high"})", "frequency_penalty"},
-      {R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"5": 101}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"x5": 1}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"-5": 1}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"5": "1"}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": [5, 1]})", "logit_bias"},
   };
   for (const auto& [body, field] : cases) {
     const ApiError e = error_of(Endpoint::Completions, body);
