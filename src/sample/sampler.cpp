@@ -69,7 +69,8 @@ void validate(const SamplingParams& p) {
     fail("sampling: frequency_penalty must be in [-2, 2] (0 = off), got {}", p.frequency_penalty);
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < 0) fail("sampling: logit_bias token id {} is negative", id);
-    if (!(bias >= -100.0f && bias <= 100.0f)) fail("sampling: logit_bias of token {} must be in [-100, 100], got {}", id, bias);
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      fail("sampling: logit_bias of token {} must be in [-100, 100], got {}", id, bias);
   }
 }
 
@@ -103,7 +104,7 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> 
 }
 
 void adjust_logits(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
-                     const SamplingParams& p) {
+                   const SamplingParams& p) {
   for (const auto& [id, bias] : p.logit_bias) {
     TF_ASSERT(id >= 0 && static_cast<size_t>(id) < logits.size(), "logit_bias id {} outside vocab of {}", id,
               logits.size());

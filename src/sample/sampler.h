@@ -94,7 +94,7 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> 
 // over all of history, then for each distinct id among history[n_prompt:] (the generated
 // tokens) logit -= count * frequency_penalty, then logit -= presence_penalty (vLLM's rule).
 void adjust_logits(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt,
-                     const SamplingParams& params);
+                   const SamplingParams& params);
 
 int32_t argmax(std::span<const float> logits);
 
