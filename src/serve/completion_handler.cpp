@@ -60,10 +60,6 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
     ids = tok.encode(r.prompt_text, /*add_special=*/true);
   }
   if (ids.empty()) bad_request(param, std::string("'") + param + "' is empty after tokenization");
-  for (const auto& [token, bias] : r.sampling.logit_bias)
-    if (token >= ctx.loop.config().n_vocab)
-      bad_request("logit_bias", "'logit_bias' token id " + std::to_string(token) + " is outside the vocabulary [0, " +
-                                    std::to_string(ctx.loop.config().n_vocab) + ")");
   const int64_t pool_tokens = ctx.loop.kv_pool_tokens();
   if (int64_t(ids.size()) >= pool_tokens)
     bad_request(param, "the prompt is " + std::to_string(ids.size()) + " tokens but the KV cache holds only " +
@@ -84,6 +80,12 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
                               ctx.model_name + "')",
                      "invalid_request_error", "model", "model_not_found");
     std::vector<int32_t> ids = prompt_ids(ctx, r);
+    // The engine refuses these too, but its refusal names the prompt; this names the field.
+    const int64_t n_vocab = ctx.loop.config().n_vocab;
+    for (const auto& [token, bias] : r.sampling.logit_bias)
+      if (token >= n_vocab)
+        bad_request("logit_bias", "'logit_bias' token id " + std::to_string(token) + " is outside the vocabulary [0, " +
+                                      std::to_string(n_vocab) + ")");
     fit_max_tokens(r, int64_t(ids.size()), ctx.loop.config().max_position);
     if (!r.seed_given) r.sampling.seed = random_u64();
 
