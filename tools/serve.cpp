@@ -37,6 +37,7 @@ struct ServeArgs {
   int tp = 1;  // tensor-parallel ranks per replica
   int dp = 1;  // data-parallel replicas
   std::string chat_template;  // --chat-template FILE
+  std::string tool_call_parser = "auto";
   SpecArgs spec;
 };
 
@@ -67,6 +68,7 @@ int run_serve(ServeArgs a) {
   a.server.served_model_name = model_name(a);
   a.server.max_running = a.max_seqs * a.dp;
   const std::optional<ChatTemplate> chat = load_chat_template(a.model.dir, a.chat_template);
+  if (a.tool_call_parser != "auto") a.server.tool_call_format = serve::tool_call_format_named(a.tool_call_parser);
   serve::ServerMetrics metrics;
   // Replicas share the host's cores: each engine thread gets 1/dp of the OpenMP threads.
   const int replica_threads = a.dp > 1 ? host_thread_share(a.dp) : 0;
@@ -103,6 +105,11 @@ int run_serve(ServeArgs a) {
               a.server.max_running, a.server.max_waiting, server.max_connections(),
               a.server.api_key.empty() ? "" : a.server.open_metrics ? "; API key required (not on /health, /metrics)"
                                                                     : "; API key required (not on /health)");
+  if (chat)
+    std::printf("  tool calls: %s%s\n", serve::tool_call_format_name(server.tool_call_format()),
+                server.tool_call_format() == serve::ToolCallFormat::None ? " (requests with tools get 400)"
+                : a.tool_call_parser == "auto"                           ? " (the chat template's format)"
+                                                                         : "");
   if (a.dp > 1 || a.tp > 1)
     std::printf("  parallel: %d data-parallel replica(s) (KV cache and --max-seqs per replica), %d tensor-parallel rank(s) each "
                 "(KV MiB per rank)\n", a.dp, a.tp);
@@ -154,6 +161,12 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
   c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
   add_chat_template_arg(c, a->chat_template);
+  c->add_option("--tool-call-parser", a->tool_call_parser,
+                "How the model writes tool calls, taken out of chat output into 'tool_calls': auto (the format "
+                "the chat template teaches), hermes (<tool_call>JSON</tool_call>: Qwen, Hermes), llama3-json "
+                "(Llama 3.1-3.3), none (requests with tools get 400)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "hermes", "llama3-json", "none"}));
   add_spec_args(c, a->spec);
   add_tp_arg(c, a->tp);
   c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")

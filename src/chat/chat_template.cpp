@@ -129,9 +129,12 @@ jinja::Value message_value(const Json& m, size_t i) {
 
 }  // namespace
 
-ChatTemplate::ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token,
+ChatTemplate::ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string source, std::string bos_token,
                            std::string eos_token)
-    : template_(std::move(tmpl)), bos_token_(std::move(bos_token)), eos_token_(std::move(eos_token)) {}
+    : template_(std::move(tmpl)),
+      source_(std::move(source)),
+      bos_token_(std::move(bos_token)),
+      eos_token_(std::move(eos_token)) {}
 
 namespace {
 
@@ -218,8 +221,8 @@ ChatTemplate ChatTemplate::from_file(const std::string& path, const std::string&
 
 ChatTemplate ChatTemplate::from_source(std::string source, std::string bos_token,
                                        std::string eos_token) {
-  return ChatTemplate(std::make_shared<const jinja::Template>(source), std::move(bos_token),
-                      std::move(eos_token));
+  auto tmpl = std::make_shared<const jinja::Template>(source);
+  return ChatTemplate(std::move(tmpl), std::move(source), std::move(bos_token), std::move(eos_token));
 }
 
 // The variables transformers' apply_chat_template passes: messages, tools (None when

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tf {
 
@@ -56,13 +57,20 @@ class ChatTemplate {
                              const nlohmann::ordered_json& tools = nullptr,
                              const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+  // The template's text (e.g. to find the tool-call format it teaches the model).
+  const std::string& source() const { return source_; }
+  // Whether the template's text contains `word` (e.g. "tools": whether it can list them).
+  bool mentions(std::string_view word) const { return source_.find(word) != std::string::npos; }
+
  private:
-  ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string bos_token, std::string eos_token);
+  ChatTemplate(std::shared_ptr<const jinja::Template> tmpl, std::string source, std::string bos_token,
+               std::string eos_token);
   template <typename Json>
   std::string render_any(const Json& messages, bool add_generation_prompt, const Json& tools,
                          const Json& extra) const;
 
   std::shared_ptr<const jinja::Template> template_;
+  std::string source_;
   std::string bos_token_;  // "" when the model has none (then undefined in the template)
   std::string eos_token_;
 };

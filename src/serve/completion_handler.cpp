@@ -20,12 +20,14 @@ uint64_t random_u64() {
   return rng();
 }
 
-std::string new_id(Endpoint e) {
+std::string new_id(const char* prefix) {
   static const char* hex = "0123456789abcdef";
-  std::string id = e == Endpoint::Chat ? "chatcmpl-" : "cmpl-";
+  std::string id = prefix;
   for (int i = 0; i < 24; ++i) id += hex[random_u64() & 15];
   return id;
 }
+
+std::string new_call_id() { return new_id("call_"); }
 
 // The prompt as token ids. Chat: the model's template renders the messages (400 when there is
 // none: a guessed template, as transformers used before 4.44, feeds the model markers it never
@@ -44,7 +46,7 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
                          "/v1/completions");
     std::string text;
     try {
-      text = ctx.chat->render(r.messages, r.add_generation_prompt, /*tools=*/nullptr, r.chat_template_kwargs);
+      text = ctx.chat->render_ordered(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
     } catch (const tf::Error& e) {
       bad_request(param, std::string("cannot apply the model's chat template to 'messages': ") + e.what());
     }
@@ -79,6 +81,15 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
       throw ApiError(404, "The model '" + r.model->substr(0, 200) + "' does not exist (this server serves '" +
                               ctx.model_name + "')",
                      "invalid_request_error", "model", "model_not_found");
+    if (!r.tools.is_null() && ctx.chat) {
+      if (!ctx.chat->mentions("tools"))
+        bad_request("tools", "the chat template in use never reads 'tools', so the model would not see them: "
+                             "start the server with a --chat-template that lists tools, or send no 'tools'");
+      if (ctx.tool_format == ToolCallFormat::None)
+        bad_request("tools", "this model's chat template asks for no tool-call format twofold knows (hermes, "
+                             "llama3-json), so calls could not be found in the output: start the server with "
+                             "--tool-call-parser NAME, or send no 'tools'");
+    }
     std::vector<int32_t> ids = prompt_ids(ctx, r);
     // The engine refuses these too, but its refusal names the prompt; this names the field.
     const int64_t n_vocab = ctx.loop.config().n_vocab;
@@ -89,9 +100,15 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
     fit_max_tokens(r, int64_t(ids.size()), ctx.loop.config().max_position);
     if (!r.seed_given) r.sampling.seed = random_u64();
 
-    const ResponseMeta meta{.endpoint = endpoint, .id = new_id(endpoint), .created = int64_t(std::time(nullptr)),
+    const ResponseMeta meta{.endpoint = endpoint,
+                            .id = new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
+                            .created = int64_t(std::time(nullptr)),
                             .model = ctx.model_name, .logprobs = r.want_logprobs, .include_usage = r.include_usage};
     std::unique_ptr<Completion> c(new Completion(ctx, meta, r.stream, int32_t(ids.size())));
+    if (!r.tools.is_null()) {
+      c->tool_format_ = ctx.tool_format;
+      if (r.stream) c->tool_stream_.emplace(ctx.tool_format, new_call_id);
+    }
     c->slot_ = ctx.admission.try_acquire();
     if (!c->slot_) {
       ++ctx.metrics.rejected_queue_full;
@@ -151,23 +168,38 @@ std::string Completion::events_of(std::vector<RequestOutput>& outs) {
   if (!started_ && meta_.endpoint == Endpoint::Chat) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.first = true}));
   for (const RequestOutput& o : outs) {
     usage_.completion_tokens += int32_t(o.new_token_ids.size());
-    if (!o.text.empty() || !o.logprobs.empty()) {
-      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = o.text, .logprobs = o.logprobs, .text_offset = text_offset_}));
+    const std::string text = tool_stream_ ? tool_stream_->feed(o.text) : o.text;
+    if (!text.empty() || !o.logprobs.empty()) {
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = text, .logprobs = o.logprobs, .text_offset = text_offset_}));
       for (const SampledLogprobs& lp : o.logprobs) text_offset_ += tok.token_bytes(lp.sampled.id).size();
     }
     if (!o.finished) continue;
     finished_ = true;
-    const std::string error = stream_->error();
-    if (!error.empty()) {
-      data += sse_event(ApiError(500, error, "server_error").to_json());
-    } else {
-      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.finish = o.finish_reason}));
-      if (meta_.include_usage) data += sse_event(usage_chunk(meta_, usage_));
-    }
-    data += "data: [DONE]\n\n";
+    data += finish_events(o.finish_reason);
     break;
   }
   return data;
+}
+
+// The end of a stream: the content a tool-call stream still held and its calls, the finish
+// chunk (or an error event), the usage when asked for, and "data: [DONE]".
+std::string Completion::finish_events(FinishReason why) {
+  const Tokenizer& tok = ctx_.loop.tokenizer();
+  std::string data;
+  const std::string error = stream_->error();
+  if (!error.empty()) {
+    data += sse_event(ApiError(500, error, "server_error").to_json());
+  } else {
+    ParsedOutput rest;
+    if (tool_stream_) rest = tool_stream_->finish();
+    if (!rest.content.empty()) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = rest.content}));
+    for (size_t i = 0; i < rest.calls.size(); ++i)
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.call = &rest.calls[i], .call_index = int(i)}));
+    const ChunkPart end{.finish = why, .finish_with_tool_calls = !rest.calls.empty()};
+    data += sse_event(stream_chunk(meta_, tok, end));
+    if (meta_.include_usage) data += sse_event(usage_chunk(meta_, usage_));
+  }
+  return data + "data: [DONE]\n\n";
 }
 
 CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
@@ -186,8 +218,11 @@ CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
     return CompletionUpdate{.kind = CompletionUpdate::Kind::Body, .bytes = dump(e.to_json()), .status = 500,
                             .finished = true};
   }
+  ParsedOutput parsed{.content = std::move(text_)};
+  if (tool_format_ != ToolCallFormat::None) parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id);
   return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
-                          .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), text_, logprobs_, why, usage_)),
+                          .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), parsed.content, logprobs_, why,
+                                                      usage_, parsed.calls)),
                           .finished = true};
 }
 

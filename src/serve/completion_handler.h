@@ -24,6 +24,7 @@
 #include "serve/api_error.h"
 #include "serve/openai_protocol.h"
 #include "serve/openai_response.h"
+#include "serve/tool_calls.h"
 
 namespace tf {
 class ChatTemplate;
@@ -41,6 +42,8 @@ struct CompletionContext {
   ServerMetrics& metrics;
   Admission& admission;
   std::string model_name;
+  // How the model writes tool calls (None: requests with tools get 400 naming `tools`).
+  ToolCallFormat tool_format = ToolCallFormat::None;
 };
 
 // What the transport sends next.
@@ -77,6 +80,7 @@ class Completion {
  private:
   Completion(const CompletionContext& ctx, ResponseMeta meta, bool stream_mode, int32_t n_prompt);
   std::string events_of(std::vector<RequestOutput>& outs);
+  std::string finish_events(FinishReason why);
   CompletionUpdate whole_of(std::vector<RequestOutput>& outs);
 
   const CompletionContext& ctx_;
@@ -89,6 +93,9 @@ class Completion {
   bool finished_ = false;
   // Streaming: bytes of text sent so far (completions logprobs' text_offset).
   size_t text_offset_ = 0;
+  // Chat with tools: the output's tool calls are taken out of the text (whole: at the end).
+  std::optional<ToolCallStream> tool_stream_;
+  ToolCallFormat tool_format_ = ToolCallFormat::None;
   // Whole response: what has arrived so far.
   std::string text_;
   std::vector<SampledLogprobs> logprobs_;

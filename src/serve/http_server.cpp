@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "serve/admission.h"
@@ -55,7 +56,9 @@ bool wait_until(F done, std::chrono::milliseconds limit) {
 struct HttpServer::Impl {
   Impl(ReplicaRouter& loop, const ChatTemplate* chat, ServerMetrics& metrics, ServerOptions o)
       : opt(std::move(o)), loop(loop), metrics(metrics), admission(opt.max_running + opt.max_waiting),
-        ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name},
+        ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name,
+            .tool_format = opt.tool_call_format.value_or(chat ? tool_call_format_of_template(chat->source())
+                                                              : ToolCallFormat::None)},
         created(int64_t(std::time(nullptr))),
         pool(size_t(opt.handler_threads > 0 ? opt.handler_threads : default_handler_threads())) {
     shared.rules = RequestRules{.max_body_bytes = opt.max_body_bytes, .api_key = opt.api_key,
@@ -240,5 +243,7 @@ void HttpServer::shutdown() {
 int32_t HttpServer::n_in_flight() const { return impl_->admission.in_flight(); }
 
 int32_t HttpServer::max_connections() const { return impl_->shared.max_connections; }
+
+ToolCallFormat HttpServer::tool_call_format() const { return impl_->ctx.tool_format; }
 
 }  // namespace tf::serve

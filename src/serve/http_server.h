@@ -22,7 +22,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include "serve/tool_calls.h"
 
 namespace tf {
 class ChatTemplate;
@@ -53,6 +56,8 @@ struct ServerOptions {
   double keep_alive_timeout_s = 5;      // an idle connection between requests is closed after this
   double write_timeout_s = 30;          // a write the client does not take within this closes the connection
   double grace_s = 30;                  // shutdown(): how long in-flight requests may finish
+  // How the model writes tool calls; nullopt: the format its chat template teaches it.
+  std::optional<ToolCallFormat> tool_call_format;
 };
 
 class HttpServer {
@@ -76,6 +81,8 @@ class HttpServer {
   void shutdown();
   int32_t n_in_flight() const;
   int32_t max_connections() const;
+  // How tool calls are found in chat output (the option, or the chat template's format).
+  ToolCallFormat tool_call_format() const;
 
   struct Impl;
 

@@ -1,6 +1,7 @@
 // Field-by-field parsing of OpenAI request bodies; see openai_protocol.h for the field list.
 #include "serve/openai_protocol.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -156,11 +157,13 @@ constexpr FieldRule kFields[] = {
     {"prompt_cache_key", kChat, Use::NoOp, is_string, "a string"},
     {"parallel_tool_calls", kChat, Use::NoOp, is_bool, "a boolean"},  // only matters with tools
     {"store", kChat, Use::DefaultOnly, is_false, "false (nothing is stored)"},
-    {"tools", kChat, Use::DefaultOnly, is_empty_array, "an empty array (tool calling is not implemented)"},
-    {"tool_choice", kChat, Use::DefaultOnly, is_none_or_auto, "\"none\" or \"auto\" (tool calling is not implemented)"},
-    {"functions", kChat, Use::DefaultOnly, is_empty_array, "an empty array (function calling is not implemented)"},
+    {"tools", kChat, Use::Parsed},
+    {"tool_choice", kChat, Use::DefaultOnly, is_none_or_auto,
+     "\"none\" or \"auto\" (\"required\" and a named function need constrained decoding, which is not "
+     "implemented)"},
+    {"functions", kChat, Use::DefaultOnly, is_empty_array, "an empty array (the deprecated form; use 'tools')"},
     {"function_call", kChat, Use::DefaultOnly, is_none_or_auto,
-     "\"none\" or \"auto\" (function calling is not implemented)"},
+     "\"none\" or \"auto\" (the deprecated form; use 'tools')"},
     {"response_format", kChat, Use::DefaultOnly, is_text_format,
      "{\"type\": \"text\"} (JSON mode and structured outputs are not implemented)"},
     {"modalities", kChat, Use::DefaultOnly, is_text_modality, "[\"text\"]"},
@@ -341,7 +344,42 @@ void parse_messages(const json& j, ApiRequest& r) {
         bad_request(pat, "'" + pat + "' must be {\"type\": \"text\", \"text\": \"...\"} (only text parts are supported)");
     }
   }
-  r.messages = *it;
+}
+
+bool is_function_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}],
+// checked on the ordered copy that goes to the template.
+void parse_tools(const nlohmann::ordered_json& j, ApiRequest& r) {
+  auto it = j.find("tools");
+  if (it == j.end() || it->is_null()) return;
+  if (!it->is_array()) bad_request("tools", "'tools' must be an array of tool objects");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& t = (*it)[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) bad_request(at, "'" + at + "' must be an object");
+    auto type = t.find("type");
+    if (type == t.end() || *type != "function")
+      bad_request(at + ".type", "'" + at + ".type' must be \"function\" (the only tool type twofold calls)");
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) bad_request(at + ".function", "'" + at + ".function' must be an object");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || !is_function_name(name->get<std::string>()))
+      bad_request(at + ".function.name", "'" + at + ".function.name' must be a string of 1 to 64 letters, digits, "
+                                         "underscores or dashes");
+    if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string())
+      bad_request(at + ".function.description", "'" + at + ".function.description' must be a string");
+    if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
+      bad_request(at + ".function.parameters", "'" + at + ".function.parameters' must be an object (a JSON Schema)");
+    if (auto s = fn->find("strict"); s != fn->end() && !s->is_null() && !s->is_boolean())
+      bad_request(at + ".function.strict", "'" + at + ".function.strict' must be a boolean");
+  }
+  if (!it->empty()) r.tools = *it;
 }
 
 }  // namespace
@@ -373,7 +411,13 @@ ApiRequest parse_chat_request(std::string_view body) {
   ApiRequest r{.endpoint = Endpoint::Chat};
   parse_common(j, r);
   parse_messages(j, r);
+  // The template gets objects in the client's key order: the body once more as ordered JSON
+  // (the same bytes, so the same checks hold).
+  const auto oj = parse_json_bounded<nlohmann::ordered_json>(body, "the request body");
+  r.messages = oj.at("messages");
+  parse_tools(oj, r);
   const Fields f(j);
+  if (const json* tc = f.get("tool_choice"); tc && *tc == "none") r.tools = nullptr;
   // The newer name wins, as in the OpenAI API.
   if (auto v = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = int32_t(*v);
   r.want_logprobs = f.boolean("logprobs").value_or(false);
@@ -386,7 +430,7 @@ ApiRequest parse_chat_request(std::string_view body) {
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
   if (const json* k = f.get("chat_template_kwargs")) {
     if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
-    r.chat_template_kwargs = *k;
+    r.chat_template_kwargs = oj.at("chat_template_kwargs");
   }
   return r;
 }

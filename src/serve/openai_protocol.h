@@ -8,13 +8,15 @@
 // n (must be 1), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
 // completions: prompt (a string, a list of token ids, or a one-element list of either);
-// chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions).
+// chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions), tools
+// (functions) with tool_choice "auto" or "none" (see tool_calls.h for the output side).
 // Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
 // service_tier, safety_identifier, prompt_cache_key, parallel_tool_calls.
 // Refused by name unless they ask for nothing, since they are not implemented: n > 1, echo,
-// best_of > 1, suffix; chat: tools, tool_choice,
-// functions, function_call, response_format (other than text), modalities (other than
-// text), store, audio, prediction, reasoning_effort, verbosity, web_search_options.
+// best_of > 1, suffix; chat: tool_choice "required" or a named function (forcing a call needs
+// constrained decoding), functions, function_call (the deprecated form of tools),
+// response_format (other than text), modalities (other than text), store, audio, prediction,
+// reasoning_effort, verbosity, web_search_options.
 // Any other field is refused by name, as the OpenAI API refuses unrecognized arguments.
 #pragma once
 
@@ -39,9 +41,15 @@ struct ApiRequest {
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   bool prompt_is_ids = false;
-  // Chat: the messages (validated shape: objects with a role and string/array/null content).
-  nlohmann::json messages;
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  // Chat: the messages (validated shape: objects with a role and string/array/null content),
+  // the tools and the template's extra variables, with objects' keys in the order the client
+  // sent them (as Python's json.loads keeps them for transformers' templates).
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // Function tools ({"type": "function", "function": {"name", ...}}); null when none were
+  // given, the array was empty, or tool_choice is "none" (then the prompt does not list them
+  // and the output is not searched for calls).
+  nlohmann::ordered_json tools;
   bool add_generation_prompt = true;
 
   std::optional<int32_t> max_tokens;  // absent: completions 16 (OpenAI's default), chat the rest of the context

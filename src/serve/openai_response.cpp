@@ -74,12 +74,20 @@ const char* finish_reason_text(FinishReason r) {
 }
 
 json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
-                   std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage) {
-  json choice{{"index", 0}, {"finish_reason", finish_reason_text(finish)}, {"logprobs", nullptr}};
+                   std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
+                   std::span<const ToolCall> calls) {
+  json choice{{"index", 0}, {"finish_reason", calls.empty() ? finish_reason_text(finish) : "tool_calls"},
+              {"logprobs", nullptr}};
   json out;
   if (m.endpoint == Endpoint::Chat) {
     out = envelope(m, "chat.completion");
     choice["message"] = json{{"role", "assistant"}, {"content", text}};
+    if (!calls.empty()) {
+      if (text.empty()) choice["message"]["content"] = nullptr;
+      json tc = json::array();
+      for (const ToolCall& c : calls) tc.push_back(tool_call_json(c));
+      choice["message"]["tool_calls"] = tc;
+    }
     if (m.logprobs) choice["logprobs"] = chat_logprobs(tok, logprobs);
   } else {
     out = envelope(m, "text_completion");
@@ -93,13 +101,18 @@ json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::strin
 
 json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& p) {
   json choice{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-  if (p.finish) choice["finish_reason"] = finish_reason_text(*p.finish);
+  if (p.finish) choice["finish_reason"] = p.finish_with_tool_calls ? "tool_calls" : finish_reason_text(*p.finish);
   json out;
   if (m.endpoint == Endpoint::Chat) {
     out = envelope(m, "chat.completion.chunk");
     json delta = json::object();
     if (p.first) delta["role"] = "assistant";
     if (p.first || !p.text.empty()) delta["content"] = p.text;
+    if (p.call) {
+      json c = tool_call_json(*p.call);
+      c["index"] = p.call_index;
+      delta["tool_calls"] = json::array({c});
+    }
     choice["delta"] = delta;
     if (m.logprobs && !p.logprobs.empty()) choice["logprobs"] = chat_logprobs(tok, p.logprobs);
   } else {

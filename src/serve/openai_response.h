@@ -3,7 +3,11 @@
 //                 top_logprobs, text_offset};
 //   chat:         object "chat.completion" with choices[0].message, or "chat.completion.chunk"
 //                 with choices[0].delta (the first chunk carries the role), logprobs
-//                 {content: [{token, logprob, bytes, top_logprobs}]};
+//                 {content: [{token, logprob, bytes, top_logprobs}]}; tool calls as
+//                 message.tool_calls [{id, type "function", function {name, arguments}}]
+//                 (content null when there is no other text) or, streamed, one delta
+//                 tool_calls [{index, id, type, function}] per call, and finish_reason
+//                 "tool_calls";
 //   both:         usage {prompt_tokens, completion_tokens, total_tokens}; when streaming with
 //                 stream_options.include_usage every chunk has "usage": null and one last chunk
 //                 has empty choices and the usage.
@@ -18,6 +22,7 @@
 
 #include "serve/api_error.h"
 #include "serve/openai_protocol.h"
+#include "serve/tool_calls.h"
 #include "twofold/request.h"
 
 namespace tf {
@@ -45,9 +50,10 @@ struct ResponseMeta {
 // grace period), which the OpenAI API has no name for.
 const char* finish_reason_text(FinishReason r);
 
-// The whole non-streamed response.
+// The whole non-streamed response. calls: the chat output's tool calls (text: the rest).
 nlohmann::json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
-                             std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage);
+                             std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
+                             std::span<const ToolCall> calls = {});
 
 // One streamed chunk. text_offset: bytes of text streamed before this chunk (completions
 // logprobs' text_offset); first: the chat role delta goes out with the first chunk.
@@ -55,6 +61,9 @@ struct ChunkPart {
   std::string text;
   std::span<const SampledLogprobs> logprobs;
   std::optional<FinishReason> finish;
+  bool finish_with_tool_calls = false;  // finish_reason "tool_calls" instead of `finish`'s
+  const ToolCall* call = nullptr;       // a delta with this call, number `call_index`
+  int call_index = 0;
   size_t text_offset = 0;
   bool first = false;
 };

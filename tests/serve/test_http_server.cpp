@@ -24,12 +24,12 @@ struct StreamReply {
 };
 
 // A streaming POST; keep_going(received so far) returning false hangs up.
-StreamReply post_stream(httplib::Client& c, const std::string& path, const json& body,
+StreamReply post_stream(httplib::Client& c, const std::string& path, const std::string& body,
                         std::function<bool(const std::string&)> keep_going = nullptr) {
   httplib::Request req;
   req.method = "POST";
   req.path = path;
-  req.body = body.dump();
+  req.body = body;
   req.set_header("Content-Type", "application/json");
   StreamReply r;
   req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
@@ -39,6 +39,11 @@ StreamReply post_stream(httplib::Client& c, const std::string& path, const json&
   auto res = c.send(req);
   if (res) r.status = res->status;
   return r;
+}
+
+StreamReply post_stream(httplib::Client& c, const std::string& path, const json& body,
+                        std::function<bool(const std::string&)> keep_going = nullptr) {
+  return post_stream(c, path, body.dump(), std::move(keep_going));
 }
 
 // What the engine alone produces for the prompt, greedy.
@@ -389,8 +394,14 @@ TEST_F(Serve, UnimplementedFieldsAre400NamingThem) {
   expect_error(post(c, "/v1/chat/completions",
                     json{{"messages", messages},
                          {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})},
-                         {"tool_choice", "auto"}}),
-               400, "tools", "unsupported_parameter");
+                         {"tool_choice", "required"}}),
+               400, "tool_choice", "unsupported_parameter");
+  // The bundled ChatML template never lists tools, so the model could not see them.
+  const HttpReply tools = post(c, "/v1/chat/completions",
+                               json{{"messages", messages},
+                                    {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}});
+  expect_error(tools, 400, "tools");
+  EXPECT_CONTAINS(tools.body["error"]["message"].get<std::string>(), "never reads 'tools'");
   expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"guided_regex", "a+"}}), 400, "guided_regex",
                "unknown_parameter");
   EXPECT_EQ(post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}, {"user", "u"}}).status, 200);
@@ -412,6 +423,70 @@ TEST(ServeLimits, NoChatTemplateIsA400ForChat) {
                                      {"max_tokens", 2}, {"stream", true}});
   expect_error(stream, 400, "messages");
   EXPECT_EQ(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 2}}).status, 200);
+}
+
+// Tools with a template that lists them (Qwen3's, over tiny-main's tokenizer): the prompt is
+// the template's render with the tools in the client's key order, and output that is not a
+// call stays content, streamed or not. (Output that is a call: test_tool_calls.cpp, since no
+// bundled model writes one.)
+TEST(ServeTools, ToolsReachTheTemplateAndPlainOutputStaysContent) {
+  const auto qwen3 = ChatTemplate::from_model_dir(data_path("tokenizers/qwen3-151k"));
+  ASSERT_TRUE(qwen3);
+  TestServer s(serve::ServerOptions{}, EngineOptions{}, /*replicas=*/1, qwen3);
+  EXPECT_EQ(s.server().tool_call_format(), serve::ToolCallFormat::Hermes);
+  auto c = s.client();
+  const std::string messages = R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"unit\": \"c\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "3 C"}])";
+  const std::string tools = R"([{"type": "function", "function": {"name": "get_weather", "description": "Now.",
+      "parameters": {"type": "object", "properties": {"unit": {"type": "string"}, "city": {"type": "string"}}}}}])";
+  const std::string body = R"({"messages": )" + messages + R"(, "tools": )" + tools +
+                           R"(, "max_tokens": 8, "temperature": 0, "ignore_eos": true)";
+  const HttpReply r = post(c, "/v1/chat/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.text;
+  const auto tok = Tokenizer::from_dir(kTinyModel);
+  const std::string prompt = qwen3->render_ordered(nlohmann::ordered_json::parse(messages), true,
+                                                   nlohmann::ordered_json::parse(tools));
+  EXPECT_CONTAINS(prompt, R"({"type": "function", "function": {"name": "get_weather", "description": "Now.", )"
+                          R"("parameters": {"type": "object", "properties": {"unit": )");
+  const size_t n_prompt = tok->encode(prompt, false).size();
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], n_prompt);
+  EXPECT_NE(tok->encode(qwen3->render_ordered(nlohmann::ordered_json::parse(messages), true), false).size(), n_prompt);
+  const json& ch = r.body["choices"][0];
+  EXPECT_EQ(ch["message"]["content"], engine_greedy(prompt, 8, /*add_special=*/false));
+  EXPECT_FALSE(ch["message"].contains("tool_calls"));
+  EXPECT_EQ(ch["finish_reason"], "length");
+
+  // The same bytes (a json object would sort the tools' keys, and the prompt with them).
+  const StreamReply st = post_stream(c, "/v1/chat/completions", body + R"(, "stream": true})");
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  std::string text;
+  const std::vector<json> events = parse_sse(st.text, &done);
+  for (const json& e : events) {
+    text += e["choices"][0]["delta"].value("content", "");
+    EXPECT_FALSE(e["choices"][0]["delta"].contains("tool_calls"));
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, ch["message"]["content"]);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+
+  // tool_choice "none": the tools are not listed.
+  const HttpReply none = post(c, "/v1/chat/completions", body + R"(, "tool_choice": "none"})");
+  ASSERT_EQ(none.status, 200) << none.text;
+  EXPECT_LT(none.body["usage"]["prompt_tokens"].get<size_t>(), n_prompt);
+}
+
+TEST(ServeTools, NoKnownFormatIsA400NamingTools) {
+  const auto qwen3 = ChatTemplate::from_model_dir(data_path("tokenizers/qwen3-151k"));
+  TestServer s(serve::ServerOptions{.tool_call_format = serve::ToolCallFormat::None}, EngineOptions{}, 1, qwen3);
+  auto c = s.client();
+  const HttpReply r = post(c, "/v1/chat/completions",
+                           json{{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}});
+  expect_error(r, 400, "tools");
+  EXPECT_CONTAINS(r.body["error"]["message"].get<std::string>(), "--tool-call-parser");
 }
 
 // shutdown() (what SIGTERM calls): new requests get 503 while in-flight ones run to the end.

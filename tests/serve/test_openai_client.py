@@ -165,6 +165,49 @@ def test_no_chat_template(twofold, model):
         stop_server(p)
 
 
+def test_tools(twofold, model, qwen3_config):
+    """Tools through the client's own request types, with Qwen3's template (which lists them)."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".jinja") as f:
+        f.write(json.load(open(qwen3_config))["chat_template"])
+        f.flush()
+        p, host, port = start_server(twofold, model, "--served-model-name", "tiny-main", "--chat-template", f.name,
+                                     "--tool-call-parser", "hermes")
+    try:
+        client = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="unused", max_retries=0)
+        tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                                   "parameters": {"type": "object",
+                                                                  "properties": {"city": {"type": "string"}},
+                                                                  "required": ["city"]}}}]
+        messages = [{"role": "user", "content": "Weather in Oslo?"},
+                    {"role": "assistant", "content": None,
+                     "tool_calls": [{"id": "call_1", "type": "function",
+                                     "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "3 C"}]
+        r = client.chat.completions.create(model="tiny-main", messages=messages, tools=tools, max_tokens=6,
+                                           temperature=0)
+        plain = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=6, temperature=0)
+        check(r.usage.prompt_tokens > plain.usage.prompt_tokens,
+              "tools not in the prompt: %d vs %d tokens" % (r.usage.prompt_tokens, plain.usage.prompt_tokens))
+        msg = r.choices[0].message
+        check(isinstance(msg.content, str) and msg.tool_calls is None and r.choices[0].finish_reason == "length",
+              "tools: plain output %r" % (msg,))
+        try:
+            client.chat.completions.create(model="tiny-main", messages=messages, tools=tools, tool_choice="required",
+                                           max_tokens=2)
+            check(False, "tool_choice required accepted")
+        except openai.BadRequestError as e:
+            check(e.body.get("param") == "tool_choice", "tool_choice error %r" % (e.body,))
+        try:
+            client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=2,
+                                           tools=[{"type": "function", "function": {"name": "bad name"}}])
+            check(False, "a function name with a space accepted")
+        except openai.BadRequestError as e:
+            check(e.body.get("param") == "tools[0].function.name", "tool name error %r" % (e.body,))
+    finally:
+        stop_server(p)
+
+
 def test_api_key(twofold, model):
     p, host, port = start_server(twofold, model, "--api-key", "sekret")
     try:
@@ -292,6 +335,8 @@ def main():
     ap.add_argument("--twofold", required=True, help="path of the twofold binary")
     ap.add_argument("--model", required=True, help="model folder (models/tiny-main)")
     ap.add_argument("--chat-template", required=True, help="template file for chats (examples/chatml.jinja)")
+    ap.add_argument("--qwen3-config", required=True,
+                    help="a tokenizer_config.json whose chat_template lists tools (tests/data/tokenizers/qwen3-151k)")
     args = ap.parse_args()
     p, host, port = start_server(args.twofold, args.model, "--served-model-name", "tiny-main",
                                  "--chat-template", args.chat_template)
@@ -307,6 +352,7 @@ def main():
             stop_server(p)
     test_api_key(args.twofold, args.model)
     test_no_chat_template(args.twofold, args.model)
+    test_tools(args.twofold, args.model, args.qwen3_config)
     if failures:
         print("%d failures" % len(failures), file=sys.stderr)
         sys.exit(1)

@@ -188,7 +188,6 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
   const std::vector<std::string> refused = {
       R"("response_format": {"type": "json_object"})",
       R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})",
-      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}])",
       R"("tool_choice": "required")",
       R"("tool_choice": {"type": "function", "function": {"name": "f"}})",
       R"("functions": [{"name": "f", "parameters": {}}])",
@@ -234,6 +233,46 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
     EXPECT_EQ(param_of(err), field) << body;
     EXPECT_EQ(err.to_json()["error"]["code"], "unknown_parameter") << body;
     EXPECT_CONTAINS(std::string(err.what()), "unrecognized request argument");
+  }
+}
+
+TEST(OpenAiProtocol, ToolsKeepTheClientsKeyOrderAndNameTheFieldAtFault) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x", "name": "u"}])";
+  const ApiRequest r = parse_chat_request(
+      "{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+                       "parameters": {"type": "object", "properties": {"zeta": {}, "alpha": {}}}, "strict": true}}]})");
+  ASSERT_TRUE(r.tools.is_array());
+  EXPECT_EQ(r.tools.dump(), R"([{"type":"function","function":{"name":"get_weather","description":"d","parameters":)"
+                            R"({"type":"object","properties":{"zeta":{},"alpha":{}}},"strict":true}}])");
+  EXPECT_EQ(r.messages.dump(), R"([{"role":"user","content":"x","name":"u"}])");  // not sorted
+  // tool_choice "none": the tools are neither listed nor looked for; an empty list is none.
+  EXPECT_TRUE(parse_chat_request("{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "f"}}],
+                                  "tool_choice": "none"})").tools.is_null());
+  EXPECT_TRUE(parse_chat_request("{" + msgs + R"(, "tools": []})").tools.is_null());
+  EXPECT_FALSE(parse_chat_request("{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "f"}}],
+                                   "tool_choice": "auto"})").tools.is_null());
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("tools": "f")", "tools"},
+      {R"("tools": [3])", "tools[0]"},
+      {R"("tools": [{"function": {"name": "f"}}])", "tools[0].type"},
+      {R"("tools": [{"type": "code_interpreter"}])", "tools[0].type"},
+      {R"("tools": [{"type": "function"}])", "tools[0].function"},
+      {R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {}}])",
+       "tools[1].function.name"},
+      {R"("tools": [{"type": "function", "function": {"name": "get weather"}}])", "tools[0].function.name"},
+      {R"("tools": [{"type": "function", "function": {"name": ")" + std::string(65, 'a') + R"("}}])",
+       "tools[0].function.name"},
+      {R"("tools": [{"type": "function", "function": {"name": "f", "description": 1}}])",
+       "tools[0].function.description"},
+      {R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
+       "tools[0].function.parameters"},
+      {R"("tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}])", "tools[0].function.strict"},
+  };
+  for (const auto& [extra, field] : cases) {
+    const ApiError e = error_of(Endpoint::Chat, "{" + msgs + ", " + extra + "}");
+    EXPECT_EQ(e.status(), 400) << extra;
+    EXPECT_EQ(param_of(e), field) << extra << ": " << e.what();
   }
 }
 

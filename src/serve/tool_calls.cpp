@@ -1,0 +1,242 @@
+// Tool calls out of generated text; see tool_calls.h.
+#include "serve/tool_calls.h"
+
+#include "core/error.h"
+#include "core/json_bounded.h"
+
+namespace tf::serve {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string_view rtrim(std::string_view s) {
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// One call object: {"name": string, "arguments" (or "parameters"): object or a string holding
+// one}. nullopt when it is not one.
+std::optional<ToolCall> call_of(const json& j, std::string (*new_id)()) {
+  if (!j.is_object()) return std::nullopt;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
+  auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");
+  json a = json::object();
+  if (args != j.end()) {
+    if (args->is_string()) {
+      try {
+        a = parse_json_bounded<json>(args->get_ref<const std::string&>(), "tool call arguments");
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+    } else {
+      a = *args;
+    }
+  }
+  if (!a.is_object()) return std::nullopt;
+  return ToolCall{.id = new_id(), .name = name->get<std::string>(), .arguments = a.dump()};
+}
+
+// The calls in one JSON text: an object, or (hermes, as SmolLM2 writes) an array of objects.
+bool add_calls(std::string_view body, bool array_ok, std::vector<ToolCall>& out, std::string (*new_id)()) {
+  json j;
+  try {
+    j = parse_json_bounded<json>(trim(body), "tool call");
+  } catch (const Error&) {
+    return false;
+  }
+  if (j.is_array() && array_ok && !j.empty()) {
+    for (const json& x : j) {
+      auto c = call_of(x, new_id);
+      if (!c) return false;
+      out.push_back(std::move(*c));
+    }
+    return true;
+  }
+  auto c = call_of(j, new_id);
+  if (!c) return false;
+  out.push_back(std::move(*c));
+  return true;
+}
+
+// The end (one past the closing brace) of the JSON object starting at s[0] == '{', skipping
+// strings with their escapes; npos when it does not close.
+size_t object_end(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// hermes, from the first "<tool_call>" on: the calls, and the text between and after them
+// (trimmed pieces joined by "\n"). false when a call does not parse.
+bool hermes_section(std::string_view s, std::vector<ToolCall>& calls, std::string& after, std::string (*new_id)()) {
+  while (!s.empty()) {
+    const size_t open = s.find(kHermesOpen);
+    const std::string_view outside = trim(s.substr(0, open));
+    if (!outside.empty()) {
+      if (!after.empty()) after += '\n';
+      after += outside;
+    }
+    if (open == std::string_view::npos) break;
+    s.remove_prefix(open + kHermesOpen.size());
+    const size_t close = s.find(kHermesClose);  // none: the output ended inside the call
+    if (!add_calls(s.substr(0, close), /*array_ok=*/true, calls, new_id)) return false;
+    s = close == std::string_view::npos ? std::string_view() : s.substr(close + kHermesClose.size());
+  }
+  return !calls.empty();
+}
+
+// llama3-json: the output (after whitespace and an optional <|python_tag|>) is one or more
+// objects joined by ';'. false unless all of it parses.
+bool llama3_calls(std::string_view s, std::vector<ToolCall>& calls, std::string (*new_id)()) {
+  s = trim(s);
+  if (s.starts_with(kPythonTag)) s = trim(s.substr(kPythonTag.size()));
+  while (true) {
+    if (!s.starts_with('{')) return false;
+    const size_t end = object_end(s);
+    if (end == std::string_view::npos || !add_calls(s.substr(0, end), /*array_ok=*/false, calls, new_id)) return false;
+    s = trim(s.substr(end));
+    if (s.empty()) return true;
+    if (s.front() != ';') return false;
+    s = trim(s.substr(1));
+  }
+}
+
+// The length of the longest suffix of s that is a proper prefix of `marker`.
+size_t partial_marker(std::string_view s, std::string_view marker) {
+  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
+    if (marker.starts_with(s.substr(s.size() - n))) return n;
+  return 0;
+}
+
+}  // namespace
+
+std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) {
+  if (name == "none") return ToolCallFormat::None;
+  if (name == "hermes") return ToolCallFormat::Hermes;
+  if (name == "llama3-json") return ToolCallFormat::Llama3Json;
+  return std::nullopt;
+}
+
+const char* tool_call_format_name(ToolCallFormat f) {
+  switch (f) {
+    case ToolCallFormat::Hermes: return "hermes";
+    case ToolCallFormat::Llama3Json: return "llama3-json";
+    case ToolCallFormat::None: break;
+  }
+  return "none";
+}
+
+ToolCallFormat tool_call_format_of_template(std::string_view source) {
+  if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::Hermes;
+  // Llama 3.1-3.3 tell the model: {"name": function name, "parameters": dictionary of
+  // argument name and its value}; their templates also write <|python_tag|>.
+  if (source.find(kPythonTag) != std::string_view::npos ||
+      source.find("\"parameters\": dictionary of argument name") != std::string_view::npos)
+    return ToolCallFormat::Llama3Json;
+  return ToolCallFormat::None;
+}
+
+ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std::string (*new_id)()) {
+  ParsedOutput out;
+  if (format == ToolCallFormat::Hermes) {
+    const size_t open = text.find(kHermesOpen);
+    std::string after;
+    if (open != std::string_view::npos && hermes_section(text.substr(open), out.calls, after, new_id)) {
+      out.content = rtrim(text.substr(0, open));
+      if (!after.empty()) out.content += (out.content.empty() ? "" : "\n") + after;
+      return out;
+    }
+  } else if (format == ToolCallFormat::Llama3Json) {
+    if (llama3_calls(text, out.calls, new_id)) return out;
+  }
+  out.calls.clear();
+  out.content = text;
+  return out;
+}
+
+std::string ToolCallStream::feed(std::string_view delta) {
+  held_ += delta;
+  if (in_calls_ || format_ == ToolCallFormat::None) {
+    if (format_ != ToolCallFormat::None) return {};
+    std::string out = std::move(held_);
+    held_.clear();
+    return out;
+  }
+  if (format_ == ToolCallFormat::Llama3Json) {
+    if (!decided_) {
+      const std::string_view t = trim(held_);
+      if (t.empty() || (t.size() < kPythonTag.size() && kPythonTag.starts_with(t))) return {};
+      decided_ = true;
+      in_calls_ = t.starts_with('{') || t.starts_with(kPythonTag);
+      if (in_calls_) return {};
+    }
+    std::string out = std::move(held_);
+    held_.clear();
+    return out;
+  }
+  // hermes: send all but trailing whitespace and a partial marker after it; at a whole
+  // marker, drop the whitespace before it (kept in held_ in case the calls do not parse).
+  const size_t open = held_.find(kHermesOpen);
+  std::string_view sendable = std::string_view(held_).substr(0, open);
+  if (open == std::string::npos) sendable.remove_suffix(partial_marker(sendable, kHermesOpen));
+  sendable = rtrim(sendable);
+  std::string out(sendable);
+  held_.erase(0, sendable.size());
+  if (!out.empty()) sent_any_ = true;
+  in_calls_ = open != std::string::npos;
+  return out;
+}
+
+ParsedOutput ToolCallStream::finish() {
+  ParsedOutput out;
+  if (in_calls_) {
+    std::string after;
+    bool ok = false;
+    if (format_ == ToolCallFormat::Hermes) {
+      const std::string_view s = held_;
+      ok = hermes_section(s.substr(s.find(kHermesOpen)), out.calls, after, new_id_);
+      if (ok && !after.empty()) out.content = (sent_any_ ? "\n" : "") + after;
+    } else {
+      ok = llama3_calls(held_, out.calls, new_id_);
+    }
+    if (ok) return out;
+    out.calls.clear();
+    out.content.clear();
+  }
+  out.content = std::move(held_);
+  held_.clear();
+  return out;
+}
+
+nlohmann::json tool_call_json(const ToolCall& c) {
+  return json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+}  // namespace tf::serve
