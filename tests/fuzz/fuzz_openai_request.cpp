@@ -3,7 +3,7 @@
 // picks the endpoint (even: completions, odd: chat) and the prompt length used for
 // fit_max_tokens; the rest is the body. Refusals are ApiError; anything else thrown, a
 // sanitizer report, or an accepted request whose fields are out of their documented
-// ranges is a bug.
+// ranges (tools included: a non-empty list of named functions) is a bug.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +26,15 @@ bool in_range(const ApiRequest& r) {
   for (const auto& [id, bias] : s.logit_bias)
     if (id < 0 || !(bias >= -100 && bias <= 100)) return false;
   if (r.max_tokens && *r.max_tokens < 1) return false;
+  if (!r.tools.is_null()) {
+    if (r.endpoint != Endpoint::Chat || !r.tools.is_array() || r.tools.empty()) return false;
+    for (const auto& t : r.tools) {
+      const auto fn = t.find("function");
+      if (t.value("type", "") != "function" || fn == t.end() || !fn->is_object() || !fn->contains("name") ||
+          !(*fn)["name"].is_string() || (*fn)["name"].get<std::string>().empty())
+        return false;
+    }
+  }
   if (r.endpoint == Endpoint::Chat) return r.messages.is_array() && !r.messages.empty();
   if (r.prompt_is_ids) return !r.prompt_ids.empty();
   return !r.prompt_text.empty();

@@ -1,0 +1,47 @@
+// libFuzzer harness: tool calls out of model output (src/serve/tool_calls.*). Input: byte 0
+// picks the format (bit 0: hermes or llama3-json) and the piece size the stream is fed in
+// (1 + byte 0 / 2 bytes); the rest is the output text. A bug: anything thrown, a sanitizer
+// report, streamed content or calls that differ from the whole parse, or a call whose
+// arguments are not a JSON object.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/tool_calls.h"
+
+namespace {
+
+using namespace tf::serve;
+
+std::string next_id() { return "call_x"; }
+
+bool same_calls(const ParsedOutput& a, const ParsedOutput& b) {
+  if (a.calls.size() != b.calls.size()) return false;
+  for (size_t i = 0; i < a.calls.size(); ++i)
+    if (a.calls[i].name != b.calls[i].name || a.calls[i].arguments != b.calls[i].arguments) return false;
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const ToolCallFormat f = (data[0] & 1) ? ToolCallFormat::Llama3Json : ToolCallFormat::Hermes;
+  const size_t piece = 1 + (data[0] >> 1);
+  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const ParsedOutput whole = parse_tool_calls(f, text, next_id);
+  for (const ToolCall& c : whole.calls) {
+    const auto args = nlohmann::json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+    if (!args.is_object() || c.name.empty()) __builtin_trap();
+  }
+  ToolCallStream s(f, next_id);
+  std::string content;
+  for (size_t at = 0; at < text.size(); at += piece) content += s.feed(text.substr(at, piece));
+  ParsedOutput rest = s.finish();
+  content += rest.content;
+  if (content != whole.content || !same_calls(rest, whole)) __builtin_trap();
+  return 0;
+}
