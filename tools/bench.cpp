@@ -96,6 +96,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "no-decode-early-keys") k.decode_early_keys = false;
   else if (name == "no-split-gemv") k.split_gemv = false;
   else if (name == "no-overlap") k.overlap_steps = 0;
+  else if (name == "overlap") k.overlap_steps = -1;
   else if (name == "moe-simt") k.moe_mma = false;
   else if (const int n = decode_splits_of(name); n > 0) k.decode_splits = n;
   else if (name == "cublas") k.gemv = "cublas";
@@ -107,7 +108,7 @@ KernelOptions variant_options(const std::string& name, const KernelOptions& base
   else if (name == "bf16-acts") k.bf16_activations = true;
   else
     fail("--variants: unknown variant '{}' (expected default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff, fp8-sums-f32, no-pdl, no-pdl-timed, no-gemv-timed, pdl-resident, pdl-decode, no-pdl-decode-resident, pdl-all, no-cublaslt, no-lt-split-k, no-decode-mma, "
-         "no-decode-cluster, no-decode-early-keys, no-split-gemv, no-overlap, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
+         "no-decode-cluster, no-decode-early-keys, no-split-gemv, no-overlap, overlap, moe-simt, splits-N, cublas, gemv, plain-attention, flash-attention, profile, int8-acts, bf16-acts; or a precision: stored, bf16, int8, int4, "
          "fp8, auto)", name);
   return k;
 }
@@ -353,7 +354,7 @@ void add_bench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   c->add_option("--variants", a->variants,
                 "Comma-separated kernel configurations to measure in turn: default, no-graphs, no-fusion, no-fp8-fusion, no-fp8-handoff (FP8 epilogues do not quantize for the next matmul), fp8-sums-f32 (cuBLASLt's unit-scale FP8 sums as F32, not BF16), no-pdl, no-pdl-timed (a recorded step replayed often is not also recorded with PDL for every kernel and timed against it), no-gemv-timed (a recorded step is not recorded again with the near-tie kernels of its quantized GEMVs), pdl-resident (PDL also for the persistent and k-split GEMVs), pdl-decode (PDL also in decode steps, not for the grid-sized GEMVs), no-pdl-decode-resident (decode steps in plain stream order, also the grid-sized GEMVs), pdl-all (PDL for every kernel of every step; pdl-resident, pdl-decode and no-pdl-decode-resident run without the timed trial), "
-                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-decode-early-keys (decode attention reads its metadata and older keys only after waiting for the previous kernel), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), no-overlap (each decode step launched only after the previous step's ids reached the host), "
+                "no-cublaslt, no-lt-split-k (cuBLASLt's heuristic algorithms only, no split-K copies), no-decode-mma, no-decode-cluster (decode attention's key splits merged by a second kernel, not in a thread block cluster), no-decode-early-keys (decode attention reads its metadata and older keys only after waiting for the previous kernel), no-split-gemv (W4/W8 one-row GEMVs without the k-split kernels), no-overlap (each decode step launched only after the previous step's ids reached the host: the default), overlap (on the GPU, the next decode step launched before this one's ids reach the host), "
                 "moe-simt (mixture-of-experts GEMMs on CUDA cores), splits-N (N key splits per decoded sequence), cublas, gemv, "
                 "plain-attention, flash-attention (CUDA; each turns one optimisation off or forces a kernel), "
                 "profile (per-op GPU times, eager), int8-acts (CPU integer kernels with 8-bit activations); or precisions of the linear weights loaded by "

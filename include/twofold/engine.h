@@ -54,7 +54,9 @@ struct KernelOptions {
   // Decode steps launched before the previous step's sampled ids reach the host (they go to
   // the next step's batch where they are), so the host's work between steps overlaps the
   // device's: 1 on, 0 off, -1 where the backend's launches return before the work ends (CUDA).
-  int overlap_steps = -1;
+  // Off by default: on an H100 it gained nothing at batch 1 to 256 (the host's part of a step
+  // is 0.02-0.3 ms beside 2.3-11 ms of device work; docs/PERF.md, 2026-12-07).
+  int overlap_steps = 0;
 };
 
 // Speculative decoding: a proposer guesses up to k tokens per sequence, the target scores

@@ -167,8 +167,7 @@ TEST_F(Batching, HigherPriorityFinishesFirstWhenOnlyOneRuns) {
   EXPECT_EQ(finish_order, (std::vector<RequestId>{high, low}));
 }
 
-// Overlapped steps (KernelOptions::overlap_steps, on by default only where launches are
-// asynchronous, forced on here): after a step of decodes the next one is scheduled and run
+// Overlapped steps (KernelOptions::overlap_steps, off by default, forced on here): after a step of decodes the next one is scheduled and run
 // before the first's ids are read, with placeholders in the sequences' tokens that the real
 // ids replace. Every request must still get the ids it gets alone, through staggered
 // arrivals, chunked prefill, few slots and preemption, and the overlap must have happened.

@@ -165,7 +165,8 @@ TEST_P(CudaEngine, SampledOnGpuIsReproducible) {
   test::record("engine: GPU sampling reproducible", "differing runs", runs[0] != runs[1], 0, runs[0] == runs[1]);
 }
 
-// Overlapped steps (KernelOptions::overlap_steps, on by default here): a decode step is
+// Overlapped steps (KernelOptions::overlap_steps -1: on where launches are asynchronous, as
+// here): a decode step is
 // launched before the previous step's ids reach the host, taking them from the device
 // (CudaBackend::take_token_ids), and sampled rows stage their parameters in pinned memory
 // instead of waiting for the stream. One engine (the same recordings and kernel choices; the
