@@ -58,11 +58,13 @@ struct SamplingArgs {
   float repeat_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  std::vector<std::string> logit_bias;  // "ID=BIAS", checked by sampling_params
   int64_t seed = -1;  // -1: a random seed
   std::vector<std::string> stop;
   bool ignore_eos = false;
 };
 void add_sampling_args(CLI::App* app, SamplingArgs& args);
+// Throws tf::Error naming --logit-bias when one of its values is malformed or out of range.
 SamplingParams sampling_params(const SamplingArgs& args, uint64_t seed);
 // --seed when given, else a random one.
 uint64_t seed_of(const SamplingArgs& args);

@@ -1,5 +1,6 @@
 // `twofold generate`: one prompt (-p) streamed to stdout, or many (--prompts-file) run
 // concurrently through the batching engine. Both go through the same Engine.
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -85,7 +86,7 @@ int run_single(const GenerateArgs& a) {
 
 // One JSON object per line: {"prompt": "...", "max_tokens": N, "temperature": T, "top_p": P,
 // "top_k": K, "min_p": M, "repetition_penalty": R, "presence_penalty": PP, "frequency_penalty": FP,
-// "seed": S, "stop": [...], "priority": P};
+// "logit_bias": {"ID": BIAS}, "seed": S, "stop": [...], "priority": P};
 // missing fields take the command-line values.
 GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a, uint64_t seed,
                                   const std::string& where) {
@@ -105,6 +106,20 @@ GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a
   num("repetition_penalty", r.sampling.repetition_penalty);
   num("presence_penalty", r.sampling.presence_penalty);
   num("frequency_penalty", r.sampling.frequency_penalty);
+  if (j.contains("logit_bias")) {
+    const nlohmann::json& lb = j["logit_bias"];
+    if (!lb.is_object()) fail("{}: field 'logit_bias' must be an object of token id -> bias", where);
+    r.sampling.logit_bias.clear();
+    for (const auto& [key, value] : lb.items()) {
+      int32_t id = -1;
+      const auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || ptr != key.data() + key.size() || id < 0)
+        fail("{}: 'logit_bias' keys must be token ids, got '{}'", where, key);
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+        fail("{}: 'logit_bias' values must be numbers in [-100, 100] (token {})", where, key);
+      r.sampling.logit_bias.emplace_back(id, value.get<float>());
+    }
+  }
   num("seed", r.sampling.seed);
   num("priority", r.priority);
   if (j.contains("stop")) {

@@ -1,4 +1,5 @@
 // Flags more than one verb takes (see commands.h), defined once.
+#include <charconv>
 #include <cstdio>
 #include <random>
 
@@ -24,16 +25,42 @@ void add_sampling_args(CLI::App* app, SamplingArgs& a) {
                   "Subtracted from a token's logit once per time it was generated (0 = off; -2 to 2)")
       ->capture_default_str()
       ->check(CLI::Range(-2.0f, 2.0f));
+  app->add_option("--logit-bias", a.logit_bias,
+                  "ID=BIAS: add BIAS (-100 to 100) to token ID's logit before the penalties (repeatable; -100 bans "
+                  "the token in practice, 100 forces it)");
   app->add_option("--seed", a.seed, "RNG seed (same seed, same output; default random)");
   app->add_option("--stop", a.stop, "Stop string (repeatable); not included in the output");
   app->add_flag("--ignore-eos", a.ignore_eos, "Keep generating past the end-of-sequence token");
 }
 
+namespace {
+
+// "ID=BIAS" -> (ID, BIAS); the engine checks ID against the vocabulary.
+std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
+  const size_t eq = s.find('=');
+  int32_t id = -1;
+  float bias = 0;
+  // Each part must be read whole: "5x=1" and "5=1x" are errors.
+  auto whole = [](const char* first, const char* last, auto& value) {
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    return ec == std::errc() && ptr == last;
+  };
+  const char* end = s.data() + s.size();
+  const bool ok = eq != std::string::npos && whole(s.data(), s.data() + eq, id) && whole(s.data() + eq + 1, end, bias);
+  if (!ok || id < 0) fail("--logit-bias: expected ID=BIAS with a token id and a number, got '{}'", s);
+  if (!(bias >= -100 && bias <= 100)) fail("--logit-bias: the bias must be in [-100, 100], got '{}'", s);
+  return {id, bias};
+}
+
+}  // namespace
+
 SamplingParams sampling_params(const SamplingArgs& a, uint64_t seed) {
-  return SamplingParams{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
-                        .repetition_penalty = a.repeat_penalty, .presence_penalty = a.presence_penalty,
-                        .frequency_penalty = a.frequency_penalty, .seed = seed,
-                        .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
+  SamplingParams p{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
+                   .repetition_penalty = a.repeat_penalty, .presence_penalty = a.presence_penalty,
+                   .frequency_penalty = a.frequency_penalty, .seed = seed,
+                   .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
+  for (const std::string& s : a.logit_bias) p.logit_bias.push_back(parse_logit_bias(s));
+  return p;
 }
 
 uint64_t seed_of(const SamplingArgs& a) { return a.seed >= 0 ? uint64_t(a.seed) : std::random_device{}(); }

@@ -75,6 +75,42 @@ TEST(Cli, StopStringEndsGeneration) {
   EXPECT_EQ(j["finish_reason"], "stop");
 }
 
+// --logit-bias ID=BIAS (repeatable) and a prompts-file line's "logit_bias": -100 keeps a token
+// out of greedy output, +100 forces it; malformed values name the flag.
+TEST(Cli, LogitBiasBansAndForcesTokens) {
+  const auto g = test::load_golden("tiny-main")[0];
+  const std::string base = "generate -m " + kTiny + " -p " + shell_quote(g.text) + " -n 8 --temp 0 --ignore-eos --json";
+  auto ids = [](const test::CliResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["output_ids"].get<std::vector<int32_t>>();
+  };
+  const std::vector<int32_t> plain(g.greedy_ids.begin(), g.greedy_ids.begin() + 8);
+  ASSERT_EQ(ids(run_twofold(base)), plain);
+  const int32_t banned = plain[0], second = plain[1];
+  const auto without = ids(run_twofold(base + " --logit-bias " + std::to_string(banned) + "=-100 --logit-bias " +
+                                       std::to_string(second) + "=-100"));
+  EXPECT_NE(without, plain);
+  for (int32_t id : without) EXPECT_TRUE(id != banned && id != second) << id;
+  const auto forced = ids(run_twofold(base + " --logit-bias 7=100"));
+  EXPECT_EQ(forced, std::vector<int32_t>(8, 7));
+
+  const auto path = std::filesystem::temp_directory_path() / "twofold_bias_prompts.jsonl";
+  {
+    std::ofstream f(path);
+    f << json{{"prompt", g.text}, {"max_tokens", 8}, {"temperature", 0},
+              {"logit_bias", {{std::to_string(banned), -100}, {std::to_string(second), -100}}}}.dump() << "\n";
+  }
+  const auto lines = run_twofold("generate -m " + kTiny + " --prompts-file " + path.string() + " --ignore-eos --json");
+  EXPECT_EQ(ids(lines), without);
+  std::filesystem::remove(path);
+
+  for (const char* bad : {"5", "5=", "x=1", "5=1x", "-1=2", "5=101"}) {
+    const auto r = run_twofold(base + " --logit-bias=" + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--logit-bias"), std::string::npos) << bad << ": " << r.err;
+  }
+}
+
 TEST(Cli, LogitsMatchGolden) {
   test::expect_logits_verb_matches_golden(kTiny, 1e-4);
 }
