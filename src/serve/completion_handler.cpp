@@ -107,6 +107,7 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
     std::unique_ptr<Completion> c(new Completion(ctx, meta, r.stream, int32_t(ids.size())));
     if (!r.tools.is_null()) {
       c->tool_format_ = ctx.tool_format;
+      c->one_call_ = !r.parallel_tool_calls;
       if (r.stream) c->tool_stream_.emplace(ctx.tool_format, new_call_id);
     }
     c->slot_ = ctx.admission.try_acquire();
@@ -192,6 +193,7 @@ std::string Completion::finish_events(FinishReason why) {
   } else {
     ParsedOutput rest;
     if (tool_stream_) rest = tool_stream_->finish();
+    if (one_call_ && rest.calls.size() > 1) rest.calls.resize(1);
     if (!rest.content.empty()) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = rest.content}));
     for (size_t i = 0; i < rest.calls.size(); ++i)
       data += sse_event(stream_chunk(meta_, tok, ChunkPart{.call = &rest.calls[i], .call_index = int(i)}));
@@ -220,6 +222,7 @@ CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
   }
   ParsedOutput parsed{.content = std::move(text_)};
   if (tool_format_ != ToolCallFormat::None) parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id);
+  if (one_call_ && parsed.calls.size() > 1) parsed.calls.resize(1);
   return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
                           .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), parsed.content, logprobs_, why,
                                                       usage_, parsed.calls)),

@@ -96,6 +96,7 @@ class Completion {
   // Chat with tools: the output's tool calls are taken out of the text (whole: at the end).
   std::optional<ToolCallStream> tool_stream_;
   ToolCallFormat tool_format_ = ToolCallFormat::None;
+  bool one_call_ = false;  // parallel_tool_calls false: calls past the first are dropped
   // Whole response: what has arrived so far.
   std::string text_;
   std::vector<SampledLogprobs> logprobs_;

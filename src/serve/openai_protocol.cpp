@@ -155,7 +155,7 @@ constexpr FieldRule kFields[] = {
     {"service_tier", kChat, Use::NoOp, is_string, "a string"},
     {"safety_identifier", kChat, Use::NoOp, is_string, "a string"},
     {"prompt_cache_key", kChat, Use::NoOp, is_string, "a string"},
-    {"parallel_tool_calls", kChat, Use::NoOp, is_bool, "a boolean"},  // only matters with tools
+    {"parallel_tool_calls", kChat, Use::Parsed},
     {"store", kChat, Use::DefaultOnly, is_false, "false (nothing is stored)"},
     {"tools", kChat, Use::Parsed},
     {"tool_choice", kChat, Use::DefaultOnly, is_none_or_auto,
@@ -418,6 +418,7 @@ ApiRequest parse_chat_request(std::string_view body) {
   parse_tools(oj, r);
   const Fields f(j);
   if (const json* tc = f.get("tool_choice"); tc && *tc == "none") r.tools = nullptr;
+  if (auto v = f.boolean("parallel_tool_calls")) r.parallel_tool_calls = *v;
   // The newer name wins, as in the OpenAI API.
   if (auto v = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = int32_t(*v);
   r.want_logprobs = f.boolean("logprobs").value_or(false);

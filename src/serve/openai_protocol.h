@@ -9,9 +9,10 @@
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
 // completions: prompt (a string, a list of token ids, or a one-element list of either);
 // chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions), tools
-// (functions) with tool_choice "auto" or "none" (see tool_calls.h for the output side).
+// (functions) with tool_choice "auto" or "none" and parallel_tool_calls (see tool_calls.h for
+// the output side).
 // Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
-// service_tier, safety_identifier, prompt_cache_key, parallel_tool_calls.
+// service_tier, safety_identifier, prompt_cache_key.
 // Refused by name unless they ask for nothing, since they are not implemented: n > 1, echo,
 // best_of > 1, suffix; chat: tool_choice "required" or a named function (forcing a call needs
 // constrained decoding), functions, function_call (the deprecated form of tools),
@@ -50,6 +51,7 @@ struct ApiRequest {
   // given, the array was empty, or tool_choice is "none" (then the prompt does not list them
   // and the output is not searched for calls).
   nlohmann::ordered_json tools;
+  bool parallel_tool_calls = true;  // false: only the output's first call is returned
   bool add_generation_prompt = true;
 
   std::optional<int32_t> max_tokens;  // absent: completions 16 (OpenAI's default), chat the rest of the context

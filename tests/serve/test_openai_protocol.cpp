@@ -251,6 +251,9 @@ TEST(OpenAiProtocol, ToolsKeepTheClientsKeyOrderAndNameTheFieldAtFault) {
   EXPECT_TRUE(parse_chat_request("{" + msgs + R"(, "tools": []})").tools.is_null());
   EXPECT_FALSE(parse_chat_request("{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "f"}}],
                                    "tool_choice": "auto"})").tools.is_null());
+  EXPECT_TRUE(parse_chat_request("{" + msgs + "}").parallel_tool_calls);
+  EXPECT_FALSE(parse_chat_request("{" + msgs + R"(, "parallel_tool_calls": false})").parallel_tool_calls);
+  EXPECT_EQ(param_of(error_of(Endpoint::Chat, "{" + msgs + R"(, "parallel_tool_calls": 0})")), "parallel_tool_calls");
 
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"("tools": "f")", "tools"},
