@@ -183,26 +183,22 @@ ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std:
 
 std::string ToolCallStream::feed(std::string_view delta) {
   held_ += delta;
-  if (in_calls_ || format_ == ToolCallFormat::None) {
-    if (format_ != ToolCallFormat::None) return {};
+  if (in_calls_) return {};
+  if (format_ == ToolCallFormat::Llama3Json && !decided_) {
+    const std::string_view t = trim(held_);
+    if (t.empty() || (t.size() < kPythonTag.size() && kPythonTag.starts_with(t))) return {};
+    decided_ = true;
+    in_calls_ = t.starts_with('{') || t.starts_with(kPythonTag);
+    if (in_calls_) return {};
+  }
+  if (format_ != ToolCallFormat::Hermes) {
     std::string out = std::move(held_);
     held_.clear();
     return out;
   }
-  if (format_ == ToolCallFormat::Llama3Json) {
-    if (!decided_) {
-      const std::string_view t = trim(held_);
-      if (t.empty() || (t.size() < kPythonTag.size() && kPythonTag.starts_with(t))) return {};
-      decided_ = true;
-      in_calls_ = t.starts_with('{') || t.starts_with(kPythonTag);
-      if (in_calls_) return {};
-    }
-    std::string out = std::move(held_);
-    held_.clear();
-    return out;
-  }
-  // hermes: send all but trailing whitespace and a partial marker after it; at a whole
-  // marker, drop the whitespace before it (kept in held_ in case the calls do not parse).
+  // hermes: send all but the trailing whitespace and a partial marker at the end; from a whole
+  // marker on, hold everything, the whitespace before it included (sent if the calls do not
+  // parse, dropped if they do).
   const size_t open = held_.find(kHermesOpen);
   std::string_view sendable = std::string_view(held_).substr(0, open);
   if (open == std::string::npos) sendable.remove_suffix(partial_marker(sendable, kHermesOpen));

@@ -59,10 +59,10 @@ class ToolCallStream {
  private:
   ToolCallFormat format_;
   std::string (*new_id_)();
-  std::string held_;     // text not yet sent
-  bool in_calls_ = false;  // held_ starts at the first call's marker
+  std::string held_;       // text not yet sent
+  bool in_calls_ = false;  // held_ holds the first call's marker (hermes) or is all calls (llama3-json)
   bool decided_ = false;   // llama3-json: the output's first non-space character was seen
-  bool sent_any_ = false;  // content went out (hermes: the content before a call is trimmed on the right only)
+  bool sent_any_ = false;  // hermes: some content went out, so text after the calls joins it with "\n"
 };
 
 nlohmann::json tool_call_json(const ToolCall& c);
