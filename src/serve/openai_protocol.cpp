@@ -113,7 +113,6 @@ struct FieldRule {
 };
 
 bool is_string(const json& v) { return v.is_string(); }
-bool is_bool(const json& v) { return v.is_boolean(); }
 bool is_object(const json& v) { return v.is_object(); }
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty_array(const json& v) { return v.is_array() && v.empty(); }
