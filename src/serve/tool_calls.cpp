@@ -8,6 +8,8 @@ namespace tf::serve {
 namespace {
 
 using nlohmann::json;
+// The model's objects keep their key order: `arguments` goes back as the model wrote it.
+using ojson = nlohmann::ordered_json;
 
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
@@ -28,17 +30,17 @@ std::string_view rtrim(std::string_view s) {
 
 // One call object: {"name": string, "arguments" (or "parameters"): object or a string holding
 // one}. nullopt when it is not one.
-std::optional<ToolCall> call_of(const json& j, std::string (*new_id)()) {
+std::optional<ToolCall> call_of(const ojson& j, std::string (*new_id)()) {
   if (!j.is_object()) return std::nullopt;
   auto name = j.find("name");
   if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
   auto args = j.find("arguments");
   if (args == j.end()) args = j.find("parameters");
-  json a = json::object();
+  ojson a = ojson::object();
   if (args != j.end()) {
     if (args->is_string()) {
       try {
-        a = parse_json_bounded<json>(args->get_ref<const std::string&>(), "tool call arguments");
+        a = parse_json_bounded<ojson>(args->get_ref<const std::string&>(), "tool call arguments");
       } catch (const Error&) {
         return std::nullopt;
       }
@@ -52,14 +54,14 @@ std::optional<ToolCall> call_of(const json& j, std::string (*new_id)()) {
 
 // The calls in one JSON text: an object, or (hermes, as SmolLM2 writes) an array of objects.
 bool add_calls(std::string_view body, bool array_ok, std::vector<ToolCall>& out, std::string (*new_id)()) {
-  json j;
+  ojson j;
   try {
-    j = parse_json_bounded<json>(trim(body), "tool call");
+    j = parse_json_bounded<ojson>(trim(body), "tool call");
   } catch (const Error&) {
     return false;
   }
   if (j.is_array() && array_ok && !j.empty()) {
-    for (const json& x : j) {
+    for (const ojson& x : j) {
       auto c = call_of(x, new_id);
       if (!c) return false;
       out.push_back(std::move(*c));

@@ -62,6 +62,14 @@ TEST(ToolCallsHermes, OneCallAfterContent) {
   EXPECT_EQ(calls_of(p), (std::vector<Call>{{"get_weather", {{"city", "Paris"}, {"days", 2}}}}));
 }
 
+TEST(ToolCallsHermes, ArgumentsKeepTheModelsKeyOrder) {
+  const ParsedOutput p = whole(ToolCallFormat::Hermes,
+                               "<tool_call>{\"name\": \"f\", \"arguments\": {\"zeta\": 1, \"alpha\": "
+                               "{\"y\": 2, \"b\": \"\u00e9\"}}}</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"zeta\":1,\"alpha\":{\"y\":2,\"b\":\"\xc3\xa9\"}}");
+}
+
 TEST(ToolCallsHermes, SeveralCallsAListAndAnUnclosedLastCall) {
   const ParsedOutput two = whole(ToolCallFormat::Hermes,
                                  "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n"
