@@ -1,6 +1,5 @@
 // `twofold generate`: one prompt (-p) streamed to stdout, or many (--prompts-file) run
 // concurrently through the batching engine. Both go through the same Engine.
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/json_bounded.h"
+#include "core/split.h"
 #include "model/tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "twofold/engine.h"
@@ -111,13 +111,11 @@ GenerateRequest request_from_line(const nlohmann::json& j, const GenerateArgs& a
     if (!lb.is_object()) fail("{}: field 'logit_bias' must be an object of token id -> bias", where);
     r.sampling.logit_bias.clear();
     for (const auto& [key, value] : lb.items()) {
-      int32_t id = -1;
-      const auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
-      if (ec != std::errc() || ptr != key.data() + key.size() || id < 0)
-        fail("{}: 'logit_bias' keys must be token ids, got '{}'", where, key);
+      const auto id = parse_int(key, 0, INT32_MAX);
+      if (!id) fail("{}: 'logit_bias' keys must be token ids, got '{}'", where, key);
       if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
         fail("{}: 'logit_bias' values must be numbers in [-100, 100] (token {})", where, key);
-      r.sampling.logit_bias.emplace_back(id, value.get<float>());
+      r.sampling.logit_bias.emplace_back(int32_t(*id), value.get<float>());
     }
   }
   num("seed", r.sampling.seed);

@@ -5,6 +5,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "core/split.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
@@ -38,18 +39,16 @@ namespace {
 // "ID=BIAS" -> (ID, BIAS); the engine checks ID against the vocabulary.
 std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
   const size_t eq = s.find('=');
-  int32_t id = -1;
+  const std::optional<int64_t> id =
+      eq == std::string::npos ? std::nullopt : parse_int(std::string_view(s).substr(0, eq), 0, INT32_MAX);
+  // The bias must be read whole too: "5=1x" is an error.
   float bias = 0;
-  // Each part must be read whole: "5x=1" and "5=1x" are errors.
-  auto whole = [](const char* first, const char* last, auto& value) {
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    return ec == std::errc() && ptr == last;
-  };
   const char* end = s.data() + s.size();
-  const bool ok = eq != std::string::npos && whole(s.data(), s.data() + eq, id) && whole(s.data() + eq + 1, end, bias);
-  if (!ok || id < 0) fail("--logit-bias: expected ID=BIAS with a token id and a number, got '{}'", s);
+  const auto [ptr, ec] = id ? std::from_chars(s.data() + eq + 1, end, bias) : std::from_chars_result{};
+  if (!id || ec != std::errc() || ptr != end)
+    fail("--logit-bias: expected ID=BIAS with a token id and a number, got '{}'", s);
   if (!(bias >= -100 && bias <= 100)) fail("--logit-bias: the bias must be in [-100, 100], got '{}'", s);
-  return {id, bias};
+  return {int32_t(*id), bias};
 }
 
 }  // namespace

@@ -18,14 +18,19 @@ std::vector<std::string> split_list(std::string_view s, char sep) {
   return out;
 }
 
+std::optional<int64_t> parse_int(std::string_view s, int64_t min, int64_t max) {
+  int64_t n = 0;
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, n);
+  if (ec != std::errc() || ptr != end || n < min || n > max) return std::nullopt;
+  return n;
+}
+
 std::vector<int64_t> parse_int_list(std::string_view s, std::string_view flag, int64_t min, int64_t max) {
   std::vector<int64_t> out;
   for (const std::string& item : split_list(s)) {
-    int64_t n = 0;
-    const char* end = item.data() + item.size();
-    const auto [ptr, ec] = std::from_chars(item.data(), end, n);
-    if (ec == std::errc() && ptr == end && n >= min && n <= max) {
-      out.push_back(n);
+    if (const auto n = parse_int(item, min, max)) {
+      out.push_back(*n);
       continue;
     }
     if (max == INT64_MAX) fail("{}: '{}' is not an integer >= {}", flag, item, min);

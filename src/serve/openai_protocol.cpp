@@ -2,14 +2,13 @@
 #include "serve/openai_protocol.h"
 
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <limits>
-#include <system_error>
 
 #include "serve/api_error.h"
 #include "core/error.h"
 #include "core/json_bounded.h"
+#include "core/split.h"
 
 namespace tf::serve {
 namespace {
@@ -271,15 +270,14 @@ void parse_common(const json& j, ApiRequest& r) {
     if (!lb->is_object()) wrong_type("logit_bias", "an object", *lb);
     for (const auto& [key, value] : lb->items()) {
       // Keys are token ids written in decimal, as OpenAI's API takes them.
-      int32_t id = -1;
-      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
-      refuse_unless(ec == std::errc() && end == key.data() + key.size() && id >= 0, "logit_bias",
+      const auto id = parse_int(key, 0, std::numeric_limits<int32_t>::max());
+      refuse_unless(id.has_value(), "logit_bias",
                     "keys must be token ids (non-negative integers), got \"" + key.substr(0, 40) + "\"");
       if (!value.is_number()) wrong_type("logit_bias", "an object of numbers", value);
       const double bias = value.get<double>();
       refuse_unless(bias >= -100 && bias <= 100, "logit_bias",
                     "values must be in [-100, 100], got " + std::to_string(bias) + " for token " + key);
-      s.logit_bias.emplace_back(id, float(bias));
+      s.logit_bias.emplace_back(int32_t(*id), float(bias));
     }
   }
 }

@@ -1,4 +1,4 @@
-// core/split.h: comma-separated flag lists.
+// core/split.h: comma-separated flag lists and whole integers.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -23,6 +23,16 @@ TEST(SplitList, EmptyItemsLeftOut) {
 TEST(SplitList, NoTrimmingAndOtherSeparators) {
   EXPECT_EQ(split_list(" a, b"), (V{" a", " b"}));
   EXPECT_EQ(split_list("1:2::3", ':'), (V{"1", "2", "3"}));
+}
+
+TEST(ParseInt, TheWholeStringInRangeOrNothing) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-7"), -7);
+  EXPECT_EQ(parse_int("2147483647", 0, INT32_MAX), INT32_MAX);
+  for (const char* bad : {"", "4x", "+4", " 4", "4 ", "1.5", "0x10", "99999999999999999999"})
+    EXPECT_EQ(parse_int(bad), std::nullopt) << bad;
+  EXPECT_EQ(parse_int("2147483648", 0, INT32_MAX), std::nullopt);
+  EXPECT_EQ(parse_int("-1", 0), std::nullopt);
 }
 
 using I = std::vector<int64_t>;
