@@ -232,8 +232,10 @@ class CudaBackend final : public Backend {
   int32_t decode_split_quantum() const;
 
   BackendOptions opt_;
-  std::unique_ptr<OpProfiler> profiler_;  // when opt_.profile
-  OpProfiler* prof() const { return profiler_.get(); }
+  // Made by the first set_options with opt_.profile and kept for tuning_report's totals; ops
+  // are timed only while opt_.profile holds (a later recorded step must record no events).
+  std::unique_ptr<OpProfiler> profiler_;
+  OpProfiler* prof() const { return opt_.profile ? profiler_.get() : nullptr; }
   int n_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;

@@ -105,7 +105,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
   const bool gemv_ok = f.epilogue != Epi::Geglu;
   if (gemv_ok && (quantized ? opt_.fusion && gemv_supported(plain, gf) : fused_gemv_pays(plain, gf))) {
     OpScope scope(prof(),
-                  profiler_ ? fmt::format("matmul{}{} (GEMV) rows={} k={} m={}", f.norm_w.data ? "+norm" : "",
+                  prof() ? fmt::format("matmul{}{} (GEMV) rows={} k={} m={}", f.norm_w.data ? "+norm" : "",
                                           epilogue_name(f.epilogue), rows, k, m)
                             : "",
                   stream_);
@@ -129,7 +129,7 @@ void CudaBackend::matmul_fused(const TensorView& x, const TensorView& w, const T
   }
   plain.x = bf(in);
   if (f.epilogue == Epi::AddTo && opt_.fusion && !bias.data && !quantized && !use_gemv(plain)) {
-    OpScope scope(prof(), profiler_ ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
+    OpScope scope(prof(), prof() ? fmt::format("matmul+add rows={} k={} m={}", rows, k, m) : "", stream_);
     const LtAlgo* lt = lt_pick(plain);  // times the plain product into y on first sight
     GemmArgs g = plain;
     g.out = out.data;
@@ -158,7 +158,7 @@ bool CudaBackend::matmul_fp8_fused(const TensorView& x, const GemmArgs& g, const
   const Fp8Then t =  // read only where `then`
       f.epilogue == Epi::AddTo ? Fp8Then::AddTo : f.epilogue == Epi::Swiglu ? Fp8Then::Swiglu : Fp8Then::Geglu;
   OpScope scope(prof(),
-                profiler_ ? fmt::format("matmul fp8{}{} (W8A8) rows={} k={} m={}", f.norm_w.data ? " +norm" : "",
+                prof() ? fmt::format("matmul fp8{}{} (W8A8) rows={} k={} m={}", f.norm_w.data ? " +norm" : "",
                                         epilogue_name(f.epilogue), g.rows, g.k, g.m)
                           : "",
                 stream_);

@@ -34,7 +34,7 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
     return matmul_quant(GemmArgs{.x = bf(x), .bias = bias.data ? bf(bias) : nullptr, .out = out.data,
                                  .out_f32 = out.dtype == DType::F32, .rows = x.shape[0], .k = x.shape[1],
                                  .m = w.shape[0], .wq = quant_args(w)});
-  OpScope scope(prof(), profiler_ ? fmt::format("matmul rows={} k={} m={}", x.shape[0], x.shape[1], w.shape[0]) : "",
+  OpScope scope(prof(), prof() ? fmt::format("matmul rows={} k={} m={}", x.shape[0], x.shape[1], w.shape[0]) : "",
                 stream_);
   const GemmArgs g{.x = bf(x), .w = bf(w), .bias = bias.data ? bf(bias) : nullptr, .out = out.data,
                    .out_f32 = out.dtype == DType::F32, .rows = x.shape[0], .k = x.shape[1], .m = w.shape[0]};

@@ -249,7 +249,7 @@ bool CudaBackend::runs_w8a8(const GemmArgs& g) const {
 
 void CudaBackend::matmul_quant(const GemmArgs& g) {
   OpScope scope(prof(),
-                profiler_ ? fmt::format("matmul {} rows={} k={} m={}", dtype_name(g.wq.dtype), g.rows, g.k, g.m) : "",
+                prof() ? fmt::format("matmul {} rows={} k={} m={}", dtype_name(g.wq.dtype), g.rows, g.k, g.m) : "",
                 stream_);
   if (g.rows <= kGemvMaxRows && gemv_supported(g)) {
     launch_quant_gemv(g, {});

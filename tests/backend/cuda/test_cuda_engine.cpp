@@ -215,6 +215,42 @@ TEST(CudaEngineOverlap, OverlappedStepsGiveTheSameIds) {
   test::record("engine: overlapped steps, greedy and sampled", "requests differing", same ? 0 : 1, 0, same);
 }
 
+// `twofold bench --variants profile,default`: profiled steps run eagerly with an event pair
+// around every op; once the options drop `profile`, recorded steps must record no events (an
+// event synchronized inside a capture is an error, and the profiler synchronizes when 4,096
+// are pending: 200 steps of tiny-main's six layers pass that). The report's op totals stay
+// those of the profiled steps, and the greedy ids are the same both ways (kernels held: the
+// timed trials off).
+TEST(CudaEngineProfile, ProfiledStepsThenRecordedOnes) {
+  TF_REQUIRE_CUDA_DEVICE();
+  const std::vector<test::GoldenPrompt> golden = test::load_golden("tiny-main");
+  Engine engine(EngineOptions{.model_dir = test::golden_model_dir("tiny-main"), .backend = "cuda", .kv_dtype = "bf16"});
+  auto run = [&](bool profile) {
+    engine.set_kernel_options({.pdl_timed = false, .gemv_timed = false, .profile = profile});
+    const RequestId id = engine.add_request(
+        {.prompt_ids = golden[0].input_ids, .sampling = {.temperature = 0.0f, .max_tokens = 200, .ignore_eos = true}});
+    while (engine.has_unfinished()) engine.step();
+    std::vector<int32_t> out = engine.output_ids(id);
+    engine.release(id);
+    return out;
+  };
+  auto op_lines = [&] {
+    std::vector<std::string> ops;
+    for (const std::string& line : engine.tuning_report())
+      if (line.rfind("op ", 0) == 0) ops.push_back(line);
+    return ops;
+  };
+  const std::vector<int32_t> profiled = run(true);
+  const std::vector<std::string> ops = op_lines();
+  ASSERT_FALSE(ops.empty()) << "the profiled steps timed no op";
+  const std::vector<int32_t> recorded = run(false);
+  EXPECT_EQ(op_lines(), ops) << "ops were timed after profiling was turned off";
+  EXPECT_EQ(recorded.size(), 200u);
+  EXPECT_EQ(recorded, profiled);
+  test::record("engine: profiled, then recorded steps", "ids differing", recorded == profiled ? 0 : 1, 0,
+               recorded == profiled);
+}
+
 // models/gguf/tiny-main-q4_0.gguf on the CUDA backend as loaded by default: its Q4_0 matrices
 // and embedding kept (CudaBackend::reads_gguf_block) and held as W4 with groups of 32 (the same
 // values exactly), the Q6_K LM head dequantized at load. Against the CPU backend running the
