@@ -38,6 +38,7 @@ struct ServeArgs {
   int dp = 1;  // data-parallel replicas
   std::string chat_template;  // --chat-template FILE
   std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
   SpecArgs spec;
 };
 
@@ -69,6 +70,7 @@ int run_serve(ServeArgs a) {
   a.server.max_running = a.max_seqs * a.dp;
   const std::optional<ChatTemplate> chat = load_chat_template(a.model.dir, a.chat_template);
   if (a.tool_call_parser != "auto") a.server.tool_call_format = serve::tool_call_format_named(a.tool_call_parser);
+  if (a.reasoning_parser != "auto") a.server.reasoning_format = serve::reasoning_format_named(a.reasoning_parser);
   serve::ServerMetrics metrics;
   // Replicas share the host's cores: each engine thread gets 1/dp of the OpenMP threads.
   const int replica_threads = a.dp > 1 ? host_thread_share(a.dp) : 0;
@@ -110,6 +112,11 @@ int run_serve(ServeArgs a) {
                 server.tool_call_format() == serve::ToolCallFormat::None ? " (requests with tools get 400)"
                 : a.tool_call_parser == "auto"                           ? " (the chat template's format)"
                                                                          : "");
+  if (chat)
+    std::printf("  reasoning: %s%s\n", serve::reasoning_format_name(server.reasoning_format()),
+                server.reasoning_format() == serve::ReasoningFormat::None ? " (<think> blocks stay in content)"
+                : a.reasoning_parser == "auto" ? " (the chat template knows </think>; <think> blocks go to reasoning_content)"
+                                               : " (<think> blocks go to reasoning_content)");
   if (a.dp > 1 || a.tp > 1)
     std::printf("  parallel: %d data-parallel replica(s) (KV cache and --max-seqs per replica), %d tensor-parallel rank(s) each "
                 "(KV MiB per rank)\n", a.dp, a.tp);
@@ -167,6 +174,12 @@ void add_serve(CLI::App& app, Runner& run) {
                 "(Llama 3.1-3.3), none (requests with tools get 400)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "hermes", "llama3-json", "none"}));
+  c->add_option("--reasoning-parser", a->reasoning_parser,
+                "Whether a chat answer's <think>...</think> block (Qwen3, QwQ, DeepSeek-R1) goes to "
+                "'reasoning_content' instead of 'content': auto (when the chat template knows </think>), think, "
+                "none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "think", "none"}));
   add_spec_args(c, a->spec);
   add_tp_arg(c, a->tp);
   c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")

@@ -34,8 +34,9 @@ std::string new_call_id() { return new_id("call_"); }
 // saw), then the text is tokenized without adding special tokens, as Hugging Face's
 // apply_chat_template does: the template already wrote BOS and the role markers, and the
 // post-processor would add a second BOS. Completions: text is tokenized as HF's tokenizer(text) does (BOS if the
-// tokenizer's post-processor adds one); token ids are used as given.
-std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& r) {
+// tokenizer's post-processor adds one); token ids are used as given. `opens_reasoning`: whether
+// the rendered chat prompt leaves a <think> block open.
+std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& r, bool& opens_reasoning) {
   const Tokenizer& tok = ctx.loop.tokenizer();
   const char* param = prompt_param(r.endpoint);
   std::vector<int32_t> ids;
@@ -51,6 +52,7 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
       bad_request(param, std::string("cannot apply the model's chat template to 'messages': ") + e.what());
     }
     ids = tok.encode(text, /*add_special=*/false);
+    opens_reasoning = prompt_opens_reasoning(text);
   } else if (r.prompt_is_ids) {
     ids = r.prompt_ids;
     const int64_t n_vocab = ctx.loop.config().n_vocab;
@@ -90,7 +92,8 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
                              "llama3-json), so calls could not be found in the output: start the server with "
                              "--tool-call-parser NAME, or send no 'tools'");
     }
-    std::vector<int32_t> ids = prompt_ids(ctx, r);
+    bool opens_reasoning = false;
+    std::vector<int32_t> ids = prompt_ids(ctx, r, opens_reasoning);
     // The engine refuses these too, but its refusal names the prompt; this names the field.
     const int64_t n_vocab = ctx.loop.config().n_vocab;
     for (const auto& [token, bias] : r.sampling.logit_bias)
@@ -109,6 +112,11 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
       c->tool_format_ = ctx.tool_format;
       c->one_call_ = !r.parallel_tool_calls;
       if (r.stream) c->tool_stream_.emplace(ctx.tool_format, new_call_id);
+    }
+    if (endpoint == Endpoint::Chat && ctx.reasoning_format == ReasoningFormat::Think) {
+      c->reasoning_ = true;
+      c->reasoning_open_ = opens_reasoning;
+      if (r.stream) c->reasoning_stream_.emplace(opens_reasoning);
     }
     c->slot_ = ctx.admission.try_acquire();
     if (!c->slot_) {
@@ -169,9 +177,11 @@ std::string Completion::events_of(std::vector<RequestOutput>& outs) {
   if (!started_ && meta_.endpoint == Endpoint::Chat) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.first = true}));
   for (const RequestOutput& o : outs) {
     usage_.completion_tokens += int32_t(o.new_token_ids.size());
-    const std::string text = tool_stream_ ? tool_stream_->feed(o.text) : o.text;
-    if (!text.empty() || !o.logprobs.empty()) {
-      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = text, .logprobs = o.logprobs, .text_offset = text_offset_}));
+    ReasoningSplit piece = reasoning_stream_ ? reasoning_stream_->feed(o.text) : ReasoningSplit{.content = o.text};
+    const std::string text = tool_stream_ ? tool_stream_->feed(piece.content) : piece.content;
+    if (!text.empty() || !piece.reasoning.empty() || !o.logprobs.empty()) {
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = text, .reasoning = std::move(piece.reasoning),
+                                                          .logprobs = o.logprobs, .text_offset = text_offset_}));
       for (const SampledLogprobs& lp : o.logprobs) text_offset_ += tok.token_bytes(lp.sampled.id).size();
     }
     if (!o.finished) continue;
@@ -182,8 +192,9 @@ std::string Completion::events_of(std::vector<RequestOutput>& outs) {
   return data;
 }
 
-// The end of a stream: the content a tool-call stream still held and its calls, the finish
-// chunk (or an error event), the usage when asked for, and "data: [DONE]".
+// The end of a stream: the reasoning and content the reasoning and tool-call streams still
+// held and the calls, the finish chunk (or an error event), the usage when asked for, and
+// "data: [DONE]".
 std::string Completion::finish_events(FinishReason why) {
   const Tokenizer& tok = ctx_.loop.tokenizer();
   std::string data;
@@ -191,10 +202,16 @@ std::string Completion::finish_events(FinishReason why) {
   if (!error.empty()) {
     data += sse_event(ApiError(500, error, "server_error").to_json());
   } else {
-    ParsedOutput rest;
-    if (tool_stream_) rest = tool_stream_->finish();
+    ReasoningSplit held = reasoning_stream_ ? reasoning_stream_->finish() : ReasoningSplit{};
+    ParsedOutput rest{.content = std::move(held.content)};
+    if (tool_stream_) {
+      std::string sendable = tool_stream_->feed(rest.content);
+      rest = tool_stream_->finish();
+      rest.content = sendable + rest.content;
+    }
     if (one_call_ && rest.calls.size() > 1) rest.calls.resize(1);
-    if (!rest.content.empty()) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = rest.content}));
+    if (!rest.content.empty() || !held.reasoning.empty())
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = rest.content, .reasoning = held.reasoning}));
     for (size_t i = 0; i < rest.calls.size(); ++i)
       data += sse_event(stream_chunk(meta_, tok, ChunkPart{.call = &rest.calls[i], .call_index = int(i)}));
     const ChunkPart end{.finish = why, .finish_with_tool_calls = !rest.calls.empty()};
@@ -221,11 +238,17 @@ CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
                             .finished = true};
   }
   ParsedOutput parsed{.content = std::move(text_)};
+  std::optional<std::string> reasoning;
+  if (reasoning_) {
+    ReasoningSplit split = split_reasoning(parsed.content, reasoning_open_);
+    reasoning = std::move(split.reasoning);
+    parsed.content = std::move(split.content);
+  }
   if (tool_format_ != ToolCallFormat::None) parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id);
   if (one_call_ && parsed.calls.size() > 1) parsed.calls.resize(1);
   return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
                           .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), parsed.content, logprobs_, why,
-                                                      usage_, parsed.calls)),
+                                                      usage_, parsed.calls, reasoning)),
                           .finished = true};
 }
 

@@ -24,6 +24,7 @@
 #include "serve/api_error.h"
 #include "serve/openai_protocol.h"
 #include "serve/openai_response.h"
+#include "serve/reasoning.h"
 #include "serve/tool_calls.h"
 
 namespace tf {
@@ -44,6 +45,8 @@ struct CompletionContext {
   std::string model_name;
   // How the model writes tool calls (None: requests with tools get 400 naming `tools`).
   ToolCallFormat tool_format = ToolCallFormat::None;
+  // Think: chat output's <think> block goes to reasoning_content (reasoning.h).
+  ReasoningFormat reasoning_format = ReasoningFormat::None;
 };
 
 // What the transport sends next.
@@ -97,6 +100,11 @@ class Completion {
   std::optional<ToolCallStream> tool_stream_;
   ToolCallFormat tool_format_ = ToolCallFormat::None;
   bool one_call_ = false;  // parallel_tool_calls false: calls past the first are dropped
+  // Chat with a reasoning format: the output's reasoning is split off (streaming: as it comes),
+  // before the tool calls are looked for in the rest. reasoning_open_: the prompt opened it.
+  bool reasoning_ = false;
+  bool reasoning_open_ = false;
+  std::optional<ReasoningStream> reasoning_stream_;
   // Whole response: what has arrived so far.
   std::string text_;
   std::vector<SampledLogprobs> logprobs_;

@@ -58,7 +58,9 @@ struct HttpServer::Impl {
       : opt(std::move(o)), loop(loop), metrics(metrics), admission(opt.max_running + opt.max_waiting),
         ctx{.loop = loop, .chat = chat, .metrics = metrics, .admission = admission, .model_name = opt.served_model_name,
             .tool_format = opt.tool_call_format.value_or(chat ? tool_call_format_of_template(chat->source())
-                                                              : ToolCallFormat::None)},
+                                                              : ToolCallFormat::None),
+            .reasoning_format = opt.reasoning_format.value_or(chat ? reasoning_format_of_template(chat->source())
+                                                                   : ReasoningFormat::None)},
         created(int64_t(std::time(nullptr))),
         pool(size_t(opt.handler_threads > 0 ? opt.handler_threads : default_handler_threads())) {
     shared.rules = RequestRules{.max_body_bytes = opt.max_body_bytes, .api_key = opt.api_key,
@@ -245,5 +247,6 @@ int32_t HttpServer::n_in_flight() const { return impl_->admission.in_flight(); }
 int32_t HttpServer::max_connections() const { return impl_->shared.max_connections; }
 
 ToolCallFormat HttpServer::tool_call_format() const { return impl_->ctx.tool_format; }
+ReasoningFormat HttpServer::reasoning_format() const { return impl_->ctx.reasoning_format; }
 
 }  // namespace tf::serve

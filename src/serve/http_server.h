@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "serve/reasoning.h"
 #include "serve/tool_calls.h"
 
 namespace tf {
@@ -58,6 +59,9 @@ struct ServerOptions {
   double grace_s = 30;                  // shutdown(): how long in-flight requests may finish
   // How the model writes tool calls; nullopt: the format its chat template teaches it.
   std::optional<ToolCallFormat> tool_call_format;
+  // Whether chat output's <think> block goes to reasoning_content; nullopt: Think when the chat
+  // template knows </think>.
+  std::optional<ReasoningFormat> reasoning_format;
 };
 
 class HttpServer {
@@ -83,6 +87,7 @@ class HttpServer {
   int32_t max_connections() const;
   // How tool calls are found in chat output (the option, or the chat template's format).
   ToolCallFormat tool_call_format() const;
+  ReasoningFormat reasoning_format() const;
 
   struct Impl;
 

@@ -75,7 +75,7 @@ const char* finish_reason_text(FinishReason r) {
 
 json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
                    std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
-                   std::span<const ToolCall> calls) {
+                   std::span<const ToolCall> calls, const std::optional<std::string>& reasoning) {
   json choice{{"index", 0}, {"finish_reason", calls.empty() ? finish_reason_text(finish) : "tool_calls"},
               {"logprobs", nullptr}};
   json out;
@@ -88,6 +88,7 @@ json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::strin
       for (const ToolCall& c : calls) tc.push_back(tool_call_json(c));
       choice["message"]["tool_calls"] = tc;
     }
+    if (reasoning) choice["message"]["reasoning_content"] = reasoning->empty() ? json(nullptr) : json(*reasoning);
     if (m.logprobs) choice["logprobs"] = chat_logprobs(tok, logprobs);
   } else {
     out = envelope(m, "text_completion");
@@ -107,6 +108,7 @@ json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& 
     out = envelope(m, "chat.completion.chunk");
     json delta = json::object();
     if (p.first) delta["role"] = "assistant";
+    if (!p.reasoning.empty()) delta["reasoning_content"] = p.reasoning;
     if (p.first || !p.text.empty()) delta["content"] = p.text;
     if (p.call) {
       json c = tool_call_json(*p.call);

@@ -7,7 +7,8 @@
 //                 message.tool_calls [{id, type "function", function {name, arguments}}]
 //                 (content null when there is no other text) or, streamed, one delta
 //                 tool_calls [{index, id, type, function}] per call, and finish_reason
-//                 "tool_calls";
+//                 "tool_calls"; with a reasoning parser, message.reasoning_content (null when
+//                 the model wrote none) or, streamed, delta.reasoning_content;
 //   both:         usage {prompt_tokens, completion_tokens, total_tokens}; when streaming with
 //                 stream_options.include_usage every chunk has "usage": null and one last chunk
 //                 has empty choices and the usage.
@@ -50,15 +51,18 @@ struct ResponseMeta {
 // grace period), which the OpenAI API has no name for.
 const char* finish_reason_text(FinishReason r);
 
-// The whole non-streamed response. calls: the chat output's tool calls (text: the rest).
+// The whole non-streamed response. calls: the chat output's tool calls (text: the rest);
+// reasoning: the chat output's reasoning when the server splits it off (reasoning.h).
 nlohmann::json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
                              std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
-                             std::span<const ToolCall> calls = {});
+                             std::span<const ToolCall> calls = {},
+                             const std::optional<std::string>& reasoning = std::nullopt);
 
 // One streamed chunk. text_offset: bytes of text streamed before this chunk (completions
 // logprobs' text_offset); first: the chat role delta goes out with the first chunk.
 struct ChunkPart {
   std::string text;
+  std::string reasoning;  // chat: delta.reasoning_content when not empty
   std::span<const SampledLogprobs> logprobs;
   std::optional<FinishReason> finish;
   bool finish_with_tool_calls = false;  // finish_reason "tool_calls" instead of `finish`'s

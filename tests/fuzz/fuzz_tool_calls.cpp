@@ -1,8 +1,10 @@
-// libFuzzer harness: tool calls out of model output (src/serve/tool_calls.*). Input: byte 0
-// picks the format (bit 0: hermes or llama3-json) and the piece size the stream is fed in
-// (1 + byte 0 / 2 bytes); the rest is the output text. A bug: anything thrown, a sanitizer
-// report, streamed content or calls that differ from the whole parse, or a call whose
-// arguments are not a JSON object.
+// libFuzzer harness: chat output parsers, tool calls (src/serve/tool_calls.*) and reasoning
+// (src/serve/reasoning.*), alone and chained as the server chains them (the reasoning split
+// first, the calls looked for in its content). Input: byte 0 picks the format (bit 0: hermes
+// or llama3-json), whether the prompt opened a <think> block (bit 1) and the piece size the
+// streams are fed in (1 + byte 0 / 2 bytes); the rest is the output text. A bug: anything
+// thrown, a sanitizer report, streamed reasoning, content or calls that differ from the whole
+// parse, or a call whose arguments are not a JSON object.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/reasoning.h"
 #include "serve/tool_calls.h"
 
 namespace {
@@ -43,5 +46,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ParsedOutput rest = s.finish();
   content += rest.content;
   if (content != whole.content || !same_calls(rest, whole)) __builtin_trap();
+
+  const bool open = (data[0] & 2) != 0;
+  const ReasoningSplit split = split_reasoning(text, open);
+  const ParsedOutput after = parse_tool_calls(f, split.content, next_id);
+  ReasoningStream r(open);
+  ToolCallStream t(f, next_id);
+  std::string reasoning;
+  content.clear();
+  for (size_t at = 0; at < text.size(); at += piece) {
+    const ReasoningSplit out = r.feed(text.substr(at, piece));
+    reasoning += out.reasoning;
+    content += t.feed(out.content);
+  }
+  const ReasoningSplit held = r.finish();
+  reasoning += held.reasoning;
+  content += t.feed(held.content);
+  rest = t.finish();
+  content += rest.content;
+  if (reasoning != split.reasoning || content != after.content || !same_calls(rest, after)) __builtin_trap();
   return 0;
 }

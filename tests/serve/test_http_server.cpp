@@ -489,6 +489,73 @@ TEST(ServeTools, NoKnownFormatIsA400NamingTools) {
   EXPECT_CONTAINS(r.body["error"]["message"].get<std::string>(), "--tool-call-parser");
 }
 
+// Reasoning (serve/reasoning.h) end to end over tiny-main, which writes no <think> itself: a
+// template that opens the block in the prompt (as DeepSeek-R1's does) makes the whole greedy
+// output reasoning, whole and streamed alike; Qwen3's template (reasoning found from it) with
+// thinking on or off leaves tiny-main's output content and reasoning_content null.
+TEST(ServeReasoning, AnOpenBlockIsReasoningAndPlainOutputStaysContent) {
+  const ChatTemplate opens = ChatTemplate::from_source(
+      "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{% endif %}",
+      "", "");
+  TestServer s(serve::ServerOptions{.reasoning_format = serve::ReasoningFormat::Think}, EngineOptions{}, 1, opens);
+  EXPECT_EQ(s.server().reasoning_format(), serve::ReasoningFormat::Think);
+  auto c = s.client();
+  const json messages = json::array({{{"role", "user"}, {"content", "Why is the sky blue?"}}});
+  const std::string prompt = opens.render(messages, true);
+  ASSERT_TRUE(prompt.ends_with("assistant\n<think>\n")) << prompt;
+  const std::string greedy = engine_greedy(prompt, 10, /*add_special=*/false);
+  ASSERT_FALSE(greedy.empty());
+  ASSERT_EQ(greedy.find("</think>"), std::string::npos);
+  const json body{{"messages", messages}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+  const HttpReply r = post(c, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const json& msg = r.body["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], greedy);
+  EXPECT_EQ(msg["content"], "");
+
+  json streamed = body;
+  streamed["stream"] = true;
+  const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  std::string reasoning, content;
+  int reasoning_chunks = 0;
+  for (const json& e : parse_sse(st.text, &done)) {
+    const json& delta = e["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) ++reasoning_chunks;
+    reasoning += delta.value("reasoning_content", "");
+    content += delta.value("content", "");
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(reasoning, greedy);
+  EXPECT_GT(reasoning_chunks, 1) << "the reasoning went out in one piece, not as it came";
+  EXPECT_EQ(content, "");
+
+  // Qwen3's template: the format is found from it; tiny-main's output does not open a block.
+  const auto qwen3 = ChatTemplate::from_model_dir(data_path("tokenizers/qwen3-151k"));
+  ASSERT_TRUE(qwen3);
+  TestServer q(serve::ServerOptions{}, EngineOptions{}, 1, qwen3);
+  EXPECT_EQ(q.server().reasoning_format(), serve::ReasoningFormat::Think);
+  auto qc = q.client();
+  for (const bool thinking : {true, false}) {
+    SCOPED_TRACE(thinking ? "enable_thinking true" : "enable_thinking false");
+    json b = body;
+    b["chat_template_kwargs"] = {{"enable_thinking", thinking}};
+    const HttpReply qr = post(qc, "/v1/chat/completions", b);
+    ASSERT_EQ(qr.status, 200) << qr.text;
+    const std::string qprompt = qwen3->render(messages, true, nullptr, {{"enable_thinking", thinking}});
+    EXPECT_EQ(qr.body["choices"][0]["message"]["content"], engine_greedy(qprompt, 10, /*add_special=*/false));
+    EXPECT_TRUE(qr.body["choices"][0]["message"]["reasoning_content"].is_null());
+  }
+  // --reasoning-parser none: no field at all.
+  TestServer n(serve::ServerOptions{.reasoning_format = serve::ReasoningFormat::None}, EngineOptions{}, 1, qwen3);
+  auto nc = n.client();
+  const HttpReply nr = post(nc, "/v1/chat/completions", body);
+  ASSERT_EQ(nr.status, 200) << nr.text;
+  EXPECT_FALSE(nr.body["choices"][0]["message"].contains("reasoning_content"));
+}
+
 // shutdown() (what SIGTERM calls): new requests get 503 while in-flight ones run to the end.
 TEST(ServeLimits, GracefulShutdownFinishesInFlightRequests) {
   // A grace period past any machine's time for the 900 tokens (ThreadSanitizer on a loaded

@@ -208,6 +208,38 @@ def test_tools(twofold, model, qwen3_config):
         stop_server(p)
 
 
+def test_reasoning(twofold, model, chat_template):
+    """reasoning_content through the client: a template that opens a <think> block (as DeepSeek-R1's does)
+    makes tiny-main's whole output reasoning, whole and streamed."""
+    import tempfile
+    source = open(chat_template).read()
+    opened = source.replace("'<|im_start|>assistant\\n'", "'<|im_start|>assistant\\n<think>\\n'")
+    check(opened != source, "the ChatML example's generation prompt was not found")
+    with tempfile.NamedTemporaryFile("w", suffix=".jinja") as f:
+        f.write(opened)
+        f.flush()
+        p, host, port = start_server(twofold, model, "--served-model-name", "tiny-main", "--chat-template", f.name,
+                                     "--reasoning-parser", "think")
+    try:
+        client = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "Why is the sky blue?"}]
+        r = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=8, temperature=0)
+        msg = r.choices[0].message
+        reasoning = (msg.model_extra or {}).get("reasoning_content")
+        check(isinstance(reasoning, str) and reasoning and msg.content == "", "reasoning: whole %r" % (msg,))
+        streamed, content = "", ""
+        for chunk in client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=8,
+                                                    temperature=0, stream=True):
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                streamed += (delta.model_extra or {}).get("reasoning_content") or ""
+                content += delta.content or ""
+        check(streamed == reasoning and content == "",
+              "reasoning: streamed %r / %r against %r" % (streamed, content, reasoning))
+    finally:
+        stop_server(p)
+
+
 def test_api_key(twofold, model):
     p, host, port = start_server(twofold, model, "--api-key", "sekret")
     try:
@@ -353,6 +385,7 @@ def main():
     test_api_key(args.twofold, args.model)
     test_no_chat_template(args.twofold, args.model)
     test_tools(args.twofold, args.model, args.qwen3_config)
+    test_reasoning(args.twofold, args.model, args.chat_template)
     if failures:
         print("%d failures" % len(failures), file=sys.stderr)
         sys.exit(1)
