@@ -55,6 +55,12 @@ sigset_t block_shutdown_signals() {
   return set;
 }
 
+// A format flag's choices: "auto" (the chat template's) and the format names.
+std::vector<std::string> with_auto(std::vector<std::string> names) {
+  names.insert(names.begin(), "auto");
+  return names;
+}
+
 std::string model_name(const ServeArgs& a) {
   if (!a.server.served_model_name.empty()) return a.server.served_model_name;
   std::filesystem::path p = std::filesystem::path(a.model.dir).lexically_normal();
@@ -173,13 +179,13 @@ void add_serve(CLI::App& app, Runner& run) {
                 "the chat template teaches), hermes (<tool_call>JSON</tool_call>: Qwen, Hermes), llama3-json "
                 "(Llama 3.1-3.3), none (requests with tools get 400)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "hermes", "llama3-json", "none"}));
+      ->check(CLI::IsMember(with_auto(serve::tool_call_format_names())));
   c->add_option("--reasoning-parser", a->reasoning_parser,
                 "Whether a chat answer's <think>...</think> block (Qwen3, QwQ, DeepSeek-R1) goes to "
-                "'reasoning_content' instead of 'content': auto (when the chat template knows </think>), think, "
-                "none")
+                "'reasoning_content' instead of 'content': auto (when the chat template knows </think>), think (or "
+                "vLLM's names qwen3, deepseek_r1), none")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "think", "none"}));
+      ->check(CLI::IsMember(with_auto(serve::reasoning_format_names())));
   add_spec_args(c, a->spec);
   add_tp_arg(c, a->tp);
   c->add_option("--dp", a->dp, "Data-parallel engine replicas behind the server (requests go to the least loaded)")

@@ -110,8 +110,8 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
     std::unique_ptr<Completion> c(new Completion(ctx, meta, r.stream, int32_t(ids.size())));
     if (!r.tools.is_null()) {
       c->tool_format_ = ctx.tool_format;
-      c->one_call_ = !r.parallel_tool_calls;
-      if (r.stream) c->tool_stream_.emplace(ctx.tool_format, new_call_id);
+      c->max_calls_ = r.parallel_tool_calls ? SIZE_MAX : 1;
+      if (r.stream) c->tool_stream_.emplace(ctx.tool_format, new_call_id, c->max_calls_);
     }
     if (endpoint == Endpoint::Chat && ctx.reasoning_format == ReasoningFormat::Think) {
       c->reasoning_ = true;
@@ -209,7 +209,6 @@ std::string Completion::finish_events(FinishReason why) {
       rest = tool_stream_->finish();
       rest.content = sendable + rest.content;
     }
-    if (one_call_ && rest.calls.size() > 1) rest.calls.resize(1);
     if (!rest.content.empty() || !held.reasoning.empty())
       data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = rest.content, .reasoning = held.reasoning}));
     for (size_t i = 0; i < rest.calls.size(); ++i)
@@ -244,8 +243,8 @@ CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
     reasoning = std::move(split.reasoning);
     parsed.content = std::move(split.content);
   }
-  if (tool_format_ != ToolCallFormat::None) parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id);
-  if (one_call_ && parsed.calls.size() > 1) parsed.calls.resize(1);
+  if (tool_format_ != ToolCallFormat::None)
+    parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id, max_calls_);
   return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
                           .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), parsed.content, logprobs_, why,
                                                       usage_, parsed.calls, reasoning)),

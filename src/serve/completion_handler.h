@@ -99,7 +99,7 @@ class Completion {
   // Chat with tools: the output's tool calls are taken out of the text (whole: at the end).
   std::optional<ToolCallStream> tool_stream_;
   ToolCallFormat tool_format_ = ToolCallFormat::None;
-  bool one_call_ = false;  // parallel_tool_calls false: calls past the first are dropped
+  size_t max_calls_ = SIZE_MAX;  // parallel_tool_calls false: 1
   // Chat with a reasoning format: the output's reasoning is split off (streaming: as it comes),
   // before the tool calls are looked for in the rest. reasoning_open_: the prompt opened it.
   bool reasoning_ = false;

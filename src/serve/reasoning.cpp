@@ -2,6 +2,7 @@
 #include "serve/reasoning.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace tf::serve {
 namespace {
@@ -25,13 +26,31 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
+namespace {
+// vLLM's names for the same convention too (QwQ takes deepseek_r1 there).
+constexpr std::pair<const char*, ReasoningFormat> kFormats[] = {{"none", ReasoningFormat::None},
+                                                                {"think", ReasoningFormat::Think},
+                                                                {"qwen3", ReasoningFormat::Think},
+                                                                {"deepseek_r1", ReasoningFormat::Think}};
+}  // namespace
+
 std::optional<ReasoningFormat> reasoning_format_named(std::string_view name) {
-  if (name == "none") return ReasoningFormat::None;
-  if (name == "think") return ReasoningFormat::Think;
+  for (const auto& [n, f] : kFormats)
+    if (name == n) return f;
   return std::nullopt;
 }
 
-const char* reasoning_format_name(ReasoningFormat f) { return f == ReasoningFormat::Think ? "think" : "none"; }
+std::vector<std::string> reasoning_format_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : kFormats) names.emplace_back(n);
+  return names;
+}
+
+const char* reasoning_format_name(ReasoningFormat f) {
+  for (const auto& [n, format] : kFormats)
+    if (format == f) return n;
+  return "none";
+}
 
 ReasoningFormat reasoning_format_of_template(std::string_view source) {
   return source.find(kClose) != std::string_view::npos ? ReasoningFormat::Think : ReasoningFormat::None;

@@ -14,13 +14,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tf::serve {
 
 enum class ReasoningFormat : uint8_t { None, Think };
 
-// "none", "think"; nullopt for another name.
+// "none", "think" (also "qwen3", "deepseek_r1", vLLM's names); nullopt for another name.
 std::optional<ReasoningFormat> reasoning_format_named(std::string_view name);
+std::vector<std::string> reasoning_format_names();  // those names
 const char* reasoning_format_name(ReasoningFormat f);
 // Think when a chat template's source writes or reads </think> (Qwen3's and DeepSeek-R1's
 // split earlier turns' reasoning off with it), else None.

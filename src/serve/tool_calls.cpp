@@ -1,6 +1,8 @@
 // Tool calls out of generated text; see tool_calls.h.
 #include "serve/tool_calls.h"
 
+#include <utility>
+
 #include "core/error.h"
 #include "core/json_bounded.h"
 
@@ -139,19 +141,26 @@ size_t partial_marker(std::string_view s, std::string_view marker) {
 
 }  // namespace
 
+namespace {
+constexpr std::pair<const char*, ToolCallFormat> kFormats[] = {
+    {"none", ToolCallFormat::None}, {"hermes", ToolCallFormat::Hermes}, {"llama3-json", ToolCallFormat::Llama3Json}};
+}  // namespace
+
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) {
-  if (name == "none") return ToolCallFormat::None;
-  if (name == "hermes") return ToolCallFormat::Hermes;
-  if (name == "llama3-json") return ToolCallFormat::Llama3Json;
+  for (const auto& [n, f] : kFormats)
+    if (name == n) return f;
   return std::nullopt;
 }
 
+std::vector<std::string> tool_call_format_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : kFormats) names.emplace_back(n);
+  return names;
+}
+
 const char* tool_call_format_name(ToolCallFormat f) {
-  switch (f) {
-    case ToolCallFormat::Hermes: return "hermes";
-    case ToolCallFormat::Llama3Json: return "llama3-json";
-    case ToolCallFormat::None: break;
-  }
+  for (const auto& [n, format] : kFormats)
+    if (format == f) return n;
   return "none";
 }
 
@@ -165,7 +174,8 @@ ToolCallFormat tool_call_format_of_template(std::string_view source) {
   return ToolCallFormat::None;
 }
 
-ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std::string (*new_id)()) {
+ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std::string (*new_id)(),
+                              size_t max_calls) {
   ParsedOutput out;
   if (format == ToolCallFormat::Hermes) {
     const size_t open = text.find(kHermesOpen);
@@ -173,10 +183,14 @@ ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std:
     if (open != std::string_view::npos && hermes_section(text.substr(open), out.calls, after, new_id)) {
       out.content = rtrim(text.substr(0, open));
       if (!after.empty()) out.content += (out.content.empty() ? "" : "\n") + after;
+      if (out.calls.size() > max_calls) out.calls.resize(max_calls);
       return out;
     }
   } else if (format == ToolCallFormat::Llama3Json) {
-    if (llama3_calls(text, out.calls, new_id)) return out;
+    if (llama3_calls(text, out.calls, new_id)) {
+      if (out.calls.size() > max_calls) out.calls.resize(max_calls);
+      return out;
+    }
   }
   out.calls.clear();
   out.content = text;
@@ -224,7 +238,10 @@ ParsedOutput ToolCallStream::finish() {
     } else {
       ok = llama3_calls(held_, out.calls, new_id_);
     }
-    if (ok) return out;
+    if (ok) {
+      if (out.calls.size() > max_calls_) out.calls.resize(max_calls_);
+      return out;
+    }
     out.calls.clear();
     out.content.clear();
   }

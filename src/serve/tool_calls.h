@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@ enum class ToolCallFormat : uint8_t { None, Hermes, Llama3Json };
 
 // "none", "hermes", "llama3-json"; nullopt for another name.
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name);
+std::vector<std::string> tool_call_format_names();  // those names
 const char* tool_call_format_name(ToolCallFormat f);
 // The format a chat template's source asks the model for; None when it names none that is
 // known (a template that renders no tools, or an unknown convention).
@@ -41,15 +43,18 @@ struct ParsedOutput {
   std::vector<ToolCall> calls;
 };
 
-// The calls of a whole output. `new_id` names each call (a random id in the server).
-ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std::string (*new_id)());
+// The calls of a whole output. `new_id` names each call (a random id in the server);
+// `max_calls`: the calls past it are dropped (1: the request's parallel_tool_calls false).
+ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std::string (*new_id)(),
+                              size_t max_calls = SIZE_MAX);
 
 // Streaming: content goes out as it comes, except text that may begin a call, which is held
 // until it is known not to (hermes: a suffix that could start "<tool_call>"; llama3-json:
 // whitespace at the start). From the first call on, the rest is held and parsed at the end.
 class ToolCallStream {
  public:
-  ToolCallStream(ToolCallFormat format, std::string (*new_id)()) : format_(format), new_id_(new_id) {}
+  ToolCallStream(ToolCallFormat format, std::string (*new_id)(), size_t max_calls = SIZE_MAX)
+      : format_(format), new_id_(new_id), max_calls_(max_calls) {}
   // Content that can be sent now.
   std::string feed(std::string_view delta);
   // At the end of the output: the content still held (text that did not parse as calls
@@ -59,6 +64,7 @@ class ToolCallStream {
  private:
   ToolCallFormat format_;
   std::string (*new_id_)();
+  size_t max_calls_;
   std::string held_;       // text not yet sent
   bool in_calls_ = false;  // held_ holds the first call's marker (hermes) or is all calls (llama3-json)
   bool decided_ = false;   // llama3-json: the output's first non-space character was seen

@@ -29,7 +29,10 @@ TEST(ReasoningFormat, FromRealTemplatesAndPrompts) {
   EXPECT_EQ(reasoning_format_of_template(chatml.source()), ReasoningFormat::None);
   EXPECT_EQ(reasoning_format_named("think"), ReasoningFormat::Think);
   EXPECT_EQ(reasoning_format_named("none"), ReasoningFormat::None);
-  EXPECT_EQ(reasoning_format_named("qwen3"), std::nullopt);
+  EXPECT_EQ(reasoning_format_named("qwen3"), ReasoningFormat::Think);
+  EXPECT_EQ(reasoning_format_named("deepseek_r1"), ReasoningFormat::Think);
+  EXPECT_EQ(reasoning_format_named("granite"), std::nullopt);
+  EXPECT_STREQ(reasoning_format_name(ReasoningFormat::Think), "think");
 
   // Qwen3's own renders: thinking on leaves the model to open the block; off closes it.
   const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});

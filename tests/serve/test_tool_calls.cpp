@@ -189,6 +189,28 @@ TEST(ToolCallStream, ContentGoesOutBeforeTheCallEnds) {
   EXPECT_EQ(none.finish().content, "");
 }
 
+// parallel_tool_calls false: the calls past the first are dropped, whole and streamed, in
+// both formats; content is unchanged, and text that does not parse stays content.
+TEST(ToolCallsMax, OnlyTheFirstCallIsKept) {
+  const std::string hermes = "Both.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n"
+                             "<tool_call>{\"name\": \"b\", \"arguments\": {\"x\": 1}}</tool_call>";
+  const std::string llama3 = "{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}";
+  for (const auto& [f, text] : {std::pair{ToolCallFormat::Hermes, hermes}, std::pair{ToolCallFormat::Llama3Json, llama3}}) {
+    const ParsedOutput all = parse_tool_calls(f, text, counter_id);
+    ASSERT_EQ(all.calls.size(), 2u) << text;
+    const ParsedOutput one = parse_tool_calls(f, text, counter_id, 1);
+    EXPECT_EQ(calls_of(one), (std::vector<Call>{calls_of(all)[0]})) << text;
+    EXPECT_EQ(one.content, all.content) << text;
+    ToolCallStream s(f, counter_id, 1);
+    std::string content;
+    for (char c : text) content += s.feed(std::string(1, c));
+    const ParsedOutput rest = s.finish();
+    EXPECT_EQ(content + rest.content, all.content) << text;
+    EXPECT_EQ(calls_of(rest), calls_of(one)) << text;
+  }
+  EXPECT_EQ(parse_tool_calls(ToolCallFormat::Hermes, "<tool_call>{broken}", counter_id, 1).content, "<tool_call>{broken}");
+}
+
 TEST(ToolCallJson, OpenAiShape) {
   const json j = tool_call_json(ToolCall{.id = "call_1", .name = "f", .arguments = "{\"a\":1}"});
   EXPECT_EQ(j, json::parse(R"({"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}})"));
