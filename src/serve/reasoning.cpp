@@ -2,7 +2,8 @@
 #include "serve/reasoning.h"
 
 #include <algorithm>
-#include <utility>
+
+#include "serve/name_table.h"
 
 namespace tf::serve {
 namespace {
@@ -28,29 +29,15 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 
 namespace {
 // vLLM's names for the same convention too (QwQ takes deepseek_r1 there).
-constexpr std::pair<const char*, ReasoningFormat> kFormats[] = {{"none", ReasoningFormat::None},
-                                                                {"think", ReasoningFormat::Think},
-                                                                {"qwen3", ReasoningFormat::Think},
-                                                                {"deepseek_r1", ReasoningFormat::Think}};
+constexpr NameTable<ReasoningFormat, 4> kFormats = {{"none", ReasoningFormat::None},
+                                                    {"think", ReasoningFormat::Think},
+                                                    {"qwen3", ReasoningFormat::Think},
+                                                    {"deepseek_r1", ReasoningFormat::Think}};
 }  // namespace
 
-std::optional<ReasoningFormat> reasoning_format_named(std::string_view name) {
-  for (const auto& [n, f] : kFormats)
-    if (name == n) return f;
-  return std::nullopt;
-}
-
-std::vector<std::string> reasoning_format_names() {
-  std::vector<std::string> names;
-  for (const auto& [n, f] : kFormats) names.emplace_back(n);
-  return names;
-}
-
-const char* reasoning_format_name(ReasoningFormat f) {
-  for (const auto& [n, format] : kFormats)
-    if (format == f) return n;
-  return "none";
-}
+std::optional<ReasoningFormat> reasoning_format_named(std::string_view name) { return value_named(kFormats, name); }
+std::vector<std::string> reasoning_format_names() { return names_of(kFormats); }
+const char* reasoning_format_name(ReasoningFormat f) { return name_of(kFormats, f); }
 
 ReasoningFormat reasoning_format_of_template(std::string_view source) {
   return source.find(kClose) != std::string_view::npos ? ReasoningFormat::Think : ReasoningFormat::None;

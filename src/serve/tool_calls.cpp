@@ -1,10 +1,9 @@
 // Tool calls out of generated text; see tool_calls.h.
 #include "serve/tool_calls.h"
 
-#include <utility>
-
 #include "core/error.h"
 #include "core/json_bounded.h"
+#include "serve/name_table.h"
 
 namespace tf::serve {
 namespace {
@@ -142,27 +141,13 @@ size_t partial_marker(std::string_view s, std::string_view marker) {
 }  // namespace
 
 namespace {
-constexpr std::pair<const char*, ToolCallFormat> kFormats[] = {
+constexpr NameTable<ToolCallFormat, 3> kFormats = {
     {"none", ToolCallFormat::None}, {"hermes", ToolCallFormat::Hermes}, {"llama3-json", ToolCallFormat::Llama3Json}};
 }  // namespace
 
-std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) {
-  for (const auto& [n, f] : kFormats)
-    if (name == n) return f;
-  return std::nullopt;
-}
-
-std::vector<std::string> tool_call_format_names() {
-  std::vector<std::string> names;
-  for (const auto& [n, f] : kFormats) names.emplace_back(n);
-  return names;
-}
-
-const char* tool_call_format_name(ToolCallFormat f) {
-  for (const auto& [n, format] : kFormats)
-    if (format == f) return n;
-  return "none";
-}
+std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) { return value_named(kFormats, name); }
+std::vector<std::string> tool_call_format_names() { return names_of(kFormats); }
+const char* tool_call_format_name(ToolCallFormat f) { return name_of(kFormats, f); }
 
 ToolCallFormat tool_call_format_of_template(std::string_view source) {
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::Hermes;
