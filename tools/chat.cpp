@@ -32,6 +32,7 @@ struct ChatArgs {
   ModelArgs model;
   SamplingArgs sampling{.max_tokens = 512};
   std::string chat_template;
+  std::string template_kwargs;  // --chat-template-kwargs
   std::string system;
   bool json = false;
   int tp = 1;
@@ -48,7 +49,8 @@ struct Answer {
 class ChatSession {
  public:
   ChatSession(const ChatArgs& a, Engine& engine, ChatTemplate tmpl)
-      : args_(a), engine_(engine), template_(std::move(tmpl)), rng_(seed_of(a.sampling)) {
+      : args_(a), engine_(engine), template_(std::move(tmpl)), kwargs_(chat_template_kwargs(a.template_kwargs)),
+        rng_(seed_of(a.sampling)) {
     reset();
   }
 
@@ -77,7 +79,7 @@ class ChatSession {
   Answer generate() {
     const int64_t interrupts_before = n_interrupts();  // a press from here on stops this answer
     Answer out;
-    out.prompt = template_.render(messages_, /*add_generation_prompt=*/true);
+    out.prompt = template_.render(messages_, /*add_generation_prompt=*/true, nullptr, kwargs_);
     const std::vector<int32_t> ids = engine_.tokenizer().encode(out.prompt, /*add_special=*/false);
     RequestId id = -1;
     try {
@@ -108,6 +110,7 @@ class ChatSession {
   const ChatArgs& args_;
   Engine& engine_;
   ChatTemplate template_;
+  json kwargs_;  // the template's extra variables
   std::mt19937_64 rng_;  // one sampling seed per turn: the same --seed gives the same conversation
   json messages_;
 };
@@ -217,6 +220,7 @@ void add_chat(CLI::App& app, Runner& run) {
   add_model_args(c, a->model);
   add_tp_arg(c, a->tp);
   add_chat_template_arg(c, a->chat_template);
+  add_chat_template_kwargs_arg(c, a->template_kwargs);
   c->add_option("--system", a->system, "System prompt, first in the conversation (kept by /reset)");
   add_sampling_args(c, a->sampling);
   c->add_flag("--json", a->json,

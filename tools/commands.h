@@ -90,6 +90,11 @@ std::string prompt_text(const std::string& arg);
 void add_chat_template_arg(CLI::App* app, std::string& path);
 // The template in `file` when it is given, else the model's own; nullopt when neither exists.
 std::optional<ChatTemplate> load_chat_template(const std::string& model, const std::string& file);
+// --chat-template-kwargs JSON (chat, serve): more variables for the template, a JSON object
+// (e.g. {"enable_thinking": false} for Qwen3), checked when the flags are read.
+void add_chat_template_kwargs_arg(CLI::App* app, std::string& text);
+// The object of that flag's text (empty text: an empty object), keys in the order written.
+nlohmann::ordered_json chat_template_kwargs(const std::string& text);
 
 // Each adds its subcommand; the callback sets the process exit code through `run`.
 using Runner = std::function<int()>;

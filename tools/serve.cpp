@@ -39,6 +39,7 @@ struct ServeArgs {
   std::string chat_template;  // --chat-template FILE
   std::string tool_call_parser = "auto";
   std::string reasoning_parser = "auto";
+  std::string template_kwargs;  // --chat-template-kwargs
   SpecArgs spec;
 };
 
@@ -77,6 +78,7 @@ int run_serve(ServeArgs a) {
   const std::optional<ChatTemplate> chat = load_chat_template(a.model.dir, a.chat_template);
   if (a.tool_call_parser != "auto") a.server.tool_call_format = serve::tool_call_format_named(a.tool_call_parser);
   if (a.reasoning_parser != "auto") a.server.reasoning_format = serve::reasoning_format_named(a.reasoning_parser);
+  a.server.chat_template_kwargs = chat_template_kwargs(a.template_kwargs);
   serve::ServerMetrics metrics;
   // Replicas share the host's cores: each engine thread gets 1/dp of the OpenMP threads.
   const int replica_threads = a.dp > 1 ? host_thread_share(a.dp) : 0;
@@ -113,6 +115,9 @@ int run_serve(ServeArgs a) {
               a.server.max_running, a.server.max_waiting, server.max_connections(),
               a.server.api_key.empty() ? "" : a.server.open_metrics ? "; API key required (not on /health, /metrics)"
                                                                     : "; API key required (not on /health)");
+  if (chat && !a.server.chat_template_kwargs.empty())
+    std::printf("  chat template kwargs: %s (a request's own win key by key)\n",
+                a.server.chat_template_kwargs.dump().c_str());
   if (chat)
     std::printf("  tool calls: %s%s\n", serve::tool_call_format_name(server.tool_call_format()),
                 server.tool_call_format() == serve::ToolCallFormat::None ? " (requests with tools get 400)"
@@ -174,6 +179,7 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--kv-memory-mb", a->kv_memory_mb, "Cap on the KV cache size")->capture_default_str();
   c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
   add_chat_template_arg(c, a->chat_template);
+  add_chat_template_kwargs_arg(c, a->template_kwargs);
   c->add_option("--tool-call-parser", a->tool_call_parser,
                 "How the model writes tool calls, taken out of chat output into 'tool_calls': auto (the format "
                 "the chat template teaches), hermes (<tool_call>JSON</tool_call>: Qwen, Hermes), llama3-json "

@@ -121,4 +121,21 @@ std::optional<ChatTemplate> load_chat_template(const std::string& model, const s
   return ChatTemplate::from_model(model);
 }
 
+void add_chat_template_kwargs_arg(CLI::App* app, std::string& text) {
+  app->add_option("--chat-template-kwargs", text,
+                  "More variables for the chat template, a JSON object, e.g. '{\"enable_thinking\": false}' "
+                  "(Qwen3: answer without a <think> block)")
+      ->check([](const std::string& t) -> std::string {
+        const auto j = nlohmann::ordered_json::parse(t, nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded()) return "not valid JSON: " + t.substr(0, 200);
+        if (!j.is_object()) return "must be a JSON object, got " + std::string(j.type_name());
+        return "";
+      });
+}
+
+nlohmann::ordered_json chat_template_kwargs(const std::string& text) {
+  if (text.empty()) return nlohmann::ordered_json::object();
+  return nlohmann::ordered_json::parse(text);
+}
+
 }  // namespace tf::cli

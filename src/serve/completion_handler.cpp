@@ -45,9 +45,11 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
       bad_request(param, "this model has no chat template, so 'messages' cannot be turned into a prompt: start "
                          "the server with --chat-template FILE (examples/chatml.jinja is ChatML), or use "
                          "/v1/completions");
+    nlohmann::ordered_json kwargs = ctx.template_kwargs;
+    for (const auto& [key, value] : r.chat_template_kwargs.items()) kwargs[key] = value;
     std::string text;
     try {
-      text = ctx.chat->render_ordered(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+      text = ctx.chat->render_ordered(r.messages, r.add_generation_prompt, r.tools, kwargs);
     } catch (const tf::Error& e) {
       bad_request(param, std::string("cannot apply the model's chat template to 'messages': ") + e.what());
     }

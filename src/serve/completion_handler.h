@@ -47,6 +47,8 @@ struct CompletionContext {
   ToolCallFormat tool_format = ToolCallFormat::None;
   // Think: chat output's <think> block goes to reasoning_content (reasoning.h).
   ReasoningFormat reasoning_format = ReasoningFormat::None;
+  // Chat template variables of every render (a request's own win key by key).
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 // What the transport sends next.

@@ -60,7 +60,8 @@ struct HttpServer::Impl {
             .tool_format = opt.tool_call_format.value_or(chat ? tool_call_format_of_template(chat->source())
                                                               : ToolCallFormat::None),
             .reasoning_format = opt.reasoning_format.value_or(chat ? reasoning_format_of_template(chat->source())
-                                                                   : ReasoningFormat::None)},
+                                                                   : ReasoningFormat::None),
+            .template_kwargs = opt.chat_template_kwargs},
         created(int64_t(std::time(nullptr))),
         pool(size_t(opt.handler_threads > 0 ? opt.handler_threads : default_handler_threads())) {
     shared.rules = RequestRules{.max_body_bytes = opt.max_body_bytes, .api_key = opt.api_key,

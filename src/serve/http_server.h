@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "serve/reasoning.h"
 #include "serve/tool_calls.h"
 
@@ -62,6 +64,9 @@ struct ServerOptions {
   // Whether chat output's <think> block goes to reasoning_content; nullopt: Think when the chat
   // template knows </think>.
   std::optional<ReasoningFormat> reasoning_format;
+  // Variables every chat render gets (--chat-template-kwargs); a request's chat_template_kwargs
+  // win key by key.
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 class HttpServer {

@@ -548,6 +548,22 @@ TEST(ServeReasoning, AnOpenBlockIsReasoningAndPlainOutputStaysContent) {
     EXPECT_EQ(qr.body["choices"][0]["message"]["content"], engine_greedy(qprompt, 10, /*add_special=*/false));
     EXPECT_TRUE(qr.body["choices"][0]["message"]["reasoning_content"].is_null());
   }
+  // Server-wide template variables (--chat-template-kwargs), which a request's own override.
+  TestServer k(serve::ServerOptions{.chat_template_kwargs = {{"enable_thinking", false}}}, EngineOptions{}, 1, qwen3);
+  auto kc = k.client();
+  const auto tok = Tokenizer::from_dir(kTinyModel);
+  auto n_prompt = [&](bool thinking) {
+    return tok->encode(qwen3->render(messages, true, nullptr, {{"enable_thinking", thinking}}), false).size();
+  };
+  ASSERT_NE(n_prompt(false), n_prompt(true));
+  const HttpReply kr = post(kc, "/v1/chat/completions", body);
+  ASSERT_EQ(kr.status, 200) << kr.text;
+  EXPECT_EQ(kr.body["usage"]["prompt_tokens"], n_prompt(false));
+  json thinking = body;
+  thinking["chat_template_kwargs"] = {{"enable_thinking", true}};
+  const HttpReply kt = post(kc, "/v1/chat/completions", thinking);
+  ASSERT_EQ(kt.status, 200) << kt.text;
+  EXPECT_EQ(kt.body["usage"]["prompt_tokens"], n_prompt(true));
   // --reasoning-parser none: no field at all.
   TestServer n(serve::ServerOptions{.reasoning_format = serve::ReasoningFormat::None}, EngineOptions{}, 1, qwen3);
   auto nc = n.client();

@@ -85,6 +85,29 @@ TEST_F(ChatCli, HistoryAcrossTurnsAndReset) {
   EXPECT_EQ(again[0]["text"], t1["text"]);
 }
 
+// --chat-template-kwargs: Qwen3's template (its tokenizer_config.json's) renders
+// enable_thinking false as a closed <think> block; a value that is not a JSON object is refused
+// naming the flag.
+TEST_F(ChatCli, TemplateKwargsReachTheTemplate) {
+  std::ifstream cfg(test::data_path("tokenizers/qwen3-151k/tokenizer_config.json"));
+  const auto qwen3 = dir_ / "qwen3.jinja";
+  std::ofstream(qwen3) << json::parse(cfg)["chat_template"].get<std::string>();
+  const std::string base = "chat -m " + kTiny + " --chat-template " + shell_quote(qwen3.string()) +
+                           " -t 1 --temp 0 --ignore-eos -n 2 --json";
+  const auto off = run_with_input(base + " --chat-template-kwargs '{\"enable_thinking\": false}'", "Hi\n");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_TRUE(json::parse(off.out)["prompt"].get<std::string>().ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"))
+      << off.out;
+  const auto on = run_with_input(base, "Hi\n");
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_TRUE(json::parse(on.out)["prompt"].get<std::string>().ends_with("<|im_start|>assistant\n")) << on.out;
+  for (const char* bad : {"'[1]'", "'{\"a\": '"}) {
+    const auto r = run_with_input(base + " --chat-template-kwargs " + bad, "Hi\n");
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_CONTAINS(r.err, "--chat-template-kwargs");
+  }
+}
+
 TEST_F(ChatCli, SystemPromptStaysAfterReset) {
   const auto lines = chat_json("-n 2 --system 'Be brief.'", "Hi\n/reset\nBye\n");
   ASSERT_EQ(lines.size(), 3u);
