@@ -13,7 +13,9 @@
 namespace tf::serve {
 namespace {
 
-using nlohmann::json;
+// Ordered: a chat body's objects reach the template in the client's key order (the body is
+// parsed once).
+using json = nlohmann::ordered_json;
 
 // JSON type names as the OpenAI docs write them, for "expected X, got Y" messages.
 std::string type_name(const json& v) {
@@ -82,7 +84,7 @@ class Fields {
 json parse_body(std::string_view body) {
   json j;
   try {
-    j = parse_json_bounded(body, "the request body");
+    j = parse_json_bounded<json>(body, "the request body");
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "invalid_request_error");
   }
@@ -351,8 +353,8 @@ bool is_function_name(const std::string& s) {
 }
 
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}],
-// checked on the ordered copy that goes to the template.
-void parse_tools(const nlohmann::ordered_json& j, ApiRequest& r) {
+// checked, then passed to the template as the client wrote them.
+void parse_tools(const json& j, ApiRequest& r) {
   auto it = j.find("tools");
   if (it == j.end() || it->is_null()) return;
   if (!it->is_array()) bad_request("tools", "'tools' must be an array of tool objects");
@@ -408,11 +410,8 @@ ApiRequest parse_chat_request(std::string_view body) {
   ApiRequest r{.endpoint = Endpoint::Chat};
   parse_common(j, r);
   parse_messages(j, r);
-  // The template gets objects in the client's key order: the body once more as ordered JSON
-  // (the same bytes, so the same checks hold).
-  const auto oj = parse_json_bounded<nlohmann::ordered_json>(body, "the request body");
-  r.messages = oj.at("messages");
-  parse_tools(oj, r);
+  r.messages = j.at("messages");
+  parse_tools(j, r);
   const Fields f(j);
   if (const json* tc = f.get("tool_choice"); tc && *tc == "none") r.tools = nullptr;
   if (auto v = f.boolean("parallel_tool_calls")) r.parallel_tool_calls = *v;
@@ -428,7 +427,7 @@ ApiRequest parse_chat_request(std::string_view body) {
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
   if (const json* k = f.get("chat_template_kwargs")) {
     if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
-    r.chat_template_kwargs = oj.at("chat_template_kwargs");
+    r.chat_template_kwargs = *k;
   }
   return r;
 }
