@@ -34,6 +34,7 @@ class Admission {
     ++n_;
     return std::make_shared<Slot>(*this);
   }
+  int32_t limit() const { return limit_; }
   int32_t in_flight() const {
     std::lock_guard lock(mu_);
     return n_;

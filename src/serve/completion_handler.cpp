@@ -109,27 +109,39 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
                             .id = new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
                             .created = int64_t(std::time(nullptr)),
                             .model = ctx.model_name, .logprobs = r.want_logprobs, .include_usage = r.include_usage};
+    if (r.n > ctx.admission.limit())
+      bad_request("n", "'n' is " + std::to_string(r.n) + " but this server takes " +
+                           std::to_string(ctx.admission.limit()) + " requests at once (each choice is one)");
     std::unique_ptr<Completion> c(new Completion(ctx, meta, r.stream, int32_t(ids.size())));
+    c->choices_.resize(size_t(r.n));
     if (!r.tools.is_null()) {
       c->tool_format_ = ctx.tool_format;
       c->max_calls_ = r.parallel_tool_calls ? SIZE_MAX : 1;
-      if (r.stream) c->tool_stream_.emplace(ctx.tool_format, new_call_id, c->max_calls_);
     }
     if (endpoint == Endpoint::Chat && ctx.reasoning_format == ReasoningFormat::Think) {
       c->reasoning_ = true;
       c->reasoning_open_ = opens_reasoning;
-      if (r.stream) c->reasoning_stream_.emplace(opens_reasoning);
     }
-    c->slot_ = ctx.admission.try_acquire();
-    if (!c->slot_) {
-      ++ctx.metrics.rejected_queue_full;
-      throw ApiError(429, "the server is at capacity (its waiting queue is full); retry later", "requests",
-                     std::nullopt, "rate_limit_exceeded");
+    // Every choice is its own engine request, with its own admission slot (all or none) and,
+    // when sampled, its own seed (the request's seed + its index, so a given seed repeats all n).
+    for (Choice& ch : c->choices_) {
+      ch.slot = ctx.admission.try_acquire();
+      if (!ch.slot) {
+        ++ctx.metrics.rejected_queue_full;
+        throw ApiError(429, "the server is at capacity (its waiting queue is full); retry later", "requests",
+                       std::nullopt, "rate_limit_exceeded");
+      }
+      if (r.stream && c->tool_format_ != ToolCallFormat::None)
+        ch.tool_stream.emplace(c->tool_format_, new_call_id, c->max_calls_);
+      if (r.stream && c->reasoning_) ch.reasoning_stream.emplace(opens_reasoning);
     }
     try {
-      c->stream_ = ctx.loop.submit(
-          GenerateRequest{.prompt_ids = std::move(ids), .sampling = r.sampling, .priority = r.priority},
-          std::move(notify));
+      for (size_t i = 0; i < c->choices_.size(); ++i) {
+        SamplingParams sampling = r.sampling;
+        sampling.seed += i;
+        c->choices_[i].stream = ctx.loop.submit(
+            GenerateRequest{.prompt_ids = ids, .sampling = std::move(sampling), .priority = r.priority}, notify);
+      }
     } catch (const tf::Error& e) {  // the engine threads are stopping
       throw ApiError(503, std::string("the server is shutting down: ") + e.what(), "server_error", std::nullopt,
                      "shutting_down");
@@ -147,98 +159,124 @@ Completion::Completion(const CompletionContext& ctx, ResponseMeta meta, bool str
 }
 
 Completion::~Completion() {
-  if (!stream_) return;
-  stream_->detach_notify();
-  if (!finished_) ctx_.loop.abort(*stream_);
+  for (Choice& ch : choices_) {
+    if (!ch.stream) continue;
+    ch.stream->detach_notify();
+    if (!ch.done) ctx_.loop.abort(*ch.stream);
+  }
 }
 
 CompletionUpdate Completion::poll() {
-  if (finished_ || !stream_->decided()) return {};
-  if (stream_->refused()) {
+  if (finished_) return {};
+  for (const Choice& ch : choices_)
+    if (!ch.stream->decided()) return {};
+  for (const Choice& ch : choices_) {
+    if (!ch.stream->refused()) continue;
     finished_ = true;
     ++ctx_.metrics.rejected_invalid;
     return CompletionUpdate{.kind = CompletionUpdate::Kind::Error,
-                            .error = ApiError(400, stream_->error(), "invalid_request_error",
+                            .error = ApiError(400, ch.stream->error(), "invalid_request_error",
                                               std::string(prompt_param(meta_.endpoint)))};
   }
-  std::vector<RequestOutput> outs;
-  stream_->take(outs);
-  if (!stream_mode_) return whole_of(outs);
-  std::string bytes = events_of(outs);
-  if (bytes.empty() && started_) return {};
+  std::string bytes;
+  bool all_done = true;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& ch = choices_[i];
+    std::vector<RequestOutput> outs;
+    ch.stream->take(outs);
+    if (stream_mode_) {
+      bytes += events_of(i, outs);
+    } else {
+      for (RequestOutput& o : outs) {
+        ch.text += o.text;
+        usage_.completion_tokens += int32_t(o.new_token_ids.size());
+        ch.logprobs.insert(ch.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+        if (o.finished) ch.done = true, ch.finish = o.finish_reason;
+      }
+    }
+    all_done = all_done && ch.done;
+  }
+  if (!all_done && bytes.empty() && (started_ || !stream_mode_)) return {};
   started_ = true;
-  return CompletionUpdate{.kind = CompletionUpdate::Kind::Events, .bytes = std::move(bytes), .finished = finished_};
+  finished_ = all_done;
+  if (stream_mode_) {
+    if (all_done) {
+      bool failed = false;
+      for (const Choice& ch : choices_) failed = failed || !ch.stream->error().empty();
+      if (meta_.include_usage && !failed) bytes += sse_event(usage_chunk(meta_, usage_));
+      bytes += "data: [DONE]\n\n";
+    }
+    return CompletionUpdate{.kind = CompletionUpdate::Kind::Events, .bytes = std::move(bytes), .finished = all_done};
+  }
+  for (const Choice& ch : choices_) {
+    const std::string error = ch.stream->error();
+    if (error.empty()) continue;
+    const ApiError e(500, error, "server_error");
+    return CompletionUpdate{.kind = CompletionUpdate::Kind::Body, .bytes = dump(e.to_json()), .status = 500,
+                            .finished = true};
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) out.push_back(whole_choice(i));
+  return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
+                          .bytes = dump(full_response(meta_, std::move(out), usage_)), .finished = true};
 }
 
-// The SSE events for `outs`: the chat role chunk before anything else, a chunk per output
-// with text or logprobs; at the finish, the finish chunk (or an error event), the usage
-// chunk when asked for, and "data: [DONE]".
-std::string Completion::events_of(std::vector<RequestOutput>& outs) {
+// The SSE events of choice `index` for `outs`: the chat role chunk before anything else, a
+// chunk per output with text or logprobs, and at its finish the finish events.
+std::string Completion::events_of(size_t index, std::vector<RequestOutput>& outs) {
   const Tokenizer& tok = ctx_.loop.tokenizer();
+  Choice& ch = choices_[index];
+  const int i = int(index);
   std::string data;
-  if (!started_ && meta_.endpoint == Endpoint::Chat) data += sse_event(stream_chunk(meta_, tok, ChunkPart{.first = true}));
+  if (!ch.started && meta_.endpoint == Endpoint::Chat)
+    data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .first = true}));
+  ch.started = true;
   for (const RequestOutput& o : outs) {
     usage_.completion_tokens += int32_t(o.new_token_ids.size());
-    ReasoningSplit piece = reasoning_stream_ ? reasoning_stream_->feed(o.text) : ReasoningSplit{.content = o.text};
-    const std::string text = tool_stream_ ? tool_stream_->feed(piece.content) : piece.content;
+    ReasoningSplit piece = ch.reasoning_stream ? ch.reasoning_stream->feed(o.text) : ReasoningSplit{.content = o.text};
+    const std::string text = ch.tool_stream ? ch.tool_stream->feed(piece.content) : piece.content;
     if (!text.empty() || !piece.reasoning.empty() || !o.logprobs.empty()) {
-      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = text, .reasoning = std::move(piece.reasoning),
-                                                          .logprobs = o.logprobs, .text_offset = text_offset_}));
-      for (const SampledLogprobs& lp : o.logprobs) text_offset_ += tok.token_bytes(lp.sampled.id).size();
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .text = text, .reasoning = std::move(piece.reasoning),
+                                                          .logprobs = o.logprobs, .text_offset = ch.text_offset}));
+      for (const SampledLogprobs& lp : o.logprobs) ch.text_offset += tok.token_bytes(lp.sampled.id).size();
     }
     if (!o.finished) continue;
-    finished_ = true;
-    data += finish_events(o.finish_reason);
+    ch.done = true;
+    data += finish_events(index, o.finish_reason);
     break;
   }
   return data;
 }
 
-// The end of a stream: the reasoning and content the reasoning and tool-call streams still
-// held and the calls, the finish chunk (or an error event), the usage when asked for, and
-// "data: [DONE]".
-std::string Completion::finish_events(FinishReason why) {
+// The end of choice `index`'s stream: the reasoning and content its parsers still held and
+// its calls, then its finish chunk (or an error event).
+std::string Completion::finish_events(size_t index, FinishReason why) {
   const Tokenizer& tok = ctx_.loop.tokenizer();
+  Choice& ch = choices_[index];
+  const int i = int(index);
+  const std::string error = ch.stream->error();
+  if (!error.empty()) return sse_event(ApiError(500, error, "server_error").to_json());
   std::string data;
-  const std::string error = stream_->error();
-  if (!error.empty()) {
-    data += sse_event(ApiError(500, error, "server_error").to_json());
-  } else {
-    ReasoningSplit held = reasoning_stream_ ? reasoning_stream_->finish() : ReasoningSplit{};
-    ParsedOutput rest{.content = std::move(held.content)};
-    if (tool_stream_) {
-      std::string sendable = tool_stream_->feed(rest.content);
-      rest = tool_stream_->finish();
-      rest.content = sendable + rest.content;
-    }
-    if (!rest.content.empty() || !held.reasoning.empty())
-      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.text = rest.content, .reasoning = held.reasoning}));
-    for (size_t i = 0; i < rest.calls.size(); ++i)
-      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.call = &rest.calls[i], .call_index = int(i)}));
-    const ChunkPart end{.finish = why, .finish_with_tool_calls = !rest.calls.empty()};
-    data += sse_event(stream_chunk(meta_, tok, end));
-    if (meta_.include_usage) data += sse_event(usage_chunk(meta_, usage_));
+  ReasoningSplit held = ch.reasoning_stream ? ch.reasoning_stream->finish() : ReasoningSplit{};
+  ParsedOutput rest{.content = std::move(held.content)};
+  if (ch.tool_stream) {
+    std::string sendable = ch.tool_stream->feed(rest.content);
+    rest = ch.tool_stream->finish();
+    rest.content = sendable + rest.content;
   }
-  return data + "data: [DONE]\n\n";
+  if (!rest.content.empty() || !held.reasoning.empty())
+    data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .text = rest.content, .reasoning = held.reasoning}));
+  for (size_t k = 0; k < rest.calls.size(); ++k)
+    data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .call = &rest.calls[k], .call_index = int(k)}));
+  data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .finish = why,
+                                                       .finish_with_tool_calls = !rest.calls.empty()}));
+  return data;
 }
 
-CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
-  FinishReason why = FinishReason::None;
-  for (RequestOutput& o : outs) {
-    text_ += o.text;
-    usage_.completion_tokens += int32_t(o.new_token_ids.size());
-    logprobs_.insert(logprobs_.end(), o.logprobs.begin(), o.logprobs.end());
-    if (o.finished) why = o.finish_reason;
-  }
-  if (why == FinishReason::None) return {};
-  finished_ = true;
-  const std::string error = stream_->error();
-  if (!error.empty()) {
-    const ApiError e(500, error, "server_error");
-    return CompletionUpdate{.kind = CompletionUpdate::Kind::Body, .bytes = dump(e.to_json()), .status = 500,
-                            .finished = true};
-  }
-  ParsedOutput parsed{.content = std::move(text_)};
+// Choice `index` of a whole response: its reasoning split off, then its calls taken out.
+nlohmann::json Completion::whole_choice(size_t index) {
+  Choice& ch = choices_[index];
+  ParsedOutput parsed{.content = std::move(ch.text)};
   std::optional<std::string> reasoning;
   if (reasoning_) {
     ReasoningSplit split = split_reasoning(parsed.content, reasoning_open_);
@@ -247,10 +285,8 @@ CompletionUpdate Completion::whole_of(std::vector<RequestOutput>& outs) {
   }
   if (tool_format_ != ToolCallFormat::None)
     parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id, max_calls_);
-  return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
-                          .bytes = dump(full_response(meta_, ctx_.loop.tokenizer(), parsed.content, logprobs_, why,
-                                                      usage_, parsed.calls, reasoning)),
-                          .finished = true};
+  return response_choice(meta_, ctx_.loop.tokenizer(), int(index), parsed.content, ch.logprobs, ch.finish,
+                         parsed.calls, reasoning);
 }
 
 }  // namespace tf::serve

@@ -3,14 +3,14 @@
 //
 // Order of work, cheapest refusal first: parse and validate the fields (400 naming the
 // field), check the model name (404), render the chat template and tokenize (400 on the
-// prompt), fit max_tokens to the context (400), take an admission slot (429), submit to
-// the engine thread (its own refusal comes back through poll() as a 400; a server shutting
-// down answers 503).
+// prompt), fit max_tokens to the context (400), take an admission slot per choice (n of
+// them, 429), submit one engine request per choice (the engine's own refusal comes back
+// through poll() as a 400; a server shutting down answers 503).
 //
 // The HTTP session drives a Completion: it calls poll() each time the engine's `notify`
 // fires and writes what poll() returns. Destroying a Completion that has not finished (its
-// client went away) aborts the request, which frees its KV blocks at once, and gives back
-// its admission slot.
+// client went away) aborts its requests, which frees their KV blocks at once, and gives back
+// their admission slots.
 #pragma once
 
 #include <functional>
@@ -73,7 +73,7 @@ class Completion {
   // Throws ApiError.
   static std::unique_ptr<Completion> start(const CompletionContext& ctx, Endpoint endpoint, std::string_view body,
                                            std::function<void()> notify);
-  ~Completion();  // aborts the request if it has not finished; gives back the slot
+  ~Completion();  // aborts the requests that have not finished; gives back their slots
   Completion(const Completion&) = delete;
   Completion& operator=(const Completion&) = delete;
 
@@ -83,33 +83,40 @@ class Completion {
   bool finished() const { return finished_; }
 
  private:
+  // One of the request's n choices: its own engine request (and admission slot), parsers and,
+  // for a whole response, what has arrived so far.
+  struct Choice {
+    std::shared_ptr<Admission::Slot> slot;
+    std::shared_ptr<RequestStream> stream;
+    std::optional<ToolCallStream> tool_stream;         // streaming chat with tools
+    std::optional<ReasoningStream> reasoning_stream;   // streaming chat with a reasoning format
+    size_t text_offset = 0;  // streaming: bytes of text sent so far (completions logprobs' text_offset)
+    bool started = false;    // streaming: its first chunk (the chat role) went out
+    bool done = false;       // its finished output arrived
+    FinishReason finish = FinishReason::None;
+    std::string text;                       // whole response
+    std::vector<SampledLogprobs> logprobs;  // whole response
+  };
+
   Completion(const CompletionContext& ctx, ResponseMeta meta, bool stream_mode, int32_t n_prompt);
-  std::string events_of(std::vector<RequestOutput>& outs);
-  std::string finish_events(FinishReason why);
-  CompletionUpdate whole_of(std::vector<RequestOutput>& outs);
+  std::string events_of(size_t index, std::vector<RequestOutput>& outs);
+  std::string finish_events(size_t index, FinishReason why);
+  nlohmann::json whole_choice(size_t index);
 
   const CompletionContext& ctx_;
-  std::shared_ptr<Admission::Slot> slot_;
-  std::shared_ptr<RequestStream> stream_;
+  std::vector<Choice> choices_;
   ResponseMeta meta_;
   Usage usage_;
   bool stream_mode_ = false;
-  bool started_ = false;   // the first poll after the engine took the request happened
+  bool started_ = false;   // the first poll after the engine took the requests happened
   bool finished_ = false;
-  // Streaming: bytes of text sent so far (completions logprobs' text_offset).
-  size_t text_offset_ = 0;
   // Chat with tools: the output's tool calls are taken out of the text (whole: at the end).
-  std::optional<ToolCallStream> tool_stream_;
   ToolCallFormat tool_format_ = ToolCallFormat::None;
   size_t max_calls_ = SIZE_MAX;  // parallel_tool_calls false: 1
   // Chat with a reasoning format: the output's reasoning is split off (streaming: as it comes),
   // before the tool calls are looked for in the rest. reasoning_open_: the prompt opened it.
   bool reasoning_ = false;
   bool reasoning_open_ = false;
-  std::optional<ReasoningStream> reasoning_stream_;
-  // Whole response: what has arrived so far.
-  std::string text_;
-  std::vector<SampledLogprobs> logprobs_;
 };
 
 }  // namespace tf::serve

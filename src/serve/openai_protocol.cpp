@@ -219,6 +219,7 @@ void parse_common(const json& j, ApiRequest& r) {
     r.model = m->get<std::string>();
   }
   constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
+  constexpr int64_t kMaxChoices = 128;  // OpenAI's bound on n
   if (auto v = f.integer("max_tokens", 1, kMaxI32)) r.max_tokens = int32_t(*v);
   SamplingParams& s = r.sampling;
   if (auto v = f.number("temperature")) {
@@ -250,7 +251,7 @@ void parse_common(const json& j, ApiRequest& r) {
     r.seed_given = true;
   }
   s.stop = parse_stop(f);
-  if (auto v = f.integer("n", 1, kMaxI32)) refuse_unless(*v == 1, "n", "must be 1 (one choice per request)");
+  if (auto v = f.integer("n", 1, kMaxChoices)) r.n = int32_t(*v);
   if (auto v = f.boolean("stream")) r.stream = *v;
   if (const json* so = f.get("stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object", *so);

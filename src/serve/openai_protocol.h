@@ -5,7 +5,7 @@
 // Supported fields (both endpoints unless marked): model, max_tokens (chat also
 // max_completion_tokens), temperature, top_p, top_k, min_p, repetition_penalty,
 // presence_penalty, frequency_penalty, logit_bias, seed, stop,
-// n (must be 1), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
+// n (1 to 128 choices), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
 // completions: prompt (a string, a list of token ids, or a one-element list of either);
 // chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions), tools
@@ -13,7 +13,7 @@
 // the output side).
 // Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
 // service_tier, safety_identifier, prompt_cache_key.
-// Refused by name unless they ask for nothing, since they are not implemented: n > 1, echo,
+// Refused by name unless they ask for nothing, since they are not implemented: echo,
 // best_of > 1, suffix; chat: tool_choice "required" or a named function (forcing a call needs
 // constrained decoding), functions, function_call (the deprecated form of tools),
 // response_format (other than text), modalities (other than text), store, audio, prediction,
@@ -58,6 +58,7 @@ struct ApiRequest {
   SamplingParams sampling;            // max_tokens filled in by fit_max_tokens
   bool seed_given = false;            // false: the server draws a random seed
   int32_t priority = 0;
+  int32_t n = 1;  // choices, each its own engine request with seed + its index
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool want_logprobs = false;  // completions logprobs != null; chat logprobs == true

@@ -73,14 +73,12 @@ const char* finish_reason_text(FinishReason r) {
   return "stop";
 }
 
-json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
-                   std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
-                   std::span<const ToolCall> calls, const std::optional<std::string>& reasoning) {
-  json choice{{"index", 0}, {"finish_reason", calls.empty() ? finish_reason_text(finish) : "tool_calls"},
+json response_choice(const ResponseMeta& m, const Tokenizer& tok, int index, const std::string& text,
+                     std::span<const SampledLogprobs> logprobs, FinishReason finish, std::span<const ToolCall> calls,
+                     const std::optional<std::string>& reasoning) {
+  json choice{{"index", index}, {"finish_reason", calls.empty() ? finish_reason_text(finish) : "tool_calls"},
               {"logprobs", nullptr}};
-  json out;
   if (m.endpoint == Endpoint::Chat) {
-    out = envelope(m, "chat.completion");
     choice["message"] = json{{"role", "assistant"}, {"content", text}};
     if (!calls.empty()) {
       if (text.empty()) choice["message"]["content"] = nullptr;
@@ -91,17 +89,27 @@ json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::strin
     if (reasoning) choice["message"]["reasoning_content"] = reasoning->empty() ? json(nullptr) : json(*reasoning);
     if (m.logprobs) choice["logprobs"] = chat_logprobs(tok, logprobs);
   } else {
-    out = envelope(m, "text_completion");
     choice["text"] = text;
     if (m.logprobs) choice["logprobs"] = completion_logprobs(tok, logprobs, 0);
   }
-  out["choices"] = json::array({choice});
+  return choice;
+}
+
+json full_response(const ResponseMeta& m, json choices, Usage usage) {
+  json out = envelope(m, m.endpoint == Endpoint::Chat ? "chat.completion" : "text_completion");
+  out["choices"] = std::move(choices);
   out["usage"] = usage_json(usage);
   return out;
 }
 
+json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
+                   std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
+                   std::span<const ToolCall> calls, const std::optional<std::string>& reasoning) {
+  return full_response(m, json::array({response_choice(m, tok, 0, text, logprobs, finish, calls, reasoning)}), usage);
+}
+
 json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& p) {
-  json choice{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice{{"index", p.index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   if (p.finish) choice["finish_reason"] = p.finish_with_tool_calls ? "tool_calls" : finish_reason_text(*p.finish);
   json out;
   if (m.endpoint == Endpoint::Chat) {

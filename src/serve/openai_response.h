@@ -51,16 +51,26 @@ struct ResponseMeta {
 // grace period), which the OpenAI API has no name for.
 const char* finish_reason_text(FinishReason r);
 
-// The whole non-streamed response. calls: the chat output's tool calls (text: the rest);
-// reasoning: the chat output's reasoning when the server splits it off (reasoning.h).
+// One choice of a whole response, number `index` of the request's n. calls: the chat output's
+// tool calls (text: the rest); reasoning: the chat output's reasoning when the server splits it
+// off (reasoning.h).
+nlohmann::json response_choice(const ResponseMeta& m, const Tokenizer& tok, int index, const std::string& text,
+                               std::span<const SampledLogprobs> logprobs, FinishReason finish,
+                               std::span<const ToolCall> calls = {},
+                               const std::optional<std::string>& reasoning = std::nullopt);
+// The whole non-streamed response around its choices.
+nlohmann::json full_response(const ResponseMeta& m, nlohmann::json choices, Usage usage);
+// The same for one choice.
 nlohmann::json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
                              std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
                              std::span<const ToolCall> calls = {},
                              const std::optional<std::string>& reasoning = std::nullopt);
 
-// One streamed chunk. text_offset: bytes of text streamed before this chunk (completions
-// logprobs' text_offset); first: the chat role delta goes out with the first chunk.
+// One streamed chunk, of choice `index`. text_offset: bytes of that choice's text streamed
+// before this chunk (completions logprobs' text_offset); first: the chat role delta goes out
+// with a choice's first chunk.
 struct ChunkPart {
+  int index = 0;
   std::string text;
   std::string reasoning;  // chat: delta.reasoning_content when not empty
   std::span<const SampledLogprobs> logprobs;

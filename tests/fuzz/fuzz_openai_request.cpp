@@ -26,6 +26,7 @@ bool in_range(const ApiRequest& r) {
   for (const auto& [id, bias] : s.logit_bias)
     if (id < 0 || !(bias >= -100 && bias <= 100)) return false;
   if (r.max_tokens && *r.max_tokens < 1) return false;
+  if (r.n < 1 || r.n > 128) return false;
   if (!r.tools.is_null()) {
     if (r.endpoint != Endpoint::Chat || !r.tools.is_array() || r.tools.empty()) return false;
     for (const auto& t : r.tools) {

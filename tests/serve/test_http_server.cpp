@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <set>
 
 #include "model/tokenizer/tokenizer.h"
 #include "serve_test_util.h"
@@ -405,6 +407,77 @@ TEST_F(Serve, UnimplementedFieldsAre400NamingThem) {
   expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"guided_regex", "a+"}}), 400, "guided_regex",
                "unknown_parameter");
   EXPECT_EQ(post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}, {"user", "u"}}).status, 200);
+}
+
+// n choices: each is its own engine request (greedy: all equal the engine's output; sampled
+// with a seed: seeds seed..seed+n-1, so choices differ and the same request repeats them),
+// usage counts the prompt once and every choice's tokens; streamed, each choice's chunks carry
+// its index, it gets its own role and finish chunks, and one [DONE] ends the stream.
+TEST_F(Serve, SeveralChoicesWholeAndStreamed) {
+  auto c = server_->client();
+  const json greedy{{"prompt", kPrompt}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}, {"n", 2}};
+  const HttpReply g = post(c, "/v1/completions", greedy);
+  ASSERT_EQ(g.status, 200) << g.text;
+  ASSERT_EQ(g.body["choices"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(g.body["choices"][i]["index"], i);
+    EXPECT_EQ(g.body["choices"][i]["text"], engine_greedy(kPrompt, 6));
+  }
+  EXPECT_EQ(g.body["usage"]["completion_tokens"], 12);
+  const HttpReply one = post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 1}});
+  EXPECT_EQ(g.body["usage"]["prompt_tokens"], one.body["usage"]["prompt_tokens"]);
+
+  const json sampled{{"prompt", kPrompt}, {"max_tokens", 8}, {"temperature", 1.0}, {"seed", 11},
+                     {"ignore_eos", true}, {"n", 3}};
+  const HttpReply s1 = post(c, "/v1/completions", sampled);
+  const HttpReply s2 = post(c, "/v1/completions", sampled);
+  ASSERT_EQ(s1.status, 200) << s1.text;
+  ASSERT_EQ(s1.body["choices"].size(), 3u);
+  std::set<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    texts.insert(s1.body["choices"][i]["text"].get<std::string>());
+    EXPECT_EQ(s1.body["choices"][i]["text"], s2.body["choices"][i]["text"]) << "choice " << i;
+  }
+  EXPECT_GT(texts.size(), 1u) << "the choices were sampled with the same seed";
+
+  const json messages = json::array({{{"role", "user"}, {"content", "Hello"}}});
+  const json chat{{"messages", messages}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}, {"n", 2},
+                  {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  const StreamReply st = post_stream(c, "/v1/chat/completions", chat);
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  const std::vector<json> events = parse_sse(st.text, &done);
+  EXPECT_TRUE(done);
+  std::map<int, std::string> content;
+  std::map<int, int> roles, finishes;
+  for (const json& e : events) {
+    if (e["choices"].empty()) continue;
+    const json& ch = e["choices"][0];
+    const int i = ch["index"].get<int>();
+    content[i] += ch["delta"].value("content", "");
+    roles[i] += ch["delta"].contains("role");
+    finishes[i] += !ch["finish_reason"].is_null();
+  }
+  ASSERT_EQ(events.back()["usage"]["completion_tokens"], 10) << st.text;
+  json whole = chat;
+  whole.erase("stream");
+  whole.erase("stream_options");
+  const HttpReply w = post(c, "/v1/chat/completions", whole);
+  ASSERT_EQ(w.status, 200) << w.text;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+    EXPECT_EQ(content[i], w.body["choices"][i]["message"]["content"]) << i;
+  }
+  EXPECT_EQ(content.size(), 2u);
+}
+
+// n past what the server admits at once is a 400 naming n, not a 429 that retrying cannot help.
+TEST(ServeLimits, ChoicesPastTheAdmissionLimitAre400) {
+  TestServer s(serve::ServerOptions{.max_waiting = 1}, EngineOptions{.max_seqs = 2});
+  auto c = s.client();
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 1}, {"n", 4}}), 400, "n");
+  EXPECT_EQ(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 1}, {"n", 3}}).status, 200);
 }
 
 // A model without a chat template (tiny-main's own folder) and no --chat-template: chat

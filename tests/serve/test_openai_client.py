@@ -122,6 +122,18 @@ def test_chat(client):
     check(finishes == [r.choices[0].finish_reason], "streamed finish reasons %r" % finishes)
     check(chunks[-1].usage.completion_tokens == r.usage.completion_tokens, "streamed chat usage")
 
+    several = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=4, temperature=0.9,
+                                             seed=3, n=3)
+    check([c.index for c in several.choices] == [0, 1, 2] and several.usage.completion_tokens <= 12,
+          "n=3: %r" % (several,))
+    streamed = {}
+    for c in client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=4, temperature=0.9,
+                                            seed=3, n=3, stream=True):
+        for ch in c.choices:
+            streamed[ch.index] = streamed.get(ch.index, "") + (ch.delta.content or "")
+    check(streamed == {c.index: c.message.content for c in several.choices},
+          "n=3 streamed %r against %r" % (streamed, [c.message.content for c in several.choices]))
+
 
 def test_errors(client):
     try:

@@ -33,7 +33,7 @@ TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   const ApiRequest r = parse_completion_request(
       R"({"model": "m", "prompt": "Hi", "max_tokens": 5, "temperature": 0, "top_p": 0.9, "top_k": 40,
           "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": -1.5,
-          "logit_bias": {"17": -100, "3": 2.5}, "seed": 7, "stop": ["\n", "END"], "n": 1,
+          "logit_bias": {"17": -100, "3": 2.5}, "seed": 7, "stop": ["\n", "END"], "n": 3,
           "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "priority": 2,
           "ignore_eos": true, "user": "ignored"})");
   EXPECT_EQ(r.endpoint, Endpoint::Completions);
@@ -57,6 +57,7 @@ TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   EXPECT_TRUE(r.want_logprobs);
   EXPECT_EQ(r.sampling.logprobs, 3);
   EXPECT_EQ(r.priority, 2);
+  EXPECT_EQ(r.n, 3);
   EXPECT_TRUE(r.sampling.ignore_eos);
 
   const ApiRequest d = parse_completion_request(R"({"prompt": "Hi", "temperature": null, "stop": "x"})");
@@ -117,7 +118,9 @@ TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
       {R"({"prompt": "a", "seed": "x"})", "seed"},
       {R"({"prompt": "a", "stop": 3})", "stop"},
       {R"({"prompt": "a", "stop": ["ok", 3]})", "stop[1]"},
-      {R"({"prompt": "a", "n": 2})", "n"},
+      {R"({"prompt": "a", "n": 0})", "n"},
+      {R"({"prompt": "a", "n": 129})", "n"},
+      {R"({"prompt": "a", "n": 1.5})", "n"},
       {R"({"prompt": "a", "stream": "yes"})", "stream"},
       {R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
