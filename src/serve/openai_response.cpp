@@ -102,12 +102,6 @@ json full_response(const ResponseMeta& m, json choices, Usage usage) {
   return out;
 }
 
-json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
-                   std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
-                   std::span<const ToolCall> calls, const std::optional<std::string>& reasoning) {
-  return full_response(m, json::array({response_choice(m, tok, 0, text, logprobs, finish, calls, reasoning)}), usage);
-}
-
 json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& p) {
   json choice{{"index", p.index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   if (p.finish) choice["finish_reason"] = p.finish_with_tool_calls ? "tool_calls" : finish_reason_text(*p.finish);

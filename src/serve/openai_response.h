@@ -60,11 +60,6 @@ nlohmann::json response_choice(const ResponseMeta& m, const Tokenizer& tok, int 
                                const std::optional<std::string>& reasoning = std::nullopt);
 // The whole non-streamed response around its choices.
 nlohmann::json full_response(const ResponseMeta& m, nlohmann::json choices, Usage usage);
-// The same for one choice.
-nlohmann::json full_response(const ResponseMeta& m, const Tokenizer& tok, const std::string& text,
-                             std::span<const SampledLogprobs> logprobs, FinishReason finish, Usage usage,
-                             std::span<const ToolCall> calls = {},
-                             const std::optional<std::string>& reasoning = std::nullopt);
 
 // One streamed chunk, of choice `index`. text_offset: bytes of that choice's text streamed
 // before this chunk (completions logprobs' text_offset); first: the chat role delta goes out

@@ -162,20 +162,21 @@ ToolCallFormat tool_call_format_of_template(std::string_view source) {
 ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std::string (*new_id)(),
                               size_t max_calls) {
   ParsedOutput out;
+  bool ok = false;
   if (format == ToolCallFormat::Hermes) {
     const size_t open = text.find(kHermesOpen);
     std::string after;
-    if (open != std::string_view::npos && hermes_section(text.substr(open), out.calls, after, new_id)) {
+    ok = open != std::string_view::npos && hermes_section(text.substr(open), out.calls, after, new_id);
+    if (ok) {
       out.content = rtrim(text.substr(0, open));
       if (!after.empty()) out.content += (out.content.empty() ? "" : "\n") + after;
-      if (out.calls.size() > max_calls) out.calls.resize(max_calls);
-      return out;
     }
   } else if (format == ToolCallFormat::Llama3Json) {
-    if (llama3_calls(text, out.calls, new_id)) {
-      if (out.calls.size() > max_calls) out.calls.resize(max_calls);
-      return out;
-    }
+    ok = llama3_calls(text, out.calls, new_id);
+  }
+  if (ok) {
+    if (out.calls.size() > max_calls) out.calls.resize(max_calls);
+    return out;
   }
   out.calls.clear();
   out.content = text;

@@ -161,13 +161,13 @@ TEST(ReasoningStream, QwenTokensAndWhatGoesOutWhen) {
 TEST(ReasoningJson, ResponsesCarryIt) {
   const auto tok = Tokenizer::from_dir(test::model_dir("tiny-main"));
   const ResponseMeta m{.endpoint = Endpoint::Chat, .id = "chatcmpl-1", .created = 1, .model = "m"};
-  const json whole = full_response(m, *tok, "Hi", {}, FinishReason::Stop, {}, {}, std::string("Greeting."));
-  EXPECT_EQ(whole["choices"][0]["message"]["reasoning_content"], "Greeting.");
-  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Hi");
-  const json none = full_response(m, *tok, "Hi", {}, FinishReason::Stop, {}, {}, std::string());
-  EXPECT_TRUE(none["choices"][0]["message"]["reasoning_content"].is_null());
-  const json off = full_response(m, *tok, "Hi", {}, FinishReason::Stop, {});
-  EXPECT_FALSE(off["choices"][0]["message"].contains("reasoning_content"));
+  const json whole = response_choice(m, *tok, 0, "Hi", {}, FinishReason::Stop, {}, std::string("Greeting."));
+  EXPECT_EQ(whole["message"]["reasoning_content"], "Greeting.");
+  EXPECT_EQ(whole["message"]["content"], "Hi");
+  const json none = response_choice(m, *tok, 0, "Hi", {}, FinishReason::Stop, {}, std::string());
+  EXPECT_TRUE(none["message"]["reasoning_content"].is_null());
+  const json off = response_choice(m, *tok, 0, "Hi", {}, FinishReason::Stop);
+  EXPECT_FALSE(off["message"].contains("reasoning_content"));
   const json chunk = stream_chunk(m, *tok, ChunkPart{.reasoning = "Hmm"});
   EXPECT_EQ(chunk["choices"][0]["delta"], json({{"reasoning_content", "Hmm"}}));
   const json both = stream_chunk(m, *tok, ChunkPart{.text = "A", .reasoning = "B"});

@@ -221,16 +221,16 @@ TEST(ToolCallJson, ResponsesCarryTheCalls) {
   const auto tok = Tokenizer::from_dir(test::model_dir("tiny-main"));
   const ResponseMeta m{.endpoint = Endpoint::Chat, .id = "chatcmpl-1", .created = 1, .model = "m"};
   const std::vector<ToolCall> calls = {{"call_a", "f", "{}"}, {"call_b", "g", "{\"x\":1}"}};
-  const json only = full_response(m, *tok, "", {}, FinishReason::Stop, Usage{3, 4}, calls);
-  const json& msg = only["choices"][0]["message"];
+  const json only = response_choice(m, *tok, 0, "", {}, FinishReason::Stop, calls);
+  const json& msg = only["message"];
   EXPECT_TRUE(msg["content"].is_null());
   EXPECT_EQ(msg["tool_calls"], json::array({tool_call_json(calls[0]), tool_call_json(calls[1])}));
-  EXPECT_EQ(only["choices"][0]["finish_reason"], "tool_calls");
-  const json said = full_response(m, *tok, "Checking.", {}, FinishReason::Stop, Usage{3, 4}, calls);
-  EXPECT_EQ(said["choices"][0]["message"]["content"], "Checking.");
-  const json plain = full_response(m, *tok, "Hi", {}, FinishReason::Stop, Usage{3, 4});
-  EXPECT_FALSE(plain["choices"][0]["message"].contains("tool_calls"));
-  EXPECT_EQ(plain["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(only["finish_reason"], "tool_calls");
+  const json said = response_choice(m, *tok, 0, "Checking.", {}, FinishReason::Stop, calls);
+  EXPECT_EQ(said["message"]["content"], "Checking.");
+  const json plain = response_choice(m, *tok, 0, "Hi", {}, FinishReason::Stop);
+  EXPECT_FALSE(plain["message"].contains("tool_calls"));
+  EXPECT_EQ(plain["finish_reason"], "stop");
 
   const json delta = stream_chunk(m, *tok, ChunkPart{.call = &calls[1], .call_index = 1})["choices"][0]["delta"];
   EXPECT_EQ(delta, json::parse(R"({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
