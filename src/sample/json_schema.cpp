@@ -1,0 +1,233 @@
+#include "sample/json_schema.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/json_bounded.h"
+
+namespace tf {
+
+namespace {
+
+using json = nlohmann::ordered_json;  // properties keep the schema's order
+
+// Keywords that change nothing the output must satisfy (annotations), or that the compiler reads.
+const std::set<std::string> kKnown = {
+    "type",   "properties", "required",    "additionalProperties", "items",    "minItems",  "maxItems",
+    "enum",   "const",      "anyOf",       "oneOf",                "$ref",     "$defs",     "definitions",
+    "title",  "description", "default",    "examples",             "$schema",  "$id",       "$comment",
+    "deprecated", "readOnly", "writeOnly"};
+const std::set<std::string> kAnnotations = {"title",   "description", "default",    "examples",  "$schema", "$id",
+                                            "$comment", "deprecated", "readOnly",  "writeOnly", "$defs",   "definitions"};
+
+// RFC 6901: "~1" is '/', "~0" is '~'.
+std::string unescape_pointer(std::string s) {
+  for (size_t i = 0; (i = s.find('~', i)) != std::string::npos; ++i)
+    if (i + 1 < s.size() && (s[i + 1] == '0' || s[i + 1] == '1')) s.replace(i, 2, s[i + 1] == '0' ? "~" : "/");
+  return s;
+}
+
+class Compiler {
+ public:
+  Compiler(const json& root, std::string what) : root_(root), what_(std::move(what)) {}
+
+  // The node of schema s at JSON pointer `path` (relative to the root, "" for the root).
+  int32_t node(const json& s, const std::string& path) {
+    struct Nest {  // schemas inside schemas, $ref targets counted: the recursion here is that deep
+      int& d;
+      explicit Nest(int& depth) : d(depth) { ++d; }
+      ~Nest() { --d; }
+    } nest(depth_);
+    if (depth_ > kMaxNesting) refuse(path, "", "nests deeper than " + std::to_string(kMaxNesting) + " schemas ($ref targets counted)");
+    if (s.is_boolean())
+      refuse(path, "", s.get<bool>() ? "'true' (any value) cannot be held to a shape" : "'false' allows no value");
+    if (!s.is_object()) refuse(path, "", "a schema must be an object");
+    for (const auto& [key, value] : s.items())
+      if (!kKnown.contains(key))
+        refuse(path, key, "is not supported (the output could not be held to it)");
+    if (const auto it = s.find("$ref"); it != s.end()) {
+      for (const auto& [key, value] : s.items())
+        if (key != "$ref" && !kAnnotations.contains(key)) refuse(path, key, "beside '$ref' is not supported");
+      return ref(*it, path + "/$ref");
+    }
+    if (const auto it = s.find("const"); it != s.end()) return literals({it->dump()});
+    if (const auto it = s.find("enum"); it != s.end()) {
+      if (!it->is_array() || it->empty()) refuse(path, "enum", "must be a non-empty array");
+      std::vector<std::string> texts;
+      for (const json& v : *it) texts.push_back(v.dump());
+      return literals(std::move(texts));
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_array() || it->empty()) refuse(path, key, "must be a non-empty array");
+      if (s.contains("type") || s.contains(key == std::string("anyOf") ? "oneOf" : "anyOf"))
+        refuse(path, key, "beside 'type' or another of 'anyOf' / 'oneOf' is not supported");
+      SchemaNode any{.kind = SchemaNode::Kind::AnyOf};
+      for (size_t i = 0; i < it->size(); ++i) any.alts.push_back(node((*it)[i], path + "/" + key + "/" + std::to_string(i)));
+      return add(std::move(any));
+    }
+    const auto type = s.find("type");
+    if (type == s.end()) {
+      if (s.contains("properties")) return typed(s, "object", path);
+      refuse(path, "", "has no 'type', 'enum', 'const', 'anyOf' or '$ref': it allows any value, which cannot be held "
+                       "to a shape");
+    }
+    if (type->is_string()) return typed(s, type->get<std::string>(), path);
+    if (!type->is_array() || type->empty()) refuse(path, "type", "must be a string or a non-empty array of strings");
+    SchemaNode any{.kind = SchemaNode::Kind::AnyOf};
+    for (const json& t : *type) {
+      if (!t.is_string()) refuse(path, "type", "must be a string or a non-empty array of strings");
+      any.alts.push_back(typed(s, t.get<std::string>(), path));
+    }
+    return add(std::move(any));
+  }
+
+  // Checks what compiling cannot: no chain of references or alternatives that leads back to
+  // itself before a value starts (the machine would expand it forever), and an object root.
+  void check(int32_t root) {
+    std::vector<int> mark(out.nodes.size(), 0);  // 0 unseen, 1 on the path, 2 done
+    std::function<void(int32_t)> visit = [&](int32_t n) {
+      if (mark[size_t(n)] == 2) return;
+      if (mark[size_t(n)] == 1) refuse("", "$ref", "leads back to itself before any value starts");
+      mark[size_t(n)] = 1;
+      for (int32_t a : out.nodes[size_t(n)].alts) visit(a);
+      mark[size_t(n)] = 2;
+    };
+    for (int32_t n = 0; n < int32_t(out.nodes.size()); ++n) visit(n);
+    std::function<void(int32_t)> object_root = [&](int32_t n) {
+      const SchemaNode& s = out.nodes[size_t(n)];
+      if (s.kind == SchemaNode::Kind::AnyOf) {
+        for (int32_t a : s.alts) object_root(a);
+      } else if (s.kind != SchemaNode::Kind::Object) {
+        refuse("", "type", "of the root must be \"object\"");
+      }
+    };
+    object_root(root);
+  }
+
+  JsonSchema out;
+
+ private:
+  int32_t add(SchemaNode n) {
+    out.nodes.push_back(std::move(n));
+    return int32_t(out.nodes.size() - 1);
+  }
+
+  int32_t literals(std::vector<std::string> texts) {
+    std::sort(texts.begin(), texts.end());
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+    return add(SchemaNode{.kind = SchemaNode::Kind::Literal, .literals = std::move(texts)});
+  }
+
+  // A reference is a one-alternative AnyOf, made before its target is compiled, so that a
+  // recursive schema refers back to it.
+  int32_t ref(const json& r, const std::string& path) {
+    if (!r.is_string()) refuse(path, "", "must be a string");
+    const std::string target = r.get<std::string>();
+    if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
+    const json* s = nullptr;
+    std::string at;
+    if (target == "#") {
+      s = &root_;
+    } else {
+      for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+        const std::string p = prefix;
+        if (target.rfind(p, 0) != 0) continue;
+        const std::string section = p.substr(2, p.size() - 3), name = unescape_pointer(target.substr(p.size()));
+        const auto sec = root_.find(section);
+        if (sec != root_.end() && sec->is_object() && sec->contains(name)) {
+          s = &(*sec)[name];
+          at = "/" + section + "/" + target.substr(p.size());
+        }
+      }
+    }
+    if (s == nullptr)
+      refuse(path, "", "'" + target + "' is not '#' or a schema under '#/$defs/' or '#/definitions/' of this document");
+    const int32_t idx = add(SchemaNode{.kind = SchemaNode::Kind::AnyOf});
+    refs_[target] = idx;
+    const int32_t n = node(*s, at);
+    out.nodes[size_t(idx)].alts = {n};
+    return idx;
+  }
+
+  int64_t count(const json& s, const char* key, const std::string& path, int64_t absent) {
+    const auto it = s.find(key);
+    if (it == s.end()) return absent;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 100000)
+      refuse(path, key, "must be an integer from 0 to 100000");
+    return it->get<int64_t>();
+  }
+
+  int32_t typed(const json& s, const std::string& type, const std::string& path) {
+    using K = SchemaNode::Kind;
+    if (type == "string") return add(SchemaNode{.kind = K::String});
+    if (type == "number") return add(SchemaNode{.kind = K::Number});
+    if (type == "integer") return add(SchemaNode{.kind = K::Integer});
+    if (type == "null") return literals({"null"});
+    if (type == "boolean") return literals({"false", "true"});
+    if (type == "array") {
+      SchemaNode a{.kind = K::Array};
+      a.min_items = int32_t(count(s, "minItems", path, 0));
+      a.max_items = int32_t(count(s, "maxItems", path, -1));
+      if (a.max_items >= 0 && a.max_items < a.min_items) refuse(path, "maxItems", "is below 'minItems'");
+      const auto items = s.find("items");
+      if (items != s.end() && !(items->is_boolean() && !items->get<bool>())) {
+        if (items->is_boolean()) refuse(path, "items", "'true' (items of any value) cannot be held to a shape");
+        a.items = node(*items, path + "/items");
+      } else if (a.min_items > 0) {
+        refuse(path, "minItems", "needs 'items' (without them only an empty array can be written)");
+      }
+      return add(std::move(a));
+    }
+    if (type == "object") {
+      SchemaNode o{.kind = K::Object};
+      std::set<std::string> names;
+      if (const auto props = s.find("properties"); props != s.end()) {
+        if (!props->is_object()) refuse(path, "properties", "must be an object");
+        for (const auto& [name, sub] : props->items()) {
+          names.insert(name);
+          o.props.emplace_back(json(name).dump(), node(sub, path + "/properties/" + name));
+        }
+      }
+      if (const auto req = s.find("required"); req != s.end()) {
+        if (!req->is_array()) refuse(path, "required", "must be an array of strings");
+        for (const json& r : *req)
+          if (!r.is_string() || !names.contains(r.get<std::string>()))
+            refuse(path, "required", "names " + r.dump() + ", which is not in 'properties'");
+      }
+      return add(std::move(o));
+    }
+    refuse(path, "type", "'" + type + "' is not a JSON Schema type");
+  }
+
+  [[noreturn]] void refuse(const std::string& path, const std::string& key, const std::string& why) const {
+    const std::string at = path.empty() ? "the root" : "'#" + path + "'";
+    if (key.empty()) fail("{}: the schema at {} {}", what_, at, why);
+    fail("{}: '{}' at {} {}", what_, key, at, why);
+  }
+
+  static constexpr int kMaxNesting = 256;
+  const json& root_;
+  std::string what_;
+  std::map<std::string, int32_t> refs_;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+JsonSchema compile_json_schema(std::string_view text, const std::string& what) {
+  const json root = parse_json_bounded<json>(text, what);
+  Compiler c(root, what);
+  const int32_t r = c.node(root, "");
+  c.check(r);
+  c.out.root = r;
+  return std::move(c.out);
+}
+
+}  // namespace tf

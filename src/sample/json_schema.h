@@ -1,0 +1,52 @@
+// A JSON Schema compiled for constrained decoding (OpenAI's response_format
+// {"type": "json_schema"}): the subset that OpenAI's strict structured outputs accept, as a
+// graph of nodes that SchemaMachine (schema_machine.h) walks byte by byte.
+//
+// Supported: "type" (object, array, string, number, integer, boolean, null, or a list of
+// them), "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+// "enum", "const", "anyOf" / "oneOf" (oneOf's exclusivity is not enforced), "$ref" to "#",
+// "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the annotations "title",
+// "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+// "readOnly", "writeOnly". The output always writes every property, in the schema's order
+// (an optional one too: including it is valid), never an additional one, and strings, numbers
+// and enum values in one canonical spelling. Everything else ("pattern", "format",
+// "minLength", "minimum", "allOf", "not", "if", "prefixItems", a schema that allows any value,
+// ...) is refused with an error naming the keyword and where it is, since the output could
+// not be held to it. The root must be an object.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tf {
+
+struct SchemaNode {
+  enum class Kind : uint8_t {
+    Object,   // props in order
+    Array,    // items (-1: none, so only []), min_items, max_items (-1: no limit)
+    String,   // any JSON string
+    Number,   // any JSON number
+    Integer,  // -?(0|[1-9][0-9]*)
+    Literal,  // exactly one of `literals` (const or enum values, true, false, null)
+    AnyOf,    // one of alts
+  };
+  Kind kind = Kind::Literal;
+  std::vector<std::pair<std::string, int32_t>> props;  // Object: the key as written ("\"name\"") and its node
+  int32_t items = -1, min_items = 0, max_items = -1;
+  std::vector<int32_t> alts;
+  std::vector<std::string> literals;  // Literal: sorted, no repeats, each compact JSON text
+};
+
+struct JsonSchema {
+  std::vector<SchemaNode> nodes;
+  int32_t root = 0;
+};
+
+// Throws tf::Error naming the keyword and its JSON pointer on anything outside the subset, and
+// on malformed JSON. `what` prefixes the message (e.g. "response_format.json_schema.schema").
+JsonSchema compile_json_schema(std::string_view text, const std::string& what = "schema");
+
+}  // namespace tf

@@ -1,0 +1,92 @@
+// A byte-at-a-time recognizer of the JSON texts a compiled schema (json_schema.h) allows, for
+// constrained decoding. As JsonMachine, feed() takes a byte only if the text stays a prefix of
+// some allowed text, so a constrained model never reaches a dead end (up to the limits below).
+//
+// The machine is a set of threads, each a stack of frames (a node of the schema and where its
+// value stands: an object's property and phase, an array's count). A frame of an "anyOf" (or
+// a type list) is replaced, when its value starts, by one thread per alternative; a thread
+// dies at the first byte it cannot take, so alternatives sharing a prefix ({"a": 1} and
+// {"a": 1, "b": 2}) run side by side until a byte tells them apart. An enum's values (and
+// const, true/false, null) are one frame that narrows a sorted range of candidates byte by
+// byte.
+// Strings follow JsonMachine's rules (valid UTF-8, escapes, surrogate pairs); whitespace
+// between tokens as JsonMachine's (JsonMachine::take_whitespace), none before the root.
+// Limits: kMaxFrames nested values (a recursive schema stops nesting there), kMaxThreads
+// threads (past it the later alternatives are dropped: what remains is still allowed),
+// numbers as JsonMachine's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "sample/json_schema.h"
+
+namespace tf {
+
+class SchemaMachine {
+ public:
+  static constexpr int kMaxFrames = 32;
+  static constexpr int kMaxThreads = 16;
+
+  // The schema must outlive the machine.
+  explicit SchemaMachine(const JsonSchema& schema);
+  SchemaMachine(const SchemaMachine& o) { *this = o; }
+  SchemaMachine& operator=(const SchemaMachine& o);
+
+  // Takes c if the text stays a prefix of an allowed text; otherwise false, state unchanged.
+  bool feed(uint8_t c);
+  bool feed(std::string_view s);  // all or nothing
+  // The text is a whole allowed value (the root object is closed).
+  bool complete() const;
+
+  bool operator==(const SchemaMachine& o) const;
+  size_t hash() const;
+
+ private:
+  // No default member initializers: a machine is copied once per trie edge while masks are
+  // computed, and only the frames in use are ever read.
+  struct Frame {
+    int32_t node;
+    uint16_t i;     // Object: the property; Array: items so far
+    uint8_t phase;  // per kind, see schema_machine.cpp
+  };
+  // Where the top frame's scalar stands (a string, number, literal or key being read) and the
+  // whitespace run; only the top frame reads bytes, so one copy a thread suffices.
+  struct Scalar {
+    uint16_t pos = 0;          // Literal / key: bytes matched
+    uint16_t lo = 0, hi = 0;   // Literal: the literals [lo, hi) that begin with those bytes
+    uint8_t str = 0;   // string: 0 plain, 1 escape, 2 hex, 3 low '\', 4 low 'u', 5 UTF-8
+    uint8_t low = 0, hex_n = 0;
+    uint16_t hex_v = 0;
+    uint8_t utf8_left = 0, utf8_lo = 0, utf8_hi = 0;
+    uint8_t num = 0, num_n = 0;  // number: where in its grammar, digits of the part
+    uint8_t ws = 0, nl = 0;  // JsonMachine::take_whitespace's run and indent
+    bool operator==(const Scalar&) const = default;
+  };
+  struct Thread {
+    uint8_t depth = 0;
+    Scalar s;
+    Frame frames[kMaxFrames];
+    bool same(const Thread& o) const;
+  };
+  struct Out {
+    Thread t[kMaxThreads];
+    int n = 0;
+    void add(const Thread& th);
+  };
+
+  void push_alternatives(Thread t, int32_t node, Out& out) const;
+  void step(Thread t, uint8_t c, Out& out) const;
+  void start_value(Thread t, int32_t node, uint8_t c, Out& out) const;
+  void end_value(Thread t, uint8_t c, bool feed_c, Out& out) const;
+  bool string_byte(Scalar& s, uint8_t c, bool& closed) const;
+  bool hex_digit(Scalar& s, uint8_t c) const;
+  static bool whitespace(Thread& t, uint8_t c);
+
+  const JsonSchema* schema_;
+  int n_ = 0;
+  Thread t_[kMaxThreads];
+};
+
+}  // namespace tf

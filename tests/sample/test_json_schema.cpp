@@ -1,0 +1,272 @@
+// compile_json_schema and SchemaMachine: what the subset refuses (naming keyword and place),
+// which texts the machine takes whole and where it refuses others, and random draws under the
+// mask of a made-up vocabulary that end in values a separate validator (below, reading the
+// schema's JSON, not the compiled nodes) accepts.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "sample/json_schema.h"
+#include "sample/schema_machine.h"
+#include "sample/token_constraint.h"
+
+namespace tf {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string compile_error(const std::string& schema) {
+  try {
+    compile_json_schema(schema, "s");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SampleJsonSchema, RefusesWhatItCannotHoldTheOutputTo) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})", "'pattern' at '#/properties/a'"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})", "'format'"},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}})", "'minimum'"},
+      {R"({"type": "object", "properties": {"a": {}}})", "'#/properties/a' has no 'type'"},
+      {R"({"type": "object", "properties": {"a": true}})", "'true' (any value)"},
+      {R"({"type": "string"})", "of the root must be \"object\""},
+      {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}})", "'#/$defs/missing' is not"},
+      {R"({"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}})", "leads back to itself"},
+      {R"({"type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 2, "items": {"type": "null"}}}})",
+       "'maxItems' at '#/properties/a' is below"},
+      {R"({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["b"]})", "names \"b\""},
+      {R"({"type": "object", "allOf": []})", "'allOf' at the root is not supported"},
+      {R"({"type": "widget"})", "'widget' is not a JSON Schema type"},
+      {R"({"type": "object", "properties": {"a": {"enum": []}}})", "'enum'"},
+      {R"({"type": "object", "properties": )", "not valid JSON"},
+  };
+  for (const auto& [schema, want] : cases) {
+    const std::string e = compile_error(schema);
+    EXPECT_NE(e.find(want), std::string::npos) << schema << "\n  -> " << e;
+    EXPECT_EQ(e.rfind("s: ", 0), 0u) << e;
+  }
+}
+
+const char* kPerson = R"({
+  "type": "object",
+  "title": "Person",
+  "properties": {
+    "name": {"type": "string", "description": "any"},
+    "age": {"type": "integer"},
+    "height": {"type": ["number", "null"]},
+    "kind": {"enum": ["admin", "user", 3, null]},
+    "ok": {"type": "boolean"},
+    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+    "pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]},
+    "child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
+  },
+  "required": ["name", "age"],
+  "$defs": {
+    "Cat": {"type": "object", "properties": {"lives": {"type": "integer"}}, "additionalProperties": false},
+    "Dog": {"type": "object", "properties": {"lives": {"type": "integer"}, "good": {"const": true}}}
+  }
+})";
+
+const std::string kPersonLeaf =
+    R"({"name":"Ada","age":36,"height":null,"kind":3,"ok":true,"tags":["x"],"pet":{"lives":9},"child":null})";
+
+size_t taken(const JsonSchema& s, const std::string& text, SchemaMachine* out = nullptr) {
+  SchemaMachine m(s);
+  size_t i = 0;
+  while (i < text.size() && m.feed(uint8_t(text[i]))) ++i;
+  if (out != nullptr) *out = m;
+  return i;
+}
+
+bool complete(const JsonSchema& s, const std::string& text) {
+  SchemaMachine m(s);
+  return taken(s, text, &m) == text.size() && m.complete();
+}
+
+TEST(SampleSchemaMachine, TakesAllowedTextsWhole) {
+  const JsonSchema s = compile_json_schema(kPerson);
+  const std::string texts[] = {
+      kPersonLeaf,
+      R"({ "name" : "B\u00e9\"n" , "age": -0, "height": 1.5e-3, "kind": "admin", "ok": false,)"
+      "\n  "
+      R"("tags": ["a", "b"], "pet": {"lives": 1, "good": true},)"
+      R"( "child": {"name":"C","age":1,"height":2,"kind":null,"ok":true,"tags":["t"],"pet":{"lives":0},"child":null}})",
+  };
+  for (const std::string& t : texts) {
+    SCOPED_TRACE(t);
+    ASSERT_TRUE(nlohmann::json::accept(t));
+    EXPECT_TRUE(complete(s, t));
+  }
+}
+
+TEST(SampleSchemaMachine, RefusesAtTheFirstByteOutsideTheSchema) {
+  const JsonSchema s = compile_json_schema(kPerson);
+  // Each: kPersonLeaf with one change, and where it is refused (the first byte no allowed text has).
+  auto at = [](const std::string& t, const std::string& mark) { return t.find(mark); };
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"age":36})", "age"},                            // properties in the schema's order
+      {R"({"name":"Ada","age":3.5})", ".5"},                // an integer has no point
+      {R"({"name":"Ada","age":"36"})", "\"36"},
+      {R"({"name":"Ada","age":36,"height":true})", "true"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":"root"})", "ro"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":4})", "4"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":1})", "1}"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":[]})", "]}"},          // minItems 1
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a","b","c"]})", ",\"c"},  // maxItems 2
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"lives":1,"good":false}})", "false"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"good":true}})", "good"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"lives":1},"child":null,"x":1})",
+       ",\"x"},                                            // no additional property
+      {R"({"name":"Ada"})", "}"},                          // every property is written
+  };
+  for (const auto& [text, mark] : cases) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(taken(s, text), at(text, mark));
+  }
+}
+
+// An enum is one frame however many values it has, and a number that a longer one extends
+// (1, 10, 100) ends where the next byte says.
+TEST(SampleSchemaMachine, EnumsOfManyValuesAndNumbersThatExtendOthers) {
+  json values = json::array({1, 10, 100, -1, 1.5, "a", "ab", "a\"b", true, nullptr, json::array({1, 2}),
+                             json::object({{"k", "v"}})});
+  for (int i = 0; i < 60; ++i) values.push_back("value " + std::to_string(i));
+  const json schema{{"type", "object"}, {"properties", {{"e", {{"enum", values}}}, {"n", {{"type", "integer"}}}}}};
+  const JsonSchema s = compile_json_schema(schema.dump());
+  for (const json& v : values) {
+    const std::string text = R"({"e":)" + v.dump() + R"(,"n":7})";
+    EXPECT_TRUE(complete(s, text)) << text;
+  }
+  EXPECT_EQ(taken(s, R"({"e":1000,"n":7})"), 8u);    // 1000 is none of them
+  EXPECT_EQ(taken(s, R"({"e":"abc","n":7})"), 8u);
+  EXPECT_EQ(taken(s, R"({"e":1.50,"n":7})"), 8u);
+  EXPECT_EQ(taken(s, R"({"e":"value 60","n":7})"), 13u);  // "value 6" exists
+}
+
+// An independent check of a parsed value against the schema's JSON (the supported subset).
+bool valid(const json& v, const json& schema, const json& root) {
+  if (schema.contains("$ref")) {
+    const std::string r = schema["$ref"];
+    return valid(v, r == "#" ? root : root["$defs"][r.substr(8)], root);
+  }
+  if (schema.contains("const")) return v == schema["const"];
+  if (schema.contains("enum")) {
+    for (const json& e : schema["enum"])
+      if (v == e) return true;
+    return false;
+  }
+  if (schema.contains("anyOf")) {
+    for (const json& a : schema["anyOf"])
+      if (valid(v, a, root)) return true;
+    return false;
+  }
+  const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+  for (const json& t : types) {
+    if (t == "string" && v.is_string()) return true;
+    if (t == "number" && v.is_number()) return true;
+    if (t == "integer" && v.is_number_integer()) return true;
+    if (t == "boolean" && v.is_boolean()) return true;
+    if (t == "null" && v.is_null()) return true;
+    if (t == "array" && v.is_array()) {
+      if (v.size() < schema.value("minItems", size_t(0)) || v.size() > schema.value("maxItems", size_t(1) << 30)) continue;
+      bool ok = true;
+      for (const json& item : v) ok = ok && valid(item, schema["items"], root);
+      if (ok) return true;
+    }
+    if (t == "object" && v.is_object()) {
+      bool ok = true;
+      for (const json& r : schema.value("required", json::array())) ok = ok && v.contains(r.get<std::string>());
+      for (const auto& [k, item] : v.items())
+        ok = ok && schema["properties"].contains(k) && valid(item, schema["properties"][k], root);
+      if (ok) return true;
+    }
+  }
+  return false;
+}
+
+// Every byte as a token, some multi-byte ones, EOS 0.
+ConstraintVocab byte_vocab() {
+  ConstraintVocab v;
+  v.bytes.push_back("</s>");
+  for (int b = 0; b < 256; ++b) v.bytes.push_back(std::string(1, char(b)));
+  for (const char* t : {"{\"", "\":", "\": \"", "\",", "\"}", "}}", "]}", "true", "false", "null", "12", "admin",
+                        "\"name\"", "lives", ", \"", "\n  ", "-0.5e"})
+    v.bytes.push_back(t);
+  v.eos = {0};
+  return v;
+}
+
+TEST(SampleSchemaMachine, MaskIsWhatEachTokenFeeds) {
+  const ConstraintVocab v = byte_vocab();
+  const JsonSchema s = compile_json_schema(kPerson);
+  TokenTrie trie(v);
+  SchemaMachine m(s);
+  for (size_t i = 0; i <= kPersonLeaf.size(); ++i) {
+    SCOPED_TRACE(kPersonLeaf.substr(0, i));
+    if (i > 0) {
+      ASSERT_TRUE(m.feed(uint8_t(kPersonLeaf[i - 1])));
+    }
+    const TokenBits bits = trie.walk(m);
+    for (size_t id = 0; id < v.bytes.size(); ++id) {
+      SchemaMachine c = m;
+      const bool want = id == 0 ? m.complete() : c.feed(std::string_view(v.bytes[id]));
+      ASSERT_EQ(bool((bits[id / 64] >> (id % 64)) & 1u), want) << "id " << id << " '" << v.bytes[id] << "'";
+    }
+  }
+  EXPECT_TRUE(m.complete());
+}
+
+TEST(SampleSchemaMachine, RandomDrawsEndInValuesTheSchemaAllows) {
+  const ConstraintVocab v = byte_vocab();
+  const json schema = json::parse(kPerson);
+  auto compiled = std::make_shared<const JsonSchema>(compile_json_schema(kPerson));
+  auto masks = std::make_shared<MaskSet<SchemaMachine>>(std::make_shared<const TokenTrie>(v));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<double> uni(1e-12, 1.0);
+  int n_ended = 0;
+  for (int run = 0; run < 200; ++run) {
+    MachineConstraint<SchemaMachine> c(masks, SchemaMachine(*compiled), compiled);
+    std::string text;
+    bool ended = false;
+    for (int t = 0; t < 3000 && !ended; ++t) {
+      std::vector<float> logits(v.bytes.size());
+      for (size_t i = 0; i < logits.size(); ++i) {
+        logits[i] = normal(rng);
+        const std::string& b = v.bytes[i];
+        if (b == "\"" || b == "]" || b == "}" || b == "n") logits[i] += 3.0f;  // strings end, children are null
+        if (b == "{") logits[i] -= 3.0f;
+      }
+      logits[0] += 5.0f;
+      c.mask(logits);
+      int32_t best = -1;
+      double best_v = -INFINITY;
+      for (size_t i = 0; i < logits.size(); ++i) {
+        if (std::isinf(logits[i])) continue;
+        const double g = double(logits[i]) - std::log(-std::log(uni(rng)));
+        if (g > best_v) best_v = g, best = int32_t(i);
+      }
+      ASSERT_GE(best, 0) << "every id masked after " << text;
+      c.accept(best);
+      if (best == 0)
+        ended = true;
+      else
+        text += v.bytes[size_t(best)];
+    }
+    if (!ended) continue;
+    ++n_ended;
+    SCOPED_TRACE(text);
+    ASSERT_TRUE(nlohmann::json::accept(text));
+    EXPECT_TRUE(valid(json::parse(text), schema, schema));
+  }
+  EXPECT_GE(n_ended, 150);
+  EXPECT_GT(masks->n_hits(), masks->n_walks());
+}
+
+}  // namespace
+}  // namespace tf
