@@ -8,6 +8,13 @@
 
 namespace tf {
 
+// What the output must be, enforced while decoding: a token that would break it is never
+// sampled, and the end-of-sequence token only once the value is whole (max_tokens may still
+// cut it short). JsonObject: one JSON object (OpenAI's response_format {"type":
+// "json_object"}); JsonSchema: one JSON value that SamplingParams::json_schema allows
+// ({"type": "json_schema"}; the subset in src/sample/json_schema.h).
+enum class OutputFormat : uint8_t { Text, JsonObject, JsonSchema };
+
 struct SamplingParams {
   float temperature = 1.0f;        // 0 = greedy (argmax)
   int32_t top_k = 0;               // 0 = off
@@ -25,6 +32,8 @@ struct SamplingParams {
   bool ignore_eos = false;         // keep going past EOS (benchmarks)
   int32_t logprobs = -1;           // -1 = off; n >= 0: each sampled token's log-probability plus the
                                    // n most likely tokens' (RequestOutput::logprobs)
+  OutputFormat output_format = OutputFormat::Text;
+  std::string json_schema;         // OutputFormat::JsonSchema: the schema (JSON text)
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -150,6 +150,13 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   for (const auto& [token, bias] : req.sampling.logit_bias)
     if (token < 0 || token >= cfg.n_vocab)
       fail("logit_bias token id {} is outside the vocabulary [0, {})", token, cfg.n_vocab);
+  const bool json = req.sampling.output_format != OutputFormat::Text;
+  if (json && req.sampling.ignore_eos)
+    fail("a JSON output ends with the end-of-sequence token: it cannot be combined with ignore_eos");
+  if (json && cfg.eos_ids.empty())
+    fail("{}: the model names no end-of-sequence token (eos_token_id), which a JSON output ends with",
+         opt.model_dir);
+  std::unique_ptr<TokenConstraint> constraint = make_constraint(req.sampling);
 
   const RequestId id = next_id++;
   RequestState& r = requests[id];
@@ -160,6 +167,7 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   r.sampler = std::make_unique<Sampler>(req.sampling, ids.size());
   r.decoder = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
   r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
+  r.constraint = std::move(constraint);
   r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));
   r.arrival = Clock::now();
   if (proposer) {
@@ -249,7 +257,9 @@ void Engine::Impl::emit_sampled(RequestState& r, int32_t row, bool ids_ready, Re
   // row in place.
   std::vector<float> raw;
   if (r.params.logprobs >= 0) raw.assign(lg.begin(), lg.end());
+  if (r.constraint) r.constraint->mask(lg);
   const int32_t token = r.sampler->sample(lg, r.all_tokens);
+  if (r.constraint) r.constraint->accept(token);
   if (r.params.logprobs >= 0) o.logprobs.push_back(sampled_logprobs(raw, token, r.params.logprobs));
   on_token(r, token, o);
 }
@@ -445,6 +455,35 @@ void Engine::Impl::abort(RequestId id) {
   o.finished = true;
   o.finish_reason = FinishReason::Abort;
   pending.push_back(std::move(o));
+}
+
+// The trie holds every id the tokenizer spells with bytes, special tokens left out (they never
+// belong to the JSON text); the model's EOS ids end it. A schema's compiled form and masks are
+// kept for the next requests with the same schema text (the last 32 texts).
+std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingParams& p) {
+  if (p.output_format == OutputFormat::Text) return nullptr;
+  if (!token_trie) {
+    const ModelConfig& cfg = model->config();
+    ConstraintVocab v;
+    v.bytes.resize(size_t(cfg.n_vocab));
+    for (int32_t id = 0; id < tokenizer->n_vocab(); ++id)
+      if (!tokenizer->is_special(id)) v.bytes[size_t(id)] = tokenizer->token_bytes(id);
+    for (int32_t id : cfg.eos_ids)
+      if (id >= 0 && id < cfg.n_vocab) v.eos.push_back(id);
+    token_trie = std::make_shared<const TokenTrie>(std::move(v));
+    json_masks = std::make_shared<MaskSet<JsonMachine>>(token_trie);
+  }
+  if (p.output_format == OutputFormat::JsonObject)
+    return std::make_unique<MachineConstraint<JsonMachine>>(json_masks, JsonMachine{});
+  auto it = schema_masks.find(p.json_schema);
+  if (it == schema_masks.end()) {
+    auto schema = std::make_shared<const JsonSchema>(compile_json_schema(p.json_schema, "json_schema"));
+    if (schema_masks.size() >= 32) schema_masks.clear();
+    it = schema_masks.emplace(p.json_schema, SchemaMasks{schema, std::make_shared<MaskSet<SchemaMachine>>(token_trie)})
+             .first;
+  }
+  return std::make_unique<MachineConstraint<SchemaMachine>>(it->second.masks, SchemaMachine(*it->second.schema),
+                                                            it->second.schema);
 }
 
 RequestState& Engine::Impl::state(RequestId id) {

@@ -12,6 +12,10 @@
 #include "kv/kv_manager.h"
 #include "model/arch/model.h"
 #include "model/tokenizer/tokenizer.h"
+#include "sample/json_machine.h"
+#include "sample/json_schema.h"
+#include "sample/schema_machine.h"
+#include "sample/token_constraint.h"
 #include "sample/sampler.h"
 #include "sample/stop_matcher.h"
 #include "engine/forward_runner.h"
@@ -25,10 +29,12 @@ namespace tf {
 
 using Clock = std::chrono::steady_clock;
 
-// True when a request's row must come to the host: the penalties (reading its history) and the
-// logit bias change it, and logprobs read the raw row. Everything else is sampled where the
-// logits live.
-inline bool needs_host_row(const SamplingParams& p) { return adjusts_logits(p) || p.logprobs >= 0; }
+// True when a request's row must come to the host: the penalties (reading its history), the
+// logit bias and an output format's mask change it, and logprobs read the raw row. Everything
+// else is sampled where the logits live.
+inline bool needs_host_row(const SamplingParams& p) {
+  return adjusts_logits(p) || p.logprobs >= 0 || p.output_format != OutputFormat::Text;
+}
 
 // True when sampling needs nothing but the argmax of the raw logits.
 inline bool plain_greedy(const SamplingParams& p) { return p.greedy() && !needs_host_row(p); }
@@ -80,6 +86,7 @@ struct RequestState {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;
+  std::unique_ptr<TokenConstraint> constraint;  // OutputFormat other than Text; its rows get no proposals
   int32_t max_len = 0;  // prompt + output never exceeds this (context and max_tokens)
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
@@ -95,6 +102,8 @@ struct Engine::Impl {
   void abort(RequestId id);
   RequestState& state(RequestId id);
   const RequestState& state(RequestId id) const;
+  // The constraint of an output format (null for Text); tf::Error naming the schema's fault.
+  std::unique_ptr<TokenConstraint> make_constraint(const SamplingParams& p);
 
   // Runs `ids` as one sequence through the model in chunks (its blocks are taken from the
   // pool and given back); returns logits of every position ([n, n_vocab]) or of the last.
@@ -110,6 +119,15 @@ struct Engine::Impl {
   std::vector<RequestOutput> pending;  // aborts to report at the next step
   RequestId next_id = 0;
   std::vector<float> logits_host;
+  // Constrained outputs: the vocabulary's trie (made at the first such request), the JSON
+  // object masks, and the last schemas' compiled forms and masks, by schema text.
+  std::shared_ptr<const TokenTrie> token_trie;
+  std::shared_ptr<MaskSet<JsonMachine>> json_masks;
+  struct SchemaMasks {
+    std::shared_ptr<const JsonSchema> schema;
+    std::shared_ptr<MaskSet<SchemaMachine>> masks;
+  };
+  std::unordered_map<std::string, SchemaMasks> schema_masks;
   int64_t n_steps = 0;
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;  // see EngineMetrics
   TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)

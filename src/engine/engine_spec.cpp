@@ -253,7 +253,7 @@ void Engine::Impl::propose() {
     s.q.clear();
     s.n_real = 0;
     room[i] = r.max_len - int32_t(r.all_tokens.size()) - 1;  // the step yields up to k + 1 tokens
-    const int32_t k = std::min(want[i], room[i]);
+    const int32_t k = r.constraint ? 0 : std::min(want[i], room[i]);  // proposals are not masked
     if (k <= 0) continue;
     req_of[i] = reqs.size();
     spec_draft_steps = std::max(spec_draft_steps, k);
