@@ -62,6 +62,7 @@ struct SamplingArgs {
   int64_t seed = -1;  // -1: a random seed
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  bool json = false;  // the output is one JSON object (constrained decoding)
 };
 void add_sampling_args(CLI::App* app, SamplingArgs& args);
 // Throws tf::Error naming --logit-bias when one of its values is malformed or out of range.

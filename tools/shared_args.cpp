@@ -32,6 +32,9 @@ void add_sampling_args(CLI::App* app, SamplingArgs& a) {
   app->add_option("--seed", a.seed, "RNG seed (same seed, same output; default random)");
   app->add_option("--stop", a.stop, "Stop string (repeatable); not included in the output");
   app->add_flag("--ignore-eos", a.ignore_eos, "Keep generating past the end-of-sequence token");
+  app->add_flag("--json-object", a.json,
+                "Constrain the output to one JSON object (as the server's response_format json_object): tokens that "
+                "would break it are never sampled, and it ends when the object closes");
 }
 
 namespace {
@@ -57,7 +60,8 @@ SamplingParams sampling_params(const SamplingArgs& a, uint64_t seed) {
   SamplingParams p{.temperature = a.temp, .top_k = a.top_k, .top_p = a.top_p, .min_p = a.min_p,
                    .repetition_penalty = a.repeat_penalty, .presence_penalty = a.presence_penalty,
                    .frequency_penalty = a.frequency_penalty, .seed = seed,
-                   .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos};
+                   .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos,
+                   .output_format = a.json ? OutputFormat::JsonObject : OutputFormat::Text};
   for (const std::string& s : a.logit_bias) p.logit_bias.push_back(parse_logit_bias(s));
   return p;
 }

@@ -118,7 +118,9 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
       c->tool_format_ = ctx.tool_format;
       c->max_calls_ = r.parallel_tool_calls ? SIZE_MAX : 1;
     }
-    if (endpoint == Endpoint::Chat && ctx.reasoning_format == ReasoningFormat::Think) {
+    // A JSON object output has no reasoning block: the constraint starts it with '{'.
+    if (endpoint == Endpoint::Chat && ctx.reasoning_format == ReasoningFormat::Think &&
+        r.sampling.output_format == OutputFormat::Text) {
       c->reasoning_ = true;
       c->reasoning_open_ = opens_reasoning;
     }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/split.h"
+#include "sample/json_schema.h"
 
 namespace tf::serve {
 namespace {
@@ -119,7 +120,6 @@ bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty_array(const json& v) { return v.is_array() && v.empty(); }
 bool never(const json&) { return false; }
 bool is_none_or_auto(const json& v) { return v == "none" || v == "auto"; }
-bool is_text_format(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }
 bool is_text_modality(const json& v) { return v == json::array({"text"}); }
 
 constexpr FieldRule kFields[] = {
@@ -164,8 +164,7 @@ constexpr FieldRule kFields[] = {
     {"functions", kChat, Use::DefaultOnly, is_empty_array, "an empty array (the deprecated form; use 'tools')"},
     {"function_call", kChat, Use::DefaultOnly, is_none_or_auto,
      "\"none\" or \"auto\" (the deprecated form; use 'tools')"},
-    {"response_format", kChat, Use::DefaultOnly, is_text_format,
-     "{\"type\": \"text\"} (JSON mode and structured outputs are not implemented)"},
+    {"response_format", kChat, Use::Parsed},
     {"modalities", kChat, Use::DefaultOnly, is_text_modality, "[\"text\"]"},
     {"audio", kChat, Use::DefaultOnly, never, "absent (audio output is not implemented)"},
     {"prediction", kChat, Use::DefaultOnly, never, "absent (predicted outputs are not implemented)"},
@@ -382,6 +381,56 @@ void parse_tools(const json& j, ApiRequest& r) {
   if (!it->empty()) r.tools = *it;
 }
 
+// {"type": "text"}, {"type": "json_object"} (the output is constrained to one JSON object) or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (to
+// what the schema allows; compiled here so that a schema outside the subset is a 400 naming
+// the keyword).
+void parse_response_format(const json& v, SamplingParams& s) {
+  if (!v.is_object()) wrong_type("response_format", "an object", v);
+  const auto type = v.find("type");
+  if (type == v.end()) bad_request("response_format", "'response_format' must have a 'type'");
+  if (!type->is_string()) wrong_type("response_format.type", "a string", *type);
+  for (const auto& [key, value] : v.items())
+    if (key != "type" && !(key == "json_schema" && *type == "json_schema"))
+      bad_request("response_format", "'response_format' of type " + type->dump() + " takes no '" + key.substr(0, 100) +
+                                          "'");
+  if (*type == "text") return;
+  if (*type == "json_object") {
+    s.output_format = OutputFormat::JsonObject;
+    return;
+  }
+  if (*type != "json_schema")
+    bad_request("response_format.type", "'response_format.type' must be \"text\", \"json_object\" or "
+                                        "\"json_schema\", got " + type->dump().substr(0, 100));
+  const auto js = v.find("json_schema");
+  if (js == v.end()) bad_request("response_format.json_schema", "'response_format.json_schema' is required");
+  if (!js->is_object()) wrong_type("response_format.json_schema", "an object", *js);
+  for (const auto& [key, value] : js->items()) {
+    const std::string at = "response_format.json_schema." + key.substr(0, 100);
+    if (key == "name" || key == "description") {
+      if (!value.is_string()) wrong_type(at, "a string", value);
+    } else if (key == "strict") {
+      if (!value.is_boolean() && !value.is_null()) wrong_type(at, "a boolean", value);
+    } else if (key != "schema") {
+      bad_request(at, "'" + at + "' is not a field of json_schema (name, description, schema, strict)");
+    }
+  }
+  const auto name = js->find("name");
+  if (name == js->end()) bad_request("response_format.json_schema.name", "'response_format.json_schema.name' is required");
+  const auto schema = js->find("schema");
+  if (schema == js->end() || schema->is_null())
+    bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema' is required (twofold "
+                                                      "does not write free-form JSON for a schema it is not given)");
+  s.output_format = OutputFormat::JsonSchema;
+  s.json_schema = schema->dump();
+  try {
+    compile_json_schema(s.json_schema, "response_format.json_schema.schema");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "response_format.json_schema.schema",
+                   "unsupported_parameter");
+  }
+}
+
 }  // namespace
 
 const char* prompt_param(Endpoint e) { return e == Endpoint::Chat ? "messages" : "prompt"; }
@@ -425,6 +474,7 @@ ApiRequest parse_chat_request(std::string_view body) {
   } else if (r.want_logprobs) {
     r.sampling.logprobs = 0;
   }
+  if (const json* v = f.get("response_format")) parse_response_format(*v, r.sampling);
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
   if (const json* k = f.get("chat_template_kwargs")) {
     if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);

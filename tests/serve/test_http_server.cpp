@@ -11,6 +11,7 @@
 #include <set>
 
 #include "model/tokenizer/tokenizer.h"
+#include "sample/json_machine.h"
 #include "serve_test_util.h"
 
 namespace tf::test {
@@ -391,8 +392,14 @@ TEST_F(Serve, UnimplementedFieldsAre400NamingThem) {
   auto c = server_->client();
   const json messages = json::array({{{"role", "user"}, {"content", "Hello"}}});
   expect_error(post(c, "/v1/chat/completions",
-                    json{{"messages", messages}, {"response_format", {{"type", "json_object"}}}}),
-               400, "response_format", "unsupported_parameter");
+                    json{{"messages", messages},
+                         {"response_format",
+                          {{"type", "json_schema"},
+                           {"json_schema",
+                            {{"name", "x"},
+                             {"schema", {{"type", "object"},
+                                         {"properties", {{"d", {{"type", "string"}, {"pattern", "^a"}}}}}}}}}}}}),
+               400, "response_format.json_schema.schema", "unsupported_parameter");
   expect_error(post(c, "/v1/chat/completions",
                     json{{"messages", messages},
                          {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})},
@@ -470,6 +477,66 @@ TEST_F(Serve, SeveralChoicesWholeAndStreamed) {
     EXPECT_EQ(content[i], w.body["choices"][i]["message"]["content"]) << i;
   }
   EXPECT_EQ(content.size(), 2u);
+}
+
+// JSON mode: each choice's content is one JSON object, or the start of one where max_tokens
+// cut it; streamed, the same content.
+TEST_F(Serve, JsonObjectResponseFormat) {
+  auto c = server_->client();
+  const json messages = json::array({{{"role", "user"}, {"content", "Describe a king in JSON."}}});
+  const json req{{"messages", messages}, {"max_tokens", 100}, {"temperature", 1.0}, {"seed", 5}, {"n", 3},
+                 {"response_format", {{"type", "json_object"}}}};
+  const HttpReply w = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(w.status, 200) << w.text;
+  ASSERT_EQ(w.body["choices"].size(), 3u);
+  for (const json& ch : w.body["choices"]) {
+    const std::string content = ch["message"]["content"].get<std::string>();
+    SCOPED_TRACE(content);
+    JsonMachine m;
+    EXPECT_TRUE(m.feed(content)) << "not the start of a JSON object";
+    EXPECT_EQ(m.complete(), ch["finish_reason"] == "stop");
+    if (m.complete()) {
+      EXPECT_TRUE(json::parse(content).is_object());
+    }
+  }
+  json streamed = req;
+  streamed["stream"] = true;
+  const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
+  ASSERT_EQ(st.status, 200);
+  std::map<int, std::string> content;
+  bool done = false;
+  for (const json& e : parse_sse(st.text, &done)) {
+    if (e["choices"].empty()) continue;
+    content[e["choices"][0]["index"].get<int>()] += e["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_TRUE(done);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(content[i], w.body["choices"][i]["message"]["content"]) << i;
+}
+
+// Structured outputs: each choice is an object of the schema's shape (a schema without free
+// strings, so that tiny-main's outputs end well within max_tokens).
+TEST_F(Serve, JsonSchemaResponseFormat) {
+  auto c = server_->client();
+  const json schema = json::parse(R"({"type": "object", "properties": {"name": {"enum": ["Ada", "Bob"]},
+      "age": {"type": "integer"}, "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "null"},
+      "maxItems": 2}}, "required": ["name", "age", "ok", "tags"], "additionalProperties": false})");
+  const json req{{"messages", json::array({{{"role", "user"}, {"content", "Who?"}}})},
+                 {"max_tokens", 120}, {"temperature", 1.0}, {"seed", 9}, {"n", 3},
+                 {"response_format", {{"type", "json_schema"},
+                                      {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", schema}}}}}};
+  const HttpReply w = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(w.status, 200) << w.text;
+  for (const json& ch : w.body["choices"]) {
+    const std::string content = ch["message"]["content"].get<std::string>();
+    SCOPED_TRACE(content);
+    ASSERT_EQ(ch["finish_reason"], "stop");
+    const json v = json::parse(content);
+    EXPECT_EQ(v.size(), 4u);
+    EXPECT_TRUE(v["name"] == "Ada" || v["name"] == "Bob");
+    EXPECT_TRUE(v["age"].is_number_integer());
+    EXPECT_TRUE(v["ok"].is_boolean());
+    EXPECT_TRUE(v["tags"].is_array() && v["tags"].size() <= 2u);
+  }
 }
 
 // n past what the server admits at once is a 400 naming n, not a 429 that retrying cannot help.

@@ -135,6 +135,42 @@ def test_chat(client):
           "n=3 streamed %r against %r" % (streamed, [c.message.content for c in several.choices]))
 
 
+def test_json_mode(client):
+    """response_format json_object: each choice is a JSON object (json.loads reads it) or, cut at max_tokens,
+    the start of one; json_schema: objects of the schema's shape; a schema outside the subset is a 400."""
+    messages = [{"role": "user", "content": "Describe a king as a JSON object."}]
+    r = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=120, temperature=1.0, seed=4,
+                                       n=4, response_format={"type": "json_object"})
+    for ch in r.choices:
+        text = ch.message.content
+        check(text.startswith("{"), "json_object content %r" % text)
+        if ch.finish_reason == "stop":
+            check(isinstance(json.loads(text), dict), "json_object content %r" % text)
+        else:
+            check(ch.finish_reason == "length", "finish_reason %r" % ch.finish_reason)
+    schema = {"type": "object", "properties": {"name": {"enum": ["Ada", "Bob"]}, "age": {"type": "integer"},
+                                               "ok": {"type": "boolean"}},
+              "required": ["name", "age", "ok"], "additionalProperties": False}
+    r = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=80, temperature=1.0, seed=2,
+                                       n=3, response_format={"type": "json_schema",
+                                                             "json_schema": {"name": "person", "strict": True,
+                                                                             "schema": schema}})
+    for ch in r.choices:
+        v = json.loads(ch.message.content)
+        check(ch.finish_reason == "stop" and list(v) == ["name", "age", "ok"] and v["name"] in ("Ada", "Bob") and
+              isinstance(v["age"], int) and isinstance(v["ok"], bool), "json_schema content %r" % ch.message.content)
+    try:
+        client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=4,
+                                       response_format={"type": "json_schema",
+                                                        "json_schema": {"name": "k", "schema": {
+                                                            "type": "object",
+                                                            "properties": {"d": {"type": "string", "format": "date"}}}}})
+        check(False, "a schema with 'format' accepted")
+    except openai.BadRequestError as e:
+        check(e.body.get("param") == "response_format.json_schema.schema" and "'format'" in e.body.get("message", ""),
+              "json_schema error %r" % (e.body,))
+
+
 def test_errors(client):
     try:
         client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=5000)
@@ -388,6 +424,7 @@ def main():
         client = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="unused")
         test_completions(client, args.twofold, args.model)
         test_chat(client)
+        test_json_mode(client)
         test_errors(client)
         test_load(host, port)
         check(p.poll() is None, "the server is still running after the tests")

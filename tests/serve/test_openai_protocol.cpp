@@ -189,8 +189,6 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
   const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
   auto chat = [&](const std::string& extra) { return "{" + msgs + ", " + extra + "}"; };
   const std::vector<std::string> refused = {
-      R"("response_format": {"type": "json_object"})",
-      R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})",
       R"("tool_choice": "required")",
       R"("tool_choice": {"type": "function", "function": {"name": "f"}})",
       R"("functions": [{"name": "f", "parameters": {}}])",
@@ -220,6 +218,39 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
         R"("parallel_tool_calls": false)", R"("stream": true, "stream_options": {"include_obfuscation": false})"})
     EXPECT_NO_THROW(parse_chat_request(chat(extra))) << extra;
   EXPECT_EQ(param_of(error_of(Endpoint::Chat, chat(R"("user": 5)"))), "user");
+  EXPECT_EQ(parse_chat_request(chat(R"("response_format": {"type": "text"})")).sampling.output_format,
+            OutputFormat::Text);
+  EXPECT_EQ(parse_chat_request(chat(R"("response_format": {"type": "json_object"})")).sampling.output_format,
+            OutputFormat::JsonObject);
+  EXPECT_EQ(parse_chat_request(chat(R"("response_format": null)")).sampling.output_format, OutputFormat::Text);
+  const ApiRequest js = parse_chat_request(chat(
+      R"("response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": )"
+      R"({"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}}})"));
+  EXPECT_EQ(js.sampling.output_format, OutputFormat::JsonSchema);
+  EXPECT_EQ(js.sampling.json_schema,  // the client's key order kept
+            R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}})");
+  for (const auto& [extra, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"("response_format": "json_object")", "response_format"},
+           {R"("response_format": {})", "response_format"},
+           {R"("response_format": {"type": 1})", "response_format.type"},
+           {R"("response_format": {"type": "xml"})", "response_format.type"},
+           {R"("response_format": {"type": "json_object", "schema": {}})", "response_format"},
+           {R"("response_format": {"type": "json_schema"})", "response_format.json_schema"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}})",
+            "response_format.json_schema.name"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})",
+            "response_format.json_schema.schema"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}, "extra": 1}})",
+            "response_format.json_schema.extra"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})",
+            "response_format.json_schema.schema"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object",)"
+            R"( "properties": {"d": {"type": "string", "format": "date"}}}}})",
+            "response_format.json_schema.schema"}}) {
+    const ApiError e = error_of(Endpoint::Chat, chat(extra));
+    EXPECT_EQ(e.status(), 400) << extra;
+    EXPECT_EQ(param_of(e), field) << extra << ": " << e.what();
+  }
   EXPECT_EQ(param_of(error_of(Endpoint::Chat, chat(R"("metadata": "x")"))), "metadata");
 
   // Unknown fields, and the other endpoint's fields, name themselves.

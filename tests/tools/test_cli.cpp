@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "engine/golden_util.h"
+#include "sample/json_machine.h"
 #include "tools/cli_util.h"
 
 namespace tf {
@@ -45,6 +46,20 @@ TEST(Cli, GenerateJsonGreedyMatchesGolden) {
     EXPECT_EQ(j["text"].get<std::string>(), full["prompts"][i]["greedy"]["text"].get<std::string>());
     EXPECT_NE(r.err.find("decode"), std::string::npos) << "tokens/s report on stderr";
   }
+}
+
+// --json-object: the text is (the start of) one JSON object; it cannot go past EOS.
+TEST(Cli, GenerateJsonObject) {
+  const auto r = run_twofold("generate -m " + kTiny + " -p 'The king said' -n 80 --temp 0 --json-object --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const std::string text = j["text"].get<std::string>();
+  JsonMachine m;
+  EXPECT_TRUE(m.feed(text)) << text;
+  EXPECT_EQ(text.front(), '{');
+  const auto bad = run_twofold("generate -m " + kTiny + " -p 'The king said' -n 8 --json-object --ignore-eos");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("ignore_eos"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, GenerateStreamsTextToStdout) {
