@@ -230,4 +230,12 @@ JsonSchema compile_json_schema(std::string_view text, const std::string& what) {
   return std::move(c.out);
 }
 
+JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after) {
+  if (before.empty() && after.empty()) return s;
+  TF_ASSERT(!after.empty(), "a wrapped schema needs a text after its value");
+  s.nodes.push_back(SchemaNode{.kind = SchemaNode::Kind::Wrap, .items = s.root, .literals = {before, after}});
+  s.root = int32_t(s.nodes.size() - 1);
+  return s;
+}
+
 }  // namespace tf

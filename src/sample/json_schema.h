@@ -32,6 +32,7 @@ struct SchemaNode {
     Integer,  // -?(0|[1-9][0-9]*)
     Literal,  // exactly one of `literals` (const or enum values, true, false, null)
     AnyOf,    // one of alts
+    Wrap,     // literals[0], then the value of node `items`, then literals[1] (the root only)
   };
   Kind kind = Kind::Literal;
   std::vector<std::pair<std::string, int32_t>> props;  // Object: the key as written ("\"name\"") and its node
@@ -48,5 +49,9 @@ struct JsonSchema {
 // Throws tf::Error naming the keyword and its JSON pointer on anything outside the subset, and
 // on malformed JSON. `what` prefixes the message (e.g. "response_format.json_schema.schema").
 JsonSchema compile_json_schema(std::string_view text, const std::string& what = "schema");
+
+// The schema's value between fixed texts (a tool-call format's tags: "<tool_call>\n" and
+// "\n</tool_call>"), no whitespace beside them; `after` must not be empty. Both empty: s as is.
+JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after);
 
 }  // namespace tf

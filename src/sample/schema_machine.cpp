@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sample/json_machine.h"
 
 namespace tf {
 
@@ -14,21 +13,11 @@ namespace tf {
 //   String   0 before '"'; 1 inside (Scalar::str)
 //   Number / Integer  0 the first byte; 1 inside (Scalar::num)
 //   Literal  0 before its first byte; 1 Scalar::pos bytes matched by literals [lo, hi)
+//   Wrap     0 in the text before (Scalar::pos); 1 the value; 2 in the text after
 // AnyOf nodes never sit on a stack: start_value replaces them by their alternatives.
 namespace {
 
 using K = SchemaNode::Kind;
-enum Num : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kE, kESign, kExp };
-
-bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-int hex_value(uint8_t c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 // The root's frames (one thread per alternative when it is an anyOf), before any byte.
@@ -81,11 +70,10 @@ size_t SchemaMachine::hash() const {
   for (int i = 0; i < n_; ++i) {
     const Thread& t = t_[i];
     mix(t.depth);
-    mix(uint64_t(t.s.pos) | uint64_t(t.s.str) << 16 | uint64_t(t.s.hex_n) << 24 | uint64_t(t.s.hex_v) << 32 |
-        uint64_t(t.s.num) << 48 | uint64_t(t.s.num_n) << 56);
-    mix(uint64_t(t.s.ws) | uint64_t(t.s.nl) << 8 | uint64_t(t.s.low) << 16 | uint64_t(t.s.utf8_left) << 24 |
-        uint64_t(t.s.utf8_lo) << 32 | uint64_t(t.s.utf8_hi) << 40 | uint64_t(t.s.lo) << 48);
-    mix(t.s.hi);
+    mix(uint64_t(t.s.pos) | uint64_t(t.s.lo) << 16 | uint64_t(t.s.hi) << 32 | uint64_t(t.s.num.part) << 48 |
+        uint64_t(t.s.num.n) << 56);
+    mix(t.s.str.bits());
+    mix(uint64_t(t.s.ws) | uint64_t(t.s.indent) << 8);
     for (int d = 0; d < t.depth; ++d)
       mix(uint64_t(uint32_t(t.frames[d].node)) | uint64_t(t.frames[d].i) << 32 | uint64_t(t.frames[d].phase) << 48);
   }
@@ -130,7 +118,7 @@ bool SchemaMachine::feed(uint8_t c) {
 }
 
 // Whitespace in an object or array: its nesting is the depth of the stack.
-bool SchemaMachine::whitespace(Thread& t, uint8_t c) { return JsonMachine::take_whitespace(c, t.depth, t.s.ws, t.s.nl); }
+bool SchemaMachine::whitespace(Thread& t, uint8_t c) { return take_json_whitespace(c, t.depth, t.s.ws, t.s.indent); }
 
 // Pushes node's frame (an anyOf's alternatives, each on its own copy of t) and gives it c, the
 // first byte of its value.
@@ -217,67 +205,30 @@ void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
           return;
       }
     }
-    case K::String: {
+    case K::String:
       if (f.phase == 0) {
         if (c == '"') f.phase = 1, out.add(t);
         return;
       }
-      bool closed = false;
-      if (!string_byte(s, c, closed)) return;
-      return closed ? end_value(t, c, false, out) : out.add(t);
-    }
+      switch (s.str.feed(c)) {
+        case JsonString::Step::Took: return out.add(t);
+        case JsonString::Step::Closed: return end_value(t, c, false, out);
+        case JsonString::Step::Refused: return;
+      }
+      return;
     case K::Number:
-    case K::Integer: {
-      const bool digit = c >= '0' && c <= '9';
-      const bool real = n.kind == K::Number;
+    case K::Integer:
       if (f.phase == 0) {
+        if (!s.num.start(c)) return;
         f.phase = 1;
-        if (c == '-') s.num = kMinus, s.num_n = 0;
-        else if (c == '0') s.num = kZero, s.num_n = 1;
-        else if (c >= '1' && c <= '9') s.num = kInt, s.num_n = 1;
-        else return;
         return out.add(t);
       }
-      switch (s.num) {
-        case kMinus:
-          if (!digit) return;
-          s.num = c == '0' ? kZero : kInt, s.num_n = 1;
-          return out.add(t);
-        case kZero:
-        case kInt:
-          if (digit && s.num == kInt) {
-            if (s.num_n >= JsonMachine::kMaxIntDigits) return;
-            ++s.num_n;
-            return out.add(t);
-          }
-          if (real && c == '.') return s.num = kDot, s.num_n = 0, out.add(t);
-          if (real && (c == 'e' || c == 'E')) return s.num = kE, s.num_n = 0, out.add(t);
-          break;
-        case kDot:
-          if (!digit) return;
-          s.num = kFrac;
-          return out.add(t);
-        case kFrac:
-          if (digit) return out.add(t);
-          if (c == 'e' || c == 'E') return s.num = kE, out.add(t);
-          break;
-        case kE:
-          if (c == '+' || c == '-') return s.num = kESign, out.add(t);
-          [[fallthrough]];
-        case kESign:
-          if (!digit) return;
-          s.num = kExp, s.num_n = 1;
-          return out.add(t);
-        default:  // kExp
-          if (digit) {
-            if (s.num_n >= JsonMachine::kMaxExpDigits) return;
-            ++s.num_n;
-            return out.add(t);
-          }
-          break;
+      switch (s.num.feed(c, /*integer=*/n.kind == K::Integer)) {
+        case JsonNumber::Step::Took: return out.add(t);
+        case JsonNumber::Step::Ended: return end_value(t, c, true, out);  // c comes after the number
+        case JsonNumber::Step::Refused: return;
       }
-      return end_value(t, c, true, out);  // the number ended before c
-    }
+      return;
     case K::Literal: {
       // Sorted, the literals that begin with the bytes so far are a range, and one that is
       // exactly those bytes (a number that a longer one extends: 1 and 10) comes first in it.
@@ -297,83 +248,25 @@ void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
       if (hi - lo == 1 && lits[lo].size() == s.pos) return end_value(t, c, false, out);
       return out.add(t);
     }
+    case K::Wrap: {
+      const std::string& before = n.literals[0];
+      const std::string& after = n.literals[1];
+      if (f.phase == 0 && s.pos == before.size()) f.phase = 1;  // (an empty text before)
+      if (f.phase == 0) {
+        if (c != uint8_t(before[s.pos])) return;
+        if (++s.pos == before.size()) f.phase = 1, s.pos = 0;
+        return out.add(t);
+      }
+      if (f.phase == 1) {
+        f.phase = 2;
+        return start_value(t, n.items, c, out);
+      }
+      if (c != uint8_t(after[s.pos])) return;
+      if (++s.pos == after.size()) return end_value(t, c, false, out);
+      return out.add(t);
+    }
     case K::AnyOf: return;  // never on a stack
   }
-}
-
-// As JsonMachine's strings: escapes, surrogate pairs, UTF-8 without overlong forms,
-// surrogates or code points past U+10FFFF. `closed`: c was the closing quote.
-bool SchemaMachine::string_byte(Scalar& s, uint8_t c, bool& closed) const {
-  switch (s.str) {
-    case 1:  // after '\'
-      if (c == 'u') {
-        s.str = 2, s.low = 0, s.hex_n = 0, s.hex_v = 0;
-        return true;
-      }
-      if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
-        s.str = 0;
-        return true;
-      }
-      return false;
-    case 2: return hex_digit(s, c);
-    case 3:
-      if (c != '\\') return false;
-      s.str = 4;
-      return true;
-    case 4:
-      if (c != 'u') return false;
-      s.str = 2, s.low = 1, s.hex_n = 0, s.hex_v = 0;
-      return true;
-    case 5:
-      if (c < s.utf8_lo || c > s.utf8_hi) return false;
-      s.utf8_lo = 0x80, s.utf8_hi = 0xBF;
-      if (--s.utf8_left == 0) s.str = 0;
-      return true;
-    default: break;
-  }
-  if (c == '"') {
-    closed = true;
-    return true;
-  }
-  if (c == '\\') {
-    s.str = 1;
-    return true;
-  }
-  if (c < 0x20) return false;
-  if (c < 0x80) return true;
-  uint8_t left = 0, lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    left = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    left = 2;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    left = 3;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return false;
-  }
-  s.str = 5, s.utf8_left = left, s.utf8_lo = lo, s.utf8_hi = hi;
-  return true;
-}
-
-bool SchemaMachine::hex_digit(Scalar& s, uint8_t c) const {
-  const int d = hex_value(c);
-  if (d < 0) return false;
-  if (s.low) {
-    if (s.hex_n == 0 && d != 0xD) return false;
-    if (s.hex_n == 1 && d < 0xC) return false;
-  } else if (s.hex_n == 1 && s.hex_v == 0xD && d >= 0xC) {
-    return false;
-  }
-  s.hex_v = uint16_t(s.hex_v * 16 + d);
-  if (++s.hex_n < 4) return true;
-  const bool high = !s.low && s.hex_v >= 0xD800 && s.hex_v <= 0xDBFF;
-  s.str = high ? 3 : 0;
-  s.low = 0, s.hex_n = 0, s.hex_v = 0;
-  return true;
 }
 
 }  // namespace tf

@@ -9,17 +9,17 @@
 // {"a": 1, "b": 2}) run side by side until a byte tells them apart. An enum's values (and
 // const, true/false, null) are one frame that narrows a sorted range of candidates byte by
 // byte.
-// Strings follow JsonMachine's rules (valid UTF-8, escapes, surrogate pairs); whitespace
-// between tokens as JsonMachine's (JsonMachine::take_whitespace), none before the root.
+// Strings, numbers and whitespace between tokens follow json_lexemes.h, as in JsonMachine;
+// no whitespace before the root.
 // Limits: kMaxFrames nested values (a recursive schema stops nesting there), kMaxThreads
-// threads (past it the later alternatives are dropped: what remains is still allowed),
-// numbers as JsonMachine's.
+// threads (past it the later alternatives are dropped: what remains is still allowed).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "sample/json_lexemes.h"
 #include "sample/json_schema.h"
 
 namespace tf {
@@ -54,14 +54,11 @@ class SchemaMachine {
   // Where the top frame's scalar stands (a string, number, literal or key being read) and the
   // whitespace run; only the top frame reads bytes, so one copy a thread suffices.
   struct Scalar {
-    uint16_t pos = 0;          // Literal / key: bytes matched
+    uint16_t pos = 0;          // Literal / key / Wrap: bytes matched
     uint16_t lo = 0, hi = 0;   // Literal: the literals [lo, hi) that begin with those bytes
-    uint8_t str = 0;   // string: 0 plain, 1 escape, 2 hex, 3 low '\', 4 low 'u', 5 UTF-8
-    uint8_t low = 0, hex_n = 0;
-    uint16_t hex_v = 0;
-    uint8_t utf8_left = 0, utf8_lo = 0, utf8_hi = 0;
-    uint8_t num = 0, num_n = 0;  // number: where in its grammar, digits of the part
-    uint8_t ws = 0, nl = 0;  // JsonMachine::take_whitespace's run and indent
+    JsonString str;
+    JsonNumber num;
+    uint8_t ws = 0, indent = 0;  // take_json_whitespace's run and indent
     bool operator==(const Scalar&) const = default;
   };
   struct Thread {
@@ -80,8 +77,6 @@ class SchemaMachine {
   void step(Thread t, uint8_t c, Out& out) const;
   void start_value(Thread t, int32_t node, uint8_t c, Out& out) const;
   void end_value(Thread t, uint8_t c, bool feed_c, Out& out) const;
-  bool string_byte(Scalar& s, uint8_t c, bool& closed) const;
-  bool hex_digit(Scalar& s, uint8_t c) const;
   static bool whitespace(Thread& t, uint8_t c);
 
   const JsonSchema* schema_;

@@ -129,7 +129,7 @@ TEST(SampleJsonMachine, DepthWhitespaceAndNumberLimits) {
   JsonMachine w;
   EXPECT_FALSE(w.feed(uint8_t(' ')));  // nothing before the object
   ASSERT_TRUE(w.feed(std::string_view("{\"a\" : [1, 2,\n")));
-  for (int i = 0; i < 2 * JsonMachine::kIndentPerLevel; ++i) ASSERT_TRUE(w.feed(uint8_t(i % 2 ? ' ' : '\t')));
+  for (int i = 0; i < 2 * kIndentPerLevel; ++i) ASSERT_TRUE(w.feed(uint8_t(i % 2 ? ' ' : '\t')));
   EXPECT_FALSE(w.feed(uint8_t(' ')));     // indentation of two levels at most
   EXPECT_TRUE(w.feed(std::string_view("3 ]")));
   EXPECT_FALSE(w.feed(std::string_view(",  \"")));  // a second space

@@ -148,6 +148,24 @@ TEST(SampleSchemaMachine, EnumsOfManyValuesAndNumbersThatExtendOthers) {
   EXPECT_EQ(taken(s, R"({"e":"value 60","n":7})"), 13u);  // "value 6" exists
 }
 
+// A value between fixed texts (a tool-call format's tags), nothing beside them.
+TEST(SampleSchemaMachine, WrappedValueBetweenFixedTexts) {
+  const JsonSchema s = wrap_json_schema(
+      compile_json_schema(R"({"type": "object", "properties": {"name": {"const": "f"}, "arguments": {"type": "object",
+          "properties": {"n": {"type": "integer"}}}}})"),
+      "<tool_call>\n", "\n</tool_call>");
+  EXPECT_TRUE(complete(s, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"n\": 12}}\n</tool_call>"));
+  EXPECT_EQ(taken(s, "<tool_call> {"), 11u);   // the text before, exactly
+  EXPECT_EQ(taken(s, "<tool_call>\n {"), 12u);  // no whitespace before the value
+  EXPECT_EQ(taken(s, "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"n\":1}} \n</tool_call>"), 44u);
+  SchemaMachine m(s);
+  ASSERT_TRUE(m.feed(std::string_view("<tool_call>\n{\"name\":\"f\",\"arguments\":{\"n\":1}}\n</tool_call")));
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.feed(uint8_t('>')));
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.feed(uint8_t('\n')));  // nothing after
+}
+
 // An independent check of a parsed value against the schema's JSON (the supported subset).
 bool valid(const json& v, const json& schema, const json& root) {
   if (schema.contains("$ref")) {
