@@ -34,6 +34,8 @@ struct SamplingParams {
                                    // n most likely tokens' (RequestOutput::logprobs)
   OutputFormat output_format = OutputFormat::Text;
   std::string json_schema;         // OutputFormat::JsonSchema: the schema (JSON text)
+  std::string json_before, json_after;  // ... and fixed texts around the value (a tool-call
+                                        // format's tags); json_after not empty if either is
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -459,7 +459,7 @@ void Engine::Impl::abort(RequestId id) {
 
 // The trie holds every id the tokenizer spells with bytes, special tokens left out (they never
 // belong to the JSON text); the model's EOS ids end it. A schema's compiled form and masks are
-// kept for the next requests with the same schema text (the last 32 texts).
+// kept for the next requests with the same schema and texts around it (the last 32).
 std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingParams& p) {
   if (p.output_format == OutputFormat::Text) return nullptr;
   if (!token_trie) {
@@ -475,12 +475,15 @@ std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingPar
   }
   if (p.output_format == OutputFormat::JsonObject)
     return std::make_unique<MachineConstraint<JsonMachine>>(json_masks, JsonMachine{});
-  auto it = schema_masks.find(p.json_schema);
+  if (p.json_after.empty() && !p.json_before.empty())
+    fail("json_before is set but json_after is empty: a wrapped JSON value needs a text after it");
+  const std::string key = p.json_schema + '\0' + p.json_before + '\0' + p.json_after;
+  auto it = schema_masks.find(key);
   if (it == schema_masks.end()) {
-    auto schema = std::make_shared<const JsonSchema>(compile_json_schema(p.json_schema, "json_schema"));
+    auto schema = std::make_shared<const JsonSchema>(
+        wrap_json_schema(compile_json_schema(p.json_schema, "json_schema"), p.json_before, p.json_after));
     if (schema_masks.size() >= 32) schema_masks.clear();
-    it = schema_masks.emplace(p.json_schema, SchemaMasks{schema, std::make_shared<MaskSet<SchemaMachine>>(token_trie)})
-             .first;
+    it = schema_masks.emplace(key, SchemaMasks{schema, std::make_shared<MaskSet<SchemaMachine>>(token_trie)}).first;
   }
   return std::make_unique<MachineConstraint<SchemaMachine>>(it->second.masks, SchemaMachine(*it->second.schema),
                                                             it->second.schema);

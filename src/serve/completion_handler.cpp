@@ -10,6 +10,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/replica_router.h"
+#include "serve/tool_choice.h"
 #include "serve/metrics.h"
 
 namespace tf::serve {
@@ -93,6 +94,15 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
         bad_request("tools", "this model's chat template asks for no tool-call format twofold knows (hermes, "
                              "llama3-json), so calls could not be found in the output: start the server with "
                              "--tool-call-parser NAME, or send no 'tools'");
+    }
+    if (!r.tools.is_null() && (r.tool_required || r.tool_named)) {
+      if (r.sampling.output_format != OutputFormat::Text)
+        bad_request("tool_choice", "'tool_choice' asks for a call, which 'response_format' cannot also shape");
+      const ToolCallOutput call = tool_call_output(r.tools, r.tool_named, ctx.tool_format);
+      r.sampling.output_format = OutputFormat::JsonSchema;
+      r.sampling.json_schema = call.schema;
+      r.sampling.json_before = call.before;
+      r.sampling.json_after = call.after;
     }
     bool opens_reasoning = false;
     std::vector<int32_t> ids = prompt_ids(ctx, r, opens_reasoning);

@@ -158,9 +158,7 @@ constexpr FieldRule kFields[] = {
     {"parallel_tool_calls", kChat, Use::Parsed},
     {"store", kChat, Use::DefaultOnly, is_false, "false (nothing is stored)"},
     {"tools", kChat, Use::Parsed},
-    {"tool_choice", kChat, Use::DefaultOnly, is_none_or_auto,
-     "\"none\" or \"auto\" (\"required\" and a named function need constrained decoding, which is not "
-     "implemented)"},
+    {"tool_choice", kChat, Use::Parsed},
     {"functions", kChat, Use::DefaultOnly, is_empty_array, "an empty array (the deprecated form; use 'tools')"},
     {"function_call", kChat, Use::DefaultOnly, is_none_or_auto,
      "\"none\" or \"auto\" (the deprecated form; use 'tools')"},
@@ -381,6 +379,33 @@ void parse_tools(const json& j, ApiRequest& r) {
   if (!it->empty()) r.tools = *it;
 }
 
+// "none" (the tools are not listed), "auto", "required" or {"type": "function", "function":
+// {"name"}} (the output is one call: of any tool, or of that one).
+void parse_tool_choice(const json& tc, ApiRequest& r) {
+  if (tc.is_string()) {
+    const std::string v = tc.get<std::string>();
+    if (v != "none" && v != "auto" && v != "required")
+      bad_request("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a function "
+                                 "({\"type\": \"function\", \"function\": {\"name\": ...}}), got " + tc.dump().substr(0, 100));
+    if (v == "none") r.tools = nullptr;
+    r.tool_required = v == "required";
+  } else if (tc.is_object()) {
+    const auto type = tc.find("type");
+    const auto fn = tc.find("function");
+    if (type == tc.end() || *type != "function")
+      bad_request("tool_choice.type", "'tool_choice.type' must be \"function\"");
+    if (fn == tc.end() || !fn->is_object()) wrong_type("tool_choice.function", "an object", fn == tc.end() ? json() : *fn);
+    const auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string())
+      bad_request("tool_choice.function.name", "'tool_choice.function.name' must be a string");
+    r.tool_named = name->get<std::string>();
+  } else {
+    wrong_type("tool_choice", "a string or an object", tc);
+  }
+  if ((r.tool_required || r.tool_named) && r.tools.is_null())
+    bad_request("tool_choice", "'tool_choice' asks for a call, but the request has no 'tools'");
+}
+
 // {"type": "text"}, {"type": "json_object"} (the output is constrained to one JSON object) or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (to
 // what the schema allows; compiled here so that a schema outside the subset is a 400 naming
@@ -463,7 +488,7 @@ ApiRequest parse_chat_request(std::string_view body) {
   r.messages = j.at("messages");
   parse_tools(j, r);
   const Fields f(j);
-  if (const json* tc = f.get("tool_choice"); tc && *tc == "none") r.tools = nullptr;
+  if (const json* tc = f.get("tool_choice")) parse_tool_choice(*tc, r);
   if (auto v = f.boolean("parallel_tool_calls")) r.parallel_tool_calls = *v;
   // The newer name wins, as in the OpenAI API.
   if (auto v = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = int32_t(*v);

@@ -52,6 +52,10 @@ struct ApiRequest {
   // and the output is not searched for calls).
   nlohmann::ordered_json tools;
   bool parallel_tool_calls = true;  // false: only the output's first call is returned
+  // tool_choice "required" (any tool) or {"type": "function", "function": {"name"}}: the output
+  // is held to one call (serve/tool_choice.h); "auto" and "none" leave it free.
+  bool tool_required = false;
+  std::optional<std::string> tool_named;
   bool add_generation_prompt = true;
 
   std::optional<int32_t> max_tokens;  // absent: completions 16 (OpenAI's default), chat the rest of the context

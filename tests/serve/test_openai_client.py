@@ -240,12 +240,26 @@ def test_tools(twofold, model, qwen3_config):
         msg = r.choices[0].message
         check(isinstance(msg.content, str) and msg.tool_calls is None and r.choices[0].finish_reason == "length",
               "tools: plain output %r" % (msg,))
-        try:
-            client.chat.completions.create(model="tiny-main", messages=messages, tools=tools, tool_choice="required",
-                                           max_tokens=2)
-            check(False, "tool_choice required accepted")
-        except openai.BadRequestError as e:
-            check(e.body.get("param") == "tool_choice", "tool_choice error %r" % (e.body,))
+        # tool_choice "required" and a named function: one call, held to the tool's parameters (a city from an
+        # enum, so that tiny-main's call ends within max_tokens).
+        enum_tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}, "required": ["city"]}}},
+            {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+                                                                                "properties": {}}}}]
+        for choice in ["required", {"type": "function", "function": {"name": "get_time"}}]:
+            r = client.chat.completions.create(model="tiny-main", messages=messages[:1], tools=enum_tools,
+                                               tool_choice=choice, max_tokens=60, temperature=1.0, seed=1)
+            calls = r.choices[0].message.tool_calls
+            check(r.choices[0].finish_reason == "tool_calls" and calls is not None and len(calls) == 1,
+                  "tool_choice %r: %r" % (choice, r.choices[0]))
+            if calls:
+                args = json.loads(calls[0].function.arguments)
+                if isinstance(choice, dict):
+                    check(calls[0].function.name == "get_time" and args == {}, "named call %r" % (calls[0],))
+                else:
+                    check((calls[0].function.name, args) in [("get_weather", {"city": "Oslo"}),
+                                                             ("get_weather", {"city": "Rome"}), ("get_time", {})],
+                          "required call %r" % (calls[0],))
         try:
             client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=2,
                                            tools=[{"type": "function", "function": {"name": "bad name"}}])

@@ -189,8 +189,6 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
   const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
   auto chat = [&](const std::string& extra) { return "{" + msgs + ", " + extra + "}"; };
   const std::vector<std::string> refused = {
-      R"("tool_choice": "required")",
-      R"("tool_choice": {"type": "function", "function": {"name": "f"}})",
       R"("functions": [{"name": "f", "parameters": {}}])",
       R"("function_call": {"name": "f"})",
       R"("modalities": ["text", "audio"])",
@@ -218,6 +216,23 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
         R"("parallel_tool_calls": false)", R"("stream": true, "stream_options": {"include_obfuscation": false})"})
     EXPECT_NO_THROW(parse_chat_request(chat(extra))) << extra;
   EXPECT_EQ(param_of(error_of(Endpoint::Chat, chat(R"("user": 5)"))), "user");
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}], )";
+  EXPECT_TRUE(parse_chat_request(chat(tools + R"("tool_choice": "required")")).tool_required);
+  EXPECT_EQ(parse_chat_request(chat(tools + R"("tool_choice": {"type": "function", "function": {"name": "f"}})"))
+                .tool_named,
+            "f");
+  EXPECT_TRUE(parse_chat_request(chat(tools + R"("tool_choice": "none")")).tools.is_null());
+  for (const auto& [extra, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"("tool_choice": "required")", "tool_choice"},  // no tools
+           {tools + R"("tool_choice": "always")", "tool_choice"},
+           {tools + R"("tool_choice": 1)", "tool_choice"},
+           {tools + R"("tool_choice": {"type": "tool", "function": {"name": "f"}})", "tool_choice.type"},
+           {tools + R"("tool_choice": {"type": "function"})", "tool_choice.function"},
+           {tools + R"("tool_choice": {"type": "function", "function": {}})", "tool_choice.function.name"}}) {
+    const ApiError e = error_of(Endpoint::Chat, chat(extra));
+    EXPECT_EQ(e.status(), 400) << extra;
+    EXPECT_EQ(param_of(e), field) << extra << ": " << e.what();
+  }
   EXPECT_EQ(parse_chat_request(chat(R"("response_format": {"type": "text"})")).sampling.output_format,
             OutputFormat::Text);
   EXPECT_EQ(parse_chat_request(chat(R"("response_format": {"type": "json_object"})")).sampling.output_format,
