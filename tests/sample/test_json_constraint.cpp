@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "masked_draw.h"
 
 namespace tf {
 namespace {
@@ -55,7 +56,6 @@ std::pair<std::string, bool> draw(const ConstraintVocab& v, const std::shared_pt
                                   int max_tokens, JsonConstraint* out = nullptr) {
   JsonConstraint c(jv, JsonMachine{});
   std::normal_distribution<float> normal;
-  std::uniform_real_distribution<double> uni(1e-12, 1.0);
   std::string text;
   for (int t = 0; t < max_tokens; ++t) {
     std::vector<float> logits(v.bytes.size() + 3);  // ids past the vocabulary are masked too
@@ -69,13 +69,7 @@ std::pair<std::string, bool> draw(const ConstraintVocab& v, const std::shared_pt
     }
     logits[kEos] += 5.0f;
     c.mask(logits);
-    int32_t best = -1;
-    double best_v = -INFINITY;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (std::isinf(logits[i])) continue;
-      const double g = double(logits[i]) - std::log(-std::log(uni(rng)));
-      if (g > best_v) best_v = g, best = int32_t(i);
-    }
+    const int32_t best = test::gumbel_max(logits, rng);
     EXPECT_GE(best, 0) << "every id masked after " << text;
     EXPECT_LT(best, int32_t(v.bytes.size()));
     if (best < 0) break;

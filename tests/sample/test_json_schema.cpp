@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "masked_draw.h"
 #include "sample/json_schema.h"
 #include "sample/schema_machine.h"
 #include "sample/token_constraint.h"
@@ -246,7 +247,6 @@ TEST(SampleSchemaMachine, RandomDrawsEndInValuesTheSchemaAllows) {
   auto masks = std::make_shared<MaskSet<SchemaMachine>>(std::make_shared<const TokenTrie>(v));
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
-  std::uniform_real_distribution<double> uni(1e-12, 1.0);
   int n_ended = 0;
   for (int run = 0; run < 200; ++run) {
     MachineConstraint<SchemaMachine> c(masks, SchemaMachine(*compiled), compiled);
@@ -262,13 +262,7 @@ TEST(SampleSchemaMachine, RandomDrawsEndInValuesTheSchemaAllows) {
       }
       logits[0] += 5.0f;
       c.mask(logits);
-      int32_t best = -1;
-      double best_v = -INFINITY;
-      for (size_t i = 0; i < logits.size(); ++i) {
-        if (std::isinf(logits[i])) continue;
-        const double g = double(logits[i]) - std::log(-std::log(uni(rng)));
-        if (g > best_v) best_v = g, best = int32_t(i);
-      }
+      const int32_t best = test::gumbel_max(logits, rng);
       ASSERT_GE(best, 0) << "every id masked after " << text;
       c.accept(best);
       if (best == 0)
