@@ -123,19 +123,27 @@ bool Scheduler::reserve_or_preempt(Seq& s, int32_t n_new, ScheduleOutput& out, i
 }
 
 // Admission in priority order. The first sequence admitted in a step is always the head of
-// waiting_ (the oldest of the top priority), which alone makes FCFS progress certain. Each
-// later one comes from pick_waiting (length grouping). A sequence starts after its cached
-// prefix, if any. If the chosen one does not fit in the blocks left, admission stops: no
-// smaller request may jump ahead, or a large one could wait forever.
+// waiting_ (the oldest of the top priority) unless it awaits a shared prefix (below), which
+// alone makes FCFS progress certain. Each later one comes from pick_waiting (length grouping).
+// A sequence starts after its cached prefix, if any. If the chosen one does not fit in the
+// blocks left, admission stops: no smaller request may jump ahead, or a large one could wait
+// forever.
 void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
   int32_t ref_len = -1;  // length of the first sequence admitted this step
-  while (budget > 0 && n_running() < params_.max_seqs && !waiting_.empty()) {
-    const auto it = pick_waiting(ref_len);
+  std::vector<int64_t> deferred;
+  while (budget > 0 && n_running() < params_.max_seqs) {
+    const auto it = pick_waiting(ref_len, deferred);
+    if (it == waiting_.end()) return;
     Seq& s = seqs_.at(*it);
     const PrefixHit hit = kv_.find_prefix(*s.tokens);
+    if (awaits_shared_prefix(s, hit)) {
+      deferred.push_back(s.id);
+      continue;
+    }
     const int32_t n_new = std::min(s.n_tokens() - hit.n_tokens, budget);
     if (!kv_.start(s.id, s.tokens, hit, hit.n_tokens + n_new)) return;
-    for (auto p = waiting_.begin(); p != it; ++p) ++seqs_.at(*p).n_skips;  // passed over
+    for (auto p = waiting_.begin(); p != it; ++p)  // passed over
+      if (std::find(deferred.begin(), deferred.end(), *p) == deferred.end()) ++seqs_.at(*p).n_skips;
     waiting_.erase(it);
     s.running = true;
     s.n_computed = hit.n_tokens;
@@ -147,6 +155,30 @@ void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
   }
 }
 
+// In-flight prefix sharing. A waiting sequence whose prompt begins with more full blocks than
+// the cache holds now, blocks that a running sequence is still computing (in its prefill,
+// this step's included), waits until they are computed and registered, then starts after
+// them: the n choices of one request, or requests with one long system prompt arriving
+// together, compute the shared blocks once instead of side by side in the same steps (which
+// would spend the same step budget twice). It waits at most until that sequence's prompt is
+// computed (it then decodes and no longer counts), or leaves the running set.
+bool Scheduler::awaits_shared_prefix(const Seq& s, const PrefixHit& hit) const {
+  if (!kv_.prefix_caching()) return false;
+  const int32_t bs = kv_.block_size();
+  const int32_t usable = (s.n_tokens() - 1) / bs;  // full blocks find_prefix could return
+  const int32_t cached = hit.n_tokens / bs;
+  if (usable <= cached) return false;
+  for (int64_t id : running_) {
+    const Seq& r = seqs_.at(id);
+    if (r.n_tokens() - r.n_computed <= 1) continue;  // decoding: its prompt's blocks are registered
+    const int32_t n = std::min(s.n_tokens(), r.n_tokens());
+    int32_t common = 0;
+    while (common < n && (*s.tokens)[size_t(common)] == (*r.tokens)[size_t(common)]) ++common;
+    if (std::min(common / bs, usable) > cached) return true;
+  }
+  return false;
+}
+
 // Length grouping. Why: sequences admitted in the same step whose lengths are close finish
 // their prefills in the same step and then decode side by side with similar context
 // lengths, which keeps per-sequence attention work (one thread block or split per sequence
@@ -156,14 +188,18 @@ void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
 // passed over max_group_skips times, so it cannot be passed again: reordering is bounded,
 // and nothing of another priority is ever reordered. Cost: group_window look-ups per
 // admission.
-std::list<int64_t>::iterator Scheduler::pick_waiting(int32_t ref_len) {
-  const auto head = waiting_.begin();
-  if (ref_len < 0 || params_.group_window <= 1) return head;
+std::list<int64_t>::iterator Scheduler::pick_waiting(int32_t ref_len, const std::vector<int64_t>& deferred) {
+  auto is_deferred = [&](int64_t id) { return std::find(deferred.begin(), deferred.end(), id) != deferred.end(); };
+  auto head = waiting_.begin();
+  while (head != waiting_.end() && is_deferred(*head)) ++head;
+  if (head == waiting_.end() || ref_len < 0 || params_.group_window <= 1) return head;
   const int32_t priority = seqs_.at(*head).priority;
   auto best = head;
   int64_t best_dist = -1;
   int32_t n_seen = 0;
-  for (auto it = head; it != waiting_.end() && n_seen < params_.group_window; ++it, ++n_seen) {
+  for (auto it = head; it != waiting_.end() && n_seen < params_.group_window; ++it) {
+    if (is_deferred(*it)) continue;
+    ++n_seen;
     const Seq& c = seqs_.at(*it);
     if (c.priority != priority) break;
     const int64_t dist = std::abs(int64_t(c.n_tokens()) - ref_len);

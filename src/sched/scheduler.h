@@ -141,7 +141,9 @@ class Scheduler {
   void schedule_spec_tokens(ScheduleOutput& out, int32_t& budget);
   bool reserve_or_preempt(Seq& s, int32_t n_new, ScheduleOutput& out, int32_t& budget);
   void admit_waiting(ScheduleOutput& out, int32_t& budget);
-  std::list<int64_t>::iterator pick_waiting(int32_t ref_len);
+  // `deferred`: sequences left waiting this step (awaits_shared_prefix), never picked.
+  std::list<int64_t>::iterator pick_waiting(int32_t ref_len, const std::vector<int64_t>& deferred);
+  bool awaits_shared_prefix(const Seq& s, const PrefixHit& hit) const;
   // Frees a running sequence's blocks and requeues it (recomputed when readmitted).
   void preempt(int64_t id);
 

@@ -69,6 +69,58 @@ TEST(Scheduler, PrefixSharingWhileRunningAndAfterFinishing) {
   EXPECT_EQ(sim.reqs[2].tokens.size(), 16u);
 }
 
+// Sequences with one prompt added together (a request's n choices): the first computes the
+// shared full blocks, the others wait until they are registered and start after them; a
+// sequence with another prompt is admitted at once. Also with the prompt split over steps
+// (the others wait for its last chunk), and not at all without prefix caching.
+TEST(Scheduler, ConcurrentSharedPrefixIsComputedOnce) {
+  const std::vector<int32_t> prompt = toks(14, 1000);  // 3 full blocks and 2 tokens
+  {
+    Sim sim({.kv = {.n_blocks = 32, .block_size = kBs}, .sched = {.max_batch_tokens = 64, .max_seqs = 8}});
+    sim.add(0, 0, prompt, 20);
+    sim.add(1, 0, prompt, 20);
+    sim.add(2, 0, cat(head(prompt, 9), toks(6, 1)), 20);  // shares 2 full blocks
+    sim.add(3, 0, toks(10, 5000), 20);
+    ScheduleOutput so = sim.step();
+    ASSERT_NE(find(so, 0), nullptr);
+    EXPECT_EQ(find(so, 0)->n_new, 14);
+    EXPECT_EQ(find(so, 1), nullptr) << "waits for the blocks sequence 0 computes";
+    EXPECT_EQ(find(so, 2), nullptr);
+    ASSERT_NE(find(so, 3), nullptr) << "another prompt is not held back";
+    so = sim.step();
+    ASSERT_NE(find(so, 1), nullptr);
+    EXPECT_EQ(find(so, 1)->start, 12);
+    EXPECT_EQ(find(so, 1)->n_new, 2);
+    ASSERT_NE(find(so, 2), nullptr);
+    EXPECT_EQ(find(so, 2)->start, 8);
+    EXPECT_EQ(sim.sched.stats().n_prefix_hit_tokens, 20);
+    sim.run();
+    for (int64_t id : {0, 1, 2, 3}) EXPECT_EQ(sim.reqs[id].tokens.size(), 20u) << id;
+  }
+  {  // chunked: 14 tokens under a budget of 8
+    Sim sim({.kv = {.n_blocks = 32, .block_size = kBs}, .sched = {.max_batch_tokens = 8, .max_seqs = 8}});
+    sim.add(0, 0, prompt, 20);
+    sim.add(1, 0, prompt, 20);
+    EXPECT_EQ(find(sim.step(), 1), nullptr);
+    EXPECT_EQ(find(sim.step(), 1), nullptr) << "2 of 3 shared blocks computed: still waits";
+    const ScheduleOutput so = sim.step();
+    ASSERT_NE(find(so, 1), nullptr);
+    EXPECT_EQ(find(so, 1)->start, 12);
+    sim.run();
+    EXPECT_EQ(sim.reqs[1].tokens.size(), 20u);
+  }
+  {  // prefix caching off: nothing to wait for
+    Sim sim({.kv = {.n_blocks = 32, .block_size = kBs, .enable_prefix_caching = false},
+             .sched = {.max_batch_tokens = 64, .max_seqs = 8}});
+    sim.add(0, 0, prompt, 20);
+    sim.add(1, 0, prompt, 20);
+    const ScheduleOutput so = sim.step();
+    EXPECT_NE(find(so, 0), nullptr);
+    EXPECT_NE(find(so, 1), nullptr);
+    sim.run();
+  }
+}
+
 // A prompt made only of cached full blocks still computes its last block, so the model
 // produces logits for the final token; one token more and only that token is computed.
 TEST(Scheduler, FullyCachedPromptStillComputesAtLeastOneToken) {
