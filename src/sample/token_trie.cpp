@@ -55,6 +55,10 @@ void apply_token_bits(const TokenBits& bits, int32_t n_vocab, std::span<float> l
     const uint64_t word = bits[w];
     if (word == ~uint64_t(0)) continue;
     const size_t end = std::min(n, w * 64 + 64);
+    if (word == 0) {
+      std::fill(logits.begin() + ptrdiff_t(w * 64), logits.begin() + ptrdiff_t(end), kOff);
+      continue;
+    }
     for (size_t i = w * 64; i < end; ++i)
       if (!((word >> (i % 64)) & 1u)) logits[i] = kOff;
   }
