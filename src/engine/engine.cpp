@@ -459,7 +459,8 @@ void Engine::Impl::abort(RequestId id) {
 
 // The trie holds every id the tokenizer spells with bytes, special tokens left out (they never
 // belong to the JSON text); the model's EOS ids end it. A schema's compiled form and masks are
-// kept for the next requests with the same schema and texts around it (the last 32).
+// kept for the next requests with the same schema and texts around it (the last 8: at most
+// 8 x 256 kept masks, 32 MB for a 128k vocabulary).
 std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingParams& p) {
   if (p.output_format == OutputFormat::Text) return nullptr;
   if (!token_trie) {
@@ -482,7 +483,7 @@ std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingPar
   if (it == schema_masks.end()) {
     auto schema = std::make_shared<const JsonSchema>(
         wrap_json_schema(compile_json_schema(p.json_schema, "json_schema"), p.json_before, p.json_after));
-    if (schema_masks.size() >= 32) schema_masks.clear();
+    if (schema_masks.size() >= 8) schema_masks.clear();
     it = schema_masks.emplace(key, SchemaMasks{schema, std::make_shared<MaskSet<SchemaMachine>>(token_trie)}).first;
   }
   return std::make_unique<MachineConstraint<SchemaMachine>>(it->second.masks, SchemaMachine(*it->second.schema),

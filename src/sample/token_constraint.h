@@ -78,7 +78,8 @@ class MaskSet {
   struct Hash {
     size_t operator()(const M& m) const { return m.hash(); }
   };
-  static constexpr size_t kMaxKept = 512;  // sets kept (n_vocab / 8 bytes each); cleared when full
+  // Sets kept (n_vocab / 8 bytes each: 16 KB for 128k ids); cleared when full.
+  static constexpr size_t kMaxKept = 256;
   std::shared_ptr<const TokenTrie> trie_;
   std::mutex mu_;
   std::unordered_map<M, std::shared_ptr<const TokenBits>, Hash> kept_;
