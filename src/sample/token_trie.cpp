@@ -59,8 +59,10 @@ void apply_token_bits(const TokenBits& bits, int32_t n_vocab, std::span<float> l
       std::fill(logits.begin() + ptrdiff_t(w * 64), logits.begin() + ptrdiff_t(end), kOff);
       continue;
     }
-    for (size_t i = w * 64; i < end; ++i)
-      if (!((word >> (i % 64)) & 1u)) logits[i] = kOff;
+    for (uint64_t off = ~word; off != 0; off &= off - 1) {  // the clear bits only
+      const size_t i = w * 64 + size_t(__builtin_ctzll(off));
+      if (i < end) logits[i] = kOff;
+    }
   }
   std::fill(logits.begin() + ptrdiff_t(n), logits.end(), kOff);
 }
