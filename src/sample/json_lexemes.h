@@ -10,6 +10,9 @@ namespace tf {
 
 bool is_json_whitespace(uint8_t c);
 
+// One step of the machines' state hashes: h with v mixed in.
+inline uint64_t hash_mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull + (h >> 29); }
+
 // After the opening quote: escapes (\uXXXX with surrogate pairs: a high surrogate must be
 // followed by a low one, a lone low one is refused at its second digit) and valid UTF-8 (no
 // overlong forms, no surrogates, nothing past U+10FFFF, refused at the first byte that rules

@@ -12,7 +12,7 @@ size_t JsonMachine::hash() const {
   uint64_t h = stack_ * 0x9e3779b97f4a7c15ull;
   const uint64_t small[] = {uint64_t(mode_), depth_, ws_, indent_, key_, lit_, lit_pos_, num_.part, num_.n,
                             str_.bits()};
-  for (uint64_t v : small) h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+  for (uint64_t v : small) h = hash_mix(h, v);
   return size_t(h);
 }
 

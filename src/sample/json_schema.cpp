@@ -16,14 +16,16 @@ namespace {
 
 using json = nlohmann::ordered_json;  // properties keep the schema's order
 
-// Keywords that change nothing the output must satisfy (annotations), or that the compiler reads.
-const std::set<std::string> kKnown = {
-    "type",   "properties", "required",    "additionalProperties", "items",    "minItems",  "maxItems",
-    "enum",   "const",      "anyOf",       "oneOf",                "$ref",     "$defs",     "definitions",
-    "title",  "description", "default",    "examples",             "$schema",  "$id",       "$comment",
-    "deprecated", "readOnly", "writeOnly"};
+// The keywords the compiler reads, and those that change nothing the output must satisfy
+// (annotations, and the places $ref points into); any other is refused.
+const std::set<std::string> kStructural = {"type",     "properties", "required", "additionalProperties",
+                                           "items",    "minItems",   "maxItems", "enum",
+                                           "const",    "anyOf",      "oneOf",    "$ref"};
 const std::set<std::string> kAnnotations = {"title",   "description", "default",    "examples",  "$schema", "$id",
                                             "$comment", "deprecated", "readOnly",  "writeOnly", "$defs",   "definitions"};
+
+// A machine frame counts a literal's bytes and a range of literals in 16 bits.
+constexpr size_t kMaxLiterals = 65535, kMaxLiteralBytes = 65535;
 
 // RFC 6901: "~1" is '/', "~0" is '~'.
 std::string unescape_pointer(std::string s) {
@@ -48,19 +50,19 @@ class Compiler {
       refuse(path, "", s.get<bool>() ? "'true' (any value) cannot be held to a shape" : "'false' allows no value");
     if (!s.is_object()) refuse(path, "", "a schema must be an object");
     for (const auto& [key, value] : s.items())
-      if (!kKnown.contains(key))
+      if (!kStructural.contains(key) && !kAnnotations.contains(key))
         refuse(path, key, "is not supported (the output could not be held to it)");
     if (const auto it = s.find("$ref"); it != s.end()) {
       for (const auto& [key, value] : s.items())
         if (key != "$ref" && !kAnnotations.contains(key)) refuse(path, key, "beside '$ref' is not supported");
       return ref(*it, path + "/$ref");
     }
-    if (const auto it = s.find("const"); it != s.end()) return literals({it->dump()});
+    if (const auto it = s.find("const"); it != s.end()) return literals({it->dump()}, path, "const");
     if (const auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) refuse(path, "enum", "must be a non-empty array");
       std::vector<std::string> texts;
       for (const json& v : *it) texts.push_back(v.dump());
-      return literals(std::move(texts));
+      return literals(std::move(texts), path, "enum");
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       const auto it = s.find(key);
@@ -119,7 +121,11 @@ class Compiler {
     return int32_t(out.nodes.size() - 1);
   }
 
-  int32_t literals(std::vector<std::string> texts) {
+  int32_t literals(std::vector<std::string> texts, const std::string& path = "", const char* key = "") {
+    if (texts.size() > kMaxLiterals) refuse(path, key, "has more than " + std::to_string(kMaxLiterals) + " values");
+    for (const std::string& t : texts)
+      if (t.size() > kMaxLiteralBytes)
+        refuse(path, key, "holds a value longer than " + std::to_string(kMaxLiteralBytes) + " bytes as JSON");
     std::sort(texts.begin(), texts.end());
     texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
     return add(SchemaNode{.kind = SchemaNode::Kind::Literal, .literals = std::move(texts)});
@@ -193,6 +199,8 @@ class Compiler {
         for (const auto& [name, sub] : props->items()) {
           names.insert(name);
           o.props.emplace_back(json(name).dump(), node(sub, path + "/properties/" + name));
+          if (o.props.back().first.size() > kMaxLiteralBytes)
+            refuse(path, "properties", "has a name longer than " + std::to_string(kMaxLiteralBytes) + " bytes as JSON");
         }
       }
       if (const auto req = s.find("required"); req != s.end()) {
@@ -233,6 +241,9 @@ JsonSchema compile_json_schema(std::string_view text, const std::string& what) {
 JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after) {
   if (before.empty() && after.empty()) return s;
   TF_ASSERT(!after.empty(), "a wrapped schema needs a text after its value");
+  if (before.size() > kMaxLiteralBytes || after.size() > kMaxLiteralBytes)
+    fail("the texts around a JSON value may have at most {} bytes each, got {} and {}", kMaxLiteralBytes,
+         before.size(), after.size());
   s.nodes.push_back(SchemaNode{.kind = SchemaNode::Kind::Wrap, .items = s.root, .literals = {before, after}});
   s.root = int32_t(s.nodes.size() - 1);
   return s;

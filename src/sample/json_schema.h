@@ -52,6 +52,7 @@ JsonSchema compile_json_schema(std::string_view text, const std::string& what = 
 
 // The schema's value between fixed texts (a tool-call format's tags: "<tool_call>\n" and
 // "\n</tool_call>"), no whitespace beside them; `after` must not be empty. Both empty: s as is.
+// Throws tf::Error when either text is longer than 65535 bytes.
 JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after);
 
 }  // namespace tf

@@ -1,8 +1,6 @@
 #include "sample/schema_machine.h"
 
-#include <algorithm>
 #include <cstring>
-
 
 namespace tf {
 
@@ -25,7 +23,7 @@ SchemaMachine::SchemaMachine(const JsonSchema& schema) : schema_(&schema) {
   Out out;
   push_alternatives(Thread{}, schema.root, out);
   n_ = out.n;
-  for (int i = 0; i < n_; ++i) t_[i] = out.t[i];
+  for (int i = 0; i < n_; ++i) t_[i].copy_used(out.t[i]);
 }
 
 void SchemaMachine::push_alternatives(Thread t, int32_t node, Out& out) const {
@@ -41,12 +39,14 @@ void SchemaMachine::push_alternatives(Thread t, int32_t node, Out& out) const {
 SchemaMachine& SchemaMachine::operator=(const SchemaMachine& o) {
   schema_ = o.schema_;
   n_ = o.n_;
-  for (int i = 0; i < n_; ++i) {
-    t_[i].depth = o.t_[i].depth;
-    t_[i].s = o.t_[i].s;
-    std::memcpy(t_[i].frames, o.t_[i].frames, sizeof(Frame) * o.t_[i].depth);
-  }
+  for (int i = 0; i < n_; ++i) t_[i].copy_used(o.t_[i]);
   return *this;
+}
+
+void SchemaMachine::Thread::copy_used(const Thread& o) {
+  depth = o.depth;
+  s = o.s;
+  std::memcpy(frames, o.frames, sizeof(Frame) * o.depth);
 }
 
 bool SchemaMachine::Thread::same(const Thread& o) const {
@@ -66,7 +66,7 @@ bool SchemaMachine::operator==(const SchemaMachine& o) const {
 
 size_t SchemaMachine::hash() const {
   uint64_t h = uint64_t(n_);
-  auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+  auto mix = [&](uint64_t v) { h = hash_mix(h, v); };
   for (int i = 0; i < n_; ++i) {
     const Thread& t = t_[i];
     mix(t.depth);
@@ -98,10 +98,7 @@ void SchemaMachine::Out::add(const Thread& th) {
   if (n >= kMaxThreads) return;
   for (int i = 0; i < n; ++i)
     if (t[i].same(th)) return;
-  t[n].depth = th.depth;
-  t[n].s = th.s;
-  std::memcpy(t[n].frames, th.frames, sizeof(Frame) * th.depth);
-  ++n;
+  t[n++].copy_used(th);
 }
 
 bool SchemaMachine::feed(uint8_t c) {
@@ -109,11 +106,7 @@ bool SchemaMachine::feed(uint8_t c) {
   for (int i = 0; i < n_; ++i) step(t_[i], c, out);
   if (out.n == 0) return false;
   n_ = out.n;
-  for (int i = 0; i < n_; ++i) {
-    t_[i].depth = out.t[i].depth;
-    t_[i].s = out.t[i].s;
-    std::memcpy(t_[i].frames, out.t[i].frames, sizeof(Frame) * out.t[i].depth);
-  }
+  for (int i = 0; i < n_; ++i) t_[i].copy_used(out.t[i]);
   return true;
 }
 

@@ -66,6 +66,7 @@ class SchemaMachine {
     Scalar s;
     Frame frames[kMaxFrames];
     bool same(const Thread& o) const;
+    void copy_used(const Thread& o);  // depth, s and the frames in use
   };
   struct Out {
     Thread t[kMaxThreads];

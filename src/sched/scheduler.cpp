@@ -9,6 +9,12 @@
 
 namespace tf {
 
+namespace {
+
+bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+}  // namespace
+
 Scheduler::Scheduler(const SchedulerParams& p, KvManager& kv) : params_(p), kv_(kv) {
   TF_ASSERT(p.max_batch_tokens > 0 && p.max_seqs > 0, "scheduler limits must be positive");
   TF_ASSERT(p.group_window >= 1 && p.max_group_skips >= 0, "length grouping parameters out of range");
@@ -143,7 +149,7 @@ void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
     const int32_t n_new = std::min(s.n_tokens() - hit.n_tokens, budget);
     if (!kv_.start(s.id, s.tokens, hit, hit.n_tokens + n_new)) return;
     for (auto p = waiting_.begin(); p != it; ++p)  // passed over
-      if (std::find(deferred.begin(), deferred.end(), *p) == deferred.end()) ++seqs_.at(*p).n_skips;
+      if (!contains(deferred, *p)) ++seqs_.at(*p).n_skips;
     waiting_.erase(it);
     s.running = true;
     s.n_computed = hit.n_tokens;
@@ -189,16 +195,15 @@ bool Scheduler::awaits_shared_prefix(const Seq& s, const PrefixHit& hit) const {
 // and nothing of another priority is ever reordered. Cost: group_window look-ups per
 // admission.
 std::list<int64_t>::iterator Scheduler::pick_waiting(int32_t ref_len, const std::vector<int64_t>& deferred) {
-  auto is_deferred = [&](int64_t id) { return std::find(deferred.begin(), deferred.end(), id) != deferred.end(); };
   auto head = waiting_.begin();
-  while (head != waiting_.end() && is_deferred(*head)) ++head;
+  while (head != waiting_.end() && contains(deferred, *head)) ++head;
   if (head == waiting_.end() || ref_len < 0 || params_.group_window <= 1) return head;
   const int32_t priority = seqs_.at(*head).priority;
   auto best = head;
   int64_t best_dist = -1;
   int32_t n_seen = 0;
   for (auto it = head; it != waiting_.end() && n_seen < params_.group_window; ++it) {
-    if (is_deferred(*it)) continue;
+    if (contains(deferred, *it)) continue;
     ++n_seen;
     const Seq& c = seqs_.at(*it);
     if (c.priority != priority) break;

@@ -95,7 +95,7 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
                              "llama3-json), so calls could not be found in the output: start the server with "
                              "--tool-call-parser NAME, or send no 'tools'");
     }
-    if (!r.tools.is_null() && (r.tool_required || r.tool_named)) {
+    if (r.tool_required || r.tool_named) {  // parse_chat_request made sure there are tools
       if (r.sampling.output_format != OutputFormat::Text)
         bad_request("tool_choice", "'tool_choice' asks for a call, which 'response_format' cannot also shape");
       const ToolCallOutput call = tool_call_output(r.tools, r.tool_named, ctx.tool_format);

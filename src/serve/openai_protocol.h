@@ -9,15 +9,15 @@
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
 // completions: prompt (a string, a list of token ids, or a one-element list of either);
 // chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions), tools
-// (functions) with tool_choice "auto" or "none" and parallel_tool_calls (see tool_calls.h for
-// the output side).
+// (functions) with tool_choice ("auto", "none", "required" or a named function: tool_choice.h)
+// and parallel_tool_calls (see tool_calls.h for the output side), response_format (text,
+// json_object, json_schema: sample/json_schema.h).
 // Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
 // service_tier, safety_identifier, prompt_cache_key.
 // Refused by name unless they ask for nothing, since they are not implemented: echo,
-// best_of > 1, suffix; chat: tool_choice "required" or a named function (forcing a call needs
-// constrained decoding), functions, function_call (the deprecated form of tools),
-// response_format (other than text), modalities (other than text), store, audio, prediction,
-// reasoning_effort, verbosity, web_search_options.
+// best_of > 1, suffix; chat: functions, function_call (the deprecated form of tools),
+// modalities (other than text), store, audio, prediction, reasoning_effort, verbosity,
+// web_search_options.
 // Any other field is refused by name, as the OpenAI API refuses unrecognized arguments.
 #pragma once
 

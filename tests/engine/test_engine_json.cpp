@@ -8,6 +8,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "sample/json_machine.h"
 #include "test_util.h"
+#include "tiny_engine_suite.h"
 #include "twofold/engine.h"
 
 namespace tf {
@@ -59,13 +60,7 @@ void expect_json(const Out& o) {
   }
 }
 
-class JsonOutput : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { engine_ = new Engine(EngineOptions{.model_dir = kTiny}); }
-  static void TearDownTestSuite() { delete engine_; }
-  static Engine* engine_;
-};
-Engine* JsonOutput::engine_ = nullptr;
+class JsonOutput : public test::TinyEngineSuite {};
 
 TEST_F(JsonOutput, GreedyAndSampledOutputsAreJsonObjects) {
   std::vector<GenerateRequest> reqs{json_request(0, 0.0f)};

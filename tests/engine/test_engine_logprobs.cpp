@@ -7,12 +7,12 @@
 #include <cmath>
 
 #include "test_util.h"
+#include "tiny_engine_suite.h"
 #include "twofold/engine.h"
 
 namespace tf {
 namespace {
 
-const std::string kTiny = test::model_dir("tiny-main");
 
 // log softmax(logits)[id], in double.
 double reference_logprob(const std::vector<float>& logits, int32_t id) {
@@ -42,13 +42,7 @@ Generated generate(Engine& e, SamplingParams sp) {
   return r;
 }
 
-class Logprobs : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { engine_ = new Engine(EngineOptions{.model_dir = kTiny}); }
-  static void TearDownTestSuite() { delete engine_; }
-  static Engine* engine_;
-};
-Engine* Logprobs::engine_ = nullptr;
+class Logprobs : public test::TinyEngineSuite {};
 
 TEST_F(Logprobs, OffByDefault) {
   const Generated r = generate(*engine_, {.temperature = 0, .max_tokens = 4, .ignore_eos = true});

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "test_util.h"
+#include "tiny_engine_suite.h"
 #include "twofold/engine.h"
 
 namespace tf {
@@ -41,13 +42,7 @@ std::vector<int32_t> reference_greedy(Engine& e, const std::vector<int32_t>& pro
   return out;
 }
 
-class Penalties : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { engine_ = new Engine(EngineOptions{.model_dir = kTiny}); }
-  static void TearDownTestSuite() { delete engine_; }
-  static Engine* engine_;
-};
-Engine* Penalties::engine_ = nullptr;
+class Penalties : public test::TinyEngineSuite {};
 
 const char* const kPrompts[] = {"The LORD is my shepherd;", "And God said, Let there be light: and there was",
                                 "the the the the the the the the"};

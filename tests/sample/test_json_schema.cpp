@@ -46,6 +46,17 @@ TEST(SampleJsonSchema, RefusesWhatItCannotHoldTheOutputTo) {
       {R"({"type": "object", "properties": {"a": {"enum": []}}})", "'enum'"},
       {R"({"type": "object", "properties": )", "not valid JSON"},
   };
+  // A frame counts literal bytes and ranges of enum values in 16 bits.
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 0; i < 65536; ++i) many.push_back(i);
+  const std::string too_many = nlohmann::json{{"type", "object"}, {"properties", {{"e", {{"enum", many}}}}}}.dump();
+  const std::string too_long =
+      nlohmann::json{{"type", "object"}, {"properties", {{"c", {{"const", std::string(70000, 'x')}}}}}}.dump();
+  const std::string long_key =
+      nlohmann::json{{"type", "object"}, {"properties", {{std::string(70000, 'k'), {{"type", "null"}}}}}}.dump();
+  EXPECT_NE(compile_error(too_many).find("'enum' at '#/properties/e' has more than 65535 values"), std::string::npos);
+  EXPECT_NE(compile_error(too_long).find("'const' at '#/properties/c' holds a value longer than"), std::string::npos);
+  EXPECT_NE(compile_error(long_key).find("'properties' at the root has a name longer than"), std::string::npos);
   for (const auto& [schema, want] : cases) {
     const std::string e = compile_error(schema);
     EXPECT_NE(e.find(want), std::string::npos) << schema << "\n  -> " << e;
@@ -165,6 +176,7 @@ TEST(SampleSchemaMachine, WrappedValueBetweenFixedTexts) {
   EXPECT_TRUE(m.feed(uint8_t('>')));
   EXPECT_TRUE(m.complete());
   EXPECT_FALSE(m.feed(uint8_t('\n')));  // nothing after
+  EXPECT_THROW(wrap_json_schema(compile_json_schema(R"({"type": "object"})"), "", std::string(65536, 'x')), Error);
 }
 
 // An independent check of a parsed value against the schema's JSON (the supported subset).
