@@ -17,14 +17,16 @@ namespace tf {
 // "linear" = every frequency divided by `factor` (Gemma 3's global layers); "longrope" =
 // Phi-3's per-frequency factors, the short ones for positions below
 // original_max_position_embeddings and the long ones from there on, with cos and sin
-// multiplied by attention_factor.
+// multiplied by attention_factor; "factors" = each frequency divided by its own factor at
+// every position (a GGUF file's rope_freqs tensor: llama.cpp's form of Llama 3.1's scaling).
 struct RopeScaling {
-  enum class Type : uint8_t { None, Llama3, Linear, LongRope } type = Type::None;
+  enum class Type : uint8_t { None, Llama3, Linear, LongRope, Factors } type = Type::None;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int64_t original_max_position_embeddings = 8192;
   std::vector<float> short_factor, long_factor;  // LongRope: [rotary_dim / 2] each
+  std::vector<float> factors;                    // Factors: [rotary_dim / 2]
   float attention_factor = 1.0f;                 // LongRope: transformers' attention_factor
 };
 

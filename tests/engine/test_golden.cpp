@@ -26,9 +26,11 @@ std::vector<Case> cases() {
   std::vector<Case> v;
   for (cpu::Isa isa : cpu::supported_isas())
     for (const char* model :
-         {"tiny-main", "tiny-draft", "llama-mha", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe"})
+         {"tiny-main", "tiny-draft", "llama-mha", "llama3-rope", "qwen2", "qwen3", "gemma3", "phi3", "mixtral",
+          "qwen3-moe", "qwen3-moe-sparse"})
       v.push_back({model, "cpu", isa});
-  for (const char* model : {"tiny-main", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe"})
+  for (const char* model : {"tiny-main", "llama3-rope", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe",
+                            "qwen3-moe-sparse"})
     v.push_back({model, "ref"});
   return v;
 }

@@ -7,7 +7,7 @@ namespace tf {
 
 namespace {
 
-// theta^(-2i / dim) for i < dim / 2, divided by factors[i] when given (LongRoPE).
+// theta^(-2i / dim) for i < dim / 2, divided by factors[i] when given (LongRoPE, Factors).
 std::vector<float> plain_inv_freq(float theta, int64_t dim, const std::vector<float>* factors = nullptr) {
   std::vector<float> inv(size_t(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i) {
@@ -56,6 +56,7 @@ RopeFrequencies rope_frequencies(const ModelConfig& cfg, LayerAttention kind) {
       out.inv_freq = plain_inv_freq(rope.theta, cfg.rotary_dim);
       llama3_scale(out.inv_freq, rs);
       break;
+    case RopeScaling::Type::Factors: out.inv_freq = plain_inv_freq(rope.theta, cfg.rotary_dim, &rs.factors); break;
     case RopeScaling::Type::LongRope:
       out.inv_freq = plain_inv_freq(rope.theta, cfg.rotary_dim, &rs.short_factor);
       out.inv_freq_long = plain_inv_freq(rope.theta, cfg.rotary_dim, &rs.long_factor);
