@@ -42,12 +42,17 @@ struct RequestOutput {
   std::string text;                    // text that became final this step (whole UTF-8)
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
+  // On a request's first output with a token: how many of its prompt tokens were not computed
+  // for it, their K/V taken from the prefix cache (or from a request computing the same prefix
+  // beside it); -1 on the others.
+  int32_t n_cached_prompt_tokens = -1;
 };
 
 // Per-request statistics, available once a request finished.
 struct RequestStats {
   int32_t n_prompt_tokens = 0;
   int32_t n_output_tokens = 0;
+  int32_t n_cached_prompt_tokens = 0;  // see RequestOutput
   double ttft_s = 0;     // arrival to first token
   double total_s = 0;    // arrival to finish
   double decode_tokens_per_s = 0;  // (n_output - 1) / (total - ttft)

@@ -269,6 +269,10 @@ Engine::Impl::LaunchedStep Engine::Impl::launch_step(ScheduleOutput so, const De
   LaunchedStep s;
   s.so = std::move(so);
   s.t0 = t0;
+  for (const ScheduledSeq& q : s.so.seqs) {  // a first schedule starts after the cached prefix
+    RequestState& r = state(q.id);
+    if (r.n_cached_prompt < 0) r.n_cached_prompt = q.start;
+  }
   s.slot = ids_slot;
   ids_slot ^= 1;
   const Batch batch = build_batch(s.so);
@@ -417,7 +421,10 @@ std::vector<RequestOutput> Engine::Impl::step() {
 }
 
 void Engine::Impl::on_token(RequestState& r, int32_t token, RequestOutput& o) {
-  if (r.output.empty()) r.first_token = Clock::now();
+  if (r.output.empty()) {
+    r.first_token = Clock::now();
+    o.n_cached_prompt_tokens = r.n_cached_prompt;
+  }
   r.output.push_back(token);
   r.all_tokens.push_back(token);
   o.new_token_ids.push_back(token);
@@ -616,6 +623,7 @@ RequestStats Engine::stats(RequestId id) const {
   RequestStats s;
   s.n_prompt_tokens = int32_t(r.prompt.size());
   s.n_output_tokens = int32_t(r.output.size());
+  s.n_cached_prompt_tokens = std::max(r.n_cached_prompt, 0);
   if (!r.output.empty()) {
     s.ttft_s = std::chrono::duration<double>(r.first_token - r.arrival).count();
     const auto end = r.finished ? r.finish : Clock::now();

@@ -88,6 +88,7 @@ struct RequestState {
   std::unique_ptr<StopMatcher> stop;
   std::unique_ptr<TokenConstraint> constraint;  // OutputFormat other than Text; its rows get no proposals
   int32_t max_len = 0;  // prompt + output never exceeds this (context and max_tokens)
+  int32_t n_cached_prompt = -1;  // prompt tokens its first schedule found computed (-1: not yet scheduled)
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   Clock::time_point arrival, first_token, finish;

@@ -200,8 +200,7 @@ CompletionUpdate Completion::poll() {
       bytes += events_of(i, outs);
     } else {
       for (RequestOutput& o : outs) {
-        ch.text += o.text;
-        usage_.completion_tokens += int32_t(o.new_token_ids.size());
+        count(i, o);
         ch.logprobs.insert(ch.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
         if (o.finished) ch.done = true, ch.finish = o.finish_reason;
       }
@@ -215,7 +214,7 @@ CompletionUpdate Completion::poll() {
     if (all_done) {
       bool failed = false;
       for (const Choice& ch : choices_) failed = failed || !ch.stream->error().empty();
-      if (meta_.include_usage && !failed) bytes += sse_event(usage_chunk(meta_, usage_));
+      if (meta_.include_usage && !failed) bytes += sse_event(usage_chunk(meta_, final_usage()));
       bytes += "data: [DONE]\n\n";
     }
     return CompletionUpdate{.kind = CompletionUpdate::Kind::Events, .bytes = std::move(bytes), .finished = all_done};
@@ -230,7 +229,30 @@ CompletionUpdate Completion::poll() {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < choices_.size(); ++i) out.push_back(whole_choice(i));
   return CompletionUpdate{.kind = CompletionUpdate::Kind::Body,
-                          .bytes = dump(full_response(meta_, std::move(out), usage_)), .finished = true};
+                          .bytes = dump(full_response(meta_, std::move(out), final_usage())), .finished = true};
+}
+
+void Completion::count(size_t index, const RequestOutput& o) {
+  Choice& ch = choices_[index];
+  ch.text += o.text;
+  ch.ids.insert(ch.ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+  usage_.completion_tokens += int32_t(o.new_token_ids.size());
+  if (index == 0 && o.n_cached_prompt_tokens >= 0) usage_.cached_tokens = o.n_cached_prompt_tokens;
+}
+
+Usage Completion::final_usage() const {
+  Usage u = usage_;
+  if (meta_.endpoint != Endpoint::Chat) return u;
+  u.reasoning_tokens = 0;
+  if (!reasoning_) return u;
+  const Tokenizer& tok = ctx_.loop.tokenizer();
+  for (const Choice& ch : choices_) {
+    std::vector<std::string> bytes;
+    bytes.reserve(ch.ids.size());
+    for (int32_t id : ch.ids) bytes.push_back(tok.token_bytes(id));
+    u.reasoning_tokens += reasoning_token_count(ch.text, reasoning_open_, bytes);
+  }
+  return u;
 }
 
 // The SSE events of choice `index` for `outs`: the chat role chunk before anything else, a
@@ -244,7 +266,7 @@ std::string Completion::events_of(size_t index, std::vector<RequestOutput>& outs
     data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .first = true}));
   ch.started = true;
   for (const RequestOutput& o : outs) {
-    usage_.completion_tokens += int32_t(o.new_token_ids.size());
+    count(index, o);
     ReasoningSplit piece = ch.reasoning_stream ? ch.reasoning_stream->feed(o.text) : ReasoningSplit{.content = o.text};
     const std::string text = ch.tool_stream ? ch.tool_stream->feed(piece.content) : piece.content;
     if (!text.empty() || !piece.reasoning.empty() || !o.logprobs.empty()) {
@@ -288,7 +310,7 @@ std::string Completion::finish_events(size_t index, FinishReason why) {
 // Choice `index` of a whole response: its reasoning split off, then its calls taken out.
 nlohmann::json Completion::whole_choice(size_t index) {
   Choice& ch = choices_[index];
-  ParsedOutput parsed{.content = std::move(ch.text)};
+  ParsedOutput parsed{.content = ch.text};
   std::optional<std::string> reasoning;
   if (reasoning_) {
     ReasoningSplit split = split_reasoning(parsed.content, reasoning_open_);

@@ -94,7 +94,8 @@ class Completion {
     bool started = false;    // streaming: its first chunk (the chat role) went out
     bool done = false;       // its finished output arrived
     FinishReason finish = FinishReason::None;
-    std::string text;                       // whole response
+    std::string text;                       // the output so far (streamed or not)
+    std::vector<int32_t> ids;               // its tokens
     std::vector<SampledLogprobs> logprobs;  // whole response
   };
 
@@ -102,6 +103,10 @@ class Completion {
   std::string events_of(size_t index, std::vector<RequestOutput>& outs);
   std::string finish_events(size_t index, FinishReason why);
   nlohmann::json whole_choice(size_t index);
+  // Takes an output's tokens and text into choice `index` and the usage.
+  void count(size_t index, const RequestOutput& o);
+  // The usage with the choices' reasoning tokens (chat).
+  Usage final_usage() const;
 
   const CompletionContext& ctx_;
   std::vector<Choice> choices_;

@@ -9,7 +9,9 @@
 //                 tool_calls [{index, id, type, function}] per call, and finish_reason
 //                 "tool_calls"; with a reasoning parser, message.reasoning_content (null when
 //                 the model wrote none) or, streamed, delta.reasoning_content;
-//   both:         usage {prompt_tokens, completion_tokens, total_tokens}; when streaming with
+//   both:         usage {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details
+//                 {cached_tokens}}, chat also completion_tokens_details {reasoning_tokens}
+//                 (OpenAI's usage objects); when streaming with
 //                 stream_options.include_usage every chunk has "usage": null and one last chunk
 //                 has empty choices and the usage.
 #pragma once
@@ -35,6 +37,8 @@ namespace tf::serve {
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;      // prompt tokens taken from the prefix cache (the first choice's)
+  int32_t reasoning_tokens = -1;  // chat: generated tokens of <think> blocks, all choices; -1: completions
 };
 
 // What every response or chunk of one request shares.

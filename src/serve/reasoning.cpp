@@ -64,6 +64,25 @@ ReasoningSplit split_reasoning(std::string_view text, bool open) {
           .content = std::string(text.substr(skip_space(text, end + kClose.size())))};
 }
 
+int32_t reasoning_token_count(std::string_view text, bool open, std::span<const std::string> token_bytes) {
+  size_t begin = 0;
+  if (!open) {
+    const size_t first = skip_space(text);
+    if (!text.substr(first).starts_with(kOpen)) return 0;
+    begin = first + kOpen.size();
+  }
+  const size_t end = text.find(kClose, begin);
+  const size_t content = end == std::string_view::npos ? text.size() : skip_space(text, end + kClose.size());
+  int32_t n = 0;
+  size_t at = 0;  // where the next token begins
+  for (const std::string& t : token_bytes) {
+    if (at >= content) break;
+    ++n;
+    at += t.size();
+  }
+  return n;
+}
+
 ReasoningSplit ReasoningStream::feed(std::string_view delta) {
   held_ += delta;
   ReasoningSplit out;

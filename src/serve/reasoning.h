@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,11 @@ struct ReasoningSplit {
 
 // The whole output; `open`: the prompt left a <think> block open.
 ReasoningSplit split_reasoning(std::string_view text, bool open);
+
+// How many of an output's tokens are reasoning (usage's reasoning_tokens): those that begin
+// before its content, given each token's bytes in order and the output text (its content
+// being split_reasoning's, a suffix of the text). 0 when the output has no reasoning.
+int32_t reasoning_token_count(std::string_view text, bool open, std::span<const std::string> token_bytes);
 
 // Streaming: each piece of output in, what can be sent of each part out. Text that may be
 // the start of a tag is held until it is known (a prefix of "<think>" after leading

@@ -66,11 +66,16 @@ class Batching : public ::testing::Test {
                                                 EngineMetrics* metrics = nullptr) {
     Engine e(opt);
     std::map<size_t, RequestId> ids;
+    std::map<RequestId, int32_t> cached;  // each request's first output's n_cached_prompt_tokens
     int step = 0;
     while (ids.size() < prompts_.size() || e.has_unfinished()) {
       for (size_t i = 0; i < prompts_.size(); ++i)
         if (!ids.count(i) && arrival[i] <= step) ids[i] = e.add_request(greedy(prompts_[i]));
-      e.step();
+      for (const RequestOutput& o : e.step())
+        if (o.n_cached_prompt_tokens >= 0) {
+          EXPECT_FALSE(cached.count(o.id)) << "request " << o.id << " reported its cached tokens twice";
+          cached[o.id] = o.n_cached_prompt_tokens;
+        }
       ++step;
       EXPECT_LT(step, 5000) << "engine made no progress";
       if (step >= 5000) break;
@@ -81,6 +86,15 @@ class Batching : public ::testing::Test {
     const EngineMetrics m = e.metrics();
     EXPECT_EQ(m.kv_blocks_used, 0);
     EXPECT_EQ(m.kv_blocks_free + m.kv_blocks_cached, m.kv_blocks_total);
+    // Per request, the prompt tokens its first schedule found in the cache: reported on its
+    // first output and in its stats, summing to the engine's hits when nothing was preempted.
+    int64_t sum = 0;
+    for (const auto& [i, id] : ids) {
+      EXPECT_EQ(cached.at(id), e.stats(id).n_cached_prompt_tokens);
+      EXPECT_EQ(cached.at(id) % e.kv_block_size(), 0);
+      sum += cached.at(id);
+    }
+    if (m.n_preemptions == 0) EXPECT_EQ(sum, m.prefix_hit_tokens);
     if (metrics) *metrics = m;
     return out;
   }

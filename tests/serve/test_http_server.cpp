@@ -103,6 +103,40 @@ TEST_F(Serve, CompletionShapeAndGreedyOutputEqualsTheEngine) {
   EXPECT_GT(r.body["usage"]["prompt_tokens"].get<int>(), 0);
   EXPECT_EQ(r.body["usage"]["total_tokens"].get<int>(),
             r.body["usage"]["prompt_tokens"].get<int>() + 12);
+  EXPECT_TRUE(r.body["usage"]["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+  EXPECT_FALSE(r.body["usage"].contains("completion_tokens_details"));  // chat only
+}
+
+// usage.prompt_tokens_details.cached_tokens: the prompt's full blocks that the prefix cache
+// held, none the first time a prompt is seen, whole blocks the second.
+TEST(ServeUsage, CachedTokensCountPrefixCacheHits) {
+  TestServer s(serve::ServerOptions{}, EngineOptions{.block_size = 16});
+  auto c = s.client();
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "The LORD is my shepherd; I shall not want. ";
+  const json body{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+  const HttpReply first = post(c, "/v1/completions", body);
+  ASSERT_EQ(first.status, 200) << first.text;
+  const int n_prompt = first.body["usage"]["prompt_tokens"];
+  ASSERT_GT(n_prompt, 64);
+  EXPECT_EQ(first.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const HttpReply second = post(c, "/v1/completions", body);
+  ASSERT_EQ(second.status, 200) << second.text;
+  const int cached = second.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, n_prompt - 2 * 16);  // every full block but the one that holds the last token
+  EXPECT_LT(cached, n_prompt);
+  EXPECT_EQ(cached % 16, 0);
+  // Streamed, the usage chunk says the same.
+  json streamed = body;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  const StreamReply st = post_stream(c, "/v1/completions", streamed);
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  const std::vector<json> events = parse_sse(st.text, &done);
+  ASSERT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["usage"]["prompt_tokens_details"]["cached_tokens"], cached);
 }
 
 TEST_F(Serve, StreamedCompletionEqualsTheWholeOneAndEndsWithDone) {
@@ -723,15 +757,21 @@ TEST(ServeReasoning, AnOpenBlockIsReasoningAndPlainOutputStaysContent) {
   const json& msg = r.body["choices"][0]["message"];
   EXPECT_EQ(msg["reasoning_content"], greedy);
   EXPECT_EQ(msg["content"], "");
+  EXPECT_EQ(r.body["usage"]["completion_tokens_details"]["reasoning_tokens"], 10);  // all of it
 
   json streamed = body;
   streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
   const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
   ASSERT_EQ(st.status, 200);
   bool done = false;
   std::string reasoning, content;
   int reasoning_chunks = 0;
   for (const json& e : parse_sse(st.text, &done)) {
+    if (e["choices"].empty()) {  // the usage chunk
+      EXPECT_EQ(e["usage"]["completion_tokens_details"]["reasoning_tokens"], 10);
+      continue;
+    }
     const json& delta = e["choices"][0]["delta"];
     if (delta.contains("reasoning_content")) ++reasoning_chunks;
     reasoning += delta.value("reasoning_content", "");
@@ -757,6 +797,7 @@ TEST(ServeReasoning, AnOpenBlockIsReasoningAndPlainOutputStaysContent) {
     const std::string qprompt = qwen3->render(messages, true, nullptr, {{"enable_thinking", thinking}});
     EXPECT_EQ(qr.body["choices"][0]["message"]["content"], engine_greedy(qprompt, 10, /*add_special=*/false));
     EXPECT_TRUE(qr.body["choices"][0]["message"]["reasoning_content"].is_null());
+    EXPECT_EQ(qr.body["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
   }
   // Server-wide template variables (--chat-template-kwargs), which a request's own override.
   TestServer k(serve::ServerOptions{.chat_template_kwargs = {{"enable_thinking", false}}}, EngineOptions{}, 1, qwen3);

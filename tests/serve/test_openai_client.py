@@ -121,6 +121,13 @@ def test_chat(client):
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     check(finishes == [r.choices[0].finish_reason], "streamed finish reasons %r" % finishes)
     check(chunks[-1].usage.completion_tokens == r.usage.completion_tokens, "streamed chat usage")
+    # The details objects as the client types them: the streamed request repeated the prompt,
+    # so its full blocks came from the prefix cache; tiny-main writes no <think> block.
+    details = chunks[-1].usage.prompt_tokens_details
+    check(details is not None and details.cached_tokens > 0 and details.cached_tokens < r.usage.prompt_tokens,
+          "streamed chat cached_tokens %r" % (details,))
+    check(r.usage.completion_tokens_details is not None and r.usage.completion_tokens_details.reasoning_tokens == 0,
+          "chat reasoning_tokens %r" % (r.usage.completion_tokens_details,))
 
     several = client.chat.completions.create(model="tiny-main", messages=messages, max_tokens=4, temperature=0.9,
                                              seed=3, n=3)

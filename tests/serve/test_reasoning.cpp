@@ -61,6 +61,18 @@ TEST(ReasoningSplit, TheBlockThenTheAnswer) {
   expect_split(split_reasoning("<think>x</think>\n\n", false), "x", "");
 }
 
+// usage's reasoning_tokens: the tokens that begin before the content.
+TEST(ReasoningSplit, TokensBeforeTheContentAreReasoning) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(reasoning_token_count("<think>Hmm.</think>\n\nYes.", false, V{"<think>", "Hmm", ".", "</think>", "\n\n", "Yes", "."}), 5);
+  EXPECT_EQ(reasoning_token_count("<think>Hmm. Fi", false, V{"<think>", "Hmm", ".", " Fi"}), 4);  // cut off: all
+  EXPECT_EQ(reasoning_token_count("Hello <think>", false, V{"Hello", " <think>"}), 0);           // no block
+  EXPECT_EQ(reasoning_token_count("", false, V{}), 0);
+  EXPECT_EQ(reasoning_token_count("a</think>b", true, V{"a", "</", "think>", "b"}), 3);  // opened by the prompt
+  // A token that straddles the tag's end and the content counts as reasoning.
+  EXPECT_EQ(reasoning_token_count("<think>a</think>b", false, V{"<think>", "a</", "think>b"}), 3);
+}
+
 TEST(ReasoningSplit, NoBlockIsAllContent) {
   for (const char* text : {"Hello there", "  Hello <think>x</think>", "", " \n", "<thin", "Hi</think>", "<Think>x</Think>"})
     expect_split(split_reasoning(text, false), "", text);
