@@ -21,6 +21,12 @@ constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Mistral's Tekken (Mistral NeMo, Small 3) and OpenAI's o200k (Phi-4): words split at case
+// changes, digits one at a time (Tekken) or in threes (o200k), '/' kept with punctuation.
+constexpr const char* kTekkenPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kSpace = "\xE2\x96\x81";  // "▁", SentencePiece's space
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
@@ -51,10 +57,13 @@ PreRule pre_rule(const GgufFile& f) {
   if (pre == "default" || pre == "gpt-2" || pre == "gpt2") return {byte_level(true)};
   if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3")
     return {pre_sequence(split_isolated(kLlama3Pattern), byte_level(false)), /*ignore_merges=*/true, /*add_bos=*/true};
-  if (pre == "qwen2") return {pre_sequence(split_isolated(kQwen2Pattern), byte_level(false))};
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return {pre_sequence(split_isolated(kQwen2Pattern), byte_level(false))};
+  if (pre == "tekken")
+    return {pre_sequence(split_isolated(kTekkenPattern), byte_level(false)), /*ignore_merges=*/true, /*add_bos=*/true};
+  if (pre == "gpt-4o") return {pre_sequence(split_isolated(kGpt4oPattern), byte_level(false))};
   if (pre == "smollm" || pre == "starcoder") return {pre_sequence(split_isolated(R"(\p{N})"), byte_level(true))};
   f.fail_key("tokenizer.ggml.pre", "is \"{}\": this pre-tokenizer is not supported (supported: default, gpt-2, "
-             "llama-bpe, qwen2, smollm, starcoder)", pre);
+             "llama-bpe, qwen2, deepseek-r1-qwen, tekken, gpt-4o, smollm, starcoder)", pre);
 }
 
 struct Vocab {

@@ -141,6 +141,7 @@ EXTRA_TEXTS = [
     "<s>[INST] Hello [/INST] 42</s>",
     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi 99<|eot_id|>",
     "a<|eos|>b  c\n\n d",
+    "HTTPServer parseJSON getURLPath /v1/chat/completions?x=1 DON'T don't I'M ÉcoleNormale 12345",
 ]
 
 
@@ -191,6 +192,17 @@ def tokenizer_gguf(tok_json: dict, out: Path, name: str, model: str, pre: str | 
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 
 
+# The Split regexes of Mistral's Tekken and OpenAI's o200k tokenizer.json files.
+SPLIT_PATTERNS = {
+    "tekken": r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+              r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|"
+              r"\s+(?!\S)|\s+",
+    "gpt-4o": r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+              r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+              r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+
+
 def write_tokenizer_cases(out: Path, src: Path) -> None:
     from tokenizers import Tokenizer
     data = src / "tests/data/tokenizers"
@@ -199,6 +211,12 @@ def write_tokenizer_cases(out: Path, src: Path) -> None:
         ("llama3-128k", data / "llama3-128k/tokenizer.json.xz", "gpt2", "llama-bpe", data / "llama3-128k/golden.json"),
         ("qwen3-151k", data / "qwen3-151k/tokenizer.json.xz", "gpt2", "qwen2", data / "qwen3-151k/golden.json"),
         ("tiny-gpt2", src / "models/tiny-main/tokenizer.json", "gpt2", "gpt-2", data / "llama3-128k/golden.json"),
+        # Other names for the same rules (DeepSeek-R1's distilled Qwen models), and the split
+        # patterns of Mistral's Tekken and of o200k (Phi-4) over Llama 3's vocabulary: the
+        # patterns are those of their tokenizer.json files, the flags llama.cpp's for the names.
+        ("qwen3-151k-r1", data / "qwen3-151k/tokenizer.json.xz", "gpt2", "deepseek-r1-qwen", data / "qwen3-151k/golden.json"),
+        ("llama3-128k-tekken", data / "llama3-128k/tokenizer.json.xz", "gpt2", "tekken", data / "llama3-128k/golden.json"),
+        ("llama3-128k-gpt4o", data / "llama3-128k/tokenizer.json.xz", "gpt2", "gpt-4o", data / "llama3-128k/golden.json"),
     ]
     for name, path, model, pre, golden in cases:
         raw = lzma.open(path).read() if path.suffix == ".xz" else path.read_bytes()
@@ -209,6 +227,11 @@ def write_tokenizer_cases(out: Path, src: Path) -> None:
             tj["normalizer"] = None
         if name == "tiny-gpt2":
             tj["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+        if pre in SPLIT_PATTERNS:
+            tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": SPLIT_PATTERNS[pre]}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+            tj["model"]["ignore_merges"] = pre == "tekken"
         tok = Tokenizer.from_str(json.dumps(tj))
         # add_bos_token: whether the post-processor puts a token in front
         add_bos = len(tok.encode("x", add_special_tokens=True).ids) > len(tok.encode("x", add_special_tokens=False).ids)

@@ -36,7 +36,8 @@ TEST_P(GgufTokenizer, EqualsTheTokenizersLibrary) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, GgufTokenizer,
-                         ::testing::Values("spm-mistral-32k", "llama3-128k", "qwen3-151k", "tiny-gpt2"),
+                         ::testing::Values("spm-mistral-32k", "llama3-128k", "qwen3-151k", "tiny-gpt2", "qwen3-151k-r1",
+                                           "llama3-128k-tekken", "llama3-128k-gpt4o"),
                          test::ParamName());
 
 TEST(GgufTokenizerSpecials, IdsAndFlagsFromTheMetadata) {
