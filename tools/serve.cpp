@@ -183,7 +183,7 @@ void add_serve(CLI::App& app, Runner& run) {
   c->add_option("--tool-call-parser", a->tool_call_parser,
                 "How the model writes tool calls, taken out of chat output into 'tool_calls': auto (the format "
                 "the chat template teaches), hermes (<tool_call>JSON</tool_call>: Qwen, Hermes), llama3-json "
-                "(Llama 3.1-3.3), none (requests with tools get 400)")
+                "(Llama 3.1-3.3), mistral ([TOOL_CALLS]: Mistral, Mixtral), none (requests with tools get 400)")
       ->capture_default_str()
       ->check(CLI::IsMember(with_auto(serve::tool_call_format_names())));
   c->add_option("--reasoning-parser", a->reasoning_parser,

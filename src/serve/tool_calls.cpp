@@ -15,6 +15,9 @@ using ojson = nlohmann::ordered_json;
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
+constexpr std::string_view kMistralArgs = "[ARGS]";
+constexpr std::string_view kMistralCallId = "[CALL_ID]";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -131,6 +134,48 @@ bool llama3_calls(std::string_view s, std::vector<ToolCall>& calls, std::string 
   }
 }
 
+// mistral, from the first "[TOOL_CALLS]" on: each marker followed by a JSON list of calls (or
+// one call object), or by name[ARGS]{...} (name[CALL_ID]id[ARGS]{...}). false unless all of
+// it parses.
+bool mistral_calls(std::string_view s, std::vector<ToolCall>& calls, std::string (*new_id)()) {
+  while (!s.empty()) {
+    if (!s.starts_with(kMistralCalls)) return false;
+    s = trim(s.substr(kMistralCalls.size()));
+    if (!s.starts_with('[') && !s.starts_with('{')) {  // name[ARGS]{...}
+      const size_t args = s.find(kMistralArgs);
+      if (args == std::string_view::npos) return false;
+      std::string_view name = s.substr(0, args);
+      if (const size_t id = name.find(kMistralCallId); id != std::string_view::npos) name = name.substr(0, id);
+      name = trim(name);
+      s = trim(s.substr(args + kMistralArgs.size()));
+      if (name.empty() || !s.starts_with('{') || name.find_first_of("{}[]\"") != std::string_view::npos) return false;
+      const size_t end = object_end(s);
+      if (end == std::string_view::npos) return false;
+      ojson call = ojson::object();
+      call["name"] = std::string(name);
+      try {
+        call["arguments"] = parse_json_bounded<ojson>(s.substr(0, end), "tool call arguments");
+      } catch (const Error&) {
+        return false;
+      }
+      auto c = call_of(call, new_id);
+      if (!c) return false;
+      calls.push_back(std::move(*c));
+      s = trim(s.substr(end));
+      continue;
+    }
+    const size_t end = object_end(s);  // a list of calls, or one
+    if (end == std::string_view::npos || !add_calls(s.substr(0, end), /*array_ok=*/true, calls, new_id)) return false;
+    s = trim(s.substr(end));
+  }
+  return !calls.empty();
+}
+
+// The marker that starts the calls of a format whose calls may follow content, or "".
+std::string_view call_marker(ToolCallFormat f) {
+  return f == ToolCallFormat::Hermes ? kHermesOpen : f == ToolCallFormat::Mistral ? kMistralCalls : std::string_view();
+}
+
 // The length of the longest suffix of s that is a proper prefix of `marker`.
 size_t partial_marker(std::string_view s, std::string_view marker) {
   for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
@@ -141,8 +186,10 @@ size_t partial_marker(std::string_view s, std::string_view marker) {
 }  // namespace
 
 namespace {
-constexpr NameTable<ToolCallFormat, 3> kFormats = {
-    {"none", ToolCallFormat::None}, {"hermes", ToolCallFormat::Hermes}, {"llama3-json", ToolCallFormat::Llama3Json}};
+constexpr NameTable<ToolCallFormat, 4> kFormats = {{"none", ToolCallFormat::None},
+                                                   {"hermes", ToolCallFormat::Hermes},
+                                                   {"llama3-json", ToolCallFormat::Llama3Json},
+                                                   {"mistral", ToolCallFormat::Mistral}};
 }  // namespace
 
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) { return value_named(kFormats, name); }
@@ -151,6 +198,7 @@ const char* tool_call_format_name(ToolCallFormat f) { return name_of(kFormats, f
 
 ToolCallFormat tool_call_format_of_template(std::string_view source) {
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::Hermes;
+  if (source.find(kMistralCalls) != std::string_view::npos) return ToolCallFormat::Mistral;
   // Llama 3.1-3.3 tell the model: {"name": function name, "parameters": dictionary of
   // argument name and its value}; their templates also write <|python_tag|>.
   if (source.find(kPythonTag) != std::string_view::npos ||
@@ -173,6 +221,10 @@ ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std:
     }
   } else if (format == ToolCallFormat::Llama3Json) {
     ok = llama3_calls(text, out.calls, new_id);
+  } else if (format == ToolCallFormat::Mistral) {
+    const size_t open = text.find(kMistralCalls);
+    ok = open != std::string_view::npos && mistral_calls(text.substr(open), out.calls, new_id);
+    if (ok) out.content = rtrim(text.substr(0, open));
   }
   if (ok) {
     if (out.calls.size() > max_calls) out.calls.resize(max_calls);
@@ -193,17 +245,18 @@ std::string ToolCallStream::feed(std::string_view delta) {
     in_calls_ = t.starts_with('{') || t.starts_with(kPythonTag);
     if (in_calls_) return {};
   }
-  if (format_ != ToolCallFormat::Hermes) {
+  const std::string_view marker = call_marker(format_);
+  if (marker.empty()) {
     std::string out = std::move(held_);
     held_.clear();
     return out;
   }
-  // hermes: send all but the trailing whitespace and a partial marker at the end; from a whole
-  // marker on, hold everything, the whitespace before it included (sent if the calls do not
-  // parse, dropped if they do).
-  const size_t open = held_.find(kHermesOpen);
+  // hermes, mistral: send all but the trailing whitespace and a partial marker at the end;
+  // from a whole marker on, hold everything, the whitespace before it included (sent if the
+  // calls do not parse, dropped if they do).
+  const size_t open = held_.find(marker);
   std::string_view sendable = std::string_view(held_).substr(0, open);
-  if (open == std::string::npos) sendable.remove_suffix(partial_marker(sendable, kHermesOpen));
+  if (open == std::string::npos) sendable.remove_suffix(partial_marker(sendable, marker));
   sendable = rtrim(sendable);
   std::string out(sendable);
   held_.erase(0, sendable.size());
@@ -221,6 +274,9 @@ ParsedOutput ToolCallStream::finish() {
       const std::string_view s = held_;
       ok = hermes_section(s.substr(s.find(kHermesOpen)), out.calls, after, new_id_);
       if (ok && !after.empty()) out.content = (sent_any_ ? "\n" : "") + after;
+    } else if (format_ == ToolCallFormat::Mistral) {
+      const std::string_view s = held_;
+      ok = mistral_calls(s.substr(s.find(kMistralCalls)), out.calls, new_id_);
     } else {
       ok = llama3_calls(held_, out.calls, new_id_);
     }

@@ -7,6 +7,10 @@
 //                writes a list of such objects inside one pair of tags, also taken).
 //   llama3-json  the whole output is {"name": "f", "parameters": {...}} (or "arguments"),
 //                several joined by ";", optionally after <|python_tag|> (Llama 3.1-3.3).
+//   mistral      [TOOL_CALLS] after any content, then either a JSON list of call objects
+//                ([TOOL_CALLS] [{"name": "f", "arguments": {...}}]: Mistral 7B v0.3, Mixtral
+//                8x22B, NeMo, Small 3) or the name and its arguments ([TOOL_CALLS]f[ARGS]{...},
+//                a [CALL_ID]id between them allowed, once per call: Small 3.1 and later).
 // A call's arguments must be a JSON object; `arguments` of the result is its compact dump.
 // Text that does not parse as calls stays content, as vLLM's parsers leave it.
 #pragma once
@@ -22,9 +26,9 @@
 
 namespace tf::serve {
 
-enum class ToolCallFormat : uint8_t { None, Hermes, Llama3Json };
+enum class ToolCallFormat : uint8_t { None, Hermes, Llama3Json, Mistral };
 
-// "none", "hermes", "llama3-json"; nullopt for another name.
+// "none", "hermes", "llama3-json", "mistral"; nullopt for another name.
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name);
 std::vector<std::string> tool_call_format_names();  // those names
 const char* tool_call_format_name(ToolCallFormat f);
@@ -49,8 +53,9 @@ ParsedOutput parse_tool_calls(ToolCallFormat format, std::string_view text, std:
                               size_t max_calls = SIZE_MAX);
 
 // Streaming: content goes out as it comes, except text that may begin a call, which is held
-// until it is known not to (hermes: a suffix that could start "<tool_call>"; llama3-json:
-// whitespace at the start). From the first call on, the rest is held and parsed at the end.
+// until it is known not to (hermes, mistral: a suffix that could start "<tool_call>" or
+// "[TOOL_CALLS]"; llama3-json: whitespace at the start). From the first call on, the rest is
+// held and parsed at the end.
 class ToolCallStream {
  public:
   ToolCallStream(ToolCallFormat format, std::string (*new_id)(), size_t max_calls = SIZE_MAX)
@@ -66,7 +71,7 @@ class ToolCallStream {
   std::string (*new_id_)();
   size_t max_calls_;
   std::string held_;       // text not yet sent
-  bool in_calls_ = false;  // held_ holds the first call's marker (hermes) or is all calls (llama3-json)
+  bool in_calls_ = false;  // held_ holds the first call's marker (hermes, mistral) or is all calls (llama3-json)
   bool decided_ = false;   // llama3-json: the output's first non-space character was seen
   bool sent_any_ = false;  // hermes: some content went out, so text after the calls joins it with "\n"
 };

@@ -69,6 +69,7 @@ ToolCallOutput tool_call_output(const json& tools, const std::optional<std::stri
   ToolCallOutput out;
   out.schema = json{{"anyOf", calls}, {"$defs", defs}}.dump();
   if (format == ToolCallFormat::Hermes) out.before = "<tool_call>\n", out.after = "\n</tool_call>";
+  if (format == ToolCallFormat::Mistral) out.before = "[TOOL_CALLS][", out.after = "]";  // a list of one call
   return out;
 }
 

@@ -1,9 +1,10 @@
 // tool_choice "required" or a named function: the output is held, by constrained decoding, to
 // one call in the model's tool-call format. The call's schema is built from the request's
-// tools: {"name": one of their names (the named one only), "arguments" (hermes) or
+// tools: {"name": one of their names (the named one only), "arguments" (hermes, mistral) or
 // "parameters" (llama3-json): that tool's parameters}, each tool's own $defs moved under
 // "#/$defs/tool<i>." so that its references still resolve; hermes puts the call between
-// "<tool_call>\n" and "\n</tool_call>", as Qwen's and Hermes's templates show it.
+// "<tool_call>\n" and "\n</tool_call>", as Qwen's and Hermes's templates show it, mistral
+// in a list of one after "[TOOL_CALLS]".
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -651,6 +651,53 @@ TEST(ServeTools, ToolsReachTheTemplateAndPlainOutputStaysContent) {
 // itself) to one call in the template's format (hermes for Qwen3's): the reply has it as
 // tool_calls, with arguments of the tool's parameters; streamed too. Parameters outside the
 // schema subset are a 400 naming them.
+// Mistral's format, found from a template that writes [TOOL_CALLS] (a small one in Mistral's
+// style: tools between [AVAILABLE_TOOLS] markers, earlier calls after [TOOL_CALLS]): the
+// forced call is written as a list of one after [TOOL_CALLS] and comes back as tool_calls,
+// whole and streamed.
+TEST(ServeTools, MistralFormatFromTheTemplateAndAForcedCall) {
+  const ChatTemplate mistral = ChatTemplate::from_source(
+      "{%- if tools %}{{ '[AVAILABLE_TOOLS]' + (tools | tojson) + '[/AVAILABLE_TOOLS]' }}{%- endif %}"
+      "{%- for m in messages %}{%- if m['role'] == 'user' %}{{ '[INST]' + m['content'] + '[/INST]' }}"
+      "{%- elif m['tool_calls'] is defined %}{{ '[TOOL_CALLS]' + (m['tool_calls'] | tojson) + '</s>' }}"
+      "{%- else %}{{ m['content'] }}{%- endif %}{%- endfor %}",
+      "", "");
+  TestServer s(serve::ServerOptions{}, EngineOptions{}, /*replicas=*/1, mistral);
+  EXPECT_EQ(s.server().tool_call_format(), serve::ToolCallFormat::Mistral);
+  auto c = s.client();
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}}}}])");
+  const json req{{"messages", json::array({{{"role", "user"}, {"content", "Weather in Oslo?"}}})},
+                 {"tools", tools}, {"tool_choice", "required"}, {"max_tokens", 60}, {"temperature", 1.0}, {"seed", 5}};
+  const HttpReply r = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const json& ch = r.body["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "tool_calls") << ch.dump();
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << ch.dump();
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  const json args = json::parse(ch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Rome") << args.dump();
+  json streamed = req;
+  streamed["stream"] = true;
+  const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  int n_calls = 0;
+  std::string content;
+  for (const json& e : parse_sse(st.text, &done)) {
+    if (e["choices"].empty()) continue;
+    const json& d = e["choices"][0]["delta"];
+    content += d.value("content", "");
+    if (d.contains("tool_calls")) {
+      ++n_calls;
+      EXPECT_EQ(d["tool_calls"][0]["function"]["name"], "get_weather");
+    }
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(n_calls, 1);
+  EXPECT_EQ(content, "");
+}
+
 TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
   const auto qwen3 = ChatTemplate::from_model_dir(data_path("tokenizers/qwen3-151k"));
   ASSERT_TRUE(qwen3);

@@ -51,7 +51,11 @@ TEST(ToolCallFormat, FromRealTemplates) {
             ToolCallFormat::Llama3Json);
   EXPECT_EQ(tool_call_format_named("llama3-json"), ToolCallFormat::Llama3Json);
   EXPECT_EQ(tool_call_format_named("hermes"), ToolCallFormat::Hermes);
+  EXPECT_EQ(tool_call_format_named("mistral"), ToolCallFormat::Mistral);
   EXPECT_EQ(tool_call_format_named("xml"), std::nullopt);
+  // Mistral's templates write earlier calls after the [TOOL_CALLS] control token.
+  EXPECT_EQ(tool_call_format_of_template("{%- if message.tool_calls %}{{- '[TOOL_CALLS]' }}{%- endif %}"),
+            ToolCallFormat::Mistral);
 }
 
 TEST(ToolCallsHermes, OneCallAfterContent) {
@@ -130,6 +134,33 @@ TEST(ToolCallsLlama3Json, CallsJoinedBySemicolons) {
   }
 }
 
+// Mistral: a JSON list after [TOOL_CALLS] (v0.3, NeMo, Small 3: ids allowed and ignored), or
+// name[ARGS]{...} once per call (Small 3.1 and later, [CALL_ID] allowed); content before.
+TEST(ToolCallsMistral, ListsAndNamedArguments) {
+  const ParsedOutput list = whole(ToolCallFormat::Mistral,
+                                  "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+                                  "{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abc123def\"}]");
+  EXPECT_EQ(list.content, "");
+  EXPECT_EQ(calls_of(list),
+            (std::vector<Call>{{"get_weather", {{"city", "Paris"}}}, {"get_time", json::object()}}));
+  const ParsedOutput nemo = whole(ToolCallFormat::Mistral,
+                                  "Checking.[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\": [1, 2], "
+                                  "\"q\": \"[TOOL_CALLS]\"}}]");
+  EXPECT_EQ(nemo.content, "Checking.");
+  EXPECT_EQ(calls_of(nemo), (std::vector<Call>{{"f", {{"x", {1, 2}}, {"q", "[TOOL_CALLS]"}}}}));
+  const ParsedOutput v11 = whole(ToolCallFormat::Mistral,
+                                 "Let me see.\n[TOOL_CALLS]add[ARGS]{\"a\": 3.5, \"b\": 4}"
+                                 "[TOOL_CALLS]get_weather[CALL_ID]x1y2z3w4v[ARGS]{\"city\": \"[ARGS]\"}");
+  EXPECT_EQ(v11.content, "Let me see.");
+  EXPECT_EQ(calls_of(v11), (std::vector<Call>{{"add", {{"a", 3.5}, {"b", 4}}}, {"get_weather", {{"city", "[ARGS]"}}}}));
+  for (const char* text : {"No calls here.", "[TOOL_CALLS] not json", "[TOOL_CALLS]f[ARGS]{\"a\": 1} trailing",
+                           "[TOOL_CALLS][ARGS]{}", "[TOOL_CALLS]f[ARGS][1]", "x [TOOL_CALLS] [{\"name\": \"f\"}"}) {
+    const ParsedOutput p = whole(ToolCallFormat::Mistral, text);
+    EXPECT_TRUE(p.calls.empty()) << text;
+    EXPECT_EQ(p.content, text);
+  }
+}
+
 // Whatever the pieces the text arrives in, the streamed content and the calls equal the
 // whole parse; content before a call goes out before the call is complete.
 void expect_stream_equals_whole(ToolCallFormat f, const std::string& text) {
@@ -172,6 +203,10 @@ TEST(ToolCallStream, EqualsTheWholeParse) {
                            "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}", "<|pyt not a tag",
                            "  Hello there", "{not json"})
     expect_stream_equals_whole(ToolCallFormat::Llama3Json, text);
+  for (const char* text : {"Sure.\n[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"q\": \"[TOOL_CALLS]\"}}]",
+                           "[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{\"x\": 1}", "text [TOOL_ and more [",
+                           "x [TOOL_CALLS] broken", "plain  "})
+    expect_stream_equals_whole(ToolCallFormat::Mistral, text);
 }
 
 TEST(ToolCallStream, ContentGoesOutBeforeTheCallEnds) {
