@@ -70,17 +70,34 @@ std::optional<std::pair<int, std::string_view>> split_layer(std::string_view nam
   return std::pair{std::stoi(std::string(layer)), name.substr(dot + 1)};
 }
 
-// Expert e's Hugging Face name for a stacked expert tensor `rest` of layer il, or "".
-std::string expert_name(std::string_view model_type, int il, std::string_view rest, int64_t e) {
-  static constexpr std::string_view kParts[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
-  const auto part = std::find(std::begin(kParts), std::end(kParts), rest) - std::begin(kParts);
-  if (part == 3) return "";
+// Expert e's Hugging Face name for part 0, 1, 2 (gate, up, down) of layer il, or "".
+std::string expert_part_name(std::string_view model_type, int il, size_t part, int64_t e) {
   if (model_type == "mixtral")
-    return fmt::format("model.layers.{}.block_sparse_moe.experts.{}.{}.weight", il, e,
-                       std::array{"w1", "w3", "w2"}[size_t(part)]);
+    return fmt::format("model.layers.{}.block_sparse_moe.experts.{}.{}.weight", il, e, std::array{"w1", "w3", "w2"}[part]);
   if (model_type == "qwen3_moe")
     return fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", il, e,
-                       std::array{"gate_proj", "up_proj", "down_proj"}[size_t(part)]);
+                       std::array{"gate_proj", "up_proj", "down_proj"}[part]);
+  return "";
+}
+
+// Expert e's Hugging Face name for a stacked expert tensor `rest` (ffn_gate_exps.weight, ...)
+// of layer il, or "".
+std::string expert_name(std::string_view model_type, int il, std::string_view rest, int64_t e) {
+  static constexpr std::string_view kParts[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+  const size_t part = size_t(std::find(std::begin(kParts), std::end(kParts), rest) - std::begin(kParts));
+  return part == 3 ? "" : expert_part_name(model_type, il, part, e);
+}
+
+// The older files' one tensor per expert (ffn_gate.E.weight, ffn_up.E.weight,
+// ffn_down.E.weight, as llama.cpp's converter wrote Mixtral before stacking them), or "".
+std::string single_expert_name(std::string_view model_type, int il, std::string_view rest) {
+  static constexpr std::string_view kParts[] = {"ffn_gate.", "ffn_up.", "ffn_down."};
+  for (size_t part = 0; part < 3; ++part) {
+    if (!rest.starts_with(kParts[part]) || !rest.ends_with(".weight")) continue;
+    const std::string_view e = rest.substr(kParts[part].size(), rest.size() - kParts[part].size() - 7);
+    if (e.empty() || e.size() > 4 || e.find_first_not_of("0123456789") != std::string_view::npos) return "";
+    return expert_part_name(model_type, il, part, std::stoi(std::string(e)));
+  }
   return "";
 }
 
@@ -120,7 +137,8 @@ std::string gguf_to_hf_name(std::string_view name, std::string_view model_type) 
   const auto layer = split_layer(name);
   if (!layer) return "";
   const std::string_view hf = layer_name(model_type, layer->second);
-  return hf.empty() ? "" : fmt::format("model.layers.{}.{}", layer->first, hf);
+  if (hf.empty()) return single_expert_name(model_type, layer->first, layer->second);
+  return fmt::format("model.layers.{}.{}", layer->first, hf);
 }
 
 std::unique_ptr<TensorSource> gguf_weights(std::shared_ptr<const GgufFile> file, const ModelConfig& cfg,

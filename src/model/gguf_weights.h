@@ -13,6 +13,7 @@
 //   experts ffn_{gate,up,down}_exps [experts, rows, columns] -> one [rows, columns] tensor per
 //           expert (Mixtral's block_sparse_moe.experts.E.{w1,w3,w2}, Qwen3-MoE's
 //           mlp.experts.E.{gate,up,down}_proj), each a contiguous slice of the file's bytes;
+//           older files' ffn_{gate,up,down}.E (one tensor per expert) -> the same names;
 //   shapes  ggml's ne reversed: matrices are [out_features, in_features];
 //   Q, K    (llama and Mixtral) convert_hf_to_gguf.py reorders the rows of each head so that
 //           ggml's RoPE, which rotates adjacent pairs, equals Hugging Face's rotate-half; the

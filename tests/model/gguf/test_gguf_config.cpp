@@ -183,6 +183,11 @@ TEST(GgufWeights, NamesTypesAndTheQkOrder) {
   EXPECT_EQ(gguf_to_hf_name("blk.0.attn_qkv.weight", "phi3"), "model.layers.0.self_attn.qkv_proj.weight");
   EXPECT_EQ(gguf_to_hf_name("blk.0.ffn_gate_inp.weight", "mixtral"), "model.layers.0.block_sparse_moe.gate.weight");
   EXPECT_EQ(gguf_to_hf_name("blk.0.ffn_gate_inp.weight", "qwen3_moe"), "model.layers.0.mlp.gate.weight");
+  // Older Mixtral files: one tensor per expert.
+  EXPECT_EQ(gguf_to_hf_name("blk.2.ffn_down.7.weight", "mixtral"), "model.layers.2.block_sparse_moe.experts.7.w2.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.2.ffn_up.0.weight", "qwen3_moe"), "model.layers.2.mlp.experts.0.up_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.2.ffn_up.0.weight", "llama"), "");
+  EXPECT_EQ(gguf_to_hf_name("blk.2.ffn_up.x.weight", "mixtral"), "");
   auto weights_error = [](const GgufBytes& g) {
     return test::error_of([&] {
       auto f = std::make_shared<const GgufFile>(std::span<const uint8_t>(g.bytes().data(), g.bytes().size()), "w.gguf");
