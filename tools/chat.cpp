@@ -6,6 +6,12 @@
 // blocks of the earlier turns, so a turn only computes what is new. /reset forgets the
 // turns (not the system prompt); /exit (or end of input) quits.
 //
+// A thinking model's <think>...</think> block (when the template knows </think>, as Qwen3's
+// does) is shown faint on a terminal, without its tags, and the answer after it plainly;
+// through a pipe, between "<think>" and "</think>\n" (also when the prompt opened the block).
+// --hide-reasoning leaves it out of what is shown (it stays in the conversation, where the
+// template decides what earlier turns keep); --json gives it apart as "reasoning".
+//
 // Ctrl-C during an answer stops it (the part already shown stays in the conversation) and
 // returns to the prompt; Ctrl-C at the prompt says how to quit, and a second one in a row
 // quits. From a pipe the same rules apply; --json then prints one JSON object per input
@@ -19,6 +25,7 @@
 #include "chat/chat_template.h"
 #include "core/error.h"
 #include "model/tokenizer/tokenizer.h"
+#include "serve/reasoning.h"
 #include "tools/chat_input.h"
 #include "tools/commands.h"
 #include "twofold/engine.h"
@@ -35,13 +42,16 @@ struct ChatArgs {
   std::string template_kwargs;  // --chat-template-kwargs
   std::string system;
   bool json = false;
+  bool hide_reasoning = false;
   int tp = 1;
 };
 
 // What one turn produced.
 struct Answer {
   std::string prompt;  // the rendered conversation the model saw
-  std::string text;
+  std::string text;    // all of it, a <think> block included
+  std::optional<std::string> reasoning;  // the <think> block's text (a thinking template), else none
+  std::string content;                   // the text after it
   FinishReason finish = FinishReason::None;
   RequestStats stats;
 };
@@ -50,7 +60,8 @@ class ChatSession {
  public:
   ChatSession(const ChatArgs& a, Engine& engine, ChatTemplate tmpl)
       : args_(a), engine_(engine), template_(std::move(tmpl)), kwargs_(chat_template_kwargs(a.template_kwargs)),
-        rng_(seed_of(a.sampling)) {
+        thinking_(serve::reasoning_format_of_template(template_.source()) == serve::ReasoningFormat::Think),
+        styled_(::isatty(STDOUT_FILENO) != 0), rng_(seed_of(a.sampling)) {
     reset();
   }
 
@@ -87,6 +98,9 @@ class ChatSession {
     } catch (const Error& e) {
       fail("{} (the conversation so far is {} messages; /reset starts over)", e.what(), messages_.size());
     }
+    std::optional<serve::ReasoningStream> split;
+    const bool open = serve::prompt_opens_reasoning(out.prompt);
+    if (thinking_) split.emplace(open);
     bool aborted = false;
     while (engine_.has_unfinished()) {
       if (!aborted && n_interrupts() != interrupts_before) {
@@ -95,22 +109,52 @@ class ChatSession {
       }
       for (const RequestOutput& o : engine_.step()) {
         out.text += o.text;
-        if (!args_.json && !o.text.empty()) {
-          std::fwrite(o.text.data(), 1, o.text.size(), stdout);
-          std::fflush(stdout);
-        }
+        show(split ? split->feed(o.text) : serve::ReasoningSplit{.content = o.text});
         if (o.finished) out.finish = o.finish_reason;
       }
+    }
+    if (split) show(split->finish());
+    end_faint();
+    if (thinking_) {
+      serve::ReasoningSplit parts = serve::split_reasoning(out.text, open);
+      out.reasoning = std::move(parts.reasoning);
+      out.content = std::move(parts.content);
+    } else {
+      out.content = out.text;
     }
     out.stats = engine_.stats(id);
     engine_.release(id);
     return out;
   }
 
+  // Prints a piece of the answer: reasoning faint (terminal), between tags (pipe) or not at
+  // all (--hide-reasoning); content plainly.
+  void show(const serve::ReasoningSplit& piece) {
+    if (args_.json) return;
+    if (!piece.reasoning.empty() && !args_.hide_reasoning) {
+      if (styled_ && !faint_) std::fputs("\033[2m", stdout), faint_ = true;
+      if (!styled_ && !tag_open_) std::fputs("<think>", stdout), tag_open_ = true;
+      std::fwrite(piece.reasoning.data(), 1, piece.reasoning.size(), stdout);
+    }
+    if (!piece.content.empty()) {
+      end_faint();
+      std::fwrite(piece.content.data(), 1, piece.content.size(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  void end_faint() {
+    if (faint_) std::fputs("\033[0m\n", stdout), faint_ = false;
+    if (tag_open_) std::fputs("</think>\n", stdout), tag_open_ = false;
+  }
+
   const ChatArgs& args_;
   Engine& engine_;
   ChatTemplate template_;
   json kwargs_;  // the template's extra variables
+  bool thinking_;          // the template knows </think>: answers are split into reasoning and content
+  bool styled_;            // stdout is a terminal
+  bool faint_ = false;     // a faint reasoning run is being printed
+  bool tag_open_ = false;  // pipe: "<think>" was printed and its "</think>" not yet
   std::mt19937_64 rng_;  // one sampling seed per turn: the same --seed gives the same conversation
   json messages_;
 };
@@ -132,6 +176,7 @@ void print_json(const json& j) {
 void report(const ChatArgs& a, bool tty, const std::string& user, const Answer& ans) {
   if (a.json) {
     print_json({{"user", user}, {"prompt", ans.prompt}, {"text", ans.text},
+                {"reasoning", ans.reasoning ? json(*ans.reasoning) : json(nullptr)}, {"content", ans.content},
                 {"finish_reason", finish_reason_name(ans.finish)},
                 {"prompt_tokens", ans.stats.n_prompt_tokens}, {"completion_tokens", ans.stats.n_output_tokens}});
     return;
@@ -224,8 +269,12 @@ void add_chat(CLI::App& app, Runner& run) {
   c->add_option("--system", a->system, "System prompt, first in the conversation (kept by /reset)");
   add_sampling_args(c, a->sampling);
   c->add_flag("--json", a->json,
-              "Print one JSON object per input line: {user, prompt, text, finish_reason, prompt_tokens, "
-              "completion_tokens} for a message, {reset: true} for /reset, {error} for a refused message");
+              "Print one JSON object per input line: {user, prompt, text, reasoning, content, finish_reason, "
+              "prompt_tokens, completion_tokens} for a message (reasoning: the <think> block of a thinking "
+              "template, else null; content: the text after it), {reset: true} for /reset, {error} for a "
+              "refused message");
+  c->add_flag("--hide-reasoning", a->hide_reasoning,
+              "Do not show a thinking model's <think> block (shown faint on a terminal otherwise)");
   c->callback([a, &run] { run = [a] { return run_chat(*a); }; });
 }
 

@@ -108,6 +108,36 @@ TEST_F(ChatCli, TemplateKwargsReachTheTemplate) {
   }
 }
 
+// A template that opens the <think> block in the prompt (as DeepSeek-R1's does) and knows
+// </think>: tiny-main's whole answer is reasoning. --json gives it apart; through a pipe it is
+// shown between the tags, or not at all with --hide-reasoning, and stays in the conversation.
+TEST_F(ChatCli, ReasoningApartShownBetweenTagsOrHidden) {
+  const auto tmpl = dir_ / "think.jinja";
+  std::ofstream(tmpl) << "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + "
+                         "(m['content'].split('</think>')[-1] if m['role'] == 'assistant' else m['content']) + "
+                         "'<|im_end|>\\n' }}{% endfor %}"
+                         "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{% endif %}";
+  const std::string base = "chat -m " + kTiny + " --chat-template " + shell_quote(tmpl.string()) +
+                           " -t 1 --temp 0 --ignore-eos -n 6";
+  const auto j = run_with_input(base + " --json", "Why?\n");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const json line = json::parse(j.out);
+  ASSERT_FALSE(line["text"].get<std::string>().empty());
+  EXPECT_EQ(line["reasoning"], line["text"]);  // cut off while thinking: all of it
+  EXPECT_EQ(line["content"], "");
+  const auto shown = run_with_input(base, "Why?\n");
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(shown.out, "<think>" + line["text"].get<std::string>() + "</think>\n\n");
+  const auto hidden = run_with_input(base + " --hide-reasoning", "Why?\n");
+  ASSERT_EQ(hidden.exit_code, 0) << hidden.err;
+  EXPECT_EQ(hidden.out, "\n");
+  // A template without </think> leaves the text whole: reasoning null.
+  const auto plain = chat_json("-n 3", "Hi\n");
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_TRUE(plain[0]["reasoning"].is_null());
+  EXPECT_EQ(plain[0]["content"], plain[0]["text"]);
+}
+
 TEST_F(ChatCli, SystemPromptStaysAfterReset) {
   const auto lines = chat_json("-n 2 --system 'Be brief.'", "Hi\n/reset\nBye\n");
   ASSERT_EQ(lines.size(), 3u);
