@@ -39,6 +39,9 @@ struct RequestOutput {
   RequestId id = -1;
   std::vector<int32_t> new_token_ids;  // tokens sampled this step (usually one)
   std::vector<SampledLogprobs> logprobs;  // one per new token when SamplingParams::logprobs >= 0
+  // SamplingParams::prompt_logprobs >= 0: on the request's first output, one per prompt token
+  // after the first (prompt[i + 1] given prompt[0..i]).
+  std::vector<SampledLogprobs> prompt_logprobs;
   std::string text;                    // text that became final this step (whole UTF-8)
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;

@@ -32,6 +32,10 @@ struct SamplingParams {
   bool ignore_eos = false;         // keep going past EOS (benchmarks)
   int32_t logprobs = -1;           // -1 = off; n >= 0: each sampled token's log-probability plus the
                                    // n most likely tokens' (RequestOutput::logprobs)
+  // -1 = off; n >= 0: the same for each prompt token after the first, given the ones before it
+  // (RequestOutput::prompt_logprobs). The prompt is then computed whole, without prefix-cache
+  // hits, and max_tokens may be 0 (the prompt is scored, nothing is generated).
+  int32_t prompt_logprobs = -1;
   OutputFormat output_format = OutputFormat::Text;
   std::string json_schema;         // OutputFormat::JsonSchema: the schema (JSON text)
   std::string json_before, json_after;  // ... and fixed texts around the value (a tool-call

@@ -145,8 +145,12 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   const int64_t pool_tokens = int64_t(kv->pool().n_blocks_total()) * kv->block_size();
   if (int64_t(ids.size()) >= pool_tokens)
     fail("the prompt has {} tokens but the KV cache holds only {} tokens", ids.size(), pool_tokens);
-  if (req.sampling.max_tokens <= 0) fail("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
   if (req.sampling.logprobs < -1) fail("logprobs must be -1 (off) or at least 0, got {}", req.sampling.logprobs);
+  if (req.sampling.prompt_logprobs < -1)
+    fail("prompt_logprobs must be -1 (off) or at least 0, got {}", req.sampling.prompt_logprobs);
+  const bool scores_prompt = req.sampling.prompt_logprobs >= 0;
+  if (req.sampling.max_tokens < (scores_prompt ? 0 : 1))
+    fail("max_tokens must be at least {}, got {}", scores_prompt ? 0 : 1, req.sampling.max_tokens);
   for (const auto& [token, bias] : req.sampling.logit_bias)
     if (token < 0 || token >= cfg.n_vocab)
       fail("logit_bias token id {} is outside the vocabulary [0, {})", token, cfg.n_vocab);
@@ -168,6 +172,7 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   r.decoder = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
   r.stop = std::make_unique<StopMatcher>(req.sampling.stop);
   r.constraint = std::move(constraint);
+  if (scores_prompt) r.prompt_logprobs.resize(ids.size() - 1);
   r.max_len = int32_t(std::min<int64_t>({int64_t(ids.size()) + req.sampling.max_tokens, cfg.max_position, pool_tokens}));
   r.arrival = Clock::now();
   if (proposer) {
@@ -175,8 +180,27 @@ RequestId Engine::Impl::add(GenerateRequest req) {
     r.spec->quiet_idle_seen = spec_quiet_idle;  // the quiet steps before it are not its own
     r.spec->quiet_probe_seen = spec_quiet_probe;
   }
-  sched->add(id, req.priority, &r.all_tokens);  // node-based map: the address stays valid
+  sched->add(id, req.priority, &r.all_tokens, /*whole=*/scores_prompt);  // node-based map: the address stays valid
   return id;
+}
+
+// A request with prompt_logprobs gets logits at every position of each chunk that holds
+// prompt positions (the scheduler never gives it a cached prefix, so every one is computed),
+// until they went out with its first token.
+bool Engine::Impl::scores_prompt_rows(const RequestState& r, const ScheduledSeq& q) const {
+  return r.params.prompt_logprobs >= 0 && r.output.empty() && q.start < int32_t(r.prompt.size()) - 1;
+}
+
+// The logprobs of the prompt tokens that the chunk's rows (from logits_host row `row`)
+// predict: position p's row gives prompt[p + 1].
+void Engine::Impl::take_prompt_logprobs(RequestState& r, const ScheduledSeq& q, int32_t row) {
+  const int64_t n_vocab = model->config().n_vocab;
+  const int32_t n_prompt = int32_t(r.prompt.size());
+  for (int32_t i = 0; i < q.n_new && q.start + i + 1 < n_prompt; ++i) {
+    const std::span<const float> lg(logits_host.data() + int64_t(row + i) * n_vocab, size_t(n_vocab));
+    const int32_t p = q.start + i;
+    r.prompt_logprobs[size_t(p)] = sampled_logprobs(lg, r.prompt[size_t(p + 1)], r.params.prompt_logprobs);
+  }
 }
 
 // A sequence verifying proposals runs its last token and the proposals, with logits for
@@ -190,6 +214,7 @@ Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
     const RequestState& r = state(q.id);
     SeqChunk c{.ids = r.all_tokens.data() + q.start, .n_ids = q.n_new, .start_pos = q.start,
                .tables = kv->tables(q.id), .want_logits = q.samples};
+    if (scores_prompt_rows(r, q)) c.want_logits = c.all_logits = true;
     if (q.n_spec > 0) {
       ids.assign(r.all_tokens.begin() + q.start, r.all_tokens.end());
       ids.insert(ids.end(), r.spec->proposal.begin(), r.spec->proposal.begin() + q.n_spec);
@@ -212,6 +237,7 @@ Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
 bool Engine::Impl::launch_results(const ScheduleOutput& so, const TensorView& logits, int slot) {
   bool all_plain_greedy = true, all_device = true;
   for (const ScheduledSeq& q : so.seqs) {
+    if (scores_prompt_rows(state(q.id), q)) all_plain_greedy = all_device = false;  // every row to the host
     if (!q.samples) continue;
     const SamplingParams& p = state(q.id).params;
     all_plain_greedy &= plain_greedy(p);
@@ -355,14 +381,33 @@ void Engine::Impl::finish_step(const LaunchedStep& s, std::vector<RequestOutput>
   const size_t first_out = outs.size();
   int32_t row = 0;  // logits rows: one per sampling sequence, 1 + n_spec per verifying one
   for (const ScheduledSeq& q : s.so.seqs) {
-    if (!q.samples) continue;
     auto it = requests.find(q.id);
+    const bool all_rows = it != requests.end() && scores_prompt_rows(it->second, q);
+    if (!q.samples && !all_rows) continue;
     // Finished (or aborted, or released) while this step ran after an overlapped launch.
     if (it == requests.end() || it->second.finished) {
-      row += 1 + q.n_spec;
+      row += all_rows ? q.n_new : 1 + q.n_spec;
       continue;
     }
     RequestState& r = it->second;
+    if (all_rows) {  // a row per position; the sampling row, if any, is the last
+      take_prompt_logprobs(r, q, row);
+      row += q.n_new - 1;
+      if (!q.samples) {
+        ++row;
+        continue;
+      }
+    }
+    if (r.params.max_tokens == 0) {  // the prompt was all it asked for
+      RequestOutput o;
+      o.id = r.id;
+      o.prompt_logprobs = std::move(r.prompt_logprobs);
+      o.n_cached_prompt_tokens = r.n_cached_prompt;
+      finish(r, FinishReason::Length, o);
+      ++row;
+      outs.push_back(std::move(o));
+      continue;
+    }
     if (s.committed) {
       TF_ASSERT(!r.all_tokens.empty() && r.all_tokens.back() == kPlaceholderToken,
                 "request {}: no placeholder for its overlapped token", r.id);
@@ -424,6 +469,7 @@ void Engine::Impl::on_token(RequestState& r, int32_t token, RequestOutput& o) {
   if (r.output.empty()) {
     r.first_token = Clock::now();
     o.n_cached_prompt_tokens = r.n_cached_prompt;
+    o.prompt_logprobs = std::move(r.prompt_logprobs);
   }
   r.output.push_back(token);
   r.all_tokens.push_back(token);

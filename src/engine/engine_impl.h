@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 // logit bias and an output format's mask change it, and logprobs read the raw row. Everything
 // else is sampled where the logits live.
 inline bool needs_host_row(const SamplingParams& p) {
-  return adjusts_logits(p) || p.logprobs >= 0 || p.output_format != OutputFormat::Text;
+  return adjusts_logits(p) || p.logprobs >= 0 || p.prompt_logprobs >= 0 || p.output_format != OutputFormat::Text;
 }
 
 // True when sampling needs nothing but the argmax of the raw logits.
@@ -89,6 +89,7 @@ struct RequestState {
   std::unique_ptr<TokenConstraint> constraint;  // OutputFormat other than Text; its rows get no proposals
   int32_t max_len = 0;  // prompt + output never exceeds this (context and max_tokens)
   int32_t n_cached_prompt = -1;  // prompt tokens its first schedule found computed (-1: not yet scheduled)
+  std::vector<SampledLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs: [prompt size - 1]
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   Clock::time_point arrival, first_token, finish;
@@ -205,6 +206,8 @@ struct Engine::Impl {
 
  private:
   Batch build_batch(const ScheduleOutput& so) const;
+  bool scores_prompt_rows(const RequestState& r, const ScheduledSeq& q) const;
+  void take_prompt_logprobs(RequestState& r, const ScheduledSeq& q, int32_t row);
   // Starts the step's results toward the host: greedy ids or sampled ids where the logits
   // live (returns true; finish_step reads them from copy slot `slot`), else the logits
   // themselves (copied into logits_host before it returns).

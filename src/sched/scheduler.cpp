@@ -26,10 +26,10 @@ void Scheduler::insert_sorted(std::list<int64_t>& q, int64_t id) {
   q.insert(it, id);
 }
 
-void Scheduler::add(int64_t id, int32_t priority, const std::vector<int32_t>* tokens) {
+void Scheduler::add(int64_t id, int32_t priority, const std::vector<int32_t>* tokens, bool whole) {
   TF_ASSERT(!seqs_.count(id), "sequence {} added twice", id);
   TF_ASSERT(tokens != nullptr && !tokens->empty(), "sequence {} has no tokens", id);
-  seqs_.emplace(id, Seq{.id = id, .priority = priority, .arrival = next_arrival_++, .tokens = tokens});
+  seqs_.emplace(id, Seq{.id = id, .priority = priority, .arrival = next_arrival_++, .tokens = tokens, .whole = whole});
   insert_sorted(waiting_, id);
 }
 
@@ -141,8 +141,8 @@ void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
     const auto it = pick_waiting(ref_len, deferred);
     if (it == waiting_.end()) return;
     Seq& s = seqs_.at(*it);
-    const PrefixHit hit = kv_.find_prefix(*s.tokens);
-    if (awaits_shared_prefix(s, hit)) {
+    const PrefixHit hit = s.whole ? PrefixHit{} : kv_.find_prefix(*s.tokens);
+    if (!s.whole && awaits_shared_prefix(s, hit)) {
       deferred.push_back(s.id);
       continue;
     }

@@ -91,7 +91,9 @@ class Scheduler {
   // Queues sequence `id` whose tokens are *tokens (prompt, then generated tokens appended
   // by the caller). The caller owns the vector, keeps it alive until remove(id) and only
   // appends to it; n_tokens is tokens->size(). Preconditions: `id` is new, tokens non-empty.
-  void add(int64_t id, int32_t priority, const std::vector<int32_t>* tokens);
+  // `whole`: the sequence is always computed from its first token (no prefix-cache hits, no
+  // waiting for a prefix being computed beside it), for outputs read from every position.
+  void add(int64_t id, int32_t priority, const std::vector<int32_t>* tokens, bool whole = false);
   // Offers n_spec proposed tokens after the tokens of running sequence `id` for the next
   // schedule() (which may take fewer; every schedule() forgets the offers). Preconditions:
   // `id` is running with exactly one token left to compute; n_spec >= 0.
@@ -130,6 +132,7 @@ class Scheduler {
     int32_t n_skips = 0;  // times length grouping admitted a later arrival instead
     int32_t n_spec = 0;   // proposals offered for the next schedule()
     bool running = false;
+    bool whole = false;   // add()'s: never starts after a cached prefix
     int32_t n_tokens() const { return int32_t(tokens->size()); }
   };
   // Priority order: higher priority first, then earlier arrival.
