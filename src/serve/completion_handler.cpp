@@ -128,6 +128,12 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
       c->tool_format_ = ctx.tool_format;
       c->max_calls_ = r.parallel_tool_calls ? SIZE_MAX : 1;
     }
+    if (r.echo) {
+      c->echo_ = true;
+      c->echo_text_ = r.prompt_is_ids ? ctx.loop.tokenizer().decode(ids) : r.prompt_text;
+      c->echo_ids_ = ids;
+      for (int32_t id : ids) c->echo_bytes_ += ctx.loop.tokenizer().token_bytes(id).size();
+    }
     // A JSON object output has no reasoning block: the constraint starts it with '{'.
     if (endpoint == Endpoint::Chat && ctx.reasoning_format == ReasoningFormat::Think &&
         r.sampling.output_format == OutputFormat::Text) {
@@ -238,6 +244,14 @@ void Completion::count(size_t index, const RequestOutput& o) {
   ch.ids.insert(ch.ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
   usage_.completion_tokens += int32_t(o.new_token_ids.size());
   if (index == 0 && o.n_cached_prompt_tokens >= 0) usage_.cached_tokens = o.n_cached_prompt_tokens;
+  if (!o.prompt_logprobs.empty()) ch.prompt_logprobs = o.prompt_logprobs;
+}
+
+EchoedPrompt Completion::echoed(const Choice& ch) const {
+  return EchoedPrompt{.text = echo_text_, .ids = echo_ids_,
+                      .logprobs = meta_.logprobs ? std::span<const SampledLogprobs>(ch.prompt_logprobs)
+                                                 : std::span<const SampledLogprobs>(),
+                      .token_bytes = echo_bytes_};
 }
 
 Usage Completion::final_usage() const {
@@ -267,6 +281,12 @@ std::string Completion::events_of(size_t index, std::vector<RequestOutput>& outs
   ch.started = true;
   for (const RequestOutput& o : outs) {
     count(index, o);
+    if (echo_ && !ch.echoed) {  // the prompt first (its logprobs came with this first output)
+      ch.echoed = true;
+      const EchoedPrompt e = echoed(ch);
+      data += sse_event(stream_chunk(meta_, tok, ChunkPart{.index = i, .echo = &e}));
+      ch.text_offset = echo_bytes_;
+    }
     ReasoningSplit piece = ch.reasoning_stream ? ch.reasoning_stream->feed(o.text) : ReasoningSplit{.content = o.text};
     const std::string text = ch.tool_stream ? ch.tool_stream->feed(piece.content) : piece.content;
     if (!text.empty() || !piece.reasoning.empty() || !o.logprobs.empty()) {
@@ -319,8 +339,9 @@ nlohmann::json Completion::whole_choice(size_t index) {
   }
   if (tool_format_ != ToolCallFormat::None)
     parsed = parse_tool_calls(tool_format_, parsed.content, new_call_id, max_calls_);
+  const EchoedPrompt e = echoed(ch);
   return response_choice(meta_, ctx_.loop.tokenizer(), int(index), parsed.content, ch.logprobs, ch.finish,
-                         parsed.calls, reasoning);
+                         parsed.calls, reasoning, echo_ ? &e : nullptr);
 }
 
 }  // namespace tf::serve

@@ -97,6 +97,8 @@ class Completion {
     std::string text;                       // the output so far (streamed or not)
     std::vector<int32_t> ids;               // its tokens
     std::vector<SampledLogprobs> logprobs;  // whole response
+    std::vector<SampledLogprobs> prompt_logprobs;  // echo with logprobs: from its first output
+    bool echoed = false;     // streaming: the echoed prompt went out
   };
 
   Completion(const CompletionContext& ctx, ResponseMeta meta, bool stream_mode, int32_t n_prompt);
@@ -122,6 +124,12 @@ class Completion {
   // before the tool calls are looked for in the rest. reasoning_open_: the prompt opened it.
   bool reasoning_ = false;
   bool reasoning_open_ = false;
+  // Completions with echo: the prompt (its text and ids) comes back before each choice's output.
+  bool echo_ = false;
+  std::string echo_text_;
+  std::vector<int32_t> echo_ids_;
+  size_t echo_bytes_ = 0;  // the ids' token bytes
+  EchoedPrompt echoed(const Choice& ch) const;
 };
 
 }  // namespace tf::serve

@@ -217,7 +217,7 @@ void parse_common(const json& j, ApiRequest& r) {
   }
   constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
   constexpr int64_t kMaxChoices = 128;  // OpenAI's bound on n
-  if (auto v = f.integer("max_tokens", 1, kMaxI32)) r.max_tokens = int32_t(*v);
+  if (auto v = f.integer("max_tokens", 0, kMaxI32)) r.max_tokens = int32_t(*v);  // 0: echo only (below)
   SamplingParams& s = r.sampling;
   if (auto v = f.number("temperature")) {
     refuse_unless(*v >= 0, "temperature", "must be at least 0, got " + std::to_string(*v));
@@ -471,7 +471,11 @@ ApiRequest parse_completion_request(std::string_view body) {
     r.want_logprobs = true;
     r.sampling.logprobs = int32_t(*v);
   }
-  if (auto v = f.boolean("echo")) refuse_unless(!*v, "echo", "is not supported");
+  r.echo = f.boolean("echo").value_or(false);
+  // echo with logprobs: the prompt tokens' too; max_tokens 0 asks for nothing but the prompt
+  // (the engine then scores it and generates nothing).
+  if (r.max_tokens == 0 && !r.echo) bad_request("max_tokens", "max_tokens is 0; it must be at least 1 (0 only with echo)");
+  if (r.echo && (r.want_logprobs || r.max_tokens == 0)) r.sampling.prompt_logprobs = std::max(r.sampling.logprobs, 0);
   if (auto v = f.integer("best_of", 1, std::numeric_limits<int32_t>::max()))
     refuse_unless(*v == 1, "best_of", "must be 1");
   if (const json* v = f.get("suffix")) refuse_unless(v->is_string() && v->get_ref<const std::string&>().empty(),
@@ -492,6 +496,7 @@ ApiRequest parse_chat_request(std::string_view body) {
   if (auto v = f.boolean("parallel_tool_calls")) r.parallel_tool_calls = *v;
   // The newer name wins, as in the OpenAI API.
   if (auto v = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = int32_t(*v);
+  if (r.max_tokens == 0) bad_request("max_tokens", "max_tokens is 0; it must be at least 1");
   r.want_logprobs = f.boolean("logprobs").value_or(false);
   if (auto v = f.integer("top_logprobs", 0, 20)) {
     refuse_unless(r.want_logprobs, "top_logprobs", "requires 'logprobs' to be true");

@@ -7,14 +7,16 @@
 // presence_penalty, frequency_penalty, logit_bias, seed, stop,
 // n (1 to 128 choices), stream, stream_options.include_usage, priority, ignore_eos (a vLLM
 // extension), logprobs (completions: an integer; chat: a bool with top_logprobs);
-// completions: prompt (a string, a list of token ids, or a one-element list of either);
+// completions: prompt (a string, a list of token ids, or a one-element list of either), echo
+// (the prompt before the output, and with logprobs the prompt tokens' logprobs, the first
+// null; max_tokens may then be 0: the prompt is scored, nothing generated);
 // chat: messages, add_generation_prompt and chat_template_kwargs (vLLM extensions), tools
 // (functions) with tool_choice ("auto", "none", "required" or a named function: tool_choice.h)
 // and parallel_tool_calls (see tool_calls.h for the output side), response_format (text,
 // json_object, json_schema: sample/json_schema.h).
 // Accepted without effect (they matter only to OpenAI's own service): user; chat: metadata,
 // service_tier, safety_identifier, prompt_cache_key.
-// Refused by name unless they ask for nothing, since they are not implemented: echo,
+// Refused by name unless they ask for nothing, since they are not implemented:
 // best_of > 1, suffix; chat: functions, function_call (the deprecated form of tools),
 // modalities (other than text), store, audio, prediction, reasoning_effort, verbosity,
 // web_search_options.
@@ -42,6 +44,7 @@ struct ApiRequest {
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   bool prompt_is_ids = false;
+  bool echo = false;  // completions: the prompt comes back before the output
   // Chat: the messages (validated shape: objects with a role and string/array/null content),
   // the tools and the template's extra variables, with objects' keys in the order the client
   // sent them (as Python's json.loads keeps them for transformers' templates).
@@ -58,7 +61,8 @@ struct ApiRequest {
   std::optional<std::string> tool_named;
   bool add_generation_prompt = true;
 
-  std::optional<int32_t> max_tokens;  // absent: completions 16 (OpenAI's default), chat the rest of the context
+  std::optional<int32_t> max_tokens;  // absent: completions 16 (OpenAI's default), chat the rest of the
+                                      // context; 0 only with echo
   SamplingParams sampling;            // max_tokens filled in by fit_max_tokens
   bool seed_given = false;            // false: the server draws a random seed
   int32_t priority = 0;

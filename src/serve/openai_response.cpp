@@ -41,6 +41,38 @@ json completion_logprobs(const Tokenizer& tok, std::span<const SampledLogprobs> 
   return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
+// The echoed prompt's entries in the completions form: the first token's logprob and
+// alternatives null; then each token's, as completion_logprobs writes them.
+json echo_logprobs(const Tokenizer& tok, const EchoedPrompt& e) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < e.ids.size(); ++i) {
+    const std::string t = tok.token_bytes(e.ids[i]);
+    tokens.push_back(t);
+    offsets.push_back(offset);
+    offset += t.size();
+    if (i == 0 || i - 1 >= e.logprobs.size()) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
+    const SampledLogprobs& lp = e.logprobs[i - 1];
+    token_logprobs.push_back(lp.sampled.logprob);
+    json alts = json::object();
+    for (const LogprobEntry& a : lp.top) alts[tok.token_bytes(a.id)] = a.logprob;
+    alts[t] = lp.sampled.logprob;
+    top.push_back(alts);
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+// a's arrays followed by b's, key by key.
+json concat_logprobs(json a, const json& b) {
+  for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const json& v : b[k]) a[k].push_back(v);
+  return a;
+}
+
 json chat_logprob_entry(const Tokenizer& tok, const LogprobEntry& e) {
   const std::string t = tok.token_bytes(e.id);
   return json{{"token", t}, {"logprob", e.logprob}, {"bytes", bytes_of(t)}};
@@ -78,7 +110,7 @@ const char* finish_reason_text(FinishReason r) {
 
 json response_choice(const ResponseMeta& m, const Tokenizer& tok, int index, const std::string& text,
                      std::span<const SampledLogprobs> logprobs, FinishReason finish, std::span<const ToolCall> calls,
-                     const std::optional<std::string>& reasoning) {
+                     const std::optional<std::string>& reasoning, const EchoedPrompt* echo) {
   json choice{{"index", index}, {"finish_reason", calls.empty() ? finish_reason_text(finish) : "tool_calls"},
               {"logprobs", nullptr}};
   if (m.endpoint == Endpoint::Chat) {
@@ -91,6 +123,10 @@ json response_choice(const ResponseMeta& m, const Tokenizer& tok, int index, con
     }
     if (reasoning) choice["message"]["reasoning_content"] = reasoning->empty() ? json(nullptr) : json(*reasoning);
     if (m.logprobs) choice["logprobs"] = chat_logprobs(tok, logprobs);
+  } else if (echo) {
+    choice["text"] = std::string(echo->text) + text;
+    if (m.logprobs)
+      choice["logprobs"] = concat_logprobs(echo_logprobs(tok, *echo), completion_logprobs(tok, logprobs, echo->token_bytes));
   } else {
     choice["text"] = text;
     if (m.logprobs) choice["logprobs"] = completion_logprobs(tok, logprobs, 0);
@@ -122,6 +158,10 @@ json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& 
     }
     choice["delta"] = delta;
     if (m.logprobs && !p.logprobs.empty()) choice["logprobs"] = chat_logprobs(tok, p.logprobs);
+  } else if (p.echo) {
+    out = envelope(m, "text_completion");
+    choice["text"] = std::string(p.echo->text);
+    if (m.logprobs) choice["logprobs"] = echo_logprobs(tok, *p.echo);
   } else {
     out = envelope(m, "text_completion");
     choice["text"] = p.text;

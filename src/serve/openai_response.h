@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <span>
 #include <string>
 
@@ -55,13 +56,23 @@ struct ResponseMeta {
 // grace period), which the OpenAI API has no name for.
 const char* finish_reason_text(FinishReason r);
 
+// Completions with echo: the prompt before the output; with logprobs, its tokens' entries
+// before the output's (the first token's logprob and alternatives null, as it has no context).
+struct EchoedPrompt {
+  std::string_view text;
+  std::span<const int32_t> ids;
+  std::span<const SampledLogprobs> logprobs;  // ids.size() - 1 of them, or none without logprobs
+  size_t token_bytes = 0;                     // the ids' bytes: where the output's text_offset starts
+};
+
 // One choice of a whole response, number `index` of the request's n. calls: the chat output's
 // tool calls (text: the rest); reasoning: the chat output's reasoning when the server splits it
-// off (reasoning.h).
+// off (reasoning.h); echo: completions' echoed prompt.
 nlohmann::json response_choice(const ResponseMeta& m, const Tokenizer& tok, int index, const std::string& text,
                                std::span<const SampledLogprobs> logprobs, FinishReason finish,
                                std::span<const ToolCall> calls = {},
-                               const std::optional<std::string>& reasoning = std::nullopt);
+                               const std::optional<std::string>& reasoning = std::nullopt,
+                               const EchoedPrompt* echo = nullptr);
 // The whole non-streamed response around its choices.
 nlohmann::json full_response(const ResponseMeta& m, nlohmann::json choices, Usage usage);
 
@@ -79,6 +90,7 @@ struct ChunkPart {
   int call_index = 0;
   size_t text_offset = 0;
   bool first = false;
+  const EchoedPrompt* echo = nullptr;  // completions: this chunk is the echoed prompt (text, logprobs unused)
 };
 nlohmann::json stream_chunk(const ResponseMeta& m, const Tokenizer& tok, const ChunkPart& part);
 // The last chunk when include_usage: empty choices, the usage.

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "model/config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "sample/json_machine.h"
 #include "serve_test_util.h"
@@ -187,6 +188,69 @@ TEST_F(Serve, CompletionLogprobs) {
     joined += lp["tokens"][i].get<std::string>();
   }
   EXPECT_EQ(joined, r.body["choices"][0]["text"]);
+}
+
+// echo: the prompt before the output; with logprobs, its tokens' logprobs (the first null),
+// each log softmax of the engine's own scores at that position; max_tokens 0 scores the
+// prompt only (how evaluation harnesses ask for loglikelihoods). Streamed, the prompt is the
+// first chunk.
+TEST_F(Serve, CompletionEchoWithPromptLogprobs) {
+  auto c = server_->client();
+  const std::string prompt = "The LORD is my shepherd; I shall not want.";
+  Engine ref(EngineOptions{.model_dir = kTinyModel});
+  const std::vector<int32_t> ids = ref.tokenizer().encode(prompt);
+  const std::vector<float> scores = ref.score(ids, /*all_positions=*/true);
+  const size_t n_vocab = size_t(ref.config().n_vocab);
+  auto logprob_at = [&](size_t pos, int32_t id) {  // log softmax of row pos at id
+    const float* row = scores.data() + pos * n_vocab;
+    double m = row[0], sum = 0;
+    for (size_t k = 0; k < n_vocab; ++k) m = std::max(m, double(row[k]));
+    for (size_t k = 0; k < n_vocab; ++k) sum += std::exp(double(row[k]) - m);
+    return double(row[id]) - m - std::log(sum);
+  };
+  const size_t n = ids.size();
+  for (const int max_tokens : {3, 0}) {
+    SCOPED_TRACE("max_tokens " + std::to_string(max_tokens));
+    const HttpReply r = post(c, "/v1/completions",
+                             json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"logprobs", 1},
+                                  {"echo", true}, {"ignore_eos", true}});
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& ch = r.body["choices"][0];
+    EXPECT_EQ(ch["text"], prompt + (max_tokens ? engine_greedy(prompt, max_tokens) : ""));
+    EXPECT_EQ(ch["finish_reason"], "length");
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], max_tokens);
+    const json& lp = ch["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), n + size_t(max_tokens));
+    EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+    EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+    for (size_t i = 1; i < n; ++i) {
+      EXPECT_EQ(lp["tokens"][i], ref.tokenizer().token_bytes(ids[i]));
+      EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), logprob_at(i - 1, ids[i]), 1e-4) << "token " << i;
+      EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    }
+    std::string joined;  // text_offset runs on across the prompt into the output
+    for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+      EXPECT_EQ(lp["text_offset"][i], joined.size());
+      joined += lp["tokens"][i].get<std::string>();
+    }
+  }
+  json streamed{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"echo", true}, {"stream", true},
+                {"ignore_eos", true}};
+  const StreamReply st = post_stream(c, "/v1/completions", streamed);
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  const std::vector<json> events = parse_sse(st.text, &done);
+  ASSERT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["choices"][0]["text"], prompt);
+  std::string text;
+  for (const json& e : events) text += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, prompt + engine_greedy(prompt, 2));
+  // max_tokens 0 only with echo; chat never.
+  expect_error(post(c, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 0}}), 400, "max_tokens");
+  expect_error(post(c, "/v1/chat/completions",
+                    json{{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 0}}),
+               400, "max_tokens");
 }
 
 TEST_F(Serve, ChatShapeStreamedAndNot) {

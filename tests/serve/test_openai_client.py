@@ -76,6 +76,14 @@ def test_completions(client, twofold, model):
     check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == len(want["output_ids"]),
           "streamed usage %r" % (chunks[-1].usage,))
 
+    # echo with max_tokens 0 and logprobs, as evaluation harnesses score a text: the prompt's
+    # tokens with their logprobs, the first None (it has no context), nothing generated.
+    e = client.completions.create(model="tiny-main", prompt=PROMPT, max_tokens=0, echo=True, logprobs=1, temperature=0)
+    lp = e.choices[0].logprobs
+    check(e.choices[0].text == PROMPT and e.usage.completion_tokens == 0, "echo %r" % (e.choices[0],))
+    check(len(lp.tokens) == len(want["prompt_ids"]) and lp.token_logprobs[0] is None
+          and all(x <= 0 for x in lp.token_logprobs[1:]), "echo logprobs %r" % (lp,))
+
     # OpenAI's penalties: the same through the server as through `generate`'s flags, and not a no-op.
     penalised = generate_cli(twofold, model, PROMPT, 24, "--frequency-penalty", "1.5", "--presence-penalty", "0.5",
                              "--ignore-eos")

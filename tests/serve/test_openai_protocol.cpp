@@ -71,6 +71,22 @@ TEST(OpenAiProtocol, CompletionFieldsAndDefaults) {
   EXPECT_EQ(d.sampling.stop, std::vector<std::string>{"x"});
 }
 
+// echo: the prompt's logprobs asked of the engine with logprobs, or with max_tokens 0 (which
+// only scores the prompt); without either, none.
+TEST(OpenAiProtocol, EchoAsksForThePromptsLogprobs) {
+  ApiRequest r = parse_completion_request(R"({"prompt": "a b", "echo": true, "logprobs": 2})");
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.sampling.prompt_logprobs, 2);
+  r = parse_completion_request(R"({"prompt": "a b", "echo": true, "max_tokens": 0})");
+  EXPECT_EQ(r.max_tokens, 0);
+  EXPECT_EQ(r.sampling.prompt_logprobs, 0);
+  r = parse_completion_request(R"({"prompt": "a b", "echo": true})");
+  EXPECT_EQ(r.sampling.prompt_logprobs, -1);
+  r = parse_completion_request(R"({"prompt": "a b", "echo": false, "logprobs": 1})");
+  EXPECT_FALSE(r.echo);
+  EXPECT_EQ(r.sampling.prompt_logprobs, -1);
+}
+
 TEST(OpenAiProtocol, PromptForms) {
   EXPECT_EQ(parse_completion_request(R"({"prompt": ["one"]})").prompt_text, "one");
   const ApiRequest ids = parse_completion_request(R"({"prompt": [1, 2, 3]})");
@@ -128,7 +144,9 @@ TEST(OpenAiProtocol, WrongTypesAndRangesNameTheField) {
       {R"({"prompt": "a", "logprobs": true})", "logprobs"},
       {R"({"prompt": "a", "priority": "high"})", "priority"},
       {R"({"prompt": "a", "model": 3})", "model"},
-      {R"({"prompt": "a", "echo": true})", "echo"},
+      {R"({"prompt": "a", "echo": 1})", "echo"},
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": -1, "echo": true})", "max_tokens"},
       {R"({"prompt": "a", "best_of": 3})", "best_of"},
       {R"({"prompt": "a", "presence_penalty": 2.5})", "presence_penalty"},
       {R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
