@@ -251,6 +251,46 @@ TEST(CudaEngineProfile, ProfiledStepsThenRecordedOnes) {
                recorded == profiled);
 }
 
+// SamplingParams::prompt_logprobs on the CUDA backend: the prompt's chunks computed with
+// logits at every position (small chunks: max_batch_tokens 16), beside a plain request, give
+// each prompt token's logprob as the same engine's score() of the prompt does (the same
+// forward outside the scheduler; BF16 activations in batches of other shapes, hence 0.05 on a
+// logprob), and the request's output is unchanged.
+TEST(CudaEnginePromptLogprobs, MatchScoreBesideAnotherRequest) {
+  TF_REQUIRE_CUDA_DEVICE();
+  Engine e(EngineOptions{.model_dir = test::golden_model_dir("tiny-main"), .backend = "cuda", .kv_dtype = "bf16",
+                         .max_batch_tokens = 16, .max_seqs = 4});
+  const std::string prompt =
+      "In the beginning God created the heaven and the earth. And the earth was without form, and void.";
+  const RequestId scored = e.add_request(
+      {.prompt = prompt, .sampling = {.temperature = 0, .max_tokens = 4, .ignore_eos = true, .prompt_logprobs = 2}});
+  const RequestId other = e.add_request({.prompt = "The LORD is my shepherd;",
+                                         .sampling = {.temperature = 0, .max_tokens = 8, .ignore_eos = true}});
+  std::vector<SampledLogprobs> lps;
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step())
+      if (o.id == scored && !o.prompt_logprobs.empty()) lps = o.prompt_logprobs;
+  const std::vector<int32_t> ids = e.prompt_ids(scored);
+  ASSERT_EQ(lps.size(), ids.size() - 1);
+  const std::vector<float> all = e.score(ids, /*all_positions=*/true);
+  const size_t n_vocab = size_t(e.config().n_vocab);
+  double worst = 0;
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    const float* row = all.data() + i * n_vocab;
+    double m = row[0], sum = 0;
+    for (size_t k = 0; k < n_vocab; ++k) m = std::max(m, double(row[k]));
+    for (size_t k = 0; k < n_vocab; ++k) sum += std::exp(double(row[k]) - m);
+    const double want = double(row[ids[i + 1]]) - m - std::log(sum);
+    EXPECT_EQ(lps[i].sampled.id, ids[i + 1]);
+    EXPECT_EQ(lps[i].top.size(), 2u);
+    worst = std::max(worst, std::fabs(lps[i].sampled.logprob - want));
+  }
+  EXPECT_LE(worst, 0.05);
+  test::record("engine: prompt logprobs against score()", "max |difference|", worst, 0.05, worst <= 0.05);
+  EXPECT_EQ(e.output_ids(other).size(), 8u);
+  EXPECT_EQ(e.output_ids(scored).size(), 4u);
+}
+
 // models/gguf/tiny-main-q4_0.gguf on the CUDA backend as loaded by default: its Q4_0 matrices
 // and embedding kept (CudaBackend::reads_gguf_block) and held as W4 with groups of 32 (the same
 // values exactly), the Q6_K LM head dequantized at load. Against the CPU backend running the

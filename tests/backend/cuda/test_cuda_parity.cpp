@@ -166,7 +166,9 @@ TEST_P(CudaParity, BatchedEqualsAloneUpToNearTies) {
                                     "parity " + model + ": batched vs alone", /*require_preemption=*/false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaParity, ::testing::Values("qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe"),
+INSTANTIATE_TEST_SUITE_P(Models, CudaParity,
+                         ::testing::Values("qwen3", "gemma3", "phi3", "mixtral", "qwen3-moe", "qwen3-moe-sparse",
+                                           "llama3-rope"),
                          test::ParamName());
 
 }  // namespace
