@@ -63,6 +63,8 @@ constexpr RouteEntry kRoutes[] = {
     {"/v1/models", http::verb::get, Route::Models},
     {"/health", http::verb::get, Route::Health},
     {"/metrics", http::verb::get, Route::Metrics},
+    {"/tokenize", http::verb::post, Route::Tokenize},
+    {"/detokenize", http::verb::post, Route::Detokenize},
 };
 
 const RouteEntry* entry_of(std::string_view target) {

@@ -38,7 +38,7 @@ namespace http = boost::beast::http;
 using HttpRequest = http::request<http::string_body>;
 using RequestParser = http::request_parser<http::string_body>;
 
-enum class Route : uint8_t { Completions, Chat, Models, Health, Metrics, NotFound, WrongMethod };
+enum class Route : uint8_t { Completions, Chat, Models, Health, Metrics, Tokenize, Detokenize, NotFound, WrongMethod };
 
 // What check_head() needs to know about the server.
 struct RequestRules {

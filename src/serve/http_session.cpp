@@ -1,6 +1,7 @@
 // One client connection; see http_session.h for the life of a request on it.
 #include "serve/http_session.h"
 
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -13,6 +14,7 @@
 
 #include "serve/metrics.h"
 #include "serve/openai_response.h"
+#include "serve/tokenize_handler.h"
 
 namespace tf::serve {
 namespace {
@@ -163,6 +165,9 @@ void HttpSession::dispatch() {
     case Route::Completions:
     case Route::Chat:
       return start_generation(route_, std::move(req.body()));
+    case Route::Tokenize:
+    case Route::Detokenize:
+      return start_tokenize(route_, std::move(req.body()));
     case Route::NotFound:
     case Route::WrongMethod:
       break;  // refused by check_head
@@ -188,6 +193,29 @@ void HttpSession::start_generation(Route route, std::string body) {
     }
     asio::post(self->socket_.get_executor(), [self, c = std::move(c), error = std::move(error)]() mutable {
       self->on_started(std::move(c), std::move(error));
+    });
+  });
+}
+
+void HttpSession::start_tokenize(Route route, std::string body) {
+  asio::post(*shared_.handler_pool, [self = shared_from_this(), route, body = std::move(body)]() mutable {
+    std::string reply;
+    std::optional<ApiError> error;
+    try {
+      reply = route == Route::Tokenize ? tokenize_response(*self->shared_.completions, body)
+                                       : detokenize_response(*self->shared_.completions, body);
+    } catch (const ApiError& e) {
+      error = e;
+    } catch (const std::exception& e) {
+      error = ApiError(500, std::string("internal server error: ") + e.what(), "server_error");
+    }
+    asio::post(self->socket_.get_executor(), [self, reply = std::move(reply), error = std::move(error)]() mutable {
+      if (self->closed_) return;
+      if (error) return self->send_error(*error, /*close_after=*/false);
+      Response res{http::status::ok, self->version_};
+      res.set(http::field::content_type, "application/json");
+      res.body() = std::move(reply);
+      self->send(std::move(res), /*close_after=*/false);
     });
   });
 }

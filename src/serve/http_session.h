@@ -106,6 +106,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void dispatch();
   // Generating.
   void start_generation(Route route, std::string body);
+  // /tokenize, /detokenize: answered from the handler pool.
+  void start_tokenize(Route route, std::string body);
   void on_started(std::shared_ptr<Completion> c, std::optional<ApiError> error);
   std::function<void()> notifier();
   void on_notify();

@@ -253,6 +253,36 @@ TEST_F(Serve, CompletionEchoWithPromptLogprobs) {
                400, "max_tokens");
 }
 
+// /tokenize and /detokenize: the ids a completion (special tokens added) or a chat request
+// (the template's render, none added) starts from, and ids back to text; errors name the field.
+TEST_F(Serve, TokenizeAndDetokenize) {
+  auto c = server_->client();
+  Engine ref(EngineOptions{.model_dir = kTinyModel});
+  const HttpReply t = post(c, "/tokenize", json{{"model", "tiny-main"}, {"prompt", kPrompt}});
+  ASSERT_EQ(t.status, 200) << t.text;
+  const std::vector<int32_t> ids = ref.tokenizer().encode(kPrompt, /*add_special=*/true);
+  EXPECT_EQ(t.body["tokens"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(t.body["count"], ids.size());
+  EXPECT_EQ(t.body["max_model_len"], ref.config().max_position);
+  const json messages = json::array({{{"role", "user"}, {"content", "Hello there"}}});
+  const HttpReply m = post(c, "/tokenize", json{{"messages", messages}});
+  ASSERT_EQ(m.status, 200) << m.text;
+  EXPECT_EQ(m.body["tokens"].get<std::vector<int32_t>>(),
+            ref.tokenizer().encode(bundled_chatml()->render(messages, true), /*add_special=*/false));
+  const HttpReply d = post(c, "/detokenize", json{{"tokens", ids}});
+  ASSERT_EQ(d.status, 200) << d.text;
+  EXPECT_EQ(d.body["prompt"], ref.tokenizer().decode(ids));
+  expect_error(post(c, "/tokenize", json{{"prompt", kPrompt}, {"messages", messages}}), 400, "prompt");
+  expect_error(post(c, "/tokenize", json::object()), 400, "prompt");
+  expect_error(post(c, "/tokenize", json{{"prompt", 5}}), 400, "prompt");
+  expect_error(post(c, "/tokenize", json{{"prompt", "a"}, {"add_special_tokens", "yes"}}), 400, "add_special_tokens");
+  expect_error(post(c, "/tokenize", json{{"prompt", "a"}, {"temperature", 1}}), 400, "temperature", "unknown_parameter");
+  expect_error(post(c, "/tokenize", json{{"prompt", "a"}, {"model", "gpt-4"}}), 404, "model", "model_not_found");
+  expect_error(post(c, "/detokenize", json{{"tokens", {1, -2}}}), 400, "tokens");
+  expect_error(post(c, "/detokenize", json{{"tokens", {100000000}}}), 400, "tokens");
+  EXPECT_EQ(c.Get("/tokenize")->status, 405);
+}
+
 TEST_F(Serve, ChatShapeStreamedAndNot) {
   auto c = server_->client();
   const json messages = json::array({{{"role", "user"}, {"content", "Hello there"}}});
