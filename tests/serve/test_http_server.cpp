@@ -50,6 +50,19 @@ StreamReply post_stream(httplib::Client& c, const std::string& path, const json&
   return post_stream(c, path, body.dump(), std::move(keep_going));
 }
 
+// `body` sent streamed (with the usage chunk when `usage`); the events, or none (a failure
+// recorded) when the reply was not a 200 stream ending in [DONE].
+std::vector<json> stream_events(httplib::Client& c, const std::string& path, json body, bool usage) {
+  body["stream"] = true;
+  if (usage) body["stream_options"] = {{"include_usage", true}};
+  const StreamReply st = post_stream(c, path, body);
+  EXPECT_EQ(st.status, 200) << st.text;
+  bool done = false;
+  std::vector<json> events = parse_sse(st.text, &done);
+  EXPECT_TRUE(done);
+  return st.status == 200 && done ? events : std::vector<json>{};
+}
+
 // What the engine alone produces for the prompt, greedy.
 std::string engine_greedy(const std::string& prompt, int32_t n, bool add_special = true) {
   Engine e(EngineOptions{.model_dir = kTinyModel});
@@ -128,14 +141,7 @@ TEST(ServeUsage, CachedTokensCountPrefixCacheHits) {
   EXPECT_LT(cached, n_prompt);
   EXPECT_EQ(cached % 16, 0);
   // Streamed, the usage chunk says the same.
-  json streamed = body;
-  streamed["stream"] = true;
-  streamed["stream_options"] = {{"include_usage", true}};
-  const StreamReply st = post_stream(c, "/v1/completions", streamed);
-  ASSERT_EQ(st.status, 200);
-  bool done = false;
-  const std::vector<json> events = parse_sse(st.text, &done);
-  ASSERT_TRUE(done);
+  const std::vector<json> events = stream_events(c, "/v1/completions", body, /*usage=*/true);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["usage"]["prompt_tokens_details"]["cached_tokens"], cached);
 }
@@ -234,13 +240,10 @@ TEST_F(Serve, CompletionEchoWithPromptLogprobs) {
       joined += lp["tokens"][i].get<std::string>();
     }
   }
-  json streamed{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"echo", true}, {"stream", true},
-                {"ignore_eos", true}};
-  const StreamReply st = post_stream(c, "/v1/completions", streamed);
-  ASSERT_EQ(st.status, 200);
-  bool done = false;
-  const std::vector<json> events = parse_sse(st.text, &done);
-  ASSERT_TRUE(done);
+  const std::vector<json> events = stream_events(
+      c, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"echo", true},
+                                 {"ignore_eos", true}},
+      /*usage=*/false);
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events[0]["choices"][0]["text"], prompt);
   std::string text;
@@ -900,15 +903,11 @@ TEST(ServeReasoning, AnOpenBlockIsReasoningAndPlainOutputStaysContent) {
   EXPECT_EQ(msg["content"], "");
   EXPECT_EQ(r.body["usage"]["completion_tokens_details"]["reasoning_tokens"], 10);  // all of it
 
-  json streamed = body;
-  streamed["stream"] = true;
-  streamed["stream_options"] = {{"include_usage", true}};
-  const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
-  ASSERT_EQ(st.status, 200);
-  bool done = false;
   std::string reasoning, content;
   int reasoning_chunks = 0;
-  for (const json& e : parse_sse(st.text, &done)) {
+  const std::vector<json> events = stream_events(c, "/v1/chat/completions", body, /*usage=*/true);
+  ASSERT_FALSE(events.empty());
+  for (const json& e : events) {
     if (e["choices"].empty()) {  // the usage chunk
       EXPECT_EQ(e["usage"]["completion_tokens_details"]["reasoning_tokens"], 10);
       continue;
@@ -918,7 +917,6 @@ TEST(ServeReasoning, AnOpenBlockIsReasoningAndPlainOutputStaysContent) {
     reasoning += delta.value("reasoning_content", "");
     content += delta.value("content", "");
   }
-  EXPECT_TRUE(done);
   EXPECT_EQ(reasoning, greedy);
   EXPECT_GT(reasoning_chunks, 1) << "the reasoning went out in one piece, not as it came";
   EXPECT_EQ(content, "");

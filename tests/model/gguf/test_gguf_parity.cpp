@@ -15,10 +15,8 @@
 //   llama3-rope  Llama 3.1's RoPE scaling as the rope_freqs tensor
 #include <gtest/gtest.h>
 
-#include "engine/golden_util.h"
+#include "engine/golden_check.h"
 #include "model/arch/registry.h"
-#include "model/tokenizer/tokenizer.h"
-#include "sample/sampler.h"
 #include "twofold/engine.h"
 
 namespace tf {
@@ -72,30 +70,8 @@ TEST_P(GgufParity, ConfigEqualsTheFolders) {
 }
 
 TEST_P(GgufParity, LogitsAndGreedyMatchTransformers) {
-  const std::string model = GetParam();
-  Engine engine(EngineOptions{.model_dir = gguf_path(model), .max_seqs = 4});
-  const int64_t n_vocab = engine.config().n_vocab;
-  for (const test::GoldenPrompt& g : test::load_golden(model)) {
-    SCOPED_TRACE(model + "/" + g.name);
-    EXPECT_EQ(engine.tokenizer().encode(g.text), g.input_ids);
-    const std::vector<float> all = engine.score(g.input_ids, /*all_positions=*/true);
-    ASSERT_EQ(all.size(), g.input_ids.size() * size_t(n_vocab));
-    const float* last = all.data() + (g.input_ids.size() - 1) * size_t(n_vocab);
-    ASSERT_EQ(g.last_logits.size(), size_t(n_vocab));
-    EXPECT_LE(test::rel_l2(last, g.last_logits.data(), size_t(n_vocab)), kLogitTol);
-    for (size_t i = 0; i < g.input_ids.size(); ++i)
-      EXPECT_EQ(argmax({all.data() + i * size_t(n_vocab), size_t(n_vocab)}), g.argmax_per_position[i])
-          << "position " << i;
-    const RequestId id = engine.add_request(
-        {.prompt_ids = g.input_ids,
-         .sampling = {.temperature = 0, .max_tokens = int32_t(g.greedy_ids.size()), .ignore_eos = true}});
-    while (engine.has_unfinished()) engine.step();
-    const std::vector<int32_t>& out = engine.output_ids(id);
-    ASSERT_EQ(out.size(), g.greedy_ids.size());
-    const size_t n_cmp = test::greedy_steps_to_compare(g, kTieTol);
-    for (size_t i = 0; i < n_cmp; ++i) ASSERT_EQ(out[i], g.greedy_ids[i]) << "greedy step " << i;
-    engine.release(id);
-  }
+  Engine engine(EngineOptions{.model_dir = gguf_path(GetParam()), .max_seqs = 4});
+  test::expect_matches_golden(engine, GetParam(), kLogitTol, kTieTol);
 }
 
 // The experts' stacked tensors in Q8_0 blocks (llama.cpp's converter, --outtype q8_0, stored
