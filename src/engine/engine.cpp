@@ -247,7 +247,7 @@ bool Engine::Impl::launch_results(const ScheduleOutput& so, const TensorView& lo
       logits.shape[0] > 0 && (all_plain_greedy || (all_device && backend->device() != Device::Host));
   if (!ids_ready) {
     logits_host.resize(size_t(logits.numel()));
-    backend->copy_to_host(logits, logits_host.data());
+    if (!logits_host.empty()) backend->copy_to_host(logits, logits_host.data());  // none: a step of prefill chunks only
     return false;
   }
   if (!ids_dev.data || ids_dev.numel() < logits.shape[0]) {
