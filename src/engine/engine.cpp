@@ -237,9 +237,10 @@ Batch Engine::Impl::build_batch(const ScheduleOutput& so) const {
 bool Engine::Impl::launch_results(const ScheduleOutput& so, const TensorView& logits, int slot) {
   bool all_plain_greedy = true, all_device = true;
   for (const ScheduledSeq& q : so.seqs) {
-    if (scores_prompt_rows(state(q.id), q)) all_plain_greedy = all_device = false;  // every row to the host
+    const RequestState& r = state(q.id);
+    if (scores_prompt_rows(r, q)) all_plain_greedy = all_device = false;  // every row to the host
     if (!q.samples) continue;
-    const SamplingParams& p = state(q.id).params;
+    const SamplingParams& p = r.params;
     all_plain_greedy &= plain_greedy(p);
     all_device &= !needs_host_row(p) && (q.n_spec == 0 || p.greedy());
   }

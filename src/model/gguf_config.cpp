@@ -101,7 +101,7 @@ void read_attention(const ArchKeys& k, std::string_view arch, ModelConfig& c) {
 // A tensor of per-frequency RoPE factors: F32, rotary_dim / 2 positive values.
 std::vector<float> rope_factor_tensor(const GgufFile& f, const GgufTensor& t, const ModelConfig& c) {
   const int64_t n = c.rotary_dim / 2;
-  if (t.ggml_type != 0 || t.numel() != n)
+  if (dtype_of_ggml(t.ggml_type) != DType::F32 || t.numel() != n)
     fail("{}: tensor '{}' ({}, {} values) must be F32 with {} values (rotary dimensions / 2)", f.path(), t.name,
          t.type_name(), t.numel(), n);
   std::vector<float> v(static_cast<size_t>(n));
@@ -197,8 +197,7 @@ void read_gemma3(const GgufFile& f, const ArchKeys& k, ModelConfig& c) {
   c.rope_local = RopeParams{.theta = float(k.positive_number_or("rope.freq_base_swa", 10000.0))};
   if (c.sliding_window > 0) {
     const std::string pattern_key = k.key("attention.sliding_window_pattern");
-    const GgufValue* v = f.find(pattern_key);
-    if (v && !f.opt_uint(pattern_key))
+    if (f.has(pattern_key) && !f.opt_uint(pattern_key))
       f.fail_key(pattern_key, "is not an unsigned integer (a per-layer list is not supported)");
     const int64_t period = k.positive_or("attention.sliding_window_pattern", kMaxLayers, 6);
     for (int64_t il = 0; il < c.n_layers; ++il)

@@ -42,18 +42,7 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
   const char* param = prompt_param(r.endpoint);
   std::vector<int32_t> ids;
   if (r.endpoint == Endpoint::Chat) {
-    if (!ctx.chat)
-      bad_request(param, "this model has no chat template, so 'messages' cannot be turned into a prompt: start "
-                         "the server with --chat-template FILE (examples/chatml.jinja is ChatML), or use "
-                         "/v1/completions");
-    nlohmann::ordered_json kwargs = ctx.template_kwargs;
-    for (const auto& [key, value] : r.chat_template_kwargs.items()) kwargs[key] = value;
-    std::string text;
-    try {
-      text = ctx.chat->render_ordered(r.messages, r.add_generation_prompt, r.tools, kwargs);
-    } catch (const tf::Error& e) {
-      bad_request(param, std::string("cannot apply the model's chat template to 'messages': ") + e.what());
-    }
+    const std::string text = render_chat_prompt(ctx, r);
     ids = tok.encode(text, /*add_special=*/false);
     opens_reasoning = prompt_opens_reasoning(text);
   } else if (r.prompt_is_ids) {
@@ -77,15 +66,33 @@ std::vector<int32_t> prompt_ids(const CompletionContext& ctx, const ApiRequest& 
 
 }  // namespace
 
+std::string render_chat_prompt(const CompletionContext& ctx, const ApiRequest& r) {
+  if (!ctx.chat)
+    bad_request("messages", "this model has no chat template, so 'messages' cannot be turned into a prompt: start "
+                            "the server with --chat-template FILE (examples/chatml.jinja is ChatML), or use "
+                            "/v1/completions");
+  nlohmann::ordered_json kwargs = ctx.template_kwargs;
+  for (const auto& [key, value] : r.chat_template_kwargs.items()) kwargs[key] = value;
+  try {
+    return ctx.chat->render_ordered(r.messages, r.add_generation_prompt, r.tools, kwargs);
+  } catch (const tf::Error& e) {
+    bad_request("messages", std::string("cannot apply the model's chat template to 'messages': ") + e.what());
+  }
+}
+
+void check_served_model(const CompletionContext& ctx, const std::optional<std::string>& model) {
+  // Unknown model: 404 with code model_not_found, as the OpenAI API answers it (not 400).
+  if (model && *model != ctx.model_name)
+    throw ApiError(404, "The model '" + model->substr(0, 200) + "' does not exist (this server serves '" +
+                            ctx.model_name + "')",
+                   "invalid_request_error", "model", "model_not_found");
+}
+
 std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endpoint endpoint, std::string_view body,
                                               std::function<void()> notify) {
   try {
     ApiRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body) : parse_completion_request(body);
-    // Unknown model: 404 with code model_not_found, as the OpenAI API answers it (not 400).
-    if (r.model && *r.model != ctx.model_name)
-      throw ApiError(404, "The model '" + r.model->substr(0, 200) + "' does not exist (this server serves '" +
-                              ctx.model_name + "')",
-                     "invalid_request_error", "model", "model_not_found");
+    check_served_model(ctx, r.model);
     if (!r.tools.is_null() && ctx.chat) {
       if (!ctx.chat->mentions("tools"))
         bad_request("tools", "the chat template in use never reads 'tools', so the model would not see them: "

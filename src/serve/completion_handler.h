@@ -51,6 +51,12 @@ struct CompletionContext {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
+// A chat request's messages rendered with the chat template (400 naming 'messages' when the
+// model has none or the render fails): the text its prompt ids are tokenized from.
+std::string render_chat_prompt(const CompletionContext& ctx, const ApiRequest& r);
+// 404 model_not_found unless `model` is absent or the served model's name.
+void check_served_model(const CompletionContext& ctx, const std::optional<std::string>& model);
+
 // What the transport sends next.
 struct CompletionUpdate {
   enum class Kind : uint8_t {

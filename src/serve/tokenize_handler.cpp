@@ -7,7 +7,6 @@
 #include "core/json_bounded.h"
 #include "model/config.h"
 #include "model/tokenizer/tokenizer.h"
-#include "chat/chat_template.h"
 #include "serve/api_error.h"
 #include "serve/openai_protocol.h"
 #include "serve/replica_router.h"
@@ -32,10 +31,7 @@ void check_model(const CompletionContext& ctx, const ojson& j) {
   const auto m = j.find("model");
   if (m == j.end() || m->is_null()) return;
   if (!m->is_string()) bad_request("model", "'model' must be a string");
-  if (m->get_ref<const std::string&>() != ctx.model_name)
-    throw ApiError(404, "The model '" + m->get<std::string>().substr(0, 200) + "' does not exist (this server serves '" +
-                            ctx.model_name + "')",
-                   "invalid_request_error", "model", "model_not_found");
+  check_served_model(ctx, m->get<std::string>());
 }
 
 void refuse_other_fields(const ojson& j, std::initializer_list<std::string_view> known) {
@@ -64,17 +60,7 @@ std::string tokenize_response(const CompletionContext& ctx, std::string_view bod
     ojson req = ojson::object();  // the chat request's own checks of these fields
     for (const char* k : {"messages", "add_generation_prompt", "chat_template_kwargs", "tools"})
       if (j.contains(k)) req[k] = j.at(k);
-    const ApiRequest r = parse_chat_request(req.dump());
-    if (!ctx.chat)
-      bad_request("messages", "this model has no chat template, so 'messages' cannot be turned into a prompt: start "
-                              "the server with --chat-template FILE");
-    ojson kwargs = ctx.template_kwargs;
-    for (const auto& [key, value] : r.chat_template_kwargs.items()) kwargs[key] = value;
-    try {
-      text = ctx.chat->render_ordered(r.messages, r.add_generation_prompt, r.tools, kwargs);
-    } catch (const tf::Error& e) {
-      bad_request("messages", std::string("cannot apply the model's chat template to 'messages': ") + e.what());
-    }
+    text = render_chat_prompt(ctx, parse_chat_request(req.dump()));
   } else {
     for (const char* k : {"add_generation_prompt", "chat_template_kwargs", "tools"})
       if (j.contains(k)) bad_request(k, std::string("'") + k + "' goes with 'messages', not 'prompt'");
