@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -20,12 +22,18 @@ using json = nlohmann::ordered_json;  // properties keep the schema's order
 // (annotations, and the places $ref points into); any other is refused.
 const std::set<std::string> kStructural = {"type",     "properties", "required", "additionalProperties",
                                            "items",    "minItems",   "maxItems", "enum",
-                                           "const",    "anyOf",      "oneOf",    "$ref"};
+                                           "const",    "anyOf",      "oneOf",    "allOf",
+                                           "$ref",     "minLength",  "maxLength", "minimum",
+                                           "maximum",  "exclusiveMinimum", "exclusiveMaximum"};
+// Bounds of a string's length or an integer's value: they narrow a typed value, so they are
+// refused beside enum, const and anyOf, which would leave them unapplied.
+const char* const kBounds[] = {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 const std::set<std::string> kAnnotations = {"title",   "description", "default",    "examples",  "$schema", "$id",
                                             "$comment", "deprecated", "readOnly",  "writeOnly", "$defs",   "definitions"};
 
 // A machine frame counts a literal's bytes and a range of literals in 16 bits.
 constexpr size_t kMaxLiterals = 65535, kMaxLiteralBytes = 65535;
+constexpr int64_t kMaxLength = 65535;  // a string's minLength / maxLength (SchemaMachine counts in 16 bits)
 
 // RFC 6901: "~1" is '/', "~0" is '~'.
 std::string unescape_pointer(std::string s) {
@@ -57,6 +65,16 @@ class Compiler {
         if (key != "$ref" && !kAnnotations.contains(key)) refuse(path, key, "beside '$ref' is not supported");
       return ref(*it, path + "/$ref");
     }
+    if (const auto it = s.find("allOf"); it != s.end()) {  // as pydantic v1 wraps a described $ref
+      if (!it->is_array() || it->size() != 1) refuse(path, "allOf", "must hold exactly one schema (several are not supported)");
+      for (const auto& [key, value] : s.items())
+        if (key != "allOf" && !kAnnotations.contains(key)) refuse(path, key, "beside 'allOf' is not supported");
+      return node((*it)[0], path + "/allOf/0");
+    }
+    for (const char* key : {"const", "enum", "anyOf", "oneOf"})
+      if (s.contains(key))
+        for (const char* bound : kBounds)
+          if (s.contains(bound)) refuse(path, bound, std::string("beside '") + key + "' is not supported");
     if (const auto it = s.find("const"); it != s.end()) return literals({it->dump()}, path, "const");
     if (const auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) refuse(path, "enum", "must be a non-empty array");
@@ -162,19 +180,62 @@ class Compiler {
     return idx;
   }
 
-  int64_t count(const json& s, const char* key, const std::string& path, int64_t absent) {
+  int64_t count(const json& s, const char* key, const std::string& path, int64_t absent, int64_t max = 100000) {
     const auto it = s.find(key);
     if (it == s.end()) return absent;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 100000)
-      refuse(path, key, "must be an integer from 0 to 100000");
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > max)
+      refuse(path, key, "must be an integer from 0 to " + std::to_string(max));
     return it->get<int64_t>();
+  }
+
+  // Narrows v (an integer's lowest or highest value) by the bound `key` if s has it: the
+  // integers at or above (lower) or at or below a number, or strictly so (exclusive).
+  void bound(const json& s, const char* key, const std::string& path, bool lower, bool exclusive, int64_t& v) {
+    const auto it = s.find(key);
+    if (it == s.end()) return;
+    if (!it->is_number()) refuse(path, key, "must be a number");
+    int64_t b = 0;
+    if (it->is_number_integer()) {
+      if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX))
+        refuse(path, key, "is beyond the 64-bit integers");
+      b = it->get<int64_t>();
+      if (exclusive) {
+        if (b == (lower ? INT64_MAX : INT64_MIN)) refuse(path, key, "leaves no 64-bit integer");
+        b += lower ? 1 : -1;
+      }
+    } else {
+      const double d = it->get<double>();
+      if (!(d > -9.2e18 && d < 9.2e18)) refuse(path, key, "is beyond the 64-bit integers");
+      const double r = lower ? std::ceil(d) : std::floor(d);  // exclusive and not whole: the same
+      b = int64_t(r);
+      if (exclusive && r == d) b += lower ? 1 : -1;
+    }
+    v = lower ? std::max(v, b) : std::min(v, b);
   }
 
   int32_t typed(const json& s, const std::string& type, const std::string& path) {
     using K = SchemaNode::Kind;
-    if (type == "string") return add(SchemaNode{.kind = K::String});
-    if (type == "number") return add(SchemaNode{.kind = K::Number});
-    if (type == "integer") return add(SchemaNode{.kind = K::Integer});
+    if (type == "string") {
+      SchemaNode n{.kind = K::String};
+      n.min_items = int32_t(count(s, "minLength", path, 0, kMaxLength));
+      n.max_items = int32_t(count(s, "maxLength", path, -1, kMaxLength));
+      if (n.max_items >= 0 && n.max_items < n.min_items) refuse(path, "maxLength", "is below 'minLength'");
+      return add(std::move(n));
+    }
+    if (type == "number") {
+      for (const char* bound : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(bound)) refuse(path, bound, "of a \"number\" is not supported (of an \"integer\" it is)");
+      return add(SchemaNode{.kind = K::Number});
+    }
+    if (type == "integer") {
+      SchemaNode n{.kind = K::Integer};
+      bound(s, "minimum", path, /*lower=*/true, /*exclusive=*/false, n.min_value);
+      bound(s, "exclusiveMinimum", path, true, true, n.min_value);
+      bound(s, "maximum", path, false, false, n.max_value);
+      bound(s, "exclusiveMaximum", path, false, true, n.max_value);
+      if (n.max_value < n.min_value) refuse(path, "maximum", "leaves no integer above the minimum");
+      return add(std::move(n));
+    }
     if (type == "null") return literals({"null"});
     if (type == "boolean") return literals({"false", "true"});
     if (type == "array") {
@@ -203,12 +264,25 @@ class Compiler {
             refuse(path, "properties", "has a name longer than " + std::to_string(kMaxLiteralBytes) + " bytes as JSON");
         }
       }
+      if (o.props.size() > kMaxLiterals)
+        refuse(path, "properties", "has more than " + std::to_string(kMaxLiterals) + " names");
+      std::set<std::string> required;
       if (const auto req = s.find("required"); req != s.end()) {
         if (!req->is_array()) refuse(path, "required", "must be an array of strings");
-        for (const json& r : *req)
+        for (const json& r : *req) {
           if (!r.is_string() || !names.contains(r.get<std::string>()))
             refuse(path, "required", "names " + r.dump() + ", which is not in 'properties'");
+          required.insert(json(r.get<std::string>()).dump());
+        }
       }
+      const int32_t n = int32_t(o.props.size());
+      o.next_required.assign(size_t(n) + 1, n);
+      for (int32_t i = n - 1; i >= 0; --i)
+        o.next_required[size_t(i)] = required.contains(o.props[size_t(i)].first) ? i : o.next_required[size_t(i) + 1];
+      o.key_order.resize(size_t(n));
+      for (int32_t i = 0; i < n; ++i) o.key_order[size_t(i)] = i;
+      std::stable_sort(o.key_order.begin(), o.key_order.end(),
+                       [&](int32_t a, int32_t b) { return o.props[size_t(a)].first < o.props[size_t(b)].first; });
       return add(std::move(o));
     }
     refuse(path, "type", "'" + type + "' is not a JSON Schema type");

@@ -1,12 +1,15 @@
 #include "sample/schema_machine.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tf {
 
 // Phases of a frame, by its node's kind:
-//   Object   0 before '{'; 1 a key (or '}' when it has no properties); 2 in key i (Scalar::pos
-//            bytes matched); 3 before ':'; 4 before value i; 5 after value i (',' or '}')
+//   Object   0 before '{'; 1 a key of property i or a later one up to the first required one
+//            (i 0: or '}' when none is required); 2 in a key (Scalar::pos bytes matched, the
+//            keys [lo, hi) of key_order that begin so); 3 before ':'; 4 before value i; 5 after
+//            value i (',' or, when no later one is required, '}')
 //   Array    0 before '['; 1 an item or ']'; 2 after item i (',' or ']'); 3 an item after ','
 //   String   0 before '"'; 1 inside (Scalar::str)
 //   Number / Integer  0 the first byte; 1 inside (Scalar::num)
@@ -73,6 +76,7 @@ size_t SchemaMachine::hash() const {
     mix(uint64_t(t.s.pos) | uint64_t(t.s.lo) << 16 | uint64_t(t.s.hi) << 32 | uint64_t(t.s.num.part) << 48 |
         uint64_t(t.s.num.n) << 56);
     mix(t.s.str.bits());
+    mix(t.s.mag ^ uint64_t(t.s.chars) << 1 ^ uint64_t(t.s.digits) << 17 ^ uint64_t(t.s.neg) << 25);
     mix(uint64_t(t.s.ws) | uint64_t(t.s.indent) << 8);
     for (int d = 0; d < t.depth; ++d)
       mix(uint64_t(uint32_t(t.frames[d].node)) | uint64_t(t.frames[d].i) << 32 | uint64_t(t.frames[d].phase) << 48);
@@ -139,28 +143,82 @@ void SchemaMachine::end_value(Thread t, uint8_t c, bool feed_c, Out& out) const 
   }
 }
 
+// Byte c of a key (phase 2): the keys that begin with the bytes so far are the range
+// [lo, hi) of n.key_order; of them, those of the properties that may come here (from the
+// frame's i to the first required one) must include one that goes on with c. A key ends
+// with its closing quote and no key begins another, so a whole key is the only one left.
+void SchemaMachine::key_byte(Thread& t, const SchemaNode& n, uint8_t c, Out& out) const {
+  Frame& f = t.frames[t.depth - 1];
+  Scalar& s = t.s;
+  const int32_t first = f.i, last = std::min(n.next_required[f.i], int32_t(n.props.size()) - 1);
+  auto key = [&](uint16_t e) -> const std::string& { return n.props[size_t(n.key_order[e])].first; };
+  auto byte = [&](uint16_t e) { return s.pos < key(e).size() ? int(uint8_t(key(e)[s.pos])) : -1; };
+  auto may_come = [&](uint16_t e) { return n.key_order[e] >= first && n.key_order[e] <= last; };
+  uint16_t lo = s.lo;
+  while (lo < s.hi && byte(lo) != c) ++lo;
+  uint16_t hi = lo;
+  while (hi < s.hi && byte(hi) == c) ++hi;
+  uint16_t e = lo;
+  while (e < hi && !may_come(e)) ++e;
+  if (e == hi) return;
+  s.lo = lo, s.hi = hi, ++s.pos;
+  if (key(e).size() == s.pos) f.i = uint16_t(n.key_order[e]), f.phase = 3, s.pos = s.lo = s.hi = 0;
+  out.add(t);
+}
+
+// An integer from n.min_value to n.max_value, byte c ('-' or a digit) taken by JsonNumber:
+// true if the sign and digits so far (s.neg, s.mag of s.digits digits) still begin one. The
+// magnitudes that m extends to are [m 10^j, m 10^j + 10^j - 1] for j >= 0 (only 0 itself
+// after a leading 0; any after a lone '-').
+bool SchemaMachine::integer_digit(const SchemaNode& n, Scalar& s, uint8_t c) {
+  if (c == '-') return s.neg = true, n.min_value <= 0;  // -0 is 0
+  const uint64_t kLimit = uint64_t(1) << 63;            // every magnitude in range is at most this
+  if (s.mag > kLimit / 10) return false;
+  s.mag = s.mag * 10 + uint64_t(c - '0'), ++s.digits;
+  // The signed range as magnitudes: [lo, hi] of this sign (empty when lo > hi).
+  auto mag_of = [](int64_t v) { return v < 0 ? uint64_t(-(v + 1)) + 1 : uint64_t(v); };
+  uint64_t lo, hi;
+  if (s.neg) {
+    if (n.min_value > 0) return false;
+    lo = n.max_value >= 0 ? 0 : mag_of(n.max_value), hi = mag_of(n.min_value);
+  } else {
+    if (n.max_value < 0) return false;
+    lo = n.min_value <= 0 ? 0 : uint64_t(n.min_value), hi = uint64_t(n.max_value);
+  }
+  if (s.mag == 0) return lo == 0;  // a leading 0 is the whole number
+  unsigned __int128 a = s.mag, w = 1;
+  for (int j = s.digits; j <= JsonNumber::kMaxIntDigits && a <= kLimit; ++j, a *= 10, w *= 10)
+    if (a <= hi && a + w - 1 >= lo) return true;
+  return false;
+}
+
+bool SchemaMachine::integer_in_range(const SchemaNode& n, const Scalar& s) {
+  constexpr uint64_t kTop = uint64_t(1) << 63;
+  if (!s.neg || s.mag == 0) return s.mag < kTop && int64_t(s.mag) >= n.min_value && int64_t(s.mag) <= n.max_value;
+  if (s.mag > kTop) return false;
+  const int64_t v = s.mag == kTop ? INT64_MIN : -int64_t(s.mag);
+  return v >= n.min_value && v <= n.max_value;
+}
+
 void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
   if (t.depth == 0) return;  // complete: nothing more
   Frame& f = t.frames[t.depth - 1];
   const SchemaNode& n = schema_->nodes[size_t(f.node)];
   Scalar& s = t.s;
   switch (n.kind) {
-    case K::Object:
+    case K::Object: {
+      const int32_t size = int32_t(n.props.size());
       switch (f.phase) {
         case 0:
           if (c == '{') f.phase = 1, out.add(t);
           return;
-        case 1:
+        case 1:  // i: the first property that may come next (0: right after '{')
           if (whitespace(t, c)) return out.add(t);
-          if (n.props.empty() && c == '}') return end_value(t, c, false, out);
-          if (!n.props.empty() && c == '"') f.phase = 2, s.pos = 1, out.add(t);
-          return;
-        case 2: {
-          const std::string& key = n.props[f.i].first;
-          if (c != uint8_t(key[s.pos])) return;
-          if (++s.pos == key.size()) f.phase = 3, s.pos = 0;
-          return out.add(t);
-        }
+          if (c == '}' && f.i == 0 && n.next_required[0] == size) return end_value(t, c, false, out);
+          if (c != '"' || f.i >= size) return;
+          f.phase = 2, s.pos = 0, s.lo = 0, s.hi = uint16_t(size);
+          return key_byte(t, n, c, out);
+        case 2: return key_byte(t, n, c, out);
         case 3:
           if (whitespace(t, c)) return out.add(t);
           if (c == ':') f.phase = 4, out.add(t);
@@ -171,13 +229,14 @@ void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
           return start_value(t, n.props[f.i].second, c, out);
         default:  // 5
           if (whitespace(t, c)) return out.add(t);
-          if (f.i + 1 < int(n.props.size()) && c == ',') {
+          if (c == ',' && f.i + 1 < size) {
             ++f.i, f.phase = 1;
             return out.add(t);
           }
-          if (f.i + 1 == int(n.props.size()) && c == '}') end_value(t, c, false, out);
+          if (c == '}' && n.next_required[size_t(f.i) + 1] == size) end_value(t, c, false, out);
           return;
       }
+    }
     case K::Array: {
       const bool more = n.items >= 0 && (n.max_items < 0 || f.i < n.max_items);
       switch (f.phase) {
@@ -198,30 +257,47 @@ void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
           return;
       }
     }
-    case K::String:
+    case K::String: {
       if (f.phase == 0) {
         if (c == '"') f.phase = 1, out.add(t);
         return;
       }
+      // Outside an escape or a UTF-8 sequence, c closes the string or begins a character.
+      const bool counted = n.min_items > 0 || n.max_items >= 0, begins = s.str.mode == 0 && c != '"';
+      if (counted && s.str.mode == 0) {
+        if (c == '"' && s.chars < n.min_items) return;
+        if (c != '"' && n.max_items >= 0 && s.chars >= n.max_items) return;
+      }
       switch (s.str.feed(c)) {
-        case JsonString::Step::Took: return out.add(t);
+        case JsonString::Step::Took:
+          // Counted up to the larger bound only, so that longer strings share a state.
+          if (counted && begins && s.chars < std::max(n.min_items, n.max_items)) ++s.chars;
+          return out.add(t);
         case JsonString::Step::Closed: return end_value(t, c, false, out);
         case JsonString::Step::Refused: return;
       }
       return;
+    }
     case K::Number:
-    case K::Integer:
+    case K::Integer: {
+      const bool bounded = n.kind == K::Integer && (n.min_value != INT64_MIN || n.max_value != INT64_MAX);
       if (f.phase == 0) {
         if (!s.num.start(c)) return;
+        if (bounded && !integer_digit(n, s, c)) return;
         f.phase = 1;
         return out.add(t);
       }
       switch (s.num.feed(c, /*integer=*/n.kind == K::Integer)) {
-        case JsonNumber::Step::Took: return out.add(t);
-        case JsonNumber::Step::Ended: return end_value(t, c, true, out);  // c comes after the number
+        case JsonNumber::Step::Took:
+          if (bounded && !integer_digit(n, s, c)) return;
+          return out.add(t);
+        case JsonNumber::Step::Ended:  // c comes after the number
+          if (bounded && !integer_in_range(n, s)) return;
+          return end_value(t, c, true, out);
         case JsonNumber::Step::Refused: return;
       }
       return;
+    }
     case K::Literal: {
       // Sorted, the literals that begin with the bytes so far are a range, and one that is
       // exactly those bytes (a number that a longer one extends: 1 and 10) comes first in it.

@@ -59,6 +59,10 @@ class SchemaMachine {
     JsonString str;
     JsonNumber num;
     uint8_t ws = 0, indent = 0;  // take_json_whitespace's run and indent
+    uint16_t chars = 0;          // String with a length bound: characters so far
+    uint8_t digits = 0;          // Integer with bounds: its sign and digits so far
+    bool neg = false;
+    uint64_t mag = 0;
     bool operator==(const Scalar&) const = default;
   };
   struct Thread {
@@ -76,6 +80,9 @@ class SchemaMachine {
 
   void push_alternatives(Thread t, int32_t node, Out& out) const;
   void step(Thread t, uint8_t c, Out& out) const;
+  void key_byte(Thread& t, const SchemaNode& n, uint8_t c, Out& out) const;
+  static bool integer_digit(const SchemaNode& n, Scalar& s, uint8_t c);
+  static bool integer_in_range(const SchemaNode& n, const Scalar& s);
   void start_value(Thread t, int32_t node, uint8_t c, Out& out) const;
   void end_value(Thread t, uint8_t c, bool feed_c, Out& out) const;
   static bool whitespace(Thread& t, uint8_t c);

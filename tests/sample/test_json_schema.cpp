@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -32,7 +33,15 @@ TEST(SampleJsonSchema, RefusesWhatItCannotHoldTheOutputTo) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})", "'pattern' at '#/properties/a'"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})", "'format'"},
-      {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}})", "'minimum'"},
+      {R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}})", "'minimum' at '#/properties/a' of a \"number\""},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})", "'multipleOf'"},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "exclusiveMaximum": 3}}})",
+       "'maximum' at '#/properties/a' leaves no integer"},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "maximum": 1e19}}})", "'maximum' at '#/properties/a' is beyond"},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": "1"}}})", "'minimum' at '#/properties/a' must be a number"},
+      {R"({"type": "object", "properties": {"a": {"enum": [1, 5], "maximum": 3}}})", "'maximum' at '#/properties/a' beside 'enum'"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}}})", "'maxLength' at '#/properties/a' is below"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 70000}}})", "from 0 to 65535"},
       {R"({"type": "object", "properties": {"a": {}}})", "'#/properties/a' has no 'type'"},
       {R"({"type": "object", "properties": {"a": true}})", "'true' (any value)"},
       {R"({"type": "string"})", "of the root must be \"object\""},
@@ -41,7 +50,11 @@ TEST(SampleJsonSchema, RefusesWhatItCannotHoldTheOutputTo) {
       {R"({"type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 2, "items": {"type": "null"}}}})",
        "'maxItems' at '#/properties/a' is below"},
       {R"({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["b"]})", "names \"b\""},
-      {R"({"type": "object", "allOf": []})", "'allOf' at the root is not supported"},
+      {R"({"type": "object", "allOf": []})", "'allOf' at the root must hold exactly one schema"},
+      {R"({"allOf": [{"type": "object"}, {"type": "object"}]})", "'allOf' at the root must hold exactly one schema"},
+      {R"({"allOf": [{"type": "object"}], "type": "object"})", "'type' at the root beside 'allOf'"},
+      {R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string", "pattern": "x"}]}}})",
+       "'pattern' at '#/properties/a/allOf/0'"},
       {R"({"type": "widget"})", "'widget' is not a JSON Schema type"},
       {R"({"type": "object", "properties": {"a": {"enum": []}}})", "'enum'"},
       {R"({"type": "object", "properties": )", "not valid JSON"},
@@ -68,8 +81,8 @@ const char* kPerson = R"({
   "type": "object",
   "title": "Person",
   "properties": {
-    "name": {"type": "string", "description": "any"},
-    "age": {"type": "integer"},
+    "name": {"type": "string", "description": "any", "minLength": 1, "maxLength": 8},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
     "height": {"type": ["number", "null"]},
     "kind": {"enum": ["admin", "user", 3, null]},
     "ok": {"type": "boolean"},
@@ -116,6 +129,41 @@ TEST(SampleSchemaMachine, TakesAllowedTextsWhole) {
   }
 }
 
+// Properties not in "required" may be left out (any of them, in the schema's order); without
+// "required" every one may, down to {}.
+TEST(SampleSchemaMachine, OptionalPropertiesMayBeLeftOut) {
+  const JsonSchema s = compile_json_schema(kPerson);
+  for (const char* t : {R"({"name":"Ada","age":36})", R"({"name":"Ada","age":36,"child":null})",
+                        R"({"name":"Ada","age":36,"kind":"user","pet":{}})", R"({"name":"Ada","age":36,"pet":{"good":true}})",
+                        R"({ "name": "B", "age": 1, "tags": ["t"], "child": {"name": "C", "age": 2} })"}) {
+    SCOPED_TRACE(t);
+    EXPECT_TRUE(complete(s, t));
+  }
+  const JsonSchema none = compile_json_schema(R"({"type": "object", "properties": {"ab": {"type": "integer"},
+      "a": {"type": "integer"}, "abc": {"type": "integer"}, "b": {"type": "null"}}})");
+  for (const char* t : {"{}", "{ }", R"({"a":1})", R"({"ab":1,"abc":2})", R"({"abc":3,"b":null})", R"({"b":null})",
+                        R"({"ab":1,"a":2,"abc":3,"b":null})"}) {
+    SCOPED_TRACE(t);
+    EXPECT_TRUE(complete(none, t));
+  }
+  EXPECT_EQ(taken(none, R"({"abc":1,"ab":2})"), 10u);  // "ab" comes before "abc"
+  EXPECT_EQ(taken(none, R"({"abd":1})"), 4u);
+  EXPECT_EQ(taken(none, R"({"b":null,"a":1})"), 9u);   // nothing after the last one
+  // A required property ends the choice: nothing after it may come before it.
+  const JsonSchema mid = compile_json_schema(R"({"type": "object", "properties": {"x": {"type": "null"},
+      "y": {"type": "null"}, "z": {"type": "null"}}, "required": ["y"]})");
+  EXPECT_TRUE(complete(mid, R"({"y":null})"));
+  EXPECT_TRUE(complete(mid, R"({"x":null,"y":null,"z":null})"));
+  EXPECT_EQ(taken(mid, R"({"z":null})"), 2u);
+  EXPECT_EQ(taken(mid, "{}"), 1u);
+  // allOf of one schema is that schema (pydantic v1 writes a described $ref so).
+  const JsonSchema all = compile_json_schema(R"({"type": "object", "properties": {"p": {"allOf": [{"$ref": "#/$defs/P"}],
+      "description": "a point"}}, "required": ["p"], "$defs": {"P": {"type": "object",
+      "properties": {"x": {"type": "integer"}}, "required": ["x"]}}})");
+  EXPECT_TRUE(complete(all, R"({"p":{"x":1}})"));
+  EXPECT_EQ(taken(all, R"({"p":{}})"), 6u);
+}
+
 TEST(SampleSchemaMachine, RefusesAtTheFirstByteOutsideTheSchema) {
   const JsonSchema s = compile_json_schema(kPerson);
   // Each: kPersonLeaf with one change, and where it is refused (the first byte no allowed text has).
@@ -131,15 +179,71 @@ TEST(SampleSchemaMachine, RefusesAtTheFirstByteOutsideTheSchema) {
       {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":[]})", "]}"},          // minItems 1
       {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a","b","c"]})", ",\"c"},  // maxItems 2
       {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"lives":1,"good":false}})", "false"},
-      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"good":true}})", "good"},
+      {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"good":true,"lives":1}})",
+       ",\"lives"},                                        // Dog's properties in its order
       {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"lives":1},"child":null,"x":1})",
        ",\"x"},                                            // no additional property
-      {R"({"name":"Ada"})", "}"},                          // every property is written
+      {R"({"name":"Ada"})", "}"},                          // age is required
+      {R"({"name":"Ada","age":36,"ok":true,"height":1})", "height"},  // optional ones too in order
+      {R"({"name":"Ada","age":36,})", "}"},                // a comma needs a property after it
+      {R"({"name":"Ada","age":36,"pet":{"lives":1},"tags":[]})", "tags"},
   };
   for (const auto& [text, mark] : cases) {
     SCOPED_TRACE(text);
     EXPECT_EQ(taken(s, text), at(text, mark));
   }
+}
+
+// minLength / maxLength count characters (code points): an escape is one, a UTF-8 sequence
+// is one, a surrogate pair's two escapes are one.
+TEST(SampleSchemaMachine, StringLengthsInCharacters) {
+  const JsonSchema s = compile_json_schema(R"({"type": "object", "properties": {
+      "a": {"type": "string", "minLength": 2, "maxLength": 3}, "b": {"type": "string", "minLength": 1}},
+      "required": ["a", "b"]})");
+  for (const char* t : {R"({"a":"xy","b":"z"})", R"({"a":"xyz","b":"long long long"})", R"({"a":"\n\"","b":"\\"})",
+                        "{\"a\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\"b\":\"\xc3\xa9\"}",
+                        R"({"a":"\ud83d\ude00\u00e9","b":"\u0041"})"}) {
+    SCOPED_TRACE(t);
+    EXPECT_TRUE(complete(s, t));
+  }
+  EXPECT_EQ(taken(s, R"({"a":"x"})"), 7u);        // too short to close
+  EXPECT_EQ(taken(s, R"({"a":"wxyz"})"), 9u);     // a fourth character
+  EXPECT_EQ(taken(s, R"({"a":"\t\t\t\t"})"), 12u);
+  EXPECT_EQ(taken(s, "{\"a\":\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}"), 12u);
+  EXPECT_EQ(taken(s, R"({"a":"\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d"})"), 42u);
+  EXPECT_EQ(taken(s, R"({"a":"xy","b":""})"), 15u);
+}
+
+// Integer bounds: a byte is taken only if some integer in range begins with the text so far,
+// and the number ends only in range; exclusive and fractional bounds round inward.
+TEST(SampleSchemaMachine, IntegerBounds) {
+  auto schema = [](const std::string& bounds) {
+    return compile_json_schema(R"({"type": "object", "properties": {"n": {"type": "integer", )" + bounds + "}}}");
+  };
+  auto ok = [](const JsonSchema& s, const std::string& n) { return complete(s, R"({"n":)" + n + "}"); };
+  const JsonSchema teen = schema(R"("minimum": 13, "maximum": 19)");
+  for (int v = -30; v <= 300; ++v) EXPECT_EQ(ok(teen, std::to_string(v)), v >= 13 && v <= 19) << v;
+  EXPECT_EQ(taken(teen, R"({"n":2)"), 5u);  // 2 begins nothing from 13 to 19
+  EXPECT_EQ(taken(teen, R"({"n":-)"), 5u);
+  EXPECT_EQ(taken(teen, R"({"n":0)"), 5u);
+  const JsonSchema around = schema(R"("exclusiveMinimum": -12.5, "maximum": 7.9)");  // -12 .. 7
+  for (int v = -200; v <= 200; ++v) EXPECT_EQ(ok(around, std::to_string(v)), v >= -12 && v <= 7) << v;
+  EXPECT_TRUE(ok(around, "-0"));
+  const JsonSchema neg = schema(R"("minimum": -250, "exclusiveMaximum": -99)");  // -250 .. -100
+  for (int v = -1000; v <= 10; ++v) EXPECT_EQ(ok(neg, std::to_string(v)), v >= -250 && v <= -100) << v;
+  EXPECT_EQ(taken(neg, R"({"n":-3)"), 6u);   // -3xx is below -250
+  EXPECT_EQ(taken(neg, R"({"n":-251)"), 8u);  // -25x: -250 only
+  const JsonSchema natural = schema(R"("minimum": 0)");
+  EXPECT_TRUE(ok(natural, "0"));
+  EXPECT_TRUE(ok(natural, "9223372036854775807"));
+  EXPECT_FALSE(ok(natural, "9223372036854775808"));
+  EXPECT_TRUE(ok(natural, "-0"));  // -0 is 0: the '-' is taken
+  EXPECT_EQ(taken(natural, R"({"n":-1)"), 6u);
+  const JsonSchema low = schema(R"("maximum": -9223372036854775807)");
+  EXPECT_TRUE(ok(low, "-9223372036854775808"));
+  EXPECT_TRUE(ok(low, "-9223372036854775807"));
+  EXPECT_FALSE(ok(low, "-9223372036854775806"));
+  EXPECT_FALSE(ok(low, "-9223372036854775809"));
 }
 
 // An enum is one frame however many values it has, and a number that a longer one extends
@@ -198,9 +302,16 @@ bool valid(const json& v, const json& schema, const json& root) {
   }
   const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
   for (const json& t : types) {
-    if (t == "string" && v.is_string()) return true;
+    if (t == "string" && v.is_string()) {
+      const std::string& u = v.get_ref<const std::string&>();
+      const size_t chars = size_t(std::count_if(u.begin(), u.end(), [](char c) { return (uint8_t(c) & 0xc0) != 0x80; }));
+      if (chars >= schema.value("minLength", size_t(0)) && chars <= schema.value("maxLength", size_t(1) << 30)) return true;
+    }
     if (t == "number" && v.is_number()) return true;
-    if (t == "integer" && v.is_number_integer()) return true;
+    if (t == "integer" && v.is_number_integer()) {
+      const int64_t n = v.get<int64_t>();
+      if (n >= schema.value("minimum", INT64_MIN) && n <= schema.value("maximum", INT64_MAX)) return true;
+    }
     if (t == "boolean" && v.is_boolean()) return true;
     if (t == "null" && v.is_null()) return true;
     if (t == "array" && v.is_array()) {

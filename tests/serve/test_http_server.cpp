@@ -763,7 +763,7 @@ TEST(ServeTools, MistralFormatFromTheTemplateAndAForcedCall) {
   EXPECT_EQ(s.server().tool_call_format(), serve::ToolCallFormat::Mistral);
   auto c = s.client();
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}}}}])");
+    "type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}, "required": ["city"]}}}])");
   const json req{{"messages", json::array({{{"role", "user"}, {"content", "Weather in Oslo?"}}})},
                  {"tools", tools}, {"tool_choice", "required"}, {"max_tokens", 60}, {"temperature", 1.0}, {"seed", 5}};
   const HttpReply r = post(c, "/v1/chat/completions", req);
@@ -803,7 +803,7 @@ TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
   const json tools = json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
       "properties": {"city": {"enum": ["Oslo", "Rome"]}, "days": {"type": "integer"}, "unit": {"$ref": "#/$defs/unit"}},
-      "$defs": {"unit": {"enum": ["c", "f"]}}}}},
+      "required": ["city", "unit"], "$defs": {"unit": {"enum": ["c", "f"]}}}}},
     {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
       "properties": {"utc": {"type": "boolean"}}}}}])");
   const json messages = json::array({{{"role", "user"}, {"content", "Weather in Oslo?"}}});
@@ -815,13 +815,15 @@ TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
       EXPECT_EQ(name, want_name);
     }
     const json args = json::parse(call["function"]["arguments"].get<std::string>());
-    if (name == "get_weather") {
+    if (name == "get_weather") {  // days and utc are optional
       EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Rome");
-      EXPECT_TRUE(args["days"].is_number_integer());
+      EXPECT_TRUE(!args.contains("days") || args["days"].is_number_integer());
       EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f");
+      EXPECT_EQ(args.size(), 2u + args.contains("days"));
     } else {
       EXPECT_EQ(name, "get_time");
-      EXPECT_TRUE(args["utc"].is_boolean());
+      EXPECT_TRUE(!args.contains("utc") || args["utc"].is_boolean());
+      EXPECT_EQ(args.size(), size_t(args.contains("utc")));
     }
   };
   for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}}}) {
