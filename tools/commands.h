@@ -63,9 +63,11 @@ struct SamplingArgs {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool json = false;  // the output is one JSON object (constrained decoding)
+  std::string json_schema, json_schema_file;  // ... or one value this schema allows
 };
 void add_sampling_args(CLI::App* app, SamplingArgs& args);
-// Throws tf::Error naming --logit-bias when one of its values is malformed or out of range.
+// Throws tf::Error naming --logit-bias when one of its values is malformed or out of range, and
+// --json-schema / --json-schema-file when the schema cannot be read or is outside the subset.
 SamplingParams sampling_params(const SamplingArgs& args, uint64_t seed);
 // --seed when given, else a random one.
 uint64_t seed_of(const SamplingArgs& args);

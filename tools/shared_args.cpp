@@ -5,7 +5,9 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/split.h"
+#include "sample/json_schema.h"
 #include "tools/commands.h"
 
 namespace tf::cli {
@@ -32,9 +34,18 @@ void add_sampling_args(CLI::App* app, SamplingArgs& a) {
   app->add_option("--seed", a.seed, "RNG seed (same seed, same output; default random)");
   app->add_option("--stop", a.stop, "Stop string (repeatable); not included in the output");
   app->add_flag("--ignore-eos", a.ignore_eos, "Keep generating past the end-of-sequence token");
-  app->add_flag("--json-object", a.json,
-                "Constrain the output to one JSON object (as the server's response_format json_object): tokens that "
-                "would break it are never sampled, and it ends when the object closes");
+  CLI::Option* object = app->add_flag(
+      "--json-object", a.json,
+      "Constrain the output to one JSON object (as the server's response_format json_object): tokens that "
+      "would break it are never sampled, and it ends when the object closes");
+  CLI::Option* schema = app->add_option("--json-schema", a.json_schema,
+                                        "Constrain the output to one JSON value this JSON Schema (text) allows, as "
+                                        "the server's response_format json_schema (README: the supported subset)");
+  CLI::Option* file =
+      app->add_option("--json-schema-file", a.json_schema_file, "The same, with the schema read from this file")
+          ->check(CLI::ExistingFile);
+  object->excludes(schema)->excludes(file);
+  schema->excludes(file);
 }
 
 namespace {
@@ -63,6 +74,12 @@ SamplingParams sampling_params(const SamplingArgs& a, uint64_t seed) {
                    .max_tokens = a.max_tokens, .stop = a.stop, .ignore_eos = a.ignore_eos,
                    .output_format = a.json ? OutputFormat::JsonObject : OutputFormat::Text};
   for (const std::string& s : a.logit_bias) p.logit_bias.push_back(parse_logit_bias(s));
+  if (!a.json_schema.empty() || !a.json_schema_file.empty()) {
+    const bool in_file = !a.json_schema_file.empty();
+    p.output_format = OutputFormat::JsonSchema;
+    p.json_schema = in_file ? read_text_file(a.json_schema_file) : a.json_schema;
+    compile_json_schema(p.json_schema, in_file ? "--json-schema-file " + a.json_schema_file : "--json-schema");
+  }
   return p;
 }
 

@@ -24,10 +24,12 @@ const std::set<std::string> kStructural = {"type",     "properties", "required",
                                            "items",    "minItems",   "maxItems", "enum",
                                            "const",    "anyOf",      "oneOf",    "allOf",
                                            "$ref",     "minLength",  "maxLength", "minimum",
-                                           "maximum",  "exclusiveMinimum", "exclusiveMaximum"};
+                                           "maximum",  "exclusiveMinimum", "exclusiveMaximum", "pattern",
+                                           "format"};
 // Bounds of a string's length or an integer's value: they narrow a typed value, so they are
 // refused beside enum, const and anyOf, which would leave them unapplied.
-const char* const kBounds[] = {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+const char* const kBounds[] = {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                               "pattern",   "format"};
 const std::set<std::string> kAnnotations = {"title",   "description", "default",    "examples",  "$schema", "$id",
                                             "$comment", "deprecated", "readOnly",  "writeOnly", "$defs",   "definitions"};
 
@@ -220,6 +222,23 @@ class Compiler {
       n.min_items = int32_t(count(s, "minLength", path, 0, kMaxLength));
       n.max_items = int32_t(count(s, "maxLength", path, -1, kMaxLength));
       if (n.max_items >= 0 && n.max_items < n.min_items) refuse(path, "maxLength", "is below 'minLength'");
+      const auto pattern = s.find("pattern"), format = s.find("format");
+      if (pattern == s.end() && format == s.end()) return add(std::move(n));
+      const char* key = pattern != s.end() ? "pattern" : "format";
+      for (const char* other : {"format", "minLength", "maxLength"})
+        if (other != std::string(key) && s.contains(other))
+          refuse(path, other, std::string("beside '") + key + "' is not supported");
+      const json& v = pattern != s.end() ? *pattern : *format;
+      if (!v.is_string()) refuse(path, key, "must be a string");
+      std::string re = v.get<std::string>();
+      if (format != s.end()) {
+        re = format_pattern(re);
+        if (re.empty())
+          refuse(path, "format", v.dump() + " is not supported (date, time, date-time, uuid, email and ipv4 are)");
+      }
+      n.min_items = 0, n.max_items = -1;
+      n.regex = int32_t(out.regexes.size());
+      out.regexes.push_back(compile_regex(re, what_ + ": '" + key + "' at " + (path.empty() ? "the root" : "'#" + path + "'")));
       return add(std::move(n));
     }
     if (type == "number") {

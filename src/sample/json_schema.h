@@ -4,18 +4,19 @@
 //
 // Supported: "type" (object, array, string, number, integer, boolean, null, or a list of
 // them), "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-// "minLength", "maxLength" (strings), "minimum", "maximum", "exclusiveMinimum",
-// "exclusiveMaximum" (integers, within 64 bits), "enum", "const", "anyOf" / "oneOf" (oneOf's
-// exclusivity is not enforced), "allOf" of one
-// schema, "$ref" to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the
-// annotations "title", "description", "default", "examples", "$schema", "$id", "$comment",
-// "deprecated", "readOnly", "writeOnly". The output writes the properties in the schema's
-// order: every required one, and any optional one (not in "required") or none of them;
-// never an additional one; strings, numbers and enum values in one canonical spelling.
-// Everything else ("pattern", "format", "multipleOf", bounds of a "number", "allOf" of several
-// schemas, "not", "if", "prefixItems", a schema that allows any value, ...) is refused with an error
-// naming the keyword and where it is, since the output could not be held to it. The root
-// must be an object.
+// "minLength", "maxLength", "pattern" and "format" (date, time, date-time, uuid, email, ipv4;
+// regex_dfa.h) of strings, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" of
+// integers (within 64 bits), "enum", "const", "anyOf" / "oneOf" (oneOf's exclusivity is not
+// enforced), "allOf" of one schema, "$ref" to "#", "#/$defs/NAME" or "#/definitions/NAME"
+// (recursion included), and the annotations "title", "description", "default", "examples",
+// "$schema", "$id", "$comment", "deprecated", "readOnly", "writeOnly". The output writes the
+// properties in the schema's order: every required one, and any optional one (not in
+// "required") or none of them; never an additional one; strings, numbers and enum values in
+// one canonical spelling. Everything else (other formats, "pattern" beside a length or a
+// "format", "multipleOf", bounds of a "number", "allOf" of several schemas, "not", "if",
+// "prefixItems", a schema that allows any value, ...) is refused with an error naming the
+// keyword and where it is, since the output could not be held to it. The root must be an
+// object.
 #pragma once
 
 #include <cstdint>
@@ -24,13 +25,16 @@
 #include <utility>
 #include <vector>
 
+#include "sample/regex_dfa.h"
+
 namespace tf {
 
 struct SchemaNode {
   enum class Kind : uint8_t {
     Object,   // props in order; key_order, next_required
     Array,    // items (-1: none, so only []), min_items, max_items (-1: no limit)
-    String,   // a JSON string of min_items to max_items (-1: no limit) characters (code points)
+    String,   // a JSON string of min_items to max_items (-1: no limit) characters (code points),
+              // or one that regexes[regex] matches (regex >= 0)
     Number,   // any JSON number
     Integer,  // -?(0|[1-9][0-9]*) from min_value to max_value
     Literal,  // exactly one of `literals` (const or enum values, true, false, null)
@@ -43,7 +47,7 @@ struct SchemaNode {
   // range of them), and for each i <= props.size() the first required prop at or after i
   // (props.size(): none).
   std::vector<int32_t> key_order, next_required;
-  int32_t items = -1, min_items = 0, max_items = -1;
+  int32_t items = -1, min_items = 0, max_items = -1, regex = -1;
   int64_t min_value = INT64_MIN, max_value = INT64_MAX;
   std::vector<int32_t> alts;
   std::vector<std::string> literals;  // Literal: sorted, no repeats, each compact JSON text
@@ -51,6 +55,7 @@ struct SchemaNode {
 
 struct JsonSchema {
   std::vector<SchemaNode> nodes;
+  std::vector<RegexDfa> regexes;  // String nodes' patterns and formats
   int32_t root = 0;
 };
 

@@ -76,7 +76,8 @@ size_t SchemaMachine::hash() const {
     mix(uint64_t(t.s.pos) | uint64_t(t.s.lo) << 16 | uint64_t(t.s.hi) << 32 | uint64_t(t.s.num.part) << 48 |
         uint64_t(t.s.num.n) << 56);
     mix(t.s.str.bits());
-    mix(t.s.mag ^ uint64_t(t.s.chars) << 1 ^ uint64_t(t.s.digits) << 17 ^ uint64_t(t.s.neg) << 25);
+    mix(t.s.mag ^ uint64_t(t.s.chars) << 1 ^ uint64_t(t.s.digits) << 17 ^ uint64_t(t.s.neg) << 25 ^
+        uint64_t(t.s.re) << 26);
     mix(uint64_t(t.s.ws) | uint64_t(t.s.indent) << 8);
     for (int d = 0; d < t.depth; ++d)
       mix(uint64_t(uint32_t(t.frames[d].node)) | uint64_t(t.frames[d].i) << 32 | uint64_t(t.frames[d].phase) << 48);
@@ -261,6 +262,14 @@ void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
       if (f.phase == 0) {
         if (c == '"') f.phase = 1, out.add(t);
         return;
+      }
+      if (n.regex >= 0) {  // raw bytes only (regex_dfa.h): the DFA takes no '\\' and no '"'
+        const RegexDfa& re = schema_->regexes[size_t(n.regex)];
+        if (c == '"' && s.str.mode == 0) return re.accept[s.re] ? end_value(t, c, false, out) : void();
+        const uint16_t to = re.next[size_t(s.re) * 256 + c];
+        if (to == 0 || s.str.feed(c) != JsonString::Step::Took) return;
+        s.re = uint16_t(to - 1);
+        return out.add(t);
       }
       // Outside an escape or a UTF-8 sequence, c closes the string or begins a character.
       const bool counted = n.min_items > 0 || n.max_items >= 0, begins = s.str.mode == 0 && c != '"';

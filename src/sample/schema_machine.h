@@ -60,6 +60,7 @@ class SchemaMachine {
     JsonNumber num;
     uint8_t ws = 0, indent = 0;  // take_json_whitespace's run and indent
     uint16_t chars = 0;          // String with a length bound: characters so far
+    uint16_t re = 0;             // String with a pattern: its DFA's state
     uint8_t digits = 0;          // Integer with bounds: its sign and digits so far
     bool neg = false;
     uint64_t mag = 0;

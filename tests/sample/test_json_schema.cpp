@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <regex>
 
 #include "core/error.h"
 #include "masked_draw.h"
@@ -31,8 +32,14 @@ std::string compile_error(const std::string& schema) {
 
 TEST(SampleJsonSchema, RefusesWhatItCannotHoldTheOutputTo) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})", "'pattern' at '#/properties/a'"},
-      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})", "'format'"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "(x)\\1"}}})",
+       "'pattern' at '#/properties/a': the escape \\1"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}})", "'format' at '#/properties/a' \"uri\""},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x", "maxLength": 3}}})",
+       "'maxLength' at '#/properties/a' beside 'pattern'"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x", "format": "date"}}})",
+       "'format' at '#/properties/a' beside 'pattern'"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^\"$"}}})", "matches no string"},
       {R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}})", "'minimum' at '#/properties/a' of a \"number\""},
       {R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})", "'multipleOf'"},
       {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 3, "exclusiveMaximum": 3}}})",
@@ -53,8 +60,8 @@ TEST(SampleJsonSchema, RefusesWhatItCannotHoldTheOutputTo) {
       {R"({"type": "object", "allOf": []})", "'allOf' at the root must hold exactly one schema"},
       {R"({"allOf": [{"type": "object"}, {"type": "object"}]})", "'allOf' at the root must hold exactly one schema"},
       {R"({"allOf": [{"type": "object"}], "type": "object"})", "'type' at the root beside 'allOf'"},
-      {R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string", "pattern": "x"}]}}})",
-       "'pattern' at '#/properties/a/allOf/0'"},
+      {R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string", "multipleOf": 2}]}}})",
+       "'multipleOf' at '#/properties/a/allOf/0'"},
       {R"({"type": "widget"})", "'widget' is not a JSON Schema type"},
       {R"({"type": "object", "properties": {"a": {"enum": []}}})", "'enum'"},
       {R"({"type": "object", "properties": )", "not valid JSON"},
@@ -88,7 +95,8 @@ const char* kPerson = R"({
     "ok": {"type": "boolean"},
     "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
     "pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]},
-    "child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
+    "child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
+    "code": {"type": "string", "pattern": "^[a-c]{1,3}\\d?$"}
   },
   "required": ["name", "age"],
   "$defs": {
@@ -182,7 +190,7 @@ TEST(SampleSchemaMachine, RefusesAtTheFirstByteOutsideTheSchema) {
       {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"good":true,"lives":1}})",
        ",\"lives"},                                        // Dog's properties in its order
       {R"({"name":"Ada","age":36,"height":1,"kind":3,"ok":true,"tags":["a"],"pet":{"lives":1},"child":null,"x":1})",
-       ",\"x"},                                            // no additional property
+       "x"},                                               // no additional property
       {R"({"name":"Ada"})", "}"},                          // age is required
       {R"({"name":"Ada","age":36,"ok":true,"height":1})", "height"},  // optional ones too in order
       {R"({"name":"Ada","age":36,})", "}"},                // a comma needs a property after it
@@ -246,6 +254,24 @@ TEST(SampleSchemaMachine, IntegerBounds) {
   EXPECT_FALSE(ok(low, "-9223372036854775809"));
 }
 
+// "pattern" and "format": the string's raw bytes through the pattern's DFA (regex_dfa.h), the
+// closing quote only on a match, no escapes.
+TEST(SampleSchemaMachine, PatternsAndFormats) {
+  const JsonSchema s = compile_json_schema(R"({"type": "object", "properties": {
+      "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}$"}, "when": {"type": "string", "format": "date"},
+      "id": {"type": ["string", "null"], "format": "uuid"}}, "required": ["code", "when", "id"]})");
+  for (const char* t : {R"({"code":"AB-12","when":"2024-02-29","id":null})",
+                        R"({"code": "XY-123", "when": "1999-12-31", "id": "123e4567-e89b-12d3-a456-426614174000"})"}) {
+    SCOPED_TRACE(t);
+    EXPECT_TRUE(complete(s, t));
+  }
+  EXPECT_EQ(taken(s, R"({"code":"AB-1")"), 13u);      // one digit is too few to close
+  EXPECT_EQ(taken(s, R"({"code":"Ab-12")"), 10u);
+  EXPECT_EQ(taken(s, R"({"code":"AB-1234")"), 15u);
+  EXPECT_EQ(taken(s, R"({"code":"AB\u002d12")"), 11u);  // no escapes
+  EXPECT_EQ(taken(s, R"({"code":"AB-12","when":"2024-04-31")"), 33u);  // April has 30 days
+}
+
 // An enum is one frame however many values it has, and a number that a longer one extends
 // (1, 10, 100) ends where the next byte says.
 TEST(SampleSchemaMachine, EnumsOfManyValuesAndNumbersThatExtendOthers) {
@@ -295,6 +321,8 @@ bool valid(const json& v, const json& schema, const json& root) {
       if (v == e) return true;
     return false;
   }
+  if (schema.contains("pattern") && !(v.is_string() && std::regex_search(v.get<std::string>(), std::regex(schema["pattern"].get<std::string>()))))
+    return false;
   if (schema.contains("anyOf")) {
     for (const json& a : schema["anyOf"])
       if (valid(v, a, root)) return true;

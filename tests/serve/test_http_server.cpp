@@ -529,7 +529,7 @@ TEST_F(Serve, UnimplementedFieldsAre400NamingThem) {
                            {"json_schema",
                             {{"name", "x"},
                              {"schema", {{"type", "object"},
-                                         {"properties", {{"d", {{"type", "string"}, {"pattern", "^a"}}}}}}}}}}}}),
+                                         {"properties", {{"d", {{"type", "string"}, {"pattern", "(a)\\1"}}}}}}}}}}}}),
                400, "response_format.json_schema.schema", "unsupported_parameter");
   // The bundled ChatML template never lists tools, so the model could not see them.
   const HttpReply tools = post(c, "/v1/chat/completions",
@@ -855,7 +855,7 @@ TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
     EXPECT_EQ(n_calls, 1);
   }
   json bad = tools;
-  bad[1]["function"]["parameters"]["properties"]["utc"] = {{"type", "string"}, {"format", "date-time"}};
+  bad[1]["function"]["parameters"]["properties"]["utc"] = {{"type", "string"}, {"format", "hostname"}};
   expect_error(post(c, "/v1/chat/completions",
                     json{{"messages", messages}, {"tools", bad}, {"tool_choice", "required"}}),
                400, "tools[1].function.parameters", "unsupported_parameter");

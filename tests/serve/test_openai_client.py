@@ -179,7 +179,7 @@ def test_json_mode(client):
                                        response_format={"type": "json_schema",
                                                         "json_schema": {"name": "k", "schema": {
                                                             "type": "object",
-                                                            "properties": {"d": {"type": "string", "format": "date"}}}}})
+                                                            "properties": {"d": {"type": "string", "format": "uri"}}}}})
         check(False, "a schema with 'format' accepted")
     except openai.BadRequestError as e:
         check(e.body.get("param") == "response_format.json_schema.schema" and "'format'" in e.body.get("message", ""),

@@ -278,7 +278,7 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
            {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})",
             "response_format.json_schema.schema"},
            {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object",)"
-            R"( "properties": {"d": {"type": "string", "format": "date"}}}}})",
+            R"( "properties": {"d": {"type": "string", "format": "uri"}}}}})",
             "response_format.json_schema.schema"}}) {
     const ApiError e = error_of(Endpoint::Chat, chat(extra));
     EXPECT_EQ(e.status(), 400) << extra;

@@ -62,6 +62,39 @@ TEST(Cli, GenerateJsonObject) {
   EXPECT_NE(bad.err.find("ignore_eos"), std::string::npos) << bad.err;
 }
 
+// --json-schema / --json-schema-file: sampled outputs that end are values of the schema (a date
+// format, an integer range, an optional property); a schema outside the subset names the flag.
+TEST(Cli, GenerateJsonSchema) {
+  const std::string schema = R"({"type": "object", "properties": {"age": {"type": "integer", "minimum": 18,
+      "maximum": 99}, "born": {"type": "string", "format": "date"}, "city": {"enum": ["Oslo", "Rome"]}},
+      "required": ["age", "born"]})";
+  const std::string file = ::testing::TempDir() + "/cli_schema.json";
+  {
+    std::ofstream(file) << schema;
+  }
+  for (int seed = 0; seed < 3; ++seed) {
+    const std::string flag = seed == 0 ? "--json-schema " + shell_quote(schema) : "--json-schema-file " + file;
+    const auto r = run_twofold("generate -m " + kTiny + " -p 'The king said' -n 120 --temp 1 --json --seed " +
+                               std::to_string(seed) + " " + flag);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string text = json::parse(r.out)["text"].get<std::string>();
+    SCOPED_TRACE(text);
+    ASSERT_TRUE(json::accept(text));
+    const json v = json::parse(text);
+    EXPECT_GE(v["age"].get<int>(), 18);
+    EXPECT_LE(v["age"].get<int>(), 99);
+    EXPECT_EQ(v["born"].get<std::string>().size(), 10u);
+    EXPECT_LE(v.size(), 3u);
+  }
+  const auto bad = run_twofold("generate -m " + kTiny +
+                               R"( -p x --json-schema '{"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}}')");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--json-schema: 'format' at '#/properties/u'"), std::string::npos) << bad.err;
+  const auto both = run_twofold("generate -m " + kTiny + " -p x --json-object --json-schema '{}'");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+}
+
 TEST(Cli, GenerateStreamsTextToStdout) {
   const auto g = test::load_golden("tiny-main")[0];
   const auto r = run_twofold("generate -m " + kTiny + " -p " + shell_quote(g.text) + " -n 32 --temp 0 --ignore-eos");

@@ -1,0 +1,49 @@
+// A JSON Schema "pattern" (or a built-in "format") compiled to a DFA over the bytes of a JSON
+// string's inside, for SchemaMachine: one 16-bit state a string, a table lookup a byte.
+//
+// Written here rather than taken from a library: constrained decoding must know, byte by byte,
+// whether some completion can still match (a prefix test) and hold the state in a few bytes that
+// machines copy and hash; PCRE2 and RE2 match whole texts and expose no such state.
+//
+// The subset (ECMA-262 syntax, as JSON Schema says): literals (UTF-8 too), escapes (\d \w \s
+// \D \W \S, \n \t \r \f \v, \xHH, \uHHHH below U+0080, and any punctuation escaped), '.',
+// character classes with ranges and negation (ASCII members; a negated class, '.', \D, \W and
+// \S also match every non-ASCII character), groups ( ... ) and (?: ... ), '|', and the
+// quantifiers * + ? {n} {n,} {n,m} (lazy forms match the same set). A pattern is unanchored
+// unless it begins with '^' / ends with '$'. Refused, naming the construct: back references,
+// lookaround, \b, \p{...}, non-ASCII class members, and patterns whose automaton would pass
+// kMaxNfaStates or kMaxDfaStates.
+//
+// The value's characters are written as raw bytes: the DFA never takes '"', '\\' or a byte below
+// 0x20, so a pattern that matches only with one of those (a quote, a backslash, a line break)
+// is refused, and the strings written are those the pattern matches without them. Every state
+// the DFA keeps can still reach a match (states that cannot are removed), so a constrained
+// string never ends in a dead end. Multi-byte characters are matched as their UTF-8 bytes
+// (SchemaMachine's JsonString refuses invalid UTF-8 beside it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tf {
+
+struct RegexDfa {
+  static constexpr int kMaxNfaStates = 8192;
+  static constexpr int kMaxDfaStates = 4096;
+  // next[s * 256 + b]: the state after byte b in state s, plus one (0: b is refused). State 0
+  // is the start.
+  std::vector<uint16_t> next;
+  std::vector<uint8_t> accept;  // per state: the bytes so far match
+  int n_states() const { return int(accept.size()); }
+};
+
+// Throws tf::Error("<what>: <why>") for anything outside the subset.
+RegexDfa compile_regex(std::string_view pattern, const std::string& what);
+
+// The pattern of a built-in "format" ("date", "time", "date-time", "uuid", "email", "ipv4"), or
+// "" when there is none.
+std::string format_pattern(std::string_view format);
+
+}  // namespace tf
