@@ -12,8 +12,10 @@ namespace tf {
 // sampled, and the end-of-sequence token only once the value is whole (max_tokens may still
 // cut it short). JsonObject: one JSON object (OpenAI's response_format {"type":
 // "json_object"}); JsonSchema: one JSON value that SamplingParams::json_schema allows
-// ({"type": "json_schema"}; the subset in src/sample/json_schema.h).
-enum class OutputFormat : uint8_t { Text, JsonObject, JsonSchema };
+// ({"type": "json_schema"}; the subset in src/sample/json_schema.h); Regex: a text that
+// SamplingParams::regex matches whole (vLLM's guided_regex; the subset in
+// src/sample/regex_dfa.h).
+enum class OutputFormat : uint8_t { Text, JsonObject, JsonSchema, Regex };
 
 struct SamplingParams {
   float temperature = 1.0f;        // 0 = greedy (argmax)
@@ -40,6 +42,7 @@ struct SamplingParams {
   std::string json_schema;         // OutputFormat::JsonSchema: the schema (JSON text)
   std::string json_before, json_after;  // ... and fixed texts around the value (a tool-call
                                         // format's tags); json_after not empty if either is
+  std::string regex;                    // OutputFormat::Regex: the pattern
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -154,12 +154,12 @@ RequestId Engine::Impl::add(GenerateRequest req) {
   for (const auto& [token, bias] : req.sampling.logit_bias)
     if (token < 0 || token >= cfg.n_vocab)
       fail("logit_bias token id {} is outside the vocabulary [0, {})", token, cfg.n_vocab);
-  const bool json = req.sampling.output_format != OutputFormat::Text;
-  if (json && req.sampling.ignore_eos)
-    fail("a JSON output ends with the end-of-sequence token: it cannot be combined with ignore_eos");
-  if (json && cfg.eos_ids.empty())
-    fail("{}: the model names no end-of-sequence token (eos_token_id), which a JSON output ends with",
-         opt.model_dir);
+  const bool constrained = req.sampling.output_format != OutputFormat::Text;
+  const char* what = req.sampling.output_format == OutputFormat::Regex ? "an output held to a regex" : "a JSON output";
+  if (constrained && req.sampling.ignore_eos)
+    fail("{} ends with the end-of-sequence token: it cannot be combined with ignore_eos", what);
+  if (constrained && cfg.eos_ids.empty())
+    fail("{}: the model names no end-of-sequence token (eos_token_id), which {} ends with", opt.model_dir, what);
   std::unique_ptr<TokenConstraint> constraint = make_constraint(req.sampling);
 
   const RequestId id = next_id++;
@@ -514,7 +514,7 @@ void Engine::Impl::abort(RequestId id) {
 // The trie holds every id the tokenizer spells with bytes, special tokens left out (they never
 // belong to the JSON text); the model's EOS ids end it. A schema's compiled form and masks are
 // kept for the next requests with the same schema and texts around it (the last 8: at most
-// 8 x 256 kept masks, 32 MB for a 128k vocabulary).
+// 8 x 256 kept masks, 32 MB for a 128k vocabulary); a regex's DFA and masks likewise.
 std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingParams& p) {
   if (p.output_format == OutputFormat::Text) return nullptr;
   if (!token_trie) {
@@ -530,6 +530,16 @@ std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingPar
   }
   if (p.output_format == OutputFormat::JsonObject)
     return std::make_unique<MachineConstraint<JsonMachine>>(json_masks, JsonMachine{});
+  if (p.output_format == OutputFormat::Regex) {
+    auto it = regex_masks.find(p.regex);
+    if (it == regex_masks.end()) {
+      auto dfa = std::make_shared<const RegexDfa>(compile_regex(p.regex, "regex", RegexUse::Text));
+      if (regex_masks.size() >= 8) regex_masks.clear();
+      it = regex_masks.emplace(p.regex, RegexMasks{dfa, std::make_shared<MaskSet<RegexMachine>>(token_trie)}).first;
+    }
+    return std::make_unique<MachineConstraint<RegexMachine>>(it->second.masks, RegexMachine(*it->second.dfa),
+                                                             it->second.dfa);
+  }
   if (p.json_after.empty() && !p.json_before.empty())
     fail("json_before is set but json_after is empty: a wrapped JSON value needs a text after it");
   const std::string key = p.json_schema + '\0' + p.json_before + '\0' + p.json_after;

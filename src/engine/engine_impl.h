@@ -14,6 +14,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "sample/json_machine.h"
 #include "sample/json_schema.h"
+#include "sample/regex_dfa.h"
 #include "sample/schema_machine.h"
 #include "sample/token_constraint.h"
 #include "sample/sampler.h"
@@ -130,6 +131,11 @@ struct Engine::Impl {
     std::shared_ptr<MaskSet<SchemaMachine>> masks;
   };
   std::unordered_map<std::string, SchemaMasks> schema_masks;
+  struct RegexMasks {  // OutputFormat::Regex, by pattern
+    std::shared_ptr<const RegexDfa> dfa;
+    std::shared_ptr<MaskSet<RegexMachine>> masks;
+  };
+  std::unordered_map<std::string, RegexMasks> regex_masks;
   int64_t n_steps = 0;
   double schedule_s = 0, launch_s = 0, wait_s = 0, output_s = 0;  // see EngineMetrics
   TensorView ids_dev;              // greedy ids where the logits live (argmax_rows)

@@ -14,12 +14,15 @@ namespace {
 
 using ByteSet = std::bitset<256>;
 
-// The bytes a string's inside may hold raw: not '"', '\\' or a control byte.
-ByteSet writable() {
+// The bytes the text may hold: inside a JSON string, not '"', '\\' or a control byte; as a
+// whole text, any but NUL.
+ByteSet writable(RegexUse use) {
   ByteSet s;
-  for (int b = 0x20; b < 256; ++b) s.set(size_t(b));
-  s.reset('"');
-  s.reset('\\');
+  for (int b = use == RegexUse::Text ? 1 : 0x20; b < 256; ++b) s.set(size_t(b));
+  if (use == RegexUse::JsonString) {
+    s.reset('"');
+    s.reset('\\');
+  }
   return s;
 }
 
@@ -49,7 +52,7 @@ NodePtr byte_node(uint8_t b) {
 
 class Parser {
  public:
-  Parser(std::string_view p, const std::string& what) : p_(p), what_(what) {}
+  Parser(std::string_view p, const std::string& what, bool whole) : p_(p), what_(what), whole_(whole) {}
 
   NodePtr parse() {
     bool anchored_start = false, anchored_end = false;
@@ -58,9 +61,9 @@ class Parser {
     if (i_ < p_.size() && p_[i_] == '$') anchored_end = true, ++i_;
     if (i_ < p_.size()) fail_at(p_[i_] == ')' ? "an unmatched ')'" : "'^' or '$' inside the pattern (only at its ends)");
     NodePtr out = make(Node::Kind::Concat);
-    if (!anchored_start) out->kids.push_back(any_text());
+    if (!anchored_start && !whole_) out->kids.push_back(any_text());
     out->kids.push_back(std::move(body));
-    if (!anchored_end) out->kids.push_back(any_text());
+    if (!anchored_end && !whole_) out->kids.push_back(any_text());
     return out;
   }
 
@@ -315,6 +318,7 @@ class Parser {
   static constexpr int kMaxRepeat = 1000;
   std::string_view p_;
   const std::string& what_;
+  bool whole_;  // the whole text must match: anchored at both ends
   size_t i_ = 0;
 };
 
@@ -409,8 +413,8 @@ class Nfa {
 // Steps of building before a pattern is refused: about 0.06 s on this VM.
 constexpr int64_t kMaxWork = 25'000'000;
 
-RegexDfa compile_regex(std::string_view pattern, const std::string& what) {
-  const NodePtr tree = Parser(pattern, what).parse();
+RegexDfa compile_regex(std::string_view pattern, const std::string& what, RegexUse use) {
+  const NodePtr tree = Parser(pattern, what, use == RegexUse::Text).parse();
   Nfa nfa(what);
   const int start = nfa.add();
   const int accept = nfa.build(*tree, start);
@@ -424,7 +428,7 @@ RegexDfa compile_regex(std::string_view pattern, const std::string& what) {
     std::sort(set.begin(), set.end());
     return set;
   };
-  const ByteSet ok = writable();
+  const ByteSet ok = writable(use);
   std::map<std::vector<int>, int> ids;
   std::vector<std::vector<int>> sets{closure({start})};
   ids[sets[0]] = 0;
@@ -469,6 +473,7 @@ RegexDfa compile_regex(std::string_view pattern, const std::string& what) {
       }
     }
   }
+  if (!live[0] && use == RegexUse::Text) fail("{}: the pattern matches no text without NUL bytes", what);
   if (!live[0])
     fail("{}: the pattern matches no string written without '\"', '\\' or control characters", what);
   RegexDfa out;
@@ -479,6 +484,15 @@ RegexDfa compile_regex(std::string_view pattern, const std::string& what) {
       const int32_t t = next[size_t(d)][size_t(b)];
       if (t >= 0 && live[size_t(t)]) out.next[size_t(d) * 256 + size_t(b)] = uint16_t(t + 1);
     }
+  return out;
+}
+
+std::string regex_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string_view("\\^$.|?*+()[]{}/-").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
   return out;
 }
 

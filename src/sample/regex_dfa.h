@@ -1,5 +1,6 @@
 // A JSON Schema "pattern" (or a built-in "format") compiled to a DFA over the bytes of a JSON
-// string's inside, for SchemaMachine: one 16-bit state a string, a table lookup a byte.
+// string's inside, for SchemaMachine, or a whole output's pattern (vLLM's guided_regex and
+// guided_choice) for RegexMachine: one 16-bit state, a table lookup a byte.
 //
 // Written here rather than taken from a library: constrained decoding must know, byte by byte,
 // whether some completion can still match (a prefix test) and hold the state in a few bytes that
@@ -14,9 +15,10 @@
 // lookaround, \b, \p{...}, non-ASCII class members, and patterns whose automaton would pass
 // kMaxNfaStates or kMaxDfaStates.
 //
-// The value's characters are written as raw bytes: the DFA never takes '"', '\\' or a byte below
-// 0x20, so a pattern that matches only with one of those (a quote, a backslash, a line break)
-// is refused, and the strings written are those the pattern matches without them. Every state
+// Inside a JSON string the value's characters are written as raw bytes: the DFA never takes
+// '"', '\\' or a byte below 0x20, so a pattern that matches only with one of those (a quote, a
+// backslash, a line break) is refused, and the strings written are those the pattern matches
+// without them (RegexUse below). Every state
 // the DFA keeps can still reach a match (states that cannot are removed), so a constrained
 // string never ends in a dead end. Multi-byte characters are matched as their UTF-8 bytes
 // (SchemaMachine's JsonString refuses invalid UTF-8 beside it).
@@ -39,8 +41,42 @@ struct RegexDfa {
   int n_states() const { return int(accept.size()); }
 };
 
+// Where the matched text goes: inside a JSON string (the raw bytes above; the pattern searched
+// for, unless anchored), or as a whole output text (Text: any byte but NUL; the whole text
+// must match, as vLLM's guided_regex, whether or not the pattern has '^' and '$').
+enum class RegexUse : uint8_t { JsonString, Text };
+
 // Throws tf::Error("<what>: <why>") for anything outside the subset.
-RegexDfa compile_regex(std::string_view pattern, const std::string& what);
+RegexDfa compile_regex(std::string_view pattern, const std::string& what, RegexUse use = RegexUse::JsonString);
+
+// s with the pattern syntax characters escaped: a pattern that matches exactly s.
+std::string regex_escape(std::string_view s);
+
+// A constrained-decoding machine (token_constraint.h) for RegexUse::Text: the output is a
+// prefix of a text the DFA matches; complete once it matches.
+class RegexMachine {
+ public:
+  explicit RegexMachine(const RegexDfa& dfa) : dfa_(&dfa) {}  // the DFA must outlive the machine
+  bool feed(uint8_t c) {
+    const uint16_t to = dfa_->next[size_t(state_) * 256 + c];
+    if (to == 0) return false;
+    state_ = uint16_t(to - 1);
+    return true;
+  }
+  bool feed(std::string_view s) {  // all or nothing
+    const uint16_t at = state_;
+    for (char c : s)
+      if (!feed(uint8_t(c))) return state_ = at, false;
+    return true;
+  }
+  bool complete() const { return dfa_->accept[state_] != 0; }
+  bool operator==(const RegexMachine& o) const { return dfa_ == o.dfa_ && state_ == o.state_; }
+  size_t hash() const { return state_; }
+
+ private:
+  const RegexDfa* dfa_;
+  uint16_t state_ = 0;
+};
 
 // The pattern of a built-in "format" ("date", "time", "date-time", "uuid", "email", "ipv4"), or
 // "" when there is none.

@@ -104,7 +104,8 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
     }
     if (r.tool_required || r.tool_named) {  // parse_chat_request made sure there are tools
       if (r.sampling.output_format != OutputFormat::Text)
-        bad_request("tool_choice", "'tool_choice' asks for a call, which 'response_format' cannot also shape");
+        bad_request("tool_choice", "'tool_choice' asks for a call, which 'response_format' or a guided_* field "
+                                   "cannot also shape");
       const ToolCallOutput call = tool_call_output(r.tools, r.tool_named, ctx.tool_format);
       r.sampling.output_format = OutputFormat::JsonSchema;
       r.sampling.json_schema = call.schema;

@@ -10,6 +10,7 @@
 #include "core/json_bounded.h"
 #include "core/split.h"
 #include "sample/json_schema.h"
+#include "sample/regex_dfa.h"
 
 namespace tf::serve {
 namespace {
@@ -141,6 +142,9 @@ constexpr FieldRule kFields[] = {
     {"ignore_eos", kBoth, Use::Parsed},
     {"logit_bias", kBoth, Use::Parsed},
     {"logprobs", kBoth, Use::Parsed},
+    {"guided_json", kBoth, Use::Parsed},
+    {"guided_regex", kBoth, Use::Parsed},
+    {"guided_choice", kBoth, Use::Parsed},
     {"prompt", kCompletions, Use::Parsed},
     {"echo", kCompletions, Use::Parsed},
     {"best_of", kCompletions, Use::Parsed},
@@ -456,6 +460,47 @@ void parse_response_format(const json& v, SamplingParams& s) {
   }
 }
 
+// vLLM's extensions: guided_json (a schema, as an object or as JSON text), guided_regex (the
+// whole output matches it) or guided_choice (the output is one of the strings); at most one
+// of them, and not beside response_format (which the caller parsed first into s).
+void parse_guided(const Fields& f, SamplingParams& s) {
+  const char* given = nullptr;
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice"}) {
+    const json* v = f.get(key);
+    if (v == nullptr) continue;
+    if (given) bad_request(key, std::string("'") + key + "' and '" + given + "' both shape the output; send one");
+    if (s.output_format != OutputFormat::Text)
+      bad_request(key, std::string("'") + key + "' and 'response_format' both shape the output; send one");
+    given = key;
+    const std::string what = key;
+    if (what == "guided_json" && !v->is_object() && !v->is_string())
+      wrong_type(what, "an object or a string of JSON", *v);
+    if (what == "guided_regex" && !v->is_string()) wrong_type(what, "a string", *v);
+    if (what == "guided_choice") {
+      if (!v->is_array() || v->empty()) wrong_type(what, "a non-empty array of strings", *v);
+      for (size_t i = 0; i < v->size(); ++i)
+        if (!(*v)[i].is_string()) wrong_type(what + "[" + std::to_string(i) + "]", "a string", (*v)[i]);
+    }
+    try {
+      if (what == "guided_json") {
+        s.output_format = OutputFormat::JsonSchema;
+        s.json_schema = v->is_string() ? v->get<std::string>() : v->dump();
+        compile_json_schema(s.json_schema, what);
+        continue;
+      }
+      s.output_format = OutputFormat::Regex;
+      if (what == "guided_regex") {
+        s.regex = v->get<std::string>();
+      } else {
+        for (size_t i = 0; i < v->size(); ++i) s.regex += (i ? "|" : "") + regex_escape((*v)[i].get<std::string>());
+      }
+      compile_regex(s.regex, what, RegexUse::Text);
+    } catch (const Error& e) {
+      throw ApiError(400, e.what(), "invalid_request_error", what, "unsupported_parameter");
+    }
+  }
+}
+
 }  // namespace
 
 const char* prompt_param(Endpoint e) { return e == Endpoint::Chat ? "messages" : "prompt"; }
@@ -480,6 +525,7 @@ ApiRequest parse_completion_request(std::string_view body) {
     refuse_unless(*v == 1, "best_of", "must be 1");
   if (const json* v = f.get("suffix")) refuse_unless(v->is_string() && v->get_ref<const std::string&>().empty(),
                                                      "suffix", "is not supported");
+  parse_guided(f, r.sampling);
   return r;
 }
 
@@ -505,6 +551,7 @@ ApiRequest parse_chat_request(std::string_view body) {
     r.sampling.logprobs = 0;
   }
   if (const json* v = f.get("response_format")) parse_response_format(*v, r.sampling);
+  parse_guided(f, r.sampling);
   if (auto v = f.boolean("add_generation_prompt")) r.add_generation_prompt = *v;
   if (const json* k = f.get("chat_template_kwargs")) {
     if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);

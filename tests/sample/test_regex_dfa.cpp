@@ -135,6 +135,38 @@ TEST(RegexDfa, Formats) {
   EXPECT_EQ(format_pattern("uri"), "");
 }
 
+// RegexUse::Text (guided_regex): the whole text must match, '^' / '$' or not, and any byte but
+// NUL may be written; RegexMachine takes bytes as the DFA does. regex_escape gives a pattern
+// that matches exactly its string.
+TEST(RegexDfa, WholeTextsAndTheMachine) {
+  for (const char* p : {"ab|c", "^ab|c$", "(?:ab|c)"}) {
+    const RegexDfa d = compile_regex(p, "p", RegexUse::Text);
+    EXPECT_EQ(walk(d, "ab"), 2) << p;
+    EXPECT_EQ(walk(d, "c"), 2) << p;
+    EXPECT_EQ(walk(d, "abc"), 0) << p;
+    EXPECT_EQ(walk(d, "xab"), 0) << p;
+  }
+  const RegexDfa q = compile_regex("\"[^\"]*\"\n\\\\", "p", RegexUse::Text);
+  EXPECT_EQ(walk(q, "\"a\tb\"\n\\"), 2);
+  RegexMachine m(q);
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.feed(std::string_view("\"x\"")));
+  EXPECT_FALSE(m.feed(std::string_view("\n!")));  // all or nothing
+  EXPECT_TRUE(m.feed(std::string_view("\n\\")));
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.feed(uint8_t('x')));
+  RegexMachine a(q), b(q);
+  EXPECT_TRUE(a == b);
+  EXPECT_TRUE(a.feed(uint8_t('"')));
+  EXPECT_FALSE(a == b);
+  for (const std::string lit : {"a.b*c", "(x)[y]{2}", "1+1=2?", "^$|\\/-", "caf\xc3\xa9 \"q\""}) {
+    const RegexDfa d = compile_regex(regex_escape(lit), "p", RegexUse::Text);
+    EXPECT_EQ(walk(d, lit), 2) << lit;
+    EXPECT_EQ(walk(d, lit + "x"), 0) << lit;
+    EXPECT_TRUE(std::regex_match(lit, std::regex(regex_escape(lit), std::regex::ECMAScript))) << lit;
+  }
+}
+
 TEST(RegexDfa, RefusesWhatItCannotHold) {
   const std::pair<const char*, const char*> cases[] = {
       {"(a)\\1", "the escape \\1"},        {"a(?=b)", "lookaround"},          {"\\bword", "the escape \\b"},

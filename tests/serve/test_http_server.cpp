@@ -5,9 +5,11 @@
 // clients and limits: test_http_limits.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "model/config.h"
@@ -537,8 +539,8 @@ TEST_F(Serve, UnimplementedFieldsAre400NamingThem) {
                                     {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}});
   expect_error(tools, 400, "tools");
   EXPECT_CONTAINS(tools.body["error"]["message"].get<std::string>(), "never reads 'tools'");
-  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"guided_regex", "a+"}}), 400, "guided_regex",
-               "unknown_parameter");
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"guided_grammar", "root ::= x"}}), 400,
+               "guided_grammar", "unknown_parameter");
   EXPECT_EQ(post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}, {"user", "u"}}).status, 200);
 }
 
@@ -663,6 +665,49 @@ TEST_F(Serve, JsonSchemaResponseFormat) {
     EXPECT_TRUE(v["ok"].is_boolean());
     EXPECT_TRUE(v["tags"].is_array() && v["tags"].size() <= 2u);
   }
+}
+
+// vLLM's guided_choice, guided_regex and guided_json hold tiny-main's output, on both
+// endpoints and streamed: every choice is one of the strings, a whole match of the regex, or a
+// value of the schema.
+TEST_F(Serve, GuidedChoiceRegexAndJson) {
+  auto c = server_->client();
+  const json choices = json::array({"yes", "no", "not sure"});
+  const HttpReply pick = post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 10}, {"temperature", 1.0},
+                                                         {"seed", 4}, {"n", 4}, {"guided_choice", choices}});
+  ASSERT_EQ(pick.status, 200) << pick.text;
+  for (const json& ch : pick.body["choices"]) {
+    EXPECT_EQ(ch["finish_reason"], "stop") << ch.dump();
+    EXPECT_NE(std::find(choices.begin(), choices.end(), ch["text"]), choices.end()) << ch.dump();
+  }
+  const std::string pattern = "[A-Z][a-z]{2,4}-\\d{2}( ok)?";
+  const HttpReply re = post(c, "/v1/chat/completions",
+                            json{{"messages", json::array({{{"role", "user"}, {"content", "Code?"}}})}, {"max_tokens", 20},
+                                 {"temperature", 1.0}, {"seed", 6}, {"n", 3}, {"guided_regex", pattern}});
+  ASSERT_EQ(re.status, 200) << re.text;
+  for (const json& ch : re.body["choices"]) {
+    const std::string text = ch["message"]["content"];
+    EXPECT_TRUE(std::regex_match(text, std::regex(pattern))) << text;
+    EXPECT_EQ(ch["finish_reason"], "stop");
+  }
+  const StreamReply st = post_stream(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 10}, {"seed", 2},
+                                                                {"stream", true}, {"guided_choice", choices}});
+  ASSERT_EQ(st.status, 200);
+  bool done = false;
+  std::string text;
+  for (const json& e : parse_sse(st.text, &done))
+    if (!e["choices"].empty()) text += e["choices"][0].value("text", "");
+  EXPECT_TRUE(done);
+  EXPECT_NE(std::find(choices.begin(), choices.end(), text), choices.end()) << text;
+  const HttpReply js = post(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 60}, {"seed", 1},
+                                                       {"guided_json", {{"type", "object"},
+                                                                        {"properties", {{"ok", {{"type", "boolean"}}}}},
+                                                                        {"required", {"ok"}}}}});
+  ASSERT_EQ(js.status, 200) << js.text;
+  const json v = json::parse(js.body["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(v["ok"].is_boolean());
+  expect_error(post(c, "/v1/completions", json{{"prompt", kPrompt}, {"guided_regex", "a(?=b)"}}), 400, "guided_regex",
+               "unsupported_parameter");
 }
 
 // n past what the server admits at once is a 400 naming n, not a 429 that retrying cannot help.

@@ -289,7 +289,7 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
   // Unknown fields, and the other endpoint's fields, name themselves.
   for (const auto& [e, body, field] : std::vector<std::tuple<Endpoint, std::string, std::string>>{
            {Endpoint::Completions, R"({"prompt": "a", "unknown_field": [1, 2]})", "unknown_field"},
-           {Endpoint::Completions, R"({"prompt": "a", "guided_json": {"type": "object"}})", "guided_json"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_grammar": "root ::= x"})", "guided_grammar"},
            {Endpoint::Completions, R"({"prompt": "a", "response_format": {"type": "text"}})", "response_format"},
            {Endpoint::Completions, R"({"prompt": "a", "messages": []})", "messages"},
            {Endpoint::Chat, chat(R"("min_tokens": 3)"), "min_tokens"},
@@ -300,6 +300,44 @@ TEST(OpenAiProtocol, UnimplementedAndUnknownFieldsAreRefusedByName) {
     EXPECT_EQ(param_of(err), field) << body;
     EXPECT_EQ(err.to_json()["error"]["code"], "unknown_parameter") << body;
     EXPECT_CONTAINS(std::string(err.what()), "unrecognized request argument");
+  }
+}
+
+// vLLM's guided_json, guided_regex and guided_choice, on both endpoints: what they set, and
+// each fault named (two at once, beside response_format, wrong types, outside the subsets).
+TEST(OpenAiProtocol, GuidedFieldsOfVllm) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  auto chat = [&](const std::string& extra) { return "{" + msgs + ", " + extra + "}"; };
+  const ApiRequest js = parse_completion_request(R"({"prompt": "a", "guided_json": {"type": "object",
+      "properties": {"b": {"type": "integer"}}}})");
+  EXPECT_EQ(js.sampling.output_format, OutputFormat::JsonSchema);
+  EXPECT_EQ(js.sampling.json_schema, R"({"type":"object","properties":{"b":{"type":"integer"}}})");
+  EXPECT_EQ(parse_chat_request(chat(R"("guided_json": "{\"type\": \"object\"}")")).sampling.json_schema,
+            R"({"type": "object"})");
+  const ApiRequest re = parse_chat_request(chat(R"("guided_regex": "\\d{3}")"));
+  EXPECT_EQ(re.sampling.output_format, OutputFormat::Regex);
+  EXPECT_EQ(re.sampling.regex, R"(\d{3})");
+  const ApiRequest choice = parse_completion_request(R"x({"prompt": "a", "guided_choice": ["yes", "no (1.5)"]})x");
+  EXPECT_EQ(choice.sampling.output_format, OutputFormat::Regex);
+  EXPECT_EQ(choice.sampling.regex, R"(yes|no \(1\.5\))");
+  for (const auto& [e, body, field, words] : std::vector<std::tuple<Endpoint, std::string, std::string, std::string>>{
+           {Endpoint::Completions, R"({"prompt": "a", "guided_regex": "a", "guided_choice": ["b"]})", "guided_choice",
+            "'guided_choice' and 'guided_regex' both shape the output"},
+           {Endpoint::Chat, chat(R"("response_format": {"type": "json_object"}, "guided_regex": "a")"), "guided_regex",
+            "'guided_regex' and 'response_format'"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_regex": 5})", "guided_regex", "a string"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_choice": []})", "guided_choice", "non-empty array"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_choice": ["a", 1]})", "guided_choice[1]", "a string"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_json": 3})", "guided_json", "an object or a string"},
+           {Endpoint::Completions, R"({"prompt": "a", "guided_regex": "(a)\\1"})", "guided_regex", "the escape \\1"},
+           {Endpoint::Chat, chat(R"("guided_json": {"type": "object", "properties": {"u": {"format": "uri",
+               "type": "string"}}})"), "guided_json", "guided_json: 'format' at '#/properties/u'"},
+       }) {
+    SCOPED_TRACE(body);
+    const ApiError err = error_of(e, body);
+    EXPECT_EQ(err.status(), 400);
+    EXPECT_EQ(param_of(err), field);
+    EXPECT_NE(std::string(err.what()).find(words), std::string::npos) << err.what();
   }
 }
 

@@ -293,9 +293,9 @@ TEST(CudaEnginePromptLogprobs, MatchScoreBesideAnotherRequest) {
   EXPECT_EQ(e.output_ids(scored).size(), 4u);
 }
 
-// Constrained decoding on the CUDA backend: json_object and json_schema requests (greedy and
-// sampled, the schema with optional properties, integer bounds, string lengths and a date
-// format) batched with
+// Constrained decoding on the CUDA backend: json_object, json_schema (greedy and sampled, the
+// schema with optional properties, integer bounds, string lengths and a date format) and
+// regex requests batched with
 // a plain request on tiny-main, which never saw JSON. Every constrained output that ends (the
 // closing bytes favoured by logit_bias, as the CPU tests do) parses and follows its format,
 // checked on the parsed value; the plain request runs its max_tokens. Without the masks
@@ -328,6 +328,10 @@ TEST(CudaEngineJson, ConstrainedOutputsBesideAPlainRequest) {
     bias(r, 6.0f);
     reqs.push_back(r);
   }
+  const std::string pattern = "[A-Z][a-z]{2,5}( [0-9]{1,3})?";
+  for (uint64_t seed = 7; seed < 9; ++seed)
+    reqs.push_back({.prompt = "Name:", .sampling = {.temperature = 1.0f, .seed = seed, .max_tokens = 20,
+                                                    .output_format = OutputFormat::Regex, .regex = pattern}});
   reqs.push_back({.prompt = "The LORD is my shepherd;", .sampling = {.temperature = 1.0f, .seed = 9, .max_tokens = 24,
                                                                     .ignore_eos = true}});
   std::vector<RequestId> ids;
@@ -345,6 +349,11 @@ TEST(CudaEngineJson, ConstrainedOutputsBesideAPlainRequest) {
   for (size_t i = 0; i + 1 < reqs.size(); ++i) {
     SCOPED_TRACE(text[i]);
     ASSERT_EQ(why[i], FinishReason::Stop);
+    if (reqs[i].sampling.output_format == OutputFormat::Regex) {
+      EXPECT_TRUE(std::regex_match(text[i], std::regex(pattern)));
+      ++n_checked;
+      continue;
+    }
     ASSERT_TRUE(nlohmann::json::accept(text[i]));
     const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text[i]);
     ASSERT_TRUE(v.is_object());
@@ -372,7 +381,7 @@ TEST(CudaEngineJson, ConstrainedOutputsBesideAPlainRequest) {
       EXPECT_LE(v["tags"].size(), 2u);
     }
   }
-  EXPECT_EQ(n_checked, 7);
+  EXPECT_EQ(n_checked, 9);
   EXPECT_EQ(why.back(), FinishReason::Length);
   EXPECT_EQ(e.output_ids(ids.back()).size(), 24u);
   std::printf("cuda json: greedy schema output %s\n", text[0].c_str());
