@@ -87,7 +87,7 @@ struct RequestState {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;
-  std::unique_ptr<TokenConstraint> constraint;  // OutputFormat other than Text; its rows get no proposals
+  std::unique_ptr<TokenConstraint> constraint;  // OutputFormat other than Text
   int32_t max_len = 0;  // prompt + output never exceeds this (context and max_tokens)
   int32_t n_cached_prompt = -1;  // prompt tokens its first schedule found computed (-1: not yet scheduled)
   std::vector<SampledLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs: [prompt size - 1]

@@ -253,7 +253,7 @@ void Engine::Impl::propose() {
     s.q.clear();
     s.n_real = 0;
     room[i] = r.max_len - int32_t(r.all_tokens.size()) - 1;  // the step yields up to k + 1 tokens
-    const int32_t k = r.constraint ? 0 : std::min(want[i], room[i]);  // proposals are not masked
+    const int32_t k = std::min(want[i], room[i]);
     if (k <= 0) continue;
     req_of[i] = reqs.size();
     spec_draft_steps = std::max(spec_draft_steps, k);
@@ -348,19 +348,39 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
   auto history_at = [&](int32_t i) {
     return history.empty() ? std::span<const int32_t>() : std::span<const int32_t>(history.data(), r.all_tokens.size() + size_t(i));
   };
+  // A constrained output: the constraint after each accepted-so-far prefix of the proposals,
+  // up to the first proposal it refuses (row i is then masked with states[i]). A refused
+  // proposal has probability 0 under the masked row, so verification rejects it there (and
+  // samples that row's residual, as for any rejection): rows past it are never looked at.
+  std::vector<std::unique_ptr<TokenConstraint>> states;
+  if (r.constraint) {
+    states.push_back(r.constraint->clone());
+    for (int32_t i = 0; i < n && states.back()->allows(proposals[size_t(i)]); ++i) {
+      states.push_back(states.back()->clone());
+      states.back()->accept(proposals[size_t(i)]);
+    }
+  }
+  auto masked = [&](int32_t i) {
+    std::vector<float> m(row(i).begin(), row(i).end());
+    if (r.constraint) {
+      TF_ASSERT(size_t(i) < states.size(), "row {} of a constrained verification has no state", i);
+      states[size_t(i)]->mask(m);
+    }
+    return m;
+  };
   VerifyResult v;
   if (ids_ready) {
     v = verify_greedy(proposals, [&](int32_t i) { return ids_host[size_t(row0 + i)]; });
   } else if (r.params.greedy()) {
     v = verify_greedy(proposals, [&](int32_t i) {
-      std::vector<float> penalised(row(i).begin(), row(i).end());
+      std::vector<float> penalised = masked(i);
       adjust_logits(penalised, history_at(i), r.prompt.size(), r.params);
       return argmax(penalised);
     });
   } else {
     std::vector<std::vector<float>> p(size_t(n) + 1);
     auto p_at = [&](int32_t i) -> std::span<const float> {
-      if (p[size_t(i)].empty()) p[size_t(i)] = r.sampler->distribution(row(i), history_at(i));
+      if (p[size_t(i)].empty()) p[size_t(i)] = r.sampler->distribution(masked(i), history_at(i));
       return p[size_t(i)];
     };
     DistributionFn q_at;
@@ -380,6 +400,7 @@ int32_t Engine::Impl::emit_verified(RequestState& r, const ScheduledSeq& q, int3
   for (int32_t i = 0; i <= v.n_accepted && !r.finished; ++i) {
     const int32_t token = i < v.n_accepted ? proposals[size_t(i)] : v.token;
     if (r.params.logprobs >= 0) o.logprobs.push_back(sampled_logprobs(row(i), token, r.params.logprobs));
+    if (r.constraint) r.constraint->accept(token);
     on_token(r, token, o);
     n_appended += i < v.n_accepted ? 1 : 0;
   }

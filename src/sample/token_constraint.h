@@ -98,6 +98,8 @@ class TokenConstraint {
   // when id is not allowed (a caller that did not mask).
   virtual void accept(int32_t id) = 0;
   virtual bool complete() const = 0;
+  // A copy in the same state (speculative decoding advances one along the proposed tokens).
+  virtual std::unique_ptr<TokenConstraint> clone() const = 0;
 };
 
 template <class M>
@@ -110,6 +112,7 @@ class MachineConstraint final : public TokenConstraint {
   bool allows(int32_t id) const override;
   void accept(int32_t id) override;
   bool complete() const override { return m_.complete(); }
+  std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<MachineConstraint<M>>(*this); }
 
  private:
   std::shared_ptr<MaskSet<M>> masks_;

@@ -1,8 +1,10 @@
 // OutputFormat::JsonObject through the engine on tiny-main (a model that never saw JSON): every
 // output is a prefix of a JSON object, complete and parsed by nlohmann-json whenever it
-// ended with EOS; a request beside it is untouched; speculative decoding leaves it alone.
+// ended with EOS; a request beside it is untouched; speculative decoding keeps it lossless.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <regex>
 
 #include "core/error.h"
 #include "model/tokenizer/tokenizer.h"
@@ -154,16 +156,48 @@ TEST_F(JsonOutput, IgnoreEosIsRefused) {
   EXPECT_THROW(engine_->add_request(r), Error);
 }
 
-// With prompt-lookup speculation on, JSON requests get no proposals: greedy ids as without.
-TEST(JsonOutputSpec, SpeculationLeavesTheOutputAlone) {
+// Speculation (prompt lookup, and the draft model) proposes for constrained requests too; each
+// verified row is masked with the constraint after the proposals before it, so a proposal it
+// refuses is rejected there. Greedy ids equal those without speculation (JSON object, schema,
+// regex), sampled outputs keep their format, and proposals were made and accepted.
+TEST(JsonOutputSpec, SpeculationKeepsGreedyIdsAndFormats) {
   Engine plain(EngineOptions{.model_dir = kTiny});
-  Engine spec(EngineOptions{.model_dir = kTiny, .spec = {.method = "ngram", .adaptive = false}});
-  const std::vector<GenerateRequest> reqs{json_request(0, 0.0f), json_request(5, 1.0f)};
-  const std::vector<Out> a = run(plain, reqs), b = run(spec, reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_EQ(a[i].ids, b[i].ids) << i;
-    expect_json(b[i]);
+  std::vector<GenerateRequest> reqs{json_request(0, 0.0f), json_request(5, 1.0f)};
+  for (float temperature : {0.0f, 1.0f}) {
+    GenerateRequest r = json_request(7, temperature, 200);
+    r.sampling.output_format = OutputFormat::JsonSchema;
+    r.sampling.json_schema = kSchema;
+    for (int32_t id : plain.tokenizer().encode("\"", /*add_special=*/false)) r.sampling.logit_bias.emplace_back(id, 4.0f);
+    reqs.push_back(r);
   }
+  reqs.push_back({.prompt = "And the king said unto",
+                  .sampling = {.temperature = 0, .max_tokens = 40, .output_format = OutputFormat::Regex,
+                               .regex = "( the [a-z]+){1,3}(, and| of)( the [a-z]+){1,4}\\."}});
+  const std::vector<Out> a = run(plain, reqs);
+  for (const std::string method : {"ngram", "draft"}) {
+    SCOPED_TRACE(method);
+    Engine spec(EngineOptions{.model_dir = kTiny,
+                              .spec = {.method = method, .draft_model_dir = test::model_dir("tiny-draft"), .adaptive = false}});
+    const std::vector<Out> b = run(spec, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      SCOPED_TRACE(b[i].text);
+      if (reqs[i].sampling.greedy()) {
+        EXPECT_EQ(a[i].ids, b[i].ids) << i;
+      }
+      if (reqs[i].sampling.output_format == OutputFormat::JsonObject) expect_json(b[i]);
+      if (reqs[i].sampling.output_format == OutputFormat::JsonSchema) {
+        ASSERT_EQ(b[i].why, FinishReason::Stop);
+        EXPECT_EQ(nlohmann::json::parse(b[i].text).size(), 5u);
+      }
+    }
+    const EngineMetrics m = spec.metrics();
+    EXPECT_GT(m.spec_drafts, 0);
+    EXPECT_GT(m.spec_accepted_tokens, 0);
+    std::printf("%s: %lld proposals, %lld tokens accepted\n", method.c_str(), (long long)m.spec_draft_tokens,
+                (long long)m.spec_accepted_tokens);
+  }
+  EXPECT_TRUE(std::regex_match(a.back().text, std::regex("( the [a-z]+){1,3}(, and| of)( the [a-z]+){1,4}\\.")))
+      << a.back().text;
 }
 
 }  // namespace
