@@ -295,96 +295,104 @@ TEST(CudaEnginePromptLogprobs, MatchScoreBesideAnotherRequest) {
 
 // Constrained decoding on the CUDA backend: json_object, json_schema (greedy and sampled, the
 // schema with optional properties, integer bounds, string lengths and a date format) and
-// regex requests batched with
-// a plain request on tiny-main, which never saw JSON. Every constrained output that ends (the
-// closing bytes favoured by logit_bias, as the CPU tests do) parses and follows its format,
-// checked on the parsed value; the plain request runs its max_tokens. Without the masks
-// reaching the GPU's draws, tiny-main's sampled text is not JSON.
+// regex requests batched with a plain request on tiny-main, which never saw JSON, without
+// speculation and with prompt lookup (the verified rows masked). Every constrained output that
+// ends (the closing bytes favoured by logit_bias, as the CPU tests do) parses and follows its
+// format, checked on the parsed value; the plain request runs its max_tokens. Without the
+// masks reaching the GPU's draws, tiny-main's sampled text is not JSON.
 TEST(CudaEngineJson, ConstrainedOutputsBesideAPlainRequest) {
   TF_REQUIRE_CUDA_DEVICE();
-  Engine e(EngineOptions{.model_dir = test::golden_model_dir("tiny-main"), .backend = "cuda", .kv_dtype = "bf16",
-                         .max_seqs = 8});
-  const char* schema = R"({"type": "object", "properties": {
-      "name": {"type": "string", "minLength": 2, "maxLength": 6}, "age": {"type": "integer", "minimum": 18, "maximum": 99},
-      "born": {"type": "string", "format": "date"}, "city": {"enum": ["Oslo", "Rome"]},
-      "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}},
-    "required": ["name", "age", "born"]})";
-  auto bias = [&](GenerateRequest& r, float b) {
-    for (const char* closer : {"}", "\"", "\",", "\"}"})
-      for (int32_t id : e.tokenizer().encode(closer, /*add_special=*/false)) r.sampling.logit_bias.emplace_back(id, b);
-  };
-  std::vector<GenerateRequest> reqs;
-  for (uint64_t seed = 0; seed < 4; ++seed) {
-    GenerateRequest r{.prompt = "Describe the king as a JSON object:",
-                      .sampling = {.temperature = seed == 0 ? 0.0f : 1.0f, .seed = seed, .max_tokens = 300,
-                                   .output_format = OutputFormat::JsonSchema, .json_schema = schema}};
-    bias(r, 4.0f);
-    reqs.push_back(r);
-  }
-  for (uint64_t seed = 4; seed < 7; ++seed) {
-    GenerateRequest r{.prompt = "Describe the king as a JSON object:",
-                      .sampling = {.temperature = 1.0f, .seed = seed, .max_tokens = 400,
-                                   .output_format = OutputFormat::JsonObject}};
-    bias(r, 6.0f);
-    reqs.push_back(r);
-  }
-  const std::string pattern = "[A-Z][a-z]{2,5}( [0-9]{1,3})?";
-  for (uint64_t seed = 7; seed < 9; ++seed)
-    reqs.push_back({.prompt = "Name:", .sampling = {.temperature = 1.0f, .seed = seed, .max_tokens = 20,
-                                                    .output_format = OutputFormat::Regex, .regex = pattern}});
-  reqs.push_back({.prompt = "The LORD is my shepherd;", .sampling = {.temperature = 1.0f, .seed = 9, .max_tokens = 24,
-                                                                    .ignore_eos = true}});
-  std::vector<RequestId> ids;
-  for (const GenerateRequest& r : reqs) ids.push_back(e.add_request(r));
-  std::vector<std::string> text(reqs.size());
-  std::vector<FinishReason> why(reqs.size(), FinishReason::None);
-  while (e.has_unfinished())
-    for (const RequestOutput& o : e.step())
-      for (size_t i = 0; i < ids.size(); ++i)
-        if (o.id == ids[i]) {
-          text[i] += o.text;
-          if (o.finished) why[i] = o.finish_reason;
-        }
-  int n_checked = 0;
-  for (size_t i = 0; i + 1 < reqs.size(); ++i) {
-    SCOPED_TRACE(text[i]);
-    ASSERT_EQ(why[i], FinishReason::Stop);
-    if (reqs[i].sampling.output_format == OutputFormat::Regex) {
-      EXPECT_TRUE(std::regex_match(text[i], std::regex(pattern)));
+  for (const std::string method : {"", "ngram"}) {  // without speculation, then with prompt lookup
+    SCOPED_TRACE(method);
+    Engine e(EngineOptions{.model_dir = test::golden_model_dir("tiny-main"), .backend = "cuda", .kv_dtype = "bf16",
+                           .max_seqs = 8, .spec = {.method = method, .adaptive = false}});
+    const char* schema = R"({"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 2, "maxLength": 6}, "age": {"type": "integer", "minimum": 18, "maximum": 99},
+        "born": {"type": "string", "format": "date"}, "city": {"enum": ["Oslo", "Rome"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}},
+      "required": ["name", "age", "born"]})";
+    auto bias = [&](GenerateRequest& r, float b) {
+      for (const char* closer : {"}", "\"", "\",", "\"}"})
+        for (int32_t id : e.tokenizer().encode(closer, /*add_special=*/false)) r.sampling.logit_bias.emplace_back(id, b);
+    };
+    std::vector<GenerateRequest> reqs;
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      GenerateRequest r{.prompt = "Describe the king as a JSON object:",
+                        .sampling = {.temperature = seed == 0 ? 0.0f : 1.0f, .seed = seed, .max_tokens = 300,
+                                     .output_format = OutputFormat::JsonSchema, .json_schema = schema}};
+      bias(r, 4.0f);
+      reqs.push_back(r);
+    }
+    for (uint64_t seed = 4; seed < 7; ++seed) {
+      GenerateRequest r{.prompt = "Describe the king as a JSON object:",
+                        .sampling = {.temperature = 1.0f, .seed = seed, .max_tokens = 400,
+                                     .output_format = OutputFormat::JsonObject}};
+      bias(r, 6.0f);
+      reqs.push_back(r);
+    }
+    const std::string pattern = "[A-Z][a-z]{2,5}( [0-9]{1,3})?";
+    for (uint64_t seed = 7; seed < 9; ++seed)
+      reqs.push_back({.prompt = "Name:", .sampling = {.temperature = 1.0f, .seed = seed, .max_tokens = 20,
+                                                      .output_format = OutputFormat::Regex, .regex = pattern}});
+    reqs.push_back({.prompt = "The LORD is my shepherd;", .sampling = {.temperature = 1.0f, .seed = 9, .max_tokens = 24,
+                                                                      .ignore_eos = true}});
+    std::vector<RequestId> ids;
+    for (const GenerateRequest& r : reqs) ids.push_back(e.add_request(r));
+    std::vector<std::string> text(reqs.size());
+    std::vector<FinishReason> why(reqs.size(), FinishReason::None);
+    while (e.has_unfinished())
+      for (const RequestOutput& o : e.step())
+        for (size_t i = 0; i < ids.size(); ++i)
+          if (o.id == ids[i]) {
+            text[i] += o.text;
+            if (o.finished) why[i] = o.finish_reason;
+          }
+    int n_checked = 0;
+    for (size_t i = 0; i + 1 < reqs.size(); ++i) {
+      SCOPED_TRACE(text[i]);
+      ASSERT_EQ(why[i], FinishReason::Stop);
+      if (reqs[i].sampling.output_format == OutputFormat::Regex) {
+        EXPECT_TRUE(std::regex_match(text[i], std::regex(pattern)));
+        ++n_checked;
+        continue;
+      }
+      ASSERT_TRUE(nlohmann::json::accept(text[i]));
+      const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text[i]);
+      ASSERT_TRUE(v.is_object());
       ++n_checked;
-      continue;
+      if (reqs[i].sampling.output_format != OutputFormat::JsonSchema) continue;
+      std::vector<std::string> keys;
+      for (const auto& [k, x] : v.items()) keys.push_back(k);
+      ASSERT_GE(keys.size(), 2u);
+      EXPECT_EQ(keys[0], "name");
+      EXPECT_EQ(keys[1], "age");
+      ASSERT_GE(keys.size(), 3u);
+      EXPECT_EQ(keys[2], "born");
+      EXPECT_TRUE(std::regex_match(v["born"].get<std::string>(), std::regex("\\d{4}-\\d{2}-\\d{2}"))) << v["born"];
+      const std::string name = v["name"];
+      EXPECT_GE(name.size(), 2u);  // tiny-main's bytes here are ASCII or multi-byte: at least 2 bytes
+      ASSERT_TRUE(v["age"].is_number_integer());
+      EXPECT_GE(v["age"].get<int>(), 18);
+      EXPECT_LE(v["age"].get<int>(), 99);
+      for (size_t k = 3; k < keys.size(); ++k) EXPECT_TRUE(keys[k] == "city" || keys[k] == "tags") << keys[k];
+      if (v.contains("city")) {
+        EXPECT_TRUE(v["city"] == "Oslo" || v["city"] == "Rome");
+      }
+      if (v.contains("tags")) {
+        ASSERT_TRUE(v["tags"].is_array());
+        EXPECT_LE(v["tags"].size(), 2u);
+      }
     }
-    ASSERT_TRUE(nlohmann::json::accept(text[i]));
-    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text[i]);
-    ASSERT_TRUE(v.is_object());
-    ++n_checked;
-    if (reqs[i].sampling.output_format != OutputFormat::JsonSchema) continue;
-    std::vector<std::string> keys;
-    for (const auto& [k, x] : v.items()) keys.push_back(k);
-    ASSERT_GE(keys.size(), 2u);
-    EXPECT_EQ(keys[0], "name");
-    EXPECT_EQ(keys[1], "age");
-    ASSERT_GE(keys.size(), 3u);
-    EXPECT_EQ(keys[2], "born");
-    EXPECT_TRUE(std::regex_match(v["born"].get<std::string>(), std::regex("\\d{4}-\\d{2}-\\d{2}"))) << v["born"];
-    const std::string name = v["name"];
-    EXPECT_GE(name.size(), 2u);  // tiny-main's bytes here are ASCII or multi-byte: at least 2 bytes
-    ASSERT_TRUE(v["age"].is_number_integer());
-    EXPECT_GE(v["age"].get<int>(), 18);
-    EXPECT_LE(v["age"].get<int>(), 99);
-    for (size_t k = 3; k < keys.size(); ++k) EXPECT_TRUE(keys[k] == "city" || keys[k] == "tags") << keys[k];
-    if (v.contains("city")) {
-      EXPECT_TRUE(v["city"] == "Oslo" || v["city"] == "Rome");
-    }
-    if (v.contains("tags")) {
-      ASSERT_TRUE(v["tags"].is_array());
-      EXPECT_LE(v["tags"].size(), 2u);
+    EXPECT_EQ(n_checked, 9);
+    EXPECT_EQ(why.back(), FinishReason::Length);
+    EXPECT_EQ(e.output_ids(ids.back()).size(), 24u);
+    std::printf("cuda json: greedy schema output %s\n", text[0].c_str());
+    if (!method.empty()) {
+      EXPECT_GT(e.metrics().spec_accepted_tokens, 0);
+      std::printf("cuda json, ngram: %lld proposals, %lld accepted\n", (long long)e.metrics().spec_draft_tokens,
+                  (long long)e.metrics().spec_accepted_tokens);
     }
   }
-  EXPECT_EQ(n_checked, 9);
-  EXPECT_EQ(why.back(), FinishReason::Length);
-  EXPECT_EQ(e.output_ids(ids.back()).size(), 24u);
-  std::printf("cuda json: greedy schema output %s\n", text[0].c_str());
 }
 
 // models/gguf/tiny-main-q4_0.gguf on the CUDA backend as loaded by default: its Q4_0 matrices
