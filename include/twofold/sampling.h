@@ -42,6 +42,8 @@ struct SamplingParams {
   std::string json_schema;         // OutputFormat::JsonSchema: the schema (JSON text)
   std::string json_before, json_after;  // ... and fixed texts around the value (a tool-call
                                         // format's tags); json_after not empty if either is
+  std::string json_between;             // ... not empty: one or more values, this between each
+                                        // two (several tool calls)
   std::string regex;                    // OutputFormat::Regex: the pattern
 
   bool greedy() const { return temperature <= 0.0f; }

@@ -540,13 +540,14 @@ std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingPar
     return std::make_unique<MachineConstraint<RegexMachine>>(it->second.masks, RegexMachine(*it->second.dfa),
                                                              it->second.dfa);
   }
-  if (p.json_after.empty() && !p.json_before.empty())
-    fail("json_before is set but json_after is empty: a wrapped JSON value needs a text after it");
-  const std::string key = p.json_schema + '\0' + p.json_before + '\0' + p.json_after;
+  if (p.json_after.empty() && !(p.json_before.empty() && p.json_between.empty()))
+    fail("json_before or json_between is set but json_after is empty: a wrapped JSON value needs a text after it");
+  const std::string key = p.json_schema + '\0' + p.json_before + '\0' + p.json_after + '\0' + p.json_between;
   auto it = schema_masks.find(key);
   if (it == schema_masks.end()) {
     auto schema = std::make_shared<const JsonSchema>(
-        wrap_json_schema(compile_json_schema(p.json_schema, "json_schema"), p.json_before, p.json_after));
+        wrap_json_schema(compile_json_schema(p.json_schema, "json_schema"), p.json_before, p.json_after,
+                         p.json_between));
     if (schema_masks.size() >= 8) schema_masks.clear();
     it = schema_masks.emplace(key, SchemaMasks{schema, std::make_shared<MaskSet<SchemaMachine>>(token_trie)}).first;
   }

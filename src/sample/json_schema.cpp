@@ -331,13 +331,16 @@ JsonSchema compile_json_schema(std::string_view text, const std::string& what) {
   return std::move(c.out);
 }
 
-JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after) {
-  if (before.empty() && after.empty()) return s;
+JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after,
+                            const std::string& between) {
+  if (before.empty() && after.empty() && between.empty()) return s;
   TF_ASSERT(!after.empty(), "a wrapped schema needs a text after its value");
-  if (before.size() > kMaxLiteralBytes || after.size() > kMaxLiteralBytes)
-    fail("the texts around a JSON value may have at most {} bytes each, got {} and {}", kMaxLiteralBytes,
-         before.size(), after.size());
-  s.nodes.push_back(SchemaNode{.kind = SchemaNode::Kind::Wrap, .items = s.root, .literals = {before, after}});
+  if (before.size() > kMaxLiteralBytes || after.size() > kMaxLiteralBytes || between.size() > kMaxLiteralBytes)
+    fail("the texts around a JSON value may have at most {} bytes each, got {}, {} and {}", kMaxLiteralBytes,
+         before.size(), after.size(), between.size());
+  std::vector<std::string> texts{before, after};
+  if (!between.empty()) texts.push_back(between);
+  s.nodes.push_back(SchemaNode{.kind = SchemaNode::Kind::Wrap, .items = s.root, .literals = std::move(texts)});
   s.root = int32_t(s.nodes.size() - 1);
   return s;
 }

@@ -39,7 +39,8 @@ struct SchemaNode {
     Integer,  // -?(0|[1-9][0-9]*) from min_value to max_value
     Literal,  // exactly one of `literals` (const or enum values, true, false, null)
     AnyOf,    // one of alts
-    Wrap,     // literals[0], then the value of node `items`, then literals[1] (the root only)
+    Wrap,     // literals[0], then the value of node `items`, then literals[1] (the root only);
+              // with literals[2], one or more values with that text between each two
   };
   Kind kind = Kind::Literal;
   std::vector<std::pair<std::string, int32_t>> props;  // Object: the key as written ("\"name\"") and its node
@@ -65,7 +66,9 @@ JsonSchema compile_json_schema(std::string_view text, const std::string& what = 
 
 // The schema's value between fixed texts (a tool-call format's tags: "<tool_call>\n" and
 // "\n</tool_call>"), no whitespace beside them; `after` must not be empty. Both empty: s as is.
-// Throws tf::Error when either text is longer than 65535 bytes.
-JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after);
+// `between` not empty: one or more values, each two separated by it (several tool calls).
+// Throws tf::Error when a text is longer than 65535 bytes.
+JsonSchema wrap_json_schema(JsonSchema s, const std::string& before, const std::string& after,
+                            const std::string& between = "");
 
 }  // namespace tf

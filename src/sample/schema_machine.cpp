@@ -14,7 +14,8 @@ namespace tf {
 //   String   0 before '"'; 1 inside (Scalar::str)
 //   Number / Integer  0 the first byte; 1 inside (Scalar::num)
 //   Literal  0 before its first byte; 1 Scalar::pos bytes matched by literals [lo, hi)
-//   Wrap     0 in the text before (Scalar::pos); 1 the value; 2 in the text after
+//   Wrap     0 in the text before (Scalar::pos); 1 a value; 2 in the text after; 3 in the text
+//            between two values (literals[2], when there is one)
 // AnyOf nodes never sit on a stack: start_value replaces them by their alternatives.
 namespace {
 
@@ -338,6 +339,17 @@ void SchemaMachine::step(Thread t, uint8_t c, Out& out) const {
       if (f.phase == 1) {
         f.phase = 2;
         return start_value(t, n.items, c, out);
+      }
+      if (f.phase == 2 && s.pos == 0 && n.literals.size() > 2) {  // after a value: another may follow
+        Thread u = t;
+        u.frames[u.depth - 1].phase = 3;
+        step(u, c, out);
+      }
+      if (f.phase == 3) {
+        const std::string& between = n.literals[2];
+        if (c != uint8_t(between[s.pos])) return;
+        if (++s.pos == between.size()) f.phase = 1, s.pos = 0;
+        return out.add(t);
       }
       if (c != uint8_t(after[s.pos])) return;
       if (++s.pos == after.size()) return end_value(t, c, false, out);

@@ -106,11 +106,13 @@ std::unique_ptr<Completion> Completion::start(const CompletionContext& ctx, Endp
       if (r.sampling.output_format != OutputFormat::Text)
         bad_request("tool_choice", "'tool_choice' asks for a call, which 'response_format' or a guided_* field "
                                    "cannot also shape");
-      const ToolCallOutput call = tool_call_output(r.tools, r.tool_named, ctx.tool_format);
+      const ToolCallOutput call =
+          tool_call_output(r.tools, r.tool_named, ctx.tool_format, r.tool_required && r.parallel_tool_calls);
       r.sampling.output_format = OutputFormat::JsonSchema;
       r.sampling.json_schema = call.schema;
       r.sampling.json_before = call.before;
       r.sampling.json_after = call.after;
+      r.sampling.json_between = call.between;
     }
     bool opens_reasoning = false;
     std::vector<int32_t> ids = prompt_ids(ctx, r, opens_reasoning);

@@ -34,7 +34,8 @@ void move_refs(json& v, const std::string& prefix) {
 
 }  // namespace
 
-ToolCallOutput tool_call_output(const json& tools, const std::optional<std::string>& only, ToolCallFormat format) {
+ToolCallOutput tool_call_output(const json& tools, const std::optional<std::string>& only, ToolCallFormat format,
+                                bool several) {
   const char* args_key = format == ToolCallFormat::Llama3Json ? "parameters" : "arguments";
   json defs = json::object(), calls = json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -68,8 +69,14 @@ ToolCallOutput tool_call_output(const json& tools, const std::optional<std::stri
                    "invalid_request_error", "tool_choice.function.name", std::nullopt);
   ToolCallOutput out;
   out.schema = json{{"anyOf", calls}, {"$defs", defs}}.dump();
-  if (format == ToolCallFormat::Hermes) out.before = "<tool_call>\n", out.after = "\n</tool_call>";
-  if (format == ToolCallFormat::Mistral) out.before = "[TOOL_CALLS][", out.after = "]";  // a list of one call
+  if (format == ToolCallFormat::Hermes) {
+    out.before = "<tool_call>\n", out.after = "\n</tool_call>";
+    if (several) out.between = "\n</tool_call>\n<tool_call>\n";
+  }
+  if (format == ToolCallFormat::Mistral) {
+    out.before = "[TOOL_CALLS][", out.after = "]";  // a list of calls
+    if (several) out.between = ", ";
+  }
   return out;
 }
 

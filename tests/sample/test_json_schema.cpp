@@ -309,6 +309,30 @@ TEST(SampleSchemaMachine, WrappedValueBetweenFixedTexts) {
   EXPECT_THROW(wrap_json_schema(compile_json_schema(R"({"type": "object"})"), "", std::string(65536, 'x')), Error);
 }
 
+// With a text between values: one or more of them (several tool calls in one block each, or in
+// one list), never none, and nothing else between or after.
+TEST(SampleSchemaMachine, SeveralWrappedValues) {
+  const JsonSchema call = compile_json_schema(R"({"type": "object", "properties": {"n": {"type": "integer"}},
+      "required": ["n"]})");
+  const JsonSchema hermes = wrap_json_schema(call, "<tool_call>\n", "\n</tool_call>", "\n</tool_call>\n<tool_call>\n");
+  EXPECT_TRUE(complete(hermes, "<tool_call>\n{\"n\":1}\n</tool_call>"));
+  EXPECT_TRUE(complete(hermes, "<tool_call>\n{\"n\":1}\n</tool_call>\n<tool_call>\n{\"n\":2}\n</tool_call>"));
+  EXPECT_TRUE(complete(hermes, "<tool_call>\n{\"n\":1}\n</tool_call>\n<tool_call>\n{\"n\":2}\n</tool_call>\n"
+                               "<tool_call>\n{\"n\":3}\n</tool_call>"));
+  EXPECT_EQ(taken(hermes, "<tool_call>\n{\"n\":1}\n</tool_call>\n<tool_call>\n}"), 45u);
+  EXPECT_EQ(taken(hermes, "<tool_call>\n{\"n\":1}\n</tool_call>\nx"), 33u);
+  SchemaMachine m(hermes);
+  ASSERT_TRUE(m.feed(std::string_view("<tool_call>\n{\"n\":1}\n</tool_call>")));
+  EXPECT_TRUE(m.complete());  // complete, and yet another may follow
+  EXPECT_TRUE(m.feed(uint8_t('\n')));
+  EXPECT_FALSE(m.complete());
+  const JsonSchema list = wrap_json_schema(call, "[TOOL_CALLS][", "]", ", ");
+  EXPECT_TRUE(complete(list, "[TOOL_CALLS][{\"n\":1}]"));
+  EXPECT_TRUE(complete(list, "[TOOL_CALLS][{\"n\":1}, {\"n\":2}, {\"n\":3}]"));
+  EXPECT_EQ(taken(list, "[TOOL_CALLS][]"), 13u);
+  EXPECT_EQ(taken(list, "[TOOL_CALLS][{\"n\":1},{\"n\":2}]"), 21u);
+}
+
 // An independent check of a parsed value against the schema's JSON (the supported subset).
 bool valid(const json& v, const json& schema, const json& root) {
   if (schema.contains("$ref")) {

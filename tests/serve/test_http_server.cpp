@@ -815,10 +815,12 @@ TEST(ServeTools, MistralFormatFromTheTemplateAndAForcedCall) {
   ASSERT_EQ(r.status, 200) << r.text;
   const json& ch = r.body["choices"][0];
   EXPECT_EQ(ch["finish_reason"], "tool_calls") << ch.dump();
-  ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << ch.dump();
-  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
-  const json args = json::parse(ch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
-  EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Rome") << args.dump();
+  ASSERT_GE(ch["message"]["tool_calls"].size(), 1u) << ch.dump();  // "required" with parallel calls: one or more
+  for (const json& call : ch["message"]["tool_calls"]) {
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    const json args = json::parse(call["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Rome") << args.dump();
+  }
   json streamed = req;
   streamed["stream"] = true;
   const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
@@ -836,11 +838,11 @@ TEST(ServeTools, MistralFormatFromTheTemplateAndAForcedCall) {
     }
   }
   EXPECT_TRUE(done);
-  EXPECT_EQ(n_calls, 1);
+  EXPECT_GE(n_calls, 1);
   EXPECT_EQ(content, "");
 }
 
-TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
+TEST(ServeTools, ToolChoiceRequiredGivesCallsAndNamedOne) {
   const auto qwen3 = ChatTemplate::from_model_dir(data_path("tokenizers/qwen3-151k"));
   ASSERT_TRUE(qwen3);
   TestServer s(serve::ServerOptions{}, EngineOptions{}, /*replicas=*/1, qwen3);
@@ -871,25 +873,42 @@ TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
       EXPECT_EQ(args.size(), size_t(args.contains("utc")));
     }
   };
-  for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}}}) {
-    const json req{{"messages", messages}, {"tools", tools}, {"tool_choice", choice}, {"max_tokens", 120},
-                   {"temperature", 1.0}, {"seed", 3}, {"n", 2}};
+  // "required" writes one call or more (parallel_tool_calls is true by default), or exactly one
+  // with parallel_tool_calls false; a named function exactly one.
+  size_t most = 0;
+  for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}},
+                             json("required-one")}) {
+    const bool one = choice != "required";
+    // EOS (id 1) favoured where the format allows it, so that tiny-main, which would go on
+    // writing calls, ends after one or a few.
+    json req{{"messages", messages}, {"tools", tools}, {"tool_choice", choice == "required-one" ? json("required") : choice},
+             {"max_tokens", 160}, {"temperature", 1.0}, {"seed", 3}, {"n", 4}, {"logit_bias", {{"1", 8}}}};
+    if (choice == "required-one") req["parallel_tool_calls"] = false;
     const HttpReply r = post(c, "/v1/chat/completions", req);
     ASSERT_EQ(r.status, 200) << r.text;
+    int n_ended = 0;
     for (const json& ch : r.body["choices"]) {
+      if (ch["finish_reason"] == "length") continue;  // tiny-main's whitespace or calls may not fit max_tokens
+      ++n_ended;
       EXPECT_EQ(ch["finish_reason"], "tool_calls") << ch.dump();
-      ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << ch.dump();
-      check_call(ch["message"]["tool_calls"][0], choice.is_object() ? "get_time" : "");
+      ASSERT_TRUE(ch["message"].contains("tool_calls")) << ch.dump();
+      const size_t n = ch["message"]["tool_calls"].size();
+      EXPECT_TRUE(one ? n == 1 : n >= 1) << ch.dump();
+      if (!one) most = std::max(most, n);
+      for (const json& call : ch["message"]["tool_calls"]) check_call(call, choice.is_object() ? "get_time" : "");
     }
+    EXPECT_GE(n_ended, 2) << r.text;
+    if (choice == "required-one") continue;
     json streamed = req;
     streamed["stream"] = true;
     streamed["n"] = 1;
     const StreamReply st = post_stream(c, "/v1/chat/completions", streamed);
     ASSERT_EQ(st.status, 200);
-    bool done = false;
+    bool done = false, cut = false;
     int n_calls = 0;
     for (const json& e : parse_sse(st.text, &done)) {
       if (e["choices"].empty()) continue;
+      cut = cut || e["choices"][0].value("finish_reason", json()) == "length";
       const json& d = e["choices"][0]["delta"];
       if (d.contains("tool_calls")) {
         ++n_calls;
@@ -897,8 +916,11 @@ TEST(ServeTools, ToolChoiceRequiredAndNamedGiveOneCall) {
       }
     }
     EXPECT_TRUE(done);
-    EXPECT_EQ(n_calls, 1);
+    if (!cut) {
+      EXPECT_TRUE(choice.is_object() ? n_calls == 1 : n_calls >= 1) << n_calls;
+    }
   }
+  std::printf("tool_choice required: at most %zu calls in a choice\n", most);
   json bad = tools;
   bad[1]["function"]["parameters"]["properties"]["utc"] = {{"type", "string"}, {"format", "hostname"}};
   expect_error(post(c, "/v1/chat/completions",
