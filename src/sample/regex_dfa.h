@@ -7,21 +7,22 @@
 // machines copy and hash; PCRE2 and RE2 match whole texts and expose no such state.
 //
 // The subset (ECMA-262 syntax, as JSON Schema says): literals (UTF-8 too), escapes (\d \w \s
-// \D \W \S, \n \t \r \f \v, \xHH, \uHHHH below U+0080, and any punctuation escaped), '.',
-// character classes with ranges and negation (ASCII members; a negated class, '.', \D, \W and
-// \S also match every non-ASCII character), groups ( ... ) and (?: ... ), '|', and the
-// quantifiers * + ? {n} {n,} {n,m} (lazy forms match the same set). A pattern is unanchored
-// unless it begins with '^' / ends with '$'. Refused, naming the construct: back references,
-// lookaround, \b, \p{...}, non-ASCII class members, and patterns whose automaton would pass
-// kMaxNfaStates or kMaxDfaStates.
+// \D \W \S, \n \t \r \f \v, \xHH, \uHHHH (a class takes ASCII ones only), and any punctuation
+// escaped), '.', character classes with ranges and negation (ASCII members; a negated class,
+// '.', \D, \W and \S also match every non-ASCII character), groups ( ... ), (?: ... ) and
+// (?<name> ... ), '|', and the quantifiers * + ? {n} {n,} {n,m} (lazy forms match the same
+// set). A pattern is unanchored unless it begins with '^' / ends with '$'; those two apply to
+// every alternative ("^a|b$" as "^(?:a|b)$": stricter than ECMA-262, so what is written still
+// matches). Refused, naming the construct: back references, lookaround, \b, \p{...}, non-ASCII
+// class members, anchors elsewhere, and patterns whose automaton would pass kMaxNfaStates or
+// kMaxDfaStates or take more than a bounded number of steps to build.
 //
 // Inside a JSON string the value's characters are written as raw bytes: the DFA never takes
 // '"', '\\' or a byte below 0x20, so a pattern that matches only with one of those (a quote, a
 // backslash, a line break) is refused, and the strings written are those the pattern matches
-// without them (RegexUse below). Every state
-// the DFA keeps can still reach a match (states that cannot are removed), so a constrained
-// string never ends in a dead end. Multi-byte characters are matched as their UTF-8 bytes
-// (SchemaMachine's JsonString refuses invalid UTF-8 beside it).
+// without them (RegexUse below). Every state the DFA keeps can still reach a match (states that
+// cannot are removed), so a constrained string never ends in a dead end. Multi-byte characters
+// are matched as their UTF-8 bytes (SchemaMachine's JsonString refuses invalid UTF-8 beside it).
 #pragma once
 
 #include <cstdint>
