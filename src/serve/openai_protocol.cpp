@@ -492,7 +492,10 @@ void parse_guided(const Fields& f, SamplingParams& s) {
       if (what == "guided_regex") {
         s.regex = v->get<std::string>();
       } else {
-        for (size_t i = 0; i < v->size(); ++i) s.regex += (i ? "|" : "") + regex_escape((*v)[i].get<std::string>());
+        for (size_t i = 0; i < v->size(); ++i) {
+          if (i > 0) s.regex += '|';
+          s.regex += regex_escape((*v)[i].get<std::string>());
+        }
       }
       compile_regex(s.regex, what, RegexUse::Text);
     } catch (const Error& e) {
