@@ -530,29 +530,32 @@ std::unique_ptr<TokenConstraint> Engine::Impl::make_constraint(const SamplingPar
   }
   if (p.output_format == OutputFormat::JsonObject)
     return std::make_unique<MachineConstraint<JsonMachine>>(json_masks, JsonMachine{});
-  if (p.output_format == OutputFormat::Regex) {
-    auto it = regex_masks.find(p.regex);
-    if (it == regex_masks.end()) {
-      auto dfa = std::make_shared<const RegexDfa>(compile_regex(p.regex, "regex", RegexUse::Text));
-      if (regex_masks.size() >= 8) regex_masks.clear();
-      it = regex_masks.emplace(p.regex, RegexMasks{dfa, std::make_shared<MaskSet<RegexMachine>>(token_trie)}).first;
+  // The last 8 compiled forms by their text: found, or made (after dropping all when full).
+  auto cached = [](auto& cache, const std::string& key, auto make) -> auto& {
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      if (cache.size() >= 8) cache.clear();
+      it = cache.emplace(key, make()).first;
     }
-    return std::make_unique<MachineConstraint<RegexMachine>>(it->second.masks, RegexMachine(*it->second.dfa),
-                                                             it->second.dfa);
+    return it->second;
+  };
+  if (p.output_format == OutputFormat::Regex) {
+    const RegexMasks& c = cached(regex_masks, p.regex, [&] {
+      return RegexMasks{std::make_shared<const RegexDfa>(compile_regex(p.regex, "regex", RegexUse::Text)),
+                        std::make_shared<MaskSet<RegexMachine>>(token_trie)};
+    });
+    return std::make_unique<MachineConstraint<RegexMachine>>(c.masks, RegexMachine(*c.dfa), c.dfa);
   }
   if (p.json_after.empty() && !(p.json_before.empty() && p.json_between.empty()))
     fail("json_before or json_between is set but json_after is empty: a wrapped JSON value needs a text after it");
   const std::string key = p.json_schema + '\0' + p.json_before + '\0' + p.json_after + '\0' + p.json_between;
-  auto it = schema_masks.find(key);
-  if (it == schema_masks.end()) {
-    auto schema = std::make_shared<const JsonSchema>(
-        wrap_json_schema(compile_json_schema(p.json_schema, "json_schema"), p.json_before, p.json_after,
-                         p.json_between));
-    if (schema_masks.size() >= 8) schema_masks.clear();
-    it = schema_masks.emplace(key, SchemaMasks{schema, std::make_shared<MaskSet<SchemaMachine>>(token_trie)}).first;
-  }
-  return std::make_unique<MachineConstraint<SchemaMachine>>(it->second.masks, SchemaMachine(*it->second.schema),
-                                                            it->second.schema);
+  const SchemaMasks& c = cached(schema_masks, key, [&] {
+    return SchemaMasks{std::make_shared<const JsonSchema>(wrap_json_schema(
+                           compile_json_schema(p.json_schema, "json_schema"), p.json_before, p.json_after,
+                           p.json_between)),
+                       std::make_shared<MaskSet<SchemaMachine>>(token_trie)};
+  });
+  return std::make_unique<MachineConstraint<SchemaMachine>>(c.masks, SchemaMachine(*c.schema), c.schema);
 }
 
 RequestState& Engine::Impl::state(RequestId id) {

@@ -44,6 +44,19 @@ NodePtr make(Node::Kind k) {
   return n;
 }
 
+// The ASCII bytes.
+ByteSet ascii() {
+  ByteSet s;
+  for (int b = 0; b < 128; ++b) s.set(size_t(b));
+  return s;
+}
+
+// A class's complement: the ASCII bytes it lacks, and the non-ASCII characters unless it had them.
+void complement(Node& n) {
+  n.set = ascii() & ~n.set;
+  n.non_ascii = !n.non_ascii;
+}
+
 NodePtr byte_node(uint8_t b) {
   NodePtr n = make(Node::Kind::Set);
   n->set.set(b);
@@ -76,7 +89,7 @@ class Parser {
 
   static NodePtr any_char() {
     NodePtr n = make(Node::Kind::Set);
-    for (int b = 0; b < 128; ++b) n->set.set(size_t(b));
+    n->set = ascii();
     n->non_ascii = true;
     return n;
   }
@@ -171,12 +184,7 @@ class Parser {
       NodePtr n = make(Node::Kind::Set);
       for (const char* r = ranges; *r; r += 2)
         for (int b = uint8_t(r[0]); b <= uint8_t(r[1]); ++b) n->set.set(size_t(b));
-      if (negate) {
-        ByteSet ascii;
-        for (int b = 0; b < 128; ++b) ascii.set(size_t(b));
-        n->set = ascii & ~n->set;
-        n->non_ascii = true;
-      }
+      if (negate) complement(*n);
       return n;
     };
     switch (c) {
@@ -259,12 +267,7 @@ class Parser {
     }
     if (!more()) fail_at("a '[' without its ']'");
     ++i_;  // ']'
-    if (negate) {
-      ByteSet ascii;
-      for (int b = 0; b < 128; ++b) ascii.set(size_t(b));
-      n->set = ascii & ~n->set;
-      n->non_ascii = !n->non_ascii;
-    }
+    if (negate) complement(*n);
     return n;
   }
 
